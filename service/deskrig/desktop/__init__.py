@@ -1,0 +1,49 @@
+"""Pick a desktop backend at run time; other platforms' libraries are never imported."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from deskrig.desktop.base import Desktop, DesktopBackend
+from deskrig.errors import DeskrigError, ErrorCode
+
+__all__ = ["Desktop", "DesktopBackend", "choose_backend", "open_desktop"]
+
+
+def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None) -> str:
+    """Resolve ``auto`` from the platform and ``$DISPLAY`` / ``$WAYLAND_DISPLAY``."""
+    if backend != "auto":
+        return backend
+    env = os.environ if env is None else env
+    if sys.platform == "darwin":
+        return "macos"
+    if sys.platform == "win32":
+        return "windows"
+    if env.get("DISPLAY"):
+        return "x11"
+    if env.get("WAYLAND_DISPLAY"):
+        return "sway"
+    raise DeskrigError(
+        ErrorCode.DISPLAY_NOT_FOUND,
+        "no display: neither DISPLAY nor WAYLAND_DISPLAY is set",
+        remediation="Run inside a desktop session, or use `deskrig rig run` to start a virtual one.",
+    )
+
+
+def open_desktop(backend: str = "auto", display: str | None = None) -> Desktop:
+    """Open the desktop named by ``display`` (default: the environment's) with ``backend``."""
+    name = choose_backend(backend)
+    if name == "x11":
+        from deskrig.desktop.x11 import X11Backend
+
+        impl: DesktopBackend = X11Backend(display)
+    else:
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"desktop backend {name!r} is not available in this build",
+            details={"backend": name, "available": ["x11"]},
+            remediation="Use backend x11 (set DISPLAY), or run the rig in its container.",
+        )
+    return Desktop(impl)

@@ -1,0 +1,120 @@
+"""Error codes, messages and remediation text: the one table every failure comes from.
+
+Exception tree::
+
+    DeskrigError                 every failure that reaches a client; carries an ErrorCode
+    ├── ConfigError              bad settings file, env or flags (INVALID_ARGUMENT)
+    └── BackendError             a platform library failed (Xlib, D-Bus, docker ...)
+
+Backends translate their own library's exceptions at their boundary with
+``raise DeskrigError(...) from exc``; the MCP layer turns a ``DeskrigError`` into a tool error in
+exactly one place (``deskrig.server``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class ErrorCode(StrEnum):
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    INVALID_PATH = "INVALID_PATH"
+    WINDOW_NOT_FOUND = "WINDOW_NOT_FOUND"
+    DISPLAY_NOT_FOUND = "DISPLAY_NOT_FOUND"
+    UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
+    CAPTURE_FAILED = "CAPTURE_FAILED"
+    RATE_LIMIT_EXCEEDED = "RATE_LIMIT_EXCEEDED"
+    SECURITY_ERROR = "SECURITY_ERROR"
+    INVALID_REGION = "INVALID_REGION"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    ENCODING_FAILED = "ENCODING_FAILED"
+    FILE_SYSTEM_ERROR = "FILE_SYSTEM_ERROR"
+    ELEMENT_NOT_FOUND = "ELEMENT_NOT_FOUND"
+    AMBIGUOUS_TARGET = "AMBIGUOUS_TARGET"
+    APP_NOT_RUNNING = "APP_NOT_RUNNING"
+    A11Y_UNAVAILABLE = "A11Y_UNAVAILABLE"
+    INPUT_FAILED = "INPUT_FAILED"
+    RECORDING_ERROR = "RECORDING_ERROR"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+#: Default remediation text per code: what the caller can do about it.
+REMEDIATION: dict[ErrorCode, str] = {
+    ErrorCode.PERMISSION_DENIED: "The rig's policy or the OS refused this; check the rig configuration.",
+    ErrorCode.INVALID_PATH: "Use an absolute or ~-rooted path inside one of the allowed directories "
+    "(see details.allowed_directories).",
+    ErrorCode.WINDOW_NOT_FOUND: "Call list_windows for current window ids and titles.",
+    ErrorCode.DISPLAY_NOT_FOUND: "Call list_displays for the valid display ids.",
+    ErrorCode.UNSUPPORTED_FORMAT: "Use one of: png, jpeg, webp, bmp.",
+    ErrorCode.CAPTURE_FAILED: "Retry; if it persists, run `deskrig doctor` and check the display server.",
+    ErrorCode.RATE_LIMIT_EXCEEDED: "Wait until details.reset_at before capturing again.",
+    ErrorCode.SECURITY_ERROR: "This window is blocked by the rig's security policy; it cannot be captured.",
+    ErrorCode.INVALID_REGION: "Give a region with positive width and height that lies on the screen "
+    "(see get_screen_size).",
+    ErrorCode.OUT_OF_MEMORY: "Capture a smaller region or pass max_width to scale the image down.",
+    ErrorCode.ENCODING_FAILED: "Try another format (png is the safest).",
+    ErrorCode.FILE_SYSTEM_ERROR: "Check that the directory is writable and the disk is not full.",
+    ErrorCode.ELEMENT_NOT_FOUND: "Call get_app_state again for a fresh snapshot and element indices.",
+    ErrorCode.AMBIGUOUS_TARGET: "Several targets matched; pick one of details.candidates by id.",
+    ErrorCode.APP_NOT_RUNNING: "The process is gone; call list_apps or launch_app.",
+    ErrorCode.A11Y_UNAVAILABLE: "This app exposes no accessibility tree; use coordinates from a screenshot.",
+    ErrorCode.INPUT_FAILED: "The input could not be delivered; check that the display is up.",
+    ErrorCode.RECORDING_ERROR: "Check get_recording_state for the last error.",
+    ErrorCode.INVALID_ARGUMENT: "Fix the argument named in details and call again.",
+    ErrorCode.INTERNAL_ERROR: "An unexpected failure inside the rig; see the rig's log.",
+}
+
+
+class ErrorInfo(BaseModel):
+    """The structured error every client receives: ``{code, message, details?, remediation?}``."""
+
+    code: ErrorCode
+    message: str
+    details: dict[str, Any] | None = None
+    remediation: str | None = None
+
+
+class DeskrigError(Exception):
+    """The root of every deskrig failure. Carries an :class:`ErrorCode`."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        remediation: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+        self.remediation = remediation if remediation is not None else REMEDIATION[code]
+
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(
+            code=self.code, message=self.message, details=self.details, remediation=self.remediation
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code.value}, {self.message!r})"
+
+
+class ConfigError(DeskrigError):
+    """Settings that cannot be used: a bad file, environment variable or flag."""
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(
+            ErrorCode.INVALID_ARGUMENT,
+            message,
+            details=details,
+            remediation="Fix the configuration file, DESKRIG_* variable or flag named in the message.",
+        )
+
+
+class BackendError(DeskrigError):
+    """A platform library failed underneath a backend."""

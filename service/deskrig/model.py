@@ -1,0 +1,88 @@
+"""Data that crosses the MCP and HTTP boundary. Coordinates are screen pixels everywhere."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ImageFormat = Literal["png", "jpeg", "webp", "bmp"]
+
+
+class Bounds(BaseModel):
+    """A rectangle in root-window (screen) pixels."""
+
+    model_config = ConfigDict(frozen=True)
+
+    x: int
+    y: int
+    width: int
+    height: int
+
+    @property
+    def right(self) -> int:
+        return self.x + self.width
+
+    @property
+    def bottom(self) -> int:
+        return self.y + self.height
+
+    def intersection(self, other: Bounds) -> Bounds | None:
+        x0, y0 = max(self.x, other.x), max(self.y, other.y)
+        x1, y1 = min(self.right, other.right), min(self.bottom, other.bottom)
+        if x1 <= x0 or y1 <= y0:
+            return None
+        return Bounds(x=x0, y=y0, width=x1 - x0, height=y1 - y0)
+
+    def contains(self, x: int, y: int) -> bool:
+        return self.x <= x < self.right and self.y <= y < self.bottom
+
+
+class DisplayInfo(BaseModel):
+    """One monitor of the desktop."""
+
+    id: int = Field(description="Stable index, 0 is the first monitor")
+    name: str
+    bounds: Bounds
+    primary: bool
+    scale: float = Field(1.0, description="Device pixels per logical pixel")
+
+
+class WindowInfo(BaseModel):
+    """One top-level window."""
+
+    id: int = Field(description="Native window id (X11 client window XID)")
+    title: str
+    app: str = Field(description="Application / WM_CLASS class name")
+    pid: int | None
+    bounds: Bounds = Field(description="Client area in screen pixels, without WM decoration")
+    frame_bounds: Bounds | None = Field(None, description="Bounds including WM decoration, if any")
+    minimized: bool = False
+    focused: bool = False
+    z_order: int = Field(0, description="Stacking position; 0 is the top-most window")
+
+
+class AppInfo(BaseModel):
+    """A running application that owns at least one window."""
+
+    pid: int | None
+    name: str
+    windows: list[int]
+
+
+class ScreenSize(BaseModel):
+    width: int
+    height: int
+
+
+class CursorPosition(BaseModel):
+    x: int
+    y: int
+    display_id: int | None = None
+
+
+class Diagnostic(BaseModel):
+    """A visible fallback or degradation a backend chose (e.g. no MIT-SHM)."""
+
+    component: str
+    message: str
