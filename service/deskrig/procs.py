@@ -1,0 +1,509 @@
+"""Child processes of a rig and the probes that tell when they are ready.
+
+Processes: each has its own session, a death signal, captured output and a thorough teardown.
+
+Every child starts in a new session (so it leads its own process group) with
+``PR_SET_PDEATHSIG`` set, so it dies with the supervisor even when the supervisor is SIGKILLed.
+Its stdout and stderr go to a bounded ring buffer and a log file. A waiter thread reaps it the
+moment it exits, so no zombie is ever left behind. :meth:`ManagedProcess.stop` ends the child
+and everything it started: its process group, its session, and descendants that left both
+(xterm's shell, for example, gets a session of its own).
+
+Probes: small blocking checks the supervisor polls during start-up: the line a child writes to
+an inherited pipe, X11 access and windows (python-xlib, plus raw protocol where python-xlib cannot
+be handed a cookie), and the AT-SPI bus launcher over D-Bus (dbus-fast).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal, TypeVar
+
+log = logging.getLogger(__name__)
+
+Stream = Literal["stdout", "stderr"]
+T = TypeVar("T")
+
+#: Lines of output kept in memory per process.
+RING_LINES = 200
+
+_COOKIE_NAME = b"MIT-MAGIC-COOKIE-1"
+_A11Y_NOT_YET = ("org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner")
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def normalize_status(returncode: int) -> int:
+    """A process exit status as a shell reports it: killed by signal N becomes 128 + N."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def _child_setup(death_signal: int, parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that ties the child's life to the thread that forks it."""
+
+    def setup() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+        # The supervisor may have died between fork and prctl; no death signal would come then.
+        if os.getppid() != parent_pid:
+            os._exit(127)
+
+    return setup
+
+
+@dataclass(frozen=True)
+class ProcEntry:
+    """One line of the process table, from /proc/PID/stat."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    start_time: int
+
+    @property
+    def dead(self) -> bool:
+        return self.state in ("Z", "X")
+
+
+def read_proc(pid: int) -> ProcEntry | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name may contain spaces and parentheses; the fields start after the last ")".
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return ProcEntry(
+        pid=pid,
+        ppid=int(fields[1]),
+        pgid=int(fields[2]),
+        sid=int(fields[3]),
+        state=fields[0],
+        start_time=int(fields[19]),
+    )
+
+
+def process_table() -> list[ProcEntry]:
+    entries = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (entry := read_proc(int(name))) is not None:
+            entries.append(entry)
+    return entries
+
+
+def process_family(leader: ProcEntry, known: Collection[int] = ()) -> dict[int, ProcEntry]:
+    """Live processes that belong to ``leader``: its group, its session and all descendants.
+
+    ``known`` pids (found by earlier scans) are followed too, so a grandchild whose parent has
+    already exited is still found through its own children. Processes older than the leader
+    cannot be its own and are left out, which guards against reused pids.
+    """
+    table = [e for e in process_table() if not e.dead and e.start_time >= leader.start_time]
+    children: dict[int, list[ProcEntry]] = {}
+    for entry in table:
+        children.setdefault(entry.ppid, []).append(entry)
+    family = {
+        e.pid: e
+        for e in table
+        if e.pid == leader.pid or e.pgid == leader.pid or e.sid == leader.pid or e.pid in known
+    }
+    pending = list(family)
+    while pending:
+        for child in children.get(pending.pop(), []):
+            if child.pid not in family:
+                family[child.pid] = child
+                pending.append(child.pid)
+    return family
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``pid`` is ``ancestor``, one of its descendants, or in its session."""
+    for _ in range(64):  # a bound, in case of a cycle through a reused pid
+        if pid == ancestor:
+            return True
+        entry = read_proc(pid)
+        if entry is None or entry.ppid <= 1:
+            return False
+        if entry.sid == ancestor:
+            return True
+        pid = entry.ppid
+    return False
+
+
+class ManagedProcess:
+    """A running child: its output, its exit status, and a teardown that leaves nothing behind."""
+
+    def __init__(self, name: str, popen: subprocess.Popen[bytes], log_path: Path) -> None:
+        self.name = name
+        self.pid = popen.pid
+        self.log_path = log_path
+        self.argv = [str(arg) for arg in popen.args] if isinstance(popen.args, list) else [str(popen.args)]
+        self._popen = popen
+        self._entry = read_proc(popen.pid)
+        self._ring: deque[tuple[Stream, str]] = deque(maxlen=RING_LINES)
+        self._ring_lock = threading.Lock()
+        self._log_file = log_path.open("ab")
+        self._exited = threading.Event()
+        self._status: int | None = None
+        self._exit_callbacks: list[Callable[[int], None]] = []
+        self._callback_lock = threading.Lock()
+        self._readers = [
+            self._thread(f"{name}-{stream}", self._read, stream, pipe)
+            for stream, pipe in (("stdout", popen.stdout), ("stderr", popen.stderr))
+            if pipe is not None
+        ]
+        self._waiter = self._thread(f"{name}-waiter", self._wait)
+
+    @staticmethod
+    def _thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
+        thread = threading.Thread(target=target, args=args, name=f"deskrig-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    def _read(self, stream: Stream, pipe: IO[bytes]) -> None:
+        with pipe:
+            for raw in pipe:
+                with self._ring_lock:
+                    self._ring.append((stream, raw.decode("utf-8", "replace").rstrip("\r\n")))
+                    if not self._log_file.closed:
+                        self._log_file.write(raw)
+                        self._log_file.flush()
+
+    def _wait(self) -> None:
+        self._status = normalize_status(self._popen.wait())
+        with self._callback_lock:
+            self._exited.set()
+            callbacks = list(self._exit_callbacks)
+        for callback in callbacks:
+            try:
+                callback(self._status)
+            except Exception:
+                log.exception("exit callback of %s failed", self.name)
+
+    @property
+    def alive(self) -> bool:
+        return not self._exited.is_set()
+
+    @property
+    def exit_status(self) -> int | None:
+        """The exit status (128 + N when killed by signal N), or None while it runs."""
+        return self._status if self._exited.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status once the process has exited, or None if ``timeout`` passes first."""
+        self._exited.wait(timeout)
+        return self.exit_status
+
+    def on_exit(self, callback: Callable[[int], None]) -> None:
+        """Call ``callback(status)`` from the waiter thread when the process exits (at once, in
+        this thread, if it already has)."""
+        with self._callback_lock:
+            if self.alive:
+                self._exit_callbacks.append(callback)
+                return
+        callback(self._status if self._status is not None else 0)
+
+    def tail(self, lines: int = 20, stream: Stream | None = None) -> list[str]:
+        """The last ``lines`` lines of output (both streams, or only ``stream``)."""
+        with self._ring_lock:
+            selected = [text for source, text in self._ring if stream is None or source == stream]
+        return selected[-lines:] if lines > 0 else []
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        """TERM the process and its family, KILL whatever is left after ``grace``; reap the child.
+
+        Idempotent. Returns the child's exit status (None only if it could not be reaped).
+        """
+        if self._entry is not None:
+            self._end_family(self._entry, grace)
+        elif self.alive:
+            os.kill(self.pid, signal.SIGKILL)  # not reaped yet, so the pid cannot have been reused
+        status = self.wait(2.0)
+        if status is None:
+            log.warning("%s (pid %d) could not be reaped", self.name, self.pid)
+        # Readers end when the last writer of the pipes is gone, which the family sweep ensures.
+        for reader in self._readers:
+            reader.join(timeout=1.0)
+        with self._ring_lock:
+            self._log_file.close()
+        return status
+
+    def _end_family(self, leader: ProcEntry, grace: float) -> None:
+        signalled: dict[int, int] = {}
+        known: set[int] = set()
+        deadline = time.monotonic() + grace
+        give_up = deadline + 2.0
+        while True:
+            family = process_family(leader, known)
+            if not self.alive:
+                family.pop(leader.pid, None)
+            if not family:
+                return
+            known.update(family)
+            now = time.monotonic()
+            if now >= give_up:
+                log.warning("%s: processes %s survived SIGKILL", self.name, sorted(family))
+                return
+            sig = signal.SIGTERM if now < deadline else signal.SIGKILL
+            for pid in family:
+                if signalled.get(pid) != sig:
+                    signalled[pid] = sig
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, sig)
+            time.sleep(0.02)
+
+
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    log_dir: Path,
+    cwd: str | None = None,
+    pass_fds: Sequence[int] = (),
+    death_signal: int = signal.SIGKILL,
+    spawner: Executor | None = None,
+) -> ManagedProcess:
+    """Start ``argv`` as a :class:`ManagedProcess` logging to ``{log_dir}/{name}.log``.
+
+    The death signal fires when the *thread* that forked the child ends, not only the process;
+    pass a long-lived ``spawner`` (a one-thread executor) when the caller's thread may end first.
+    Raises OSError (FileNotFoundError for a missing executable) like :class:`subprocess.Popen`.
+    """
+
+    def launch() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=tuple(pass_fds),
+            start_new_session=True,
+            preexec_fn=_child_setup(death_signal, os.getpid()),
+        )
+
+    popen = spawner.submit(launch).result() if spawner is not None else launch()
+    return ManagedProcess(name, popen, log_dir / f"{name}.log")
+
+
+# --- readiness probes -------------------------------------------------------------------------
+
+
+# X11
+
+
+def _pad4(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 4)
+
+
+def write_xauthority(path: Path, cookie: bytes) -> None:
+    """An Xauthority file whose cookie matches any display number (numbers are empty):
+    a FamilyWild entry for libXau and a FamilyLocal one for python-xlib."""
+
+    def counted(data: bytes) -> bytes:
+        return struct.pack(">H", len(data)) + data
+
+    entries = ((0xFFFF, b""), (256, socket.gethostname().encode()))
+    data = b"".join(
+        struct.pack(">H", family) + counted(address) + counted(b"") + counted(_COOKIE_NAME) + counted(cookie)
+        for family, address in entries
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.chmod(0o600)
+    tmp.replace(path)
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the X server closed the connection")
+        data += chunk
+    return data
+
+
+def grant_local_user(display_number: int, cookie: bytes, user: str, timeout: float) -> None:
+    """Connect with the cookie and add ``si:localuser:USER`` to the server's access list.
+
+    python-xlib and libX11 read cookies only from ``$XAUTHORITY``, which a process supervising
+    several rigs cannot point at each one; this is the same request ``xhost`` sends, in raw
+    protocol because python-xlib cannot be handed a cookie.
+    """
+    setup = struct.pack("<BxHHHHxx", ord("l"), 11, 0, len(_COOKIE_NAME), len(cookie))
+    address = b"localuser\0" + user.encode()
+    change_hosts = struct.pack("<BBHBxH", 109, 0, 2 + len(_pad4(address)) // 4, 5, len(address))
+    get_input_focus = struct.pack("<BxH", 43, 1)  # a round trip: its reply or an error follows
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(f"/tmp/.X11-unix/X{display_number}")
+        sock.sendall(setup + _pad4(_COOKIE_NAME) + _pad4(cookie))
+        head = _recv_exact(sock, 8)
+        body = _recv_exact(sock, struct.unpack_from("<H", head, 6)[0] * 4)
+        if head[0] != 1:
+            reason = body[: head[1]].decode("latin-1")
+            raise ConnectionError(f"the X server refused the rig's own cookie: {reason}")
+        sock.sendall(change_hosts + _pad4(address) + get_input_focus)
+        reply = _recv_exact(sock, 32)
+        if reply[0] == 0:
+            raise ConnectionError(f"ChangeHosts failed with X error code {reply[1]}")
+
+
+def _top_level_windows(conn: Any) -> list[int]:
+    """Managed clients from _NET_CLIENT_LIST, or the root's children when no WM keeps one."""
+    root = conn.screen().root
+    clients = root.get_full_property(conn.intern_atom("_NET_CLIENT_LIST"), 0)
+    if clients is not None:
+        return [int(wid) for wid in clients.value]
+    return [child.id for child in root.query_tree().children]
+
+
+def _window_pid(conn: Any, window: Any) -> int | None:
+    prop = window.get_full_property(conn.intern_atom("_NET_WM_PID"), 0)
+    if prop is not None and len(prop.value):
+        return int(prop.value[0])
+    if not conn.has_extension("X-Resource"):
+        return None
+    from Xlib.ext import res
+
+    reply = conn.res_query_client_ids([{"client": window.id, "mask": res.LocalClientPIDMask}])
+    for client in reply.ids:
+        if client.spec.mask & res.LocalClientPIDMask and client.value:
+            return int(client.value[0])
+    return None
+
+
+def mapped_windows(conn: Any) -> list[tuple[int, int | None, str]]:
+    """(id, pid, title) of every viewable top-level client window."""
+    from Xlib import X, error
+
+    found = []
+    for wid in _top_level_windows(conn):
+        window = conn.create_resource_object("window", wid)
+        try:
+            attrs = window.get_attributes()
+            if attrs.map_state != X.IsViewable or attrs.override_redirect:
+                continue
+            found.append((wid, _window_pid(conn, window), str(window.get_wm_name() or "")))
+        except (error.BadWindow, error.BadDrawable):
+            continue  # destroyed while we looked
+    return found
+
+
+def wm_check_window(conn: Any) -> int | None:
+    """The WM's check window if a EWMH window manager is managing the screen."""
+    from Xlib import error
+
+    atom = conn.intern_atom("_NET_SUPPORTING_WM_CHECK")
+    prop = conn.screen().root.get_full_property(atom, 0)
+    if prop is None or not len(prop.value):
+        return None
+    wid = int(prop.value[0])
+    try:
+        own = conn.create_resource_object("window", wid).get_full_property(atom, 0)
+    except error.BadWindow:
+        return None
+    return wid if own is not None and len(own.value) and int(own.value[0]) == wid else None
+
+
+# --- D-Bus ------------------------------------------------------------------------------------
+
+
+def _run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from blocking code, even inside an event loop's thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def _call_a11y_bus(
+    session_bus: str, interface: str, member: str, signature: str = "", body: Sequence[Any] = ()
+) -> Any:
+    """One call to org.a11y.Bus, never auto-starting a second launcher."""
+    from dbus_fast import Message, MessageFlag
+    from dbus_fast.aio import MessageBus
+
+    bus = await MessageBus(bus_address=session_bus).connect()
+    try:
+        message = Message(
+            destination="org.a11y.Bus",
+            path="/org/a11y/bus",
+            interface=interface,
+            member=member,
+            signature=signature,
+            body=list(body),
+            flags=MessageFlag.NO_AUTOSTART,
+        )
+        return await asyncio.wait_for(bus.call(message), timeout=5.0)
+    finally:
+        bus.disconnect()
+        await bus.wait_for_disconnect()  # type: ignore[no-untyped-call]
+
+
+def a11y_bus_address(session_bus: str) -> str | None:
+    """The accessibility bus address, or None while org.a11y.Bus has no owner yet."""
+    from dbus_fast import MessageType
+
+    reply = _run_async(_call_a11y_bus(session_bus, "org.a11y.Bus", "GetAddress"))
+    if reply.message_type == MessageType.METHOD_RETURN:
+        return str(reply.body[0])
+    if reply.error_name in _A11Y_NOT_YET:
+        return None
+    raise ConnectionError(f"org.a11y.Bus.GetAddress failed: {reply.error_name}: {reply.body}")
+
+
+def enable_a11y(session_bus: str) -> None:
+    from dbus_fast import MessageType, Variant
+
+    reply = _run_async(
+        _call_a11y_bus(
+            session_bus,
+            "org.freedesktop.DBus.Properties",
+            "Set",
+            "ssv",
+            ["org.a11y.Status", "IsEnabled", Variant("b", True)],
+        )
+    )
+    if reply.message_type != MessageType.METHOD_RETURN:
+        raise ConnectionError(f"setting org.a11y.Status.IsEnabled failed: {reply.error_name}: {reply.body}")
+
+
+class PipeLine:
+    """The first line a child writes to an inherited pipe (Xvfb -displayfd, dbus --print-address)."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self._data = b""
+
+    def poll(self) -> str | None:
+        with contextlib.suppress(BlockingIOError):
+            self._data += os.read(self.read_fd, 4096)
+        line, newline, _ = self._data.partition(b"\n")
+        return line.decode() if newline else None
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)

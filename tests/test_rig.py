@@ -1,0 +1,405 @@
+"""The in-rig supervisor against real Xvfb, openbox, dbus-daemon, AT-SPI and real apps.
+
+Leaks are checked in /proc: every process a rig starts carries the rig's private
+XDG_RUNTIME_DIR in its environment, so a scan for it finds grandchildren too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dbus_fast import Message, MessageType
+from dbus_fast.aio import MessageBus
+from Xlib import X
+from Xlib.display import Display
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.rig import Rig, RigOptions, RigStartupError
+
+APPS = Path(__file__).parent / "apps"
+HARNESS = APPS / "rig_harness.py"
+FIXTURE_PYTHON = "/usr/bin/python3"  # Debian's, with tkinter and python3-gi
+XTERM_TITLE = "rig-test-xterm"
+# A Tk window that exits with status 5 once the file named by argv[1] exists.
+TK_EXIT_WHEN_TOLD = (
+    "import os, sys, tkinter as tk\n"
+    "root = tk.Tk(); root.title('exit-when-told'); root.geometry('200x100')\n"
+    "def check():\n"
+    "    os._exit(5) if os.path.exists(sys.argv[1]) else root.after(20, check)\n"
+    "check(); root.mainloop()\n"
+)
+
+
+def poll(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def live_rig_processes(runtime_dir: str, pids: Iterator[int] | list[int] = ()) -> dict[int, str]:
+    """pid -> command of every live (non-zombie) process of the rig: the given pids and every
+    process whose environment holds the rig's XDG_RUNTIME_DIR."""
+    marker = f"XDG_RUNTIME_DIR={runtime_dir}".encode()
+    wanted = set(pids)
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat_line = Path(f"/proc/{name}/stat").read_text()
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        if stat_line[stat_line.rindex(")") + 2] in "ZX":
+            continue
+        if int(name) in wanted or marker in environ.split(b"\0"):
+            found[int(name)] = stat_line[stat_line.index("(") + 1 : stat_line.rindex(")")]
+    return found
+
+
+def assert_all_gone(runtime_dir: str, pids: list[int], timeout: float = 10.0) -> None:
+    poll(lambda: not live_rig_processes(runtime_dir, pids), timeout, "the rig's processes to end")
+
+
+def viewable_window(display: str, title: str) -> tuple[int, int | None]:
+    """(id, _NET_WM_PID or None) of the viewable window titled ``title`` on ``display``."""
+    conn = Display(display)
+    try:
+        pid_atom = conn.intern_atom("_NET_WM_PID")
+
+        def walk(window: Any) -> tuple[int, int | None] | None:
+            for child in window.query_tree().children:
+                if child.get_wm_name() == title and child.get_attributes().map_state == X.IsViewable:
+                    prop = child.get_full_property(pid_atom, X.AnyPropertyType)
+                    return child.id, int(prop.value[0]) if prop else None
+                if (found := walk(child)) is not None:
+                    return found
+            return None
+
+        found = walk(conn.screen().root)
+        assert found is not None, f"no viewable window titled {title!r} on {display}"
+        return found
+    finally:
+        conn.close()
+
+
+def a11y_call(address: str, destination: str, path: str, interface: str, member: str, *body: Any) -> Any:
+    """One D-Bus method call; returns the reply body."""
+    signature = "".join("s" for _ in body)
+
+    async def call() -> Any:
+        bus = await MessageBus(bus_address=address).connect()
+        try:
+            reply = await bus.call(
+                Message(
+                    destination=destination,
+                    path=path,
+                    interface=interface,
+                    member=member,
+                    signature=signature,
+                    body=list(body),
+                )
+            )
+        finally:
+            bus.disconnect()
+            await bus.wait_for_disconnect()
+        assert reply.message_type == MessageType.METHOD_RETURN, (reply.error_name, reply.body)
+        return reply.body
+
+    return asyncio.run(call())
+
+
+@pytest.fixture(scope="module")
+def xterm_rig() -> Iterator[Rig]:
+    with Rig(RigOptions(app=["xterm", "-T", XTERM_TITLE])) as rig:
+        yield rig
+
+
+def test_xterm_rig_is_ready_with_its_window_on_the_display(xterm_rig: Rig) -> None:
+    status = xterm_rig.status()
+    assert status.ready and status.display_up and status.wm_up and status.a11y_up and status.app_up
+    assert status.display == xterm_rig.display and status.wm == "openbox" and status.diagnostics == []
+    assert set(status.pids) == {"xvfb", "wm", "dbus", "at-spi", "app"}
+    window, pid = viewable_window(xterm_rig.display, XTERM_TITLE)
+    assert pid == status.app_pid
+    conn = Display(xterm_rig.display)
+    try:
+        screen = conn.screen()
+        assert (screen.width_in_pixels, screen.height_in_pixels, screen.root_depth) == (1280, 800, 24)
+        for extension in ("Composite", "DAMAGE", "RANDR"):
+            assert conn.query_extension(extension) is not None
+        assert window in conn.screen().root.get_full_property(conn.intern_atom("_NET_CLIENT_LIST"), 0).value
+    finally:
+        conn.close()
+    app_env = Path(f"/proc/{status.app_pid}/environ").read_bytes().split(b"\0")
+    for key, value in xterm_rig.env.items():
+        assert f"{key}={value}".encode() in app_env
+    assert not any(entry.startswith(b"NO_AT_BRIDGE=") for entry in app_env)
+
+
+def test_accessibility_is_switched_on_on_a_private_bus(xterm_rig: Rig) -> None:
+    env, status = xterm_rig.env, xterm_rig.status()
+    runtime_dir = Path(env["XDG_RUNTIME_DIR"])
+    assert stat.S_IMODE(runtime_dir.stat().st_mode) == 0o700
+    assert env["DBUS_SESSION_BUS_ADDRESS"].startswith(f"unix:path={runtime_dir}/bus,")
+    bus = env["DBUS_SESSION_BUS_ADDRESS"]
+    enabled = a11y_call(
+        bus,
+        "org.a11y.Bus",
+        "/org/a11y/bus",
+        "org.freedesktop.DBus.Properties",
+        "Get",
+        "org.a11y.Status",
+        "IsEnabled",
+    )
+    assert enabled[0].value is True
+    address = a11y_call(bus, "org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus", "GetAddress")
+    assert address[0] == status.a11y_bus and str(runtime_dir) in address[0]
+
+
+def test_display_refuses_other_users_without_the_cookie(xterm_rig: Rig, tmp_path: Path) -> None:
+    raw = Path(xterm_rig.env["XAUTHORITY"]).read_bytes()
+    assert stat.S_IMODE(Path(xterm_rig.env["XAUTHORITY"]).stat().st_mode) == 0o600
+    offset, fields = 2, []  # skip the family; then address, number, name, data, each counted
+    for _ in range(4):
+        (length,) = struct.unpack_from(">H", raw, offset)
+        fields.append(raw[offset + 2 : offset + 2 + length])
+        offset += 2 + length
+    cookie = fields[3]
+    handshake = (
+        "import socket, struct, sys\n"
+        "cookie = bytes.fromhex(sys.argv[2]); name = b'MIT-MAGIC-COOKIE-1' if cookie else b''\n"
+        "pad = lambda b: b + bytes(-len(b) % 4)\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect('/tmp/.X11-unix/X' + sys.argv[1])\n"
+        "s.sendall(struct.pack('<BxHHHHxx', 108, 11, 0, len(name), len(cookie)) + pad(name) + pad(cookie))\n"
+        "print(s.recv(1)[0])\n"
+    )
+    number = xterm_rig.display.lstrip(":")
+
+    def connect_as_nobody(cookie_hex: str) -> str:
+        done = subprocess.run(
+            [FIXTURE_PYTHON, "-c", handshake, number, cookie_hex],
+            user=65534,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    assert connect_as_nobody("") == "0"  # 0: the server refused the connection
+    assert connect_as_nobody("00" * len(cookie)) == "0"
+    assert connect_as_nobody(cookie.hex()) == "1"
+
+
+def test_two_rigs_run_side_by_side_with_separate_displays_and_buses(xterm_rig: Rig, tmp_path: Path) -> None:
+    log = tmp_path / "tk.log"
+    tk_app = [FIXTURE_PYTHON, str(APPS / "tk_color.py"), "--title", "tk-side", "--color", "#12a4e0"]
+    with Rig(RigOptions(size="800x600", wm=None, app=[*tk_app, "--log", str(log)])) as other:
+        status = other.status()
+        assert status.ready and status.wm is None and not status.wm_up and status.app_up
+        assert other.display != xterm_rig.display
+        for key in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "XAUTHORITY"):
+            assert other.env[key] != xterm_rig.env[key]
+        assert status.a11y_bus != xterm_rig.status().a11y_bus
+        # Tk sets no _NET_WM_PID: the rig found its window through the X-Resource extension.
+        assert viewable_window(other.display, "tk-side")[1] is None
+        ready = poll(lambda: log.exists() and log.read_text().splitlines(), 10, "the Tk fixture's log")
+        event = json.loads(ready[0])
+        assert event["pid"] == status.app_pid
+        conn = Display(other.display)
+        try:
+            root = conn.screen().root
+            assert (conn.screen().width_in_pixels, conn.screen().height_in_pixels) == (800, 600)
+            x, y = event["x"] + event["width"] // 2, event["y"] + event["height"] // 2
+            pixel = root.get_image(x, y, 1, 1, X.ZPixmap, 0xFFFFFFFF).data
+            assert (pixel[2], pixel[1], pixel[0]) == (0x12, 0xA4, 0xE0)
+        finally:
+            conn.close()
+        runtime_dir, pids = other.env["XDG_RUNTIME_DIR"], list(status.pids.values())
+    assert not Path(runtime_dir).exists()
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)  # reaped, not even zombies
+    assert_all_gone(runtime_dir, pids)
+
+
+def test_gtk_app_joins_the_rigs_accessibility_bus(tmp_path: Path) -> None:
+    gtk_app = [FIXTURE_PYTHON, str(APPS / "gtk_color.py"), "--title", "gtk-a11y", "--color", "#00ff00"]
+    with Rig(RigOptions(app=[*gtk_app, "--log", str(tmp_path / "gtk.log")])) as rig:
+        status = rig.status()
+        assert status.ready and status.a11y_bus is not None
+
+        def app_pids_on_a11y_bus() -> set[int]:
+            root = ("org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root")
+            children = a11y_call(status.a11y_bus, *root, "org.a11y.atspi.Accessible", "GetChildren")[0]
+            dbus = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
+            return {
+                a11y_call(status.a11y_bus, *dbus, "GetConnectionUnixProcessID", name)[0]
+                for name, _ in children
+            }
+
+        poll(lambda: status.app_pid in app_pids_on_a11y_bus(), 15, "the GTK app on the accessibility bus")
+        # Exactly the rig's own two buses: the app autolaunched no stray dbus-daemon.
+        runtime_dir = rig.env["XDG_RUNTIME_DIR"]
+        daemons = [cmd for cmd in live_rig_processes(runtime_dir).values() if cmd == "dbus-daemon"]
+        assert len(daemons) == 2
+        pids = list(status.pids.values())
+    assert_all_gone(runtime_dir, pids)
+
+
+def test_app_that_dies_during_startup_raises_with_status_and_stderr_tail() -> None:
+    failing = [FIXTURE_PYTHON, "-c", "import sys; print('boom: no config', file=sys.stderr); sys.exit(3)"]
+    rig = Rig(RigOptions(app=failing))
+    with pytest.raises(RigStartupError) as caught:
+        rig.start()
+    error = caught.value
+    assert error.code == ErrorCode.APP_NOT_RUNNING
+    assert error.details is not None
+    assert error.details["stage"] == "app" and error.details["exit_status"] == 3
+    assert error.details["stderr_tail"] == ["boom: no config"]
+    assert "status 3" in str(error) and "boom: no config" in str(error)
+    status = rig.status()
+    assert not status.ready and status.app_exit_status == 3
+    assert not any(Path(f"/proc/{pid}").exists() for pid in status.pids.values())
+    assert_all_gone(rig.env["XDG_RUNTIME_DIR"], list(status.pids.values()))
+
+
+def test_missing_app_executable_is_an_invalid_argument() -> None:
+    rig = Rig(RigOptions(wm=None, a11y=False, app=["/nonexistent/app"]))
+    with pytest.raises(RigStartupError) as caught:
+        rig.start()
+    assert caught.value.code == ErrorCode.INVALID_ARGUMENT and caught.value.details is not None
+    assert caught.value.details["stage"] == "app"
+    assert not rig.status().display_up
+
+
+@pytest.mark.parametrize("size", ["1280", "63x800", "1280x8193", "axb", "1280x800x24", ""])
+def test_invalid_size_is_rejected(size: str) -> None:
+    with pytest.raises(DeskrigError) as caught:
+        Rig(RigOptions(size=size))
+    assert caught.value.code == ErrorCode.INVALID_ARGUMENT
+    assert caught.value.details == {"argument": "size", "value": size, "min": 64, "max": 8192}
+
+
+def test_app_exit_is_reported_to_waiters_and_callbacks(tmp_path: Path) -> None:
+    trigger = tmp_path / "exit-now"
+    rig = Rig(RigOptions(wm=None, a11y=False, app=[FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger)]))
+    with rig:
+        statuses: queue.Queue[int] = queue.Queue()
+        rig.on_app_exit(statuses.put)
+        assert rig.wait_app_exit(timeout=0.1) is None
+        trigger.touch()
+        assert rig.wait_app_exit(timeout=10) == 5
+        assert statuses.get(timeout=5) == 5
+        status = rig.status()
+        assert status.app_exit_status == 5 and not status.app_up and not status.ready
+        late: list[int] = []
+        rig.on_app_exit(late.append)  # registered after the exit: called at once
+        assert late == [5]
+
+
+class Harness:
+    """tests/apps/rig_harness.py in a child process, its stderr collected line by line."""
+
+    def __init__(self, *app: str, options: tuple[str, ...] = ()) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HARNESS), *options, "--", *app], stderr=subprocess.PIPE, text=True
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+
+    def ready(self, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.stderr.append(line)
+            if line.startswith("{"):
+                message = json.loads(line)
+                assert "ready" in message, message
+                return message
+        raise AssertionError(f"the harness never became ready; stderr: {''.join(self.stderr)}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def harness() -> Iterator[Callable[..., Harness]]:
+    started: list[Harness] = []
+
+    def start(*app: str, options: tuple[str, ...] = ()) -> Harness:
+        started.append(Harness(*app, options=options))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.close()
+
+
+def _start_xterm_with_grandchild(harness: Callable[..., Harness]) -> tuple[Harness, str, list[int]]:
+    """A harness running xterm whose shell runs a sleep: grandchildren outside xterm's session."""
+    run = harness("xterm", "-T", XTERM_TITLE, "-e", "sh", "-c", "sleep 600 & wait")
+    ready = run.ready()
+    runtime_dir, pids = ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())
+    assert ready["ready"]["ready"] is True
+    poll(lambda: "sleep" in live_rig_processes(runtime_dir).values(), 10, "xterm's shell to start sleep")
+    return run, runtime_dir, pids
+
+
+def test_sigterm_to_the_runner_tears_everything_down(harness: Callable[..., Harness]) -> None:
+    run, runtime_dir, pids = _start_xterm_with_grandchild(harness)
+    assert {"Xvfb", "openbox", "dbus-daemon", "at-spi-bus-laun", "xterm", "sh", "sleep"} <= set(
+        live_rig_processes(runtime_dir, pids).values()
+    )
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.proc.wait(timeout=15) == 0
+    assert live_rig_processes(runtime_dir, pids) == {}
+    assert not Path(runtime_dir).exists()
+
+
+def test_app_exit_ends_the_runner_with_the_apps_status(
+    harness: Callable[..., Harness], tmp_path: Path
+) -> None:
+    trigger = tmp_path / "exit-now"
+    run = harness(FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger))
+    ready = run.ready()
+    trigger.touch()
+    assert run.proc.wait(timeout=15) == 5
+    assert live_rig_processes(ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())) == {}
+
+
+def test_rig_dies_with_a_sigkilled_runner(harness: Callable[..., Harness]) -> None:
+    run, runtime_dir, pids = _start_xterm_with_grandchild(harness)
+    run.proc.kill()
+    run.proc.wait(timeout=5)
+    assert_all_gone(runtime_dir, pids)
