@@ -1,0 +1,255 @@
+"""The X11 backend: python-xlib for the protocol, mss (MIT-SHM) for screen pixels.
+
+Three X connections per backend, each with one job:
+
+- the main python-xlib connection: windows, RandR, pointer, Composite window capture. It selects
+  no events, so nothing queues up on it;
+- the mss (XCB) connection: MIT-SHM screen grabs, ~0.3 ms for 1280x800;
+- the DAMAGE connection: only DamageNotify events arrive there (see ``x11_capture.DamageCounter``).
+
+Window captures use Composite: at start-up the backend asks the server to keep every top-level
+window (the WM frames, or the clients without a WM) in an off-screen pixmap
+("automatic" redirection, so the screen still shows them). A window's own pixmap holds its real
+contents even where another window covers it, where XGetImage of the screen would return the
+covering window or black. Windows already mapped when the backend starts are copied into their
+new pixmap and repaint it on the Expose the server sends them.
+
+Xlib failures are translated into DeskrigError at this boundary; nothing Xlib-specific escapes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from mss import ScreenShotError
+from PIL import Image
+from Xlib import X
+from Xlib.display import Display
+from Xlib.error import BadWindow, CatchError, ConnectionClosedError, DisplayError, XError
+from Xlib.ext import composite
+from Xlib.xobject.drawable import Window
+
+from deskrig.desktop.base import DesktopBackend
+from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
+from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
+from deskrig.errors import BackendError, DeskrigError, ErrorCode
+from deskrig.model import Bounds, CursorPosition, DisplayInfo, WindowInfo
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: RandR 1.5 (X.Org 1.18, 2015) added monitors; an older server counts as one display.
+RANDR_MONITORS = (1, 5)
+
+#: X resource ids are 29-bit numbers; anything else cannot name a window.
+MAX_XID = (1 << 29) - 1
+
+
+class X11Backend(DesktopBackend):
+    """One X display. ``display`` is an X display name such as ``:1``; None means ``$DISPLAY``."""
+
+    name = "x11"
+
+    def __init__(self, display: str | None = None) -> None:
+        super().__init__()
+        self._display_name = display or os.environ.get("DISPLAY", "")
+        with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot open X display"):
+            self._display = Display(self._display_name)
+            self._root = self._display.screen().root
+            self._display.set_error_handler(self._log_async_error)
+            has = self._display.has_extension
+            if not has("X-Resource"):
+                self.note("windows", "no X-Resource extension: pids of apps without _NET_WM_PID are unknown")
+            self._windows = WindowLister(self._display, has_x_resource=has("X-Resource"))
+            self._has_randr = has("RANDR")
+            self._composited = has("Composite") and self._redirect_toplevels()
+            self._damage: DamageCounter | None = None
+            if has("DAMAGE"):
+                self._damage = DamageCounter(self._display_name)
+            else:
+                self.note("damage", "no DAMAGE extension: every capture is taken afresh")
+            self._fresh_serial = 0
+            self._grabber = ScreenGrabber(self._display_name, self._display, self.note)
+
+    # -- the DesktopBackend methods -------------------------------------------------------------
+
+    def displays(self) -> list[DisplayInfo]:
+        with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot read the display layout"):
+            monitors = self._randr_monitors() if self._has_randr else []
+            if not monitors:
+                self._note_once("displays", "RandR reports no monitors; the whole screen is one display")
+                monitors = [("screen", self._root_bounds(), True)]
+        if not any(primary for _, _, primary in monitors):
+            # X leaves "primary" unset unless someone chose one; clients then take the first.
+            name, bounds, _ = monitors[0]
+            monitors[0] = (name, bounds, True)
+        monitors.sort(key=lambda monitor: not monitor[2])  # the primary first, stable otherwise
+        return [
+            DisplayInfo(id=index, name=name, bounds=bounds, primary=primary, scale=1.0)
+            for index, (name, bounds, primary) in enumerate(monitors)
+        ]
+
+    def screen_bounds(self) -> Bounds:
+        with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot read the screen size"):
+            return self._root_bounds()
+
+    def windows(self) -> list[WindowInfo]:
+        with self._translated(ErrorCode.CAPTURE_FAILED, "cannot list windows"):
+            return self._windows.collect()
+
+    def capture(self, region: Bounds) -> Image.Image:
+        with self._translated(ErrorCode.CAPTURE_FAILED, "screen capture failed"):
+            visible = region.intersection(self._root_bounds())
+            if visible is None:
+                raise DeskrigError(
+                    ErrorCode.INVALID_REGION,
+                    "the region lies outside the screen",
+                    details={"region": region.model_dump(), "screen": self._root_bounds().model_dump()},
+                )
+            try:
+                return self._grabber.grab(visible)
+            except ScreenShotError as exc:
+                raise BackendError(ErrorCode.CAPTURE_FAILED, f"screen grab failed: {exc}") from exc
+
+    def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
+        with self._translated(ErrorCode.CAPTURE_FAILED, "window capture failed", window_id=window_id):
+            frame, crop = self._window_area(window_id, include_frame)
+            if not self._composited:  # noted at start-up: covered parts show what covers them
+                origin = {"x": crop.x + frame.bounds.x, "y": crop.y + frame.bounds.y}
+                return self.capture(crop.model_copy(update=origin))
+            return self._capture_pixmap(frame.window, crop, window_id)
+
+    def cursor_position(self) -> CursorPosition:
+        with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot read the pointer"):
+            pointer = self._root.query_pointer()
+        x, y = int(pointer.root_x), int(pointer.root_y)
+        display_id = next((d.id for d in self.displays() if d.bounds.contains(x, y)), None)
+        return CursorPosition(x=x, y=y, display_id=display_id)
+
+    def damage_serial(self) -> int:
+        if self._damage is None:
+            self._fresh_serial += 1
+            return self._fresh_serial
+        with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "lost the DAMAGE connection"):
+            return self._damage.serial()
+
+    def close(self) -> None:
+        # Each connection is closed even if another one is already broken.
+        closers: list[Callable[[], None]] = [self._grabber.close, self._display.close]
+        if self._damage is not None:
+            closers.insert(0, self._damage.close)
+        for close in closers:
+            try:
+                close()
+            except (XError, ConnectionClosedError, OSError) as exc:
+                log.debug("ignoring an error while closing %s: %s", self._display_name, exc)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _translated(self, code: ErrorCode, message: str, **details: object) -> Iterator[None]:
+        """Turn Xlib's exceptions into DeskrigError; a lost connection means no display."""
+        try:
+            yield
+        except (ConnectionClosedError, DisplayError) as exc:
+            raise BackendError(
+                ErrorCode.DISPLAY_NOT_FOUND,
+                f"{message}: X display {self._display_name!r} is not reachable ({exc})",
+                details={"display": self._display_name, **details},
+                remediation="Check that the X server is running and DISPLAY names it.",
+            ) from exc
+        except XError as exc:
+            raise BackendError(code, f"{message}: {exc}", details={**details} or None) from exc
+
+    def _note_once(self, component: str, message: str) -> None:
+        if not any(d.component == component and d.message == message for d in self.diagnostics):
+            self.note(component, message)
+
+    def _log_async_error(self, error: XError, request: object) -> None:
+        """Errors of requests without replies arrive later; they must not reach stdout."""
+        log.debug("X error on %s: %s", self._display_name, error)
+
+    def _root_bounds(self) -> Bounds:
+        geometry = self._root.get_geometry()
+        return Bounds(x=0, y=0, width=geometry.width, height=geometry.height)
+
+    def _redirect_toplevels(self) -> bool:
+        """Keep every top-level window in an off-screen pixmap (see the module docstring)."""
+        caught = CatchError()
+        self._root.composite_redirect_subwindows(composite.RedirectAutomatic, onerror=caught)
+        self._display.sync()
+        if caught.get_error() is not None:
+            self.note(
+                "capture",
+                f"Composite redirection refused ({caught.get_error()}); "
+                "a window capture shows whatever covers the window",
+            )
+            return False
+        return True
+
+    def _window_area(self, window_id: int, include_frame: bool) -> tuple[Frame, Bounds]:
+        """The window's top-level frame, and the part of it to keep in frame-pixmap coordinates."""
+        if not 0 < window_id <= MAX_XID or window_id == self._root.id:
+            raise self._window_not_found(window_id)
+        try:
+            window = self._display.create_resource_object("window", window_id)
+            if window.get_attributes().map_state != X.IsViewable:
+                raise DeskrigError(
+                    ErrorCode.CAPTURE_FAILED,
+                    "the window is not on screen (minimized or unmapped)",
+                    details={"window_id": window_id},
+                    remediation="Restore or map the window first, then capture it.",
+                )
+            frame = frame_of(self._root, window)
+            if include_frame:
+                return frame, Bounds(x=0, y=0, width=frame.bounds.width, height=frame.bounds.height)
+            client = client_bounds(self._root, window)
+        except VANISHED as exc:
+            raise self._window_not_found(window_id) from exc
+        # A frame pixmap starts at the outer corner of the frame's border.
+        offset = client.model_copy(update={"x": client.x - frame.bounds.x, "y": client.y - frame.bounds.y})
+        return frame, offset
+
+    @staticmethod
+    def _window_not_found(window_id: int) -> DeskrigError:
+        return DeskrigError(
+            ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
+        )
+
+    def _capture_pixmap(self, toplevel: Window, crop: Bounds, window_id: int) -> Image.Image:
+        caught = CatchError()
+        pixmap = toplevel.composite_name_window_pixmap(onerror=caught)
+        try:
+            self._display.sync()
+            error = caught.get_error()
+            if isinstance(error, BadWindow):  # destroyed since we looked it up
+                raise self._window_not_found(window_id) from error
+            if error is not None:
+                raise BackendError(
+                    ErrorCode.CAPTURE_FAILED,
+                    f"the window has no off-screen pixmap ({error})",
+                    details={"window_id": window_id},
+                )
+            return xlib_get_image(pixmap, crop.x, crop.y, crop.width, crop.height)
+        finally:
+            pixmap.free()
+
+    def _randr_monitors(self) -> list[tuple[str, Bounds, bool]]:
+        version = self._display.xrandr_query_version()
+        if (version.major_version, version.minor_version) < RANDR_MONITORS:
+            return []
+        return [
+            (
+                self._display.get_atom_name(monitor.name),
+                Bounds(
+                    x=monitor.x, y=monitor.y, width=monitor.width_in_pixels, height=monitor.height_in_pixels
+                ),
+                bool(monitor.primary),
+            )
+            for monitor in self._root.xrandr_get_monitors(is_active=True).monitors
+        ]

@@ -1,0 +1,137 @@
+"""Screen pixels and screen changes on X11: MIT-SHM grabs through mss, and a DAMAGE counter.
+
+mss >= 10.2 talks XCB, whose connections may be used from any thread, and guards each MSS object
+with its own lock, so one grabber serves every thread the Desktop facade is called from. (Older
+mss used Xlib handles that only worked on the thread that opened them.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import mss
+from PIL import Image
+from Xlib import X
+from Xlib.display import Display
+from Xlib.ext import damage
+
+from deskrig.errors import BackendError, ErrorCode
+from deskrig.model import Bounds
+
+log = logging.getLogger(__name__)
+
+#: Every plane of a ZPixmap image.
+ALL_PLANES = 0xFFFFFFFF
+
+#: Records a visible fallback: (component, message).
+Note = Callable[[str, str], None]
+
+
+def bgrx_to_rgb(data: bytes | bytearray, width: int, height: int) -> Image.Image:
+    """An RGB image from 32-bit little-endian X pixels (B, G, R, padding/alpha)."""
+    return Image.frombuffer("RGB", (width, height), data, "raw", "BGRX", 0, 1)
+
+
+def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) -> Image.Image:
+    """XGetImage of a window or pixmap; ~10 ms for a 1280x800 screen, so only a fallback for screens."""
+    reply = drawable.get_image(x, y, width, height, X.ZPixmap, ALL_PLANES)  # type: ignore[attr-defined]
+    expected = width * height * 4
+    if len(reply.data) < expected:
+        # Depth 15/16 screens pack 2 bytes a pixel; deskrig supports 24/32-bit visuals only.
+        raise BackendError(
+            ErrorCode.CAPTURE_FAILED,
+            f"got {len(reply.data)} bytes for {width}x{height} pixels; only 24/32-bit screens are supported",
+        )
+    return bgrx_to_rgb(reply.data[:expected], width, height)
+
+
+class ScreenGrabber:
+    """Grabs root-window regions with mss (MIT-SHM), or XGetImage when mss cannot work."""
+
+    def __init__(self, display_name: str, xlib_display: Display, note: Note) -> None:
+        self._display_name = display_name
+        self._root = xlib_display.screen().root
+        self._note = note
+        self._mss: mss.MSS | None = None
+        self._capacity = 0
+        self._shm_checked = False
+        try:
+            self._open_mss()
+        except mss.ScreenShotError as exc:
+            note("capture", f"mss unavailable ({exc}); using XGetImage, about 30x slower")
+
+    def _open_mss(self) -> None:
+        if self._mss is not None:
+            self._mss.close()
+        self._mss = mss.MSS(display=self._display_name, backend="xshmgetimage")
+        # mss sizes its shared-memory buffer for the screen as it is now.
+        geometry = self._root.get_geometry()
+        self._capacity = geometry.width * geometry.height
+        self._shm_checked = False
+
+    def grab(self, region: Bounds) -> Image.Image:
+        if self._mss is None:
+            return xlib_get_image(self._root, region.x, region.y, region.width, region.height)
+        if region.width * region.height > self._capacity:
+            log.info("screen grew (RandR); reopening mss for %s", self._display_name)
+            self._open_mss()
+        monitor = {"left": region.x, "top": region.y, "width": region.width, "height": region.height}
+        shot = self._mss.grab(monitor)
+        if not self._shm_checked:
+            self._shm_checked = True
+            self._report_shm_status()
+        return bgrx_to_rgb(shot.raw, shot.width, shot.height)
+
+    def _report_shm_status(self) -> None:
+        """mss falls back to XGetImage by itself when MIT-SHM fails; make that visible."""
+        assert self._mss is not None
+        status = self._mss.performance_status
+        if not any("MIT-SHM is working" in line for line in status):
+            self._note("capture", "MIT-SHM unusable, mss uses XGetImage: " + "; ".join(status))
+
+    def close(self) -> None:
+        if self._mss is not None:
+            self._mss.close()
+            self._mss = None
+
+
+class DamageCounter:
+    """A serial that changes whenever anything on the root window may have changed.
+
+    Uses its own X connection, so draining DamageNotify events never takes events from the
+    connection the rest of the backend uses. The damage object reports "non-empty": the server
+    sends one event when the damage region goes from empty to non-empty, and we empty it again
+    on every call.
+
+    An event seen in a call may stand for damage that happened after that call's subtract; then
+    the region is non-empty again and no event will come for further damage. So a call that saw
+    events leaves the counter "dirty" and the next call advances it once more. After a change the
+    serial therefore moves on twice, then stays put while the screen is idle.
+    """
+
+    def __init__(self, display_name: str) -> None:
+        self._display = Display(display_name)
+        # The server refuses DAMAGE requests from a client that has not negotiated a version.
+        self._display.damage_query_version()
+        # python-xlib registers a copy of the DamageNotify class, so events are told apart by code.
+        self._notify_code = self._display.query_extension("DAMAGE").first_event + damage.DamageNotifyCode
+        self._damage = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
+        self._serial = 0
+        self._dirty = True  # the first caller has never seen the screen
+
+    def serial(self) -> int:
+        self._display.damage_subtract(self._damage, X.NONE, X.NONE)
+        # The round trip makes every event the server queued before it arrive first.
+        self._display.sync()
+        seen = 0
+        while self._display.pending_events():
+            if self._display.next_event().type == self._notify_code:
+                seen += 1
+        if seen or self._dirty:
+            self._serial += 1
+        self._dirty = seen > 0
+        return self._serial
+
+    def close(self) -> None:
+        self._display.close()

@@ -1,0 +1,272 @@
+"""Real X servers and real apps for the desktop backend tests.
+
+Two session-wide desktops, each on its own Xvfb (display number from ``-displayfd``, so parallel
+runs never collide): one managed by openbox, one with no window manager. Each runs the GTK and
+the Tk colour fixture apps. ``desktop`` is parametrised over both; ``backend`` is an X11Backend
+on it. Everything here polls for conditions with a deadline; nothing sleeps for a fixed time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from Xlib import X
+from Xlib.display import Display
+
+from deskrig.desktop.x11 import X11Backend
+from deskrig.model import Bounds, WindowInfo
+
+T = TypeVar("T")
+
+APPS_DIR = Path(__file__).resolve().parents[1] / "apps"
+#: The fixture apps need Debian's python3-gi and tkinter, not the project venv.
+SYSTEM_PYTHON = "/usr/bin/python3"
+SCREEN = (1280, 800)
+TIMEOUT = 15.0
+
+
+def poll(check: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
+    """Call ``check`` until it returns something truthy; fail saying ``what`` never happened."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start_xvfb(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Xvfb on a free display; it writes the number to the -displayfd pipe once it accepts clients."""
+    read_fd, write_fd = os.pipe()
+    screen = f"{SCREEN[0]}x{SCREEN[1]}x24"
+    with (log_dir / "xvfb.log").open("wb") as log:
+        proc = subprocess.Popen(
+            ["Xvfb", "-displayfd", str(write_fd), "-nolisten", "tcp", "-screen", "0", screen],
+            pass_fds=(write_fd,),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    os.close(write_fd)
+    number = b""
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while not number.endswith(b"\n"):
+            ready, _, _ = select.select([read_fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(read_fd, 16) if ready else b""
+            if not chunk:
+                stop_process(proc)
+                raise RuntimeError(f"Xvfb did not report a display: {(log_dir / 'xvfb.log').read_text()}")
+            number += chunk
+    finally:
+        os.close(read_fd)
+    return proc, f":{number.decode().strip()}"
+
+
+def window_manager_ready(xlib: Display) -> bool:
+    """EWMH: the WM has published a check window that names itself."""
+    atom = xlib.intern_atom("_NET_SUPPORTING_WM_CHECK")
+    prop = xlib.screen().root.get_full_property(atom, X.AnyPropertyType)
+    if prop is None or len(prop.value) == 0:
+        return False
+    check = xlib.create_resource_object("window", prop.value[0])
+    own = check.get_full_property(atom, X.AnyPropertyType)
+    return own is not None and list(own.value[:1]) == list(prop.value[:1])
+
+
+@dataclass
+class FixtureApp:
+    """A running colour fixture app and the geometry it reports about itself."""
+
+    kind: str
+    title: str
+    color: tuple[int, int, int]
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def geometry(self) -> Bounds:
+        """The client area the app last reported, in root coordinates."""
+        last = self.events()[-1]
+        return Bounds(x=last["x"], y=last["y"], width=last["width"], height=last["height"])
+
+    def wait_ready(self) -> None:
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.kind} app {self.title!r} exited with {self.proc.returncode}")
+            return any(event["event"] == "ready" for event in self.events())
+
+        poll(ready, f"{self.kind} app {self.title!r} to report ready")
+
+
+def hex_color(rgb: tuple[int, int, int]) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+@dataclass
+class Desktop:
+    """One X server with its window manager (or none), the two standing apps and a test X client."""
+
+    mode: str
+    display: str
+    log_dir: Path
+    xlib: Display
+    apps: list[FixtureApp] = field(default_factory=list)
+
+    @property
+    def managed(self) -> bool:
+        return self.mode == "openbox"
+
+    @property
+    def gtk(self) -> FixtureApp:
+        return self.apps[0]
+
+    @property
+    def tk(self) -> FixtureApp:
+        return self.apps[1]
+
+    def launch(
+        self,
+        kind: str,
+        title: str,
+        color: tuple[int, int, int],
+        pos: tuple[int, int],
+        size: tuple[int, int],
+    ) -> FixtureApp:
+        """Start ``tests/apps/{kind}_color.py`` and wait until it says it is mapped and painted."""
+        log = self.log_dir / f"{title}.jsonl"
+        env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+        env["DISPLAY"] = self.display
+        command = [SYSTEM_PYTHON, str(APPS_DIR / f"{kind}_color.py"), "--title", title]
+        command += ["--color", hex_color(color), "--log", str(log)]
+        command += ["--size", f"{size[0]}x{size[1]}", "--pos", f"{pos[0]},{pos[1]}"]
+        with (self.log_dir / f"{title}.stderr").open("wb") as stderr:
+            proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        app = FixtureApp(kind=kind, title=title, color=color, log=log, proc=proc)
+        app.wait_ready()
+        return app
+
+    def window_of(self, backend: X11Backend, app: FixtureApp) -> WindowInfo | None:
+        return next((w for w in backend.windows() if w.pid == app.pid and w.title == app.title), None)
+
+    def settled_window(self, backend: X11Backend, app: FixtureApp) -> WindowInfo:
+        """The app's window once the backend's bounds agree with the app's own last report.
+
+        Under a WM the app reports again when the WM moves it; polling waits that out.
+        """
+
+        def agreed() -> WindowInfo | None:
+            window = self.window_of(backend, app)
+            return window if window is not None and window.bounds == app.geometry() else None
+
+        return poll(agreed, f"{app.title!r} listed at the geometry it reports")
+
+
+@pytest.fixture(scope="session")
+def _session_processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Every long-lived process the session starts, stopped newest first at the end."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in reversed(procs):
+        stop_process(proc)
+
+
+def _start_desktop(
+    mode: str, tmp_path_factory: pytest.TempPathFactory, procs: list[subprocess.Popen[bytes]]
+) -> Iterator[Desktop]:
+    log_dir = tmp_path_factory.mktemp(mode)
+    xvfb, display = start_xvfb(log_dir)
+    procs.append(xvfb)
+    xlib = Display(display)
+    if mode == "openbox":
+        assert shutil.which("openbox"), "openbox is not installed (scripts/setup installs it)"
+        with (log_dir / "openbox.log").open("wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    ["openbox", "--sm-disable"],
+                    env={**os.environ, "DISPLAY": display},
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
+            )
+        poll(lambda: window_manager_ready(xlib), "openbox to set _NET_SUPPORTING_WM_CHECK")
+    desktop = Desktop(mode=mode, display=display, log_dir=log_dir, xlib=xlib)
+    # Apart from each other, and from where tests open their own windows (x >= 600).
+    for kind, color, pos in (("gtk", (0, 200, 0), (40, 60)), ("tk", (200, 0, 0), (40, 400))):
+        app = desktop.launch(kind, f"{kind}-{mode}", color, pos, (320, 220))
+        procs.append(app.proc)
+        desktop.apps.append(app)
+    yield desktop
+    xlib.close()
+
+
+@pytest.fixture(scope="session")
+def openbox_desktop(
+    tmp_path_factory: pytest.TempPathFactory, _session_processes: list[subprocess.Popen[bytes]]
+) -> Iterator[Desktop]:
+    yield from _start_desktop("openbox", tmp_path_factory, _session_processes)
+
+
+@pytest.fixture(scope="session")
+def bare_desktop(
+    tmp_path_factory: pytest.TempPathFactory, _session_processes: list[subprocess.Popen[bytes]]
+) -> Iterator[Desktop]:
+    yield from _start_desktop("no_wm", tmp_path_factory, _session_processes)
+
+
+@pytest.fixture(scope="session", params=["openbox", "no_wm"])
+def desktop(request: pytest.FixtureRequest) -> Desktop:
+    name = "openbox_desktop" if request.param == "openbox" else "bare_desktop"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def backend(desktop: Desktop) -> Iterator[X11Backend]:
+    """Opened after the standing apps are up, as a rig's server is."""
+    impl = X11Backend(desktop.display)
+    yield impl
+    impl.close()
+
+
+@pytest.fixture
+def extra_apps(desktop: Desktop) -> Iterator[Callable[..., FixtureApp]]:
+    """Launch apps for one test; they are stopped when it ends."""
+    started: list[FixtureApp] = []
+
+    def launch(*args: Any, **kwargs: Any) -> FixtureApp:
+        app = desktop.launch(*args, **kwargs)
+        started.append(app)
+        return app
+
+    yield launch
+    for app in started:
+        stop_process(app.proc)

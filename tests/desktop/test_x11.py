@@ -1,0 +1,313 @@
+"""The X11 backend against real Xvfb servers, with and without openbox, and real GTK/Tk apps."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from PIL import Image
+from Xlib import X, Xatom
+from Xlib.protocol import event
+
+from deskrig.desktop.base import Desktop as DesktopFacade
+from deskrig.desktop.x11 import X11Backend
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds
+
+from .conftest import SCREEN, Desktop, FixtureApp, poll
+
+BLUE = (0, 0, 220)
+YELLOW = (230, 230, 0)
+
+
+def probe_points(area: Bounds) -> list[tuple[int, int]]:
+    """The four corner pixels and the centre of ``area``."""
+    return [
+        (area.x, area.y),
+        (area.right - 1, area.y),
+        (area.x, area.bottom - 1),
+        (area.right - 1, area.bottom - 1),
+        (area.x + area.width // 2, area.y + area.height // 2),
+    ]
+
+
+def colours_at(image: Image.Image, area: Bounds) -> set[tuple[int, int, int]]:
+    return {image.getpixel(point) for point in probe_points(area)}  # type: ignore[misc]
+
+
+def test_displays_are_the_randr_monitors(backend: X11Backend) -> None:
+    displays = backend.displays()
+
+    assert len(displays) == 1
+    (only,) = displays
+    assert (only.id, only.primary, only.scale) == (0, True, 1.0)
+    assert only.name  # Xvfb names its one monitor "screen"
+    assert only.bounds == Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
+    assert backend.screen_bounds() == only.bounds
+
+
+@pytest.mark.parametrize("kind", ["gtk", "tk"])
+def test_window_reports_title_pid_and_client_bounds(desktop: Desktop, backend: X11Backend, kind: str) -> None:
+    app = desktop.gtk if kind == "gtk" else desktop.tk
+
+    window = desktop.settled_window(backend, app)
+
+    assert window.title == app.title
+    assert window.app == ("Tk" if kind == "tk" else "Gtk_color.py")
+    assert window.pid == app.pid
+    assert window.frame_bounds is not None
+    assert window.frame_bounds.intersection(window.bounds) == window.bounds
+    if desktop.managed:
+        # openbox's title bar is outside the client bounds, in the frame.
+        assert window.frame_bounds.height > window.bounds.height
+    else:
+        assert window.frame_bounds == window.bounds
+    assert not window.minimized
+
+
+def test_tk_pid_comes_from_x_resource(desktop: Desktop, backend: X11Backend) -> None:
+    window = desktop.settled_window(backend, desktop.tk)
+    client = desktop.xlib.create_resource_object("window", window.id)
+
+    assert client.get_full_property(desktop.xlib.intern_atom("_NET_WM_PID"), Xatom.CARDINAL) is None
+    assert window.pid == desktop.tk.pid
+
+
+def test_screen_capture_shows_each_app_where_it_says_it_is(desktop: Desktop, backend: X11Backend) -> None:
+    for app in desktop.apps:
+        desktop.settled_window(backend, app)
+
+    screen = backend.capture(backend.screen_bounds())
+
+    assert screen.mode == "RGB"
+    assert screen.size == SCREEN
+    for app in desktop.apps:
+        assert colours_at(screen, app.geometry()) == {app.color}, app.title
+        # The pixel just left of the client area is not the app's (decoration or background).
+        outside = app.geometry()
+        assert screen.getpixel((outside.x - 1, outside.y + outside.height // 2)) != app.color
+
+
+def test_region_capture_is_the_requested_part_of_the_screen(desktop: Desktop, backend: X11Backend) -> None:
+    area = desktop.settled_window(backend, desktop.tk).bounds
+    region = Bounds(x=area.x - 5, y=area.y + 10, width=30, height=20)
+
+    image = backend.capture(region)
+
+    assert image.size == (30, 20)
+    assert image.getpixel((4, 0)) != desktop.tk.color
+    assert image.getpixel((5, 0)) == desktop.tk.color
+    assert image.getpixel((29, 19)) == desktop.tk.color
+
+
+def test_region_capture_is_clipped_to_the_screen(backend: X11Backend) -> None:
+    image = backend.capture(Bounds(x=SCREEN[0] - 10, y=SCREEN[1] - 4, width=50, height=50))
+
+    assert image.size == (10, 4)
+    with pytest.raises(DeskrigError) as excinfo:
+        backend.capture(Bounds(x=SCREEN[0] + 5, y=0, width=10, height=10))
+    assert excinfo.value.code is ErrorCode.INVALID_REGION
+
+
+def test_capture_window_sees_through_a_covering_window(
+    desktop: Desktop, backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+) -> None:
+    target = desktop.settled_window(backend, desktop.gtk)
+    area = target.bounds
+    # A window over the target's lower-right quarter, on top because it is mapped last.
+    cover_app = extra_apps(
+        "tk", f"cover-{desktop.mode}", BLUE, (area.x + area.width // 2, area.y + area.height // 2), (300, 200)
+    )
+    cover = desktop.settled_window(backend, cover_app)
+    overlap = area.intersection(cover.bounds)
+    assert overlap is not None
+    assert cover.z_order < desktop.settled_window(backend, desktop.gtk).z_order
+    screen = backend.capture(backend.screen_bounds())
+    assert screen.getpixel((area.right - 1, area.bottom - 1)) == BLUE, "the cover must hide the corner"
+
+    image = backend.capture_window(target.id, include_frame=False)
+
+    assert image.size == (area.width, area.height)
+    assert image.getcolors() == [(area.width * area.height, desktop.gtk.color)]
+
+
+def test_capture_window_with_frame_includes_the_decoration(desktop: Desktop, backend: X11Backend) -> None:
+    window = desktop.settled_window(backend, desktop.tk)
+    assert window.frame_bounds is not None
+    frame = window.frame_bounds
+
+    image = backend.capture_window(window.id, include_frame=True)
+
+    assert image.size == (frame.width, frame.height)
+    inside = {"x": window.bounds.x - frame.x, "y": window.bounds.y - frame.y}
+    client_in_frame = window.bounds.model_copy(update=inside)
+    assert colours_at(image, client_in_frame) == {desktop.tk.color}
+    if desktop.managed:
+        assert image.getpixel((frame.width // 2, 2)) != desktop.tk.color  # the title bar
+
+
+@pytest.mark.parametrize("window_id", [0x1FFFFF00, 0, -1, 1 << 40])
+def test_capture_window_of_unknown_id_is_window_not_found(backend: X11Backend, window_id: int) -> None:
+    with pytest.raises(DeskrigError) as excinfo:
+        backend.capture_window(window_id, include_frame=False)
+
+    assert excinfo.value.code is ErrorCode.WINDOW_NOT_FOUND
+    assert excinfo.value.details == {"window_id": window_id}
+
+
+def test_capture_window_of_a_closed_window_is_window_not_found(
+    desktop: Desktop, backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+) -> None:
+    app = extra_apps("tk", f"short-lived-{desktop.mode}", YELLOW, (700, 500), (120, 80))
+    window_id = desktop.settled_window(backend, app).id
+    app.proc.terminate()
+    app.proc.wait()
+
+    def gone() -> DeskrigError | None:
+        try:
+            backend.capture_window(window_id, include_frame=False)
+        except DeskrigError as exc:
+            return exc
+        return None
+
+    assert poll(gone, "the closed window's capture to fail").code is ErrorCode.WINDOW_NOT_FOUND
+    assert all(w.id != window_id for w in backend.windows())
+
+
+def test_damage_serial_is_stable_when_idle_and_moves_on_a_change(
+    desktop: Desktop, backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+) -> None:
+    def settled() -> int | None:
+        first = backend.damage_serial()
+        return first if backend.damage_serial() == first else None
+
+    idle = poll(settled, "an idle screen")
+    assert backend.damage_serial() == idle
+
+    extra_apps("gtk", f"damage-{desktop.mode}", YELLOW, (700, 80), (100, 60))
+
+    assert backend.damage_serial() != idle
+
+
+def test_focused_window_follows_the_keyboard_focus(desktop: Desktop, backend: X11Backend) -> None:
+    for app in desktop.apps:
+        window = desktop.settled_window(backend, app)
+        focus(desktop, window.id)
+
+        def focused_is(window_id: int = window.id) -> bool:
+            return [w.id for w in backend.windows() if w.focused] == [window_id]
+
+        poll(focused_is, f"{app.title!r} to be the one focused window")
+
+
+def focus(desktop: Desktop, window_id: int) -> None:
+    """Move the keyboard focus the way a user's tool would: through the WM if there is one."""
+    xlib = desktop.xlib
+    root = xlib.screen().root
+    if desktop.managed:
+        request = event.ClientMessage(
+            window=xlib.create_resource_object("window", window_id),
+            client_type=xlib.intern_atom("_NET_ACTIVE_WINDOW"),
+            data=(32, [2, X.CurrentTime, 0, 0, 0]),  # source 2: a pager, which WMs obey
+        )
+        root.send_event(request, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
+    else:
+        xlib.set_input_focus(window_id, X.RevertToPointerRoot, X.CurrentTime)
+    xlib.sync()
+
+
+def test_pointer_root_focus_is_the_window_under_the_pointer(bare_desktop: Desktop) -> None:
+    impl = X11Backend(bare_desktop.display)
+    try:
+        xlib = bare_desktop.xlib
+        target = bare_desktop.settled_window(impl, bare_desktop.gtk).bounds
+        xlib.set_input_focus(X.PointerRoot, X.RevertToPointerRoot, X.CurrentTime)
+        xlib.screen().root.warp_pointer(target.x + 10, target.y + 10)
+        xlib.sync()
+
+        position = impl.cursor_position()
+        assert (position.x, position.y, position.display_id) == (target.x + 10, target.y + 10, 0)
+        assert [w.title for w in impl.windows() if w.focused] == [bare_desktop.gtk.title]
+    finally:
+        impl.close()
+
+
+def test_without_a_wm_the_tree_walk_finds_named_toplevels_only(bare_desktop: Desktop) -> None:
+    xlib = bare_desktop.xlib
+    root = xlib.screen().root
+    assert root.get_full_property(xlib.intern_atom("_NET_CLIENT_LIST"), X.AnyPropertyType) is None
+    screen = xlib.screen()
+    popup = root.create_window(
+        900, 600, 50, 50, 0, screen.root_depth, override_redirect=True, background_pixel=screen.white_pixel
+    )
+    popup.set_wm_name("a popup menu")
+    popup.map()
+    xlib.sync()
+    impl = X11Backend(bare_desktop.display)
+    try:
+        titles = {w.title for w in impl.windows()}
+
+        assert {bare_desktop.gtk.title, bare_desktop.tk.title} <= titles
+        assert "a popup menu" not in titles
+    finally:
+        impl.close()
+        popup.destroy()
+        xlib.sync()
+
+
+def test_minimized_window_is_listed_as_minimized(openbox_desktop: Desktop) -> None:
+    impl = X11Backend(openbox_desktop.display)
+    xlib = openbox_desktop.xlib
+    app = openbox_desktop.tk
+    window_id = openbox_desktop.settled_window(impl, app).id
+    iconify = event.ClientMessage(
+        window=xlib.create_resource_object("window", window_id),
+        client_type=xlib.intern_atom("WM_CHANGE_STATE"),
+        data=(32, [3, 0, 0, 0, 0]),  # ICCCM IconicState
+    )
+    try:
+        xlib.screen().root.send_event(
+            iconify, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask
+        )
+        xlib.sync()
+
+        def minimized() -> bool:
+            window = openbox_desktop.window_of(impl, app)
+            return window is not None and window.minimized
+
+        poll(minimized, "the iconified Tk window to be listed as minimized")
+        with pytest.raises(DeskrigError) as excinfo:
+            impl.capture_window(window_id, include_frame=False)
+        assert excinfo.value.code is ErrorCode.CAPTURE_FAILED
+    finally:
+        focus(openbox_desktop, window_id)  # activating restores it for the tests that follow
+        poll(lambda: openbox_desktop.settled_window(impl, app).minimized is False, "the window restored")
+        impl.close()
+
+
+def test_capture_works_from_any_thread(backend: X11Backend) -> None:
+    facade = DesktopFacade(backend)
+    region = Bounds(x=0, y=0, width=64, height=48)
+    results: list[Image.Image] = []
+    worker = threading.Thread(target=lambda: results.append(facade.capture(region)))
+
+    worker.start()
+    worker.join(timeout=10)
+    results.append(facade.capture(region))
+
+    assert [image.size for image in results] == [(64, 48), (64, 48)]
+    assert results[0].tobytes() == results[1].tobytes()
+
+
+def test_unreachable_display_is_display_not_found() -> None:
+    with pytest.raises(DeskrigError) as excinfo:
+        X11Backend(":4999")
+
+    assert excinfo.value.code is ErrorCode.DISPLAY_NOT_FOUND
+
+
+def test_backend_reports_no_fallbacks_on_xvfb(backend: X11Backend) -> None:
+    backend.capture(Bounds(x=0, y=0, width=8, height=8))
+
+    assert backend.diagnostics == []
