@@ -1,0 +1,404 @@
+"""The AT-SPI client: find accessible applications, snapshot their trees, act on elements.
+
+Pure-Python asyncio D-Bus (dbus-fast), so it works from any virtual environment; no pyatspi or
+PyGObject. The client needs only the address of the desktop's D-Bus session bus, where the
+AT-SPI bus launcher (``org.a11y.Bus``) tells it where the accessibility bus is.
+
+Every method translates D-Bus failures into :class:`~deskrig.errors.DeskrigError` here, at the
+boundary: a missing process is APP_NOT_RUNNING, a process with no accessible application is
+A11Y_UNAVAILABLE, a vanished object is ELEMENT_NOT_FOUND (stale).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from dbus_fast import Variant
+from dbus_fast.aio import MessageBus
+from pydantic import BaseModel
+
+from deskrig.a11y import constants as c
+from deskrig.a11y.connection import (
+    UNKNOWN_OBJECT,
+    AppConnection,
+    CallFailed,
+    Disconnected,
+    call,
+    close_bus,
+    open_bus,
+)
+from deskrig.a11y.fetch import describe_many, fetch_nodes, fetch_tree
+from deskrig.a11y.snapshots import SnapshotStore
+from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Diagnostic
+
+log = logging.getLogger(__name__)
+
+DBUS_NAME = "org.freedesktop.DBus"
+DBUS_PATH = "/org/freedesktop/DBus"
+A11Y_BUS_NAME = "org.a11y.Bus"
+A11Y_BUS_PATH = "/org/a11y/bus"
+A11Y_STATUS = "org.a11y.Status"
+#: Action names that mean "activate this" across toolkits (GTK "click", Qt "Press").
+ACTIVATE_ALIASES = ("click", "press", "activate")
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class AppRef(BaseModel):
+    """An application registered on the accessibility bus."""
+
+    bus_name: str
+    pid: int | None
+    name: str
+
+
+class AccessibilityClient:
+    """AT-SPI over one desktop's accessibility bus. Create with :meth:`connect`."""
+
+    def __init__(
+        self,
+        a11y_bus: MessageBus,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        store: SnapshotStore | None = None,
+    ) -> None:
+        self._a11y_bus = a11y_bus
+        self._timeout_s = timeout_s
+        self._apps: dict[str, AppConnection] = {}  # by unique name on the a11y bus
+        self.snapshots = store if store is not None else SnapshotStore()
+        self.diagnostics: list[Diagnostic] = []
+
+    @classmethod
+    async def connect(
+        cls, session_bus_address: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> AccessibilityClient:
+        """Ask the session bus's AT-SPI launcher for the accessibility bus, and connect to it."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                session = await open_bus(session_bus_address)
+                try:
+                    (address,) = await call(
+                        session, A11Y_BUS_NAME, A11Y_BUS_PATH, A11Y_BUS_NAME, "GetAddress"
+                    )
+                    (enabled,) = await call(
+                        session,
+                        A11Y_BUS_NAME,
+                        A11Y_BUS_PATH,
+                        c.PROPERTIES,
+                        "Get",
+                        "ss",
+                        [A11Y_STATUS, "IsEnabled"],
+                    )
+                finally:
+                    await close_bus(session)
+                client = cls(await open_bus(address), timeout_s=timeout_s)
+        except (CallFailed, Disconnected, TimeoutError) as exc:
+            raise DeskrigError(
+                ErrorCode.A11Y_UNAVAILABLE,
+                f"no AT-SPI accessibility bus reachable through the session bus {session_bus_address}: {exc}",
+                details={"session_bus_address": session_bus_address},
+                remediation="Start at-spi-bus-launcher on the desktop's session bus (the rig does this) "
+                "and give apps that bus in DBUS_SESSION_BUS_ADDRESS.",
+            ) from exc
+        if not enabled.value:
+            client._note("org.a11y.Status.IsEnabled is false: toolkits may not expose their trees")
+        return client
+
+    async def close(self) -> None:
+        for app in self._apps.values():
+            await app.close()
+        self._apps.clear()
+        await close_bus(self._a11y_bus)
+
+    # ---- applications ------------------------------------------------------------------------
+
+    async def applications(self) -> list[AppRef]:
+        """Every application registered with the AT-SPI registry, with its pid and name."""
+        async with self._guard("listing accessible applications"):
+            (refs,) = await self._daemon(c.REGISTRY_BUS_NAME, c.ROOT_PATH, c.ACCESSIBLE, "GetChildren")
+            found = await asyncio.gather(*(self._describe_app(str(bus_name)) for bus_name, _path in refs))
+        return [app for app in found if app is not None]
+
+    async def _describe_app(self, bus_name: str) -> AppRef | None:
+        try:
+            pid_reply, name_reply = await asyncio.gather(
+                self._daemon(DBUS_NAME, DBUS_PATH, DBUS_NAME, "GetConnectionUnixProcessID", "s", [bus_name]),
+                self._daemon(bus_name, c.ROOT_PATH, c.PROPERTIES, "Get", "ss", [c.ACCESSIBLE, "Name"]),
+            )
+        except CallFailed:
+            return None  # it exited while we asked
+        return AppRef(bus_name=bus_name, pid=int(pid_reply[0]), name=str(name_reply[0].value))
+
+    async def _app_for_pid(self, pid: int) -> AppConnection:
+        _require_running(pid)
+        for app in list(self._apps.values()):
+            if app.pid == pid:
+                if app.alive:
+                    return app
+                del self._apps[app.bus_name]
+        apps = await self.applications()
+        match = next((a for a in apps if a.pid == pid), None)
+        if match is None:
+            raise DeskrigError(
+                ErrorCode.A11Y_UNAVAILABLE,
+                f"process {pid} is running but no accessible application with that pid is registered "
+                "on the AT-SPI bus: the app has no AT-SPI support (Tk, plain X clients), has not "
+                "started its accessibility bridge yet, or uses another session bus",
+                details={"pid": pid, "registered": [a.model_dump() for a in apps]},
+            )
+        return await self._app(match.bus_name, pid)
+
+    async def _app(self, bus_name: str, pid: int | None = None) -> AppConnection:
+        """The connection to ``bus_name``: peer-to-peer when the app offers it, else via the daemon."""
+        app = self._apps.get(bus_name)
+        if app is not None and app.alive:
+            return app
+        if pid is None:
+            (pid,) = await self._daemon(
+                DBUS_NAME, DBUS_PATH, DBUS_NAME, "GetConnectionUnixProcessID", "s", [bus_name]
+            )
+        # Asking for the address also registers us with the bridge, which Cache.GetItems requires.
+        (address,) = await self._daemon(bus_name, c.ROOT_PATH, c.APPLICATION, "GetApplicationBusAddress")
+        try:
+            if not address:
+                raise Disconnected("the app offers no peer-to-peer address")
+            app = AppConnection(bus_name, pid, await open_bus(address), peer_to_peer=True)
+        except Disconnected as exc:
+            self._note(
+                f"peer-to-peer connection to {bus_name} (pid {pid}) failed ({exc}); using the bus daemon"
+            )
+            app = AppConnection(bus_name, pid, self._a11y_bus, peer_to_peer=False)
+        self._apps[bus_name] = app
+        return app
+
+    # ---- snapshots ---------------------------------------------------------------------------
+
+    async def snapshot(
+        self,
+        pid: int,
+        *,
+        max_depth: int | None = None,
+        max_elements: int | None = 2000,
+        query: ElementQuery | None = None,
+        include_offscreen_items: bool = False,
+    ) -> Snapshot:
+        """The accessibility tree of the app with ``pid``, stored for ``{snapshot_id, index}`` lookups.
+
+        With ``query`` the returned snapshot lists only the matching elements (best first); the
+        stored one keeps the whole tree, so indices stay valid. Lists, trees and tables that
+        manage their own descendants contribute only their showing items unless
+        ``include_offscreen_items`` (which can mean thousands of round trips).
+        """
+        if max_depth is not None and max_depth < 0:
+            raise _invalid("max_depth", max_depth, "max_depth must be 0 or more")
+        if max_elements is not None and max_elements < 1:
+            raise _invalid("max_elements", max_elements, "max_elements must be at least 1")
+        started = time.perf_counter()
+        async with self._guard(f"reading the accessibility tree of pid {pid}", pid=pid):
+            app = await self._app_for_pid(pid)
+            fetched = await fetch_tree(
+                app,
+                max_depth=max_depth,
+                max_elements=max_elements,
+                include_offscreen_items=include_offscreen_items,
+            )
+        for note in fetched.notes:
+            self._note(f"pid {pid}: {note}")
+        snapshot = Snapshot(
+            snapshot_id=uuid.uuid4().hex[:12],
+            pid=pid,
+            app_name=fetched.elements[0].name if fetched.elements else "",
+            bus_name=app.bus_name,
+            created_at=datetime.now(UTC),
+            fetch_ms=round((time.perf_counter() - started) * 1000, 2),
+            truncated=fetched.truncated,
+            elements=fetched.elements,
+        )
+        self.snapshots.add(snapshot)
+        return snapshot.matching(query) if query is not None else snapshot
+
+    async def find_element(self, pid: int, query: ElementQuery) -> Element:
+        """Resolve ``query`` against a fresh snapshot: exactly one element, or an error."""
+        return (await self.snapshot(pid, max_elements=None)).resolve(query)
+
+    async def focused_element(self, pid: int) -> Element | None:
+        """The deepest element with the ``focused`` state, if any."""
+        snapshot = await self.snapshot(pid, max_elements=None)
+        focused = [e for e in snapshot.elements if e.has_state("focused")]
+        return max(focused, key=lambda e: e.depth) if focused else None
+
+    async def read_element(self, element: Element) -> Element:
+        """The element as it is now (states, text, value, bounds), to confirm an action's effect."""
+        ref = element.ref
+        async with self._guard(f"reading element {element.index}", ref=ref):
+            app = await self._app(ref.bus_name)
+            (node,) = await fetch_nodes(app, [(ref.bus_name, ref.path)])
+            if isinstance(node, CallFailed):
+                raise node
+            if node.states >> c.STATE_DEFUNCT & 1:
+                raise CallFailed(UNKNOWN_OBJECT, "the object is defunct")
+            (fresh,) = await describe_many(
+                app, [(node, element.depth, element.parent, element.path)], first_index=element.index
+            )
+        return fresh
+
+    # ---- actions -----------------------------------------------------------------------------
+
+    async def element_action(self, element: Element | ElementRef, action_name: str = "click") -> str:
+        """Perform a named AT-SPI action; returns the toolkit's name for the action performed.
+
+        ``click``, ``press`` and ``activate`` stand in for one another, since toolkits differ. The
+        reply comes before the toolkit acts: confirm the effect by polling :meth:`read_element`.
+        """
+        ref = _ref(element)
+        async with self._guard(f"performing {action_name!r}", ref=ref):
+            app = await self._app(ref.bus_name)
+            (actions,) = await app.call(ref.path, c.ACTION, "GetActions")
+            names = [name for name, _description, _keybinding in actions]
+            index = _pick_action(names, action_name)
+            if index is None:
+                raise DeskrigError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"the element has no action {action_name!r}"
+                    + (f"; it offers: {', '.join(names)}" if names else "; it offers none"),
+                    details={"argument": "action", "available": names},
+                    remediation="Use one of details.available, or click the element's bounds instead.",
+                )
+            (done,) = await app.call(ref.path, c.ACTION, "DoAction", "i", [index])
+        if not done:
+            raise DeskrigError(ErrorCode.INPUT_FAILED, f"the app refused the action {names[index]!r}")
+        return str(names[index])
+
+    async def set_text(self, element: Element | ElementRef, text: str) -> str:
+        """Replace the element's text via EditableText; returns which method did it."""
+        ref = _ref(element)
+        async with self._guard("setting text", ref=ref):
+            app = await self._app(ref.bus_name)
+            (done,) = await app.call(ref.path, c.EDITABLE_TEXT, "SetTextContents", "s", [text])
+            if done:
+                return "SetTextContents"
+            (length,) = await app.call(ref.path, c.PROPERTIES, "Get", "ss", [c.TEXT, "CharacterCount"])
+            await app.call(ref.path, c.EDITABLE_TEXT, "DeleteText", "ii", [0, length.value])
+            (done,) = await app.call(ref.path, c.EDITABLE_TEXT, "InsertText", "isi", [0, text, len(text)])
+        if not done:
+            raise DeskrigError(ErrorCode.INPUT_FAILED, "the app refused to change the element's text")
+        return "DeleteText+InsertText"
+
+    async def set_value(self, element: Element | ElementRef, value: float) -> None:
+        """Set the Value interface's CurrentValue (sliders, spin buttons), within its range."""
+        ref = _ref(element)
+        async with self._guard("setting a value", ref=ref):
+            app = await self._app(ref.bus_name)
+            (props,) = await app.call(ref.path, c.PROPERTIES, "GetAll", "s", [c.VALUE])
+            low, high = props["MinimumValue"].value, props["MaximumValue"].value
+            if not low <= value <= high:
+                raise _invalid(
+                    "value", value, f"value {value:g} is outside the element's range {low:g}..{high:g}"
+                )
+            await app.call(
+                ref.path, c.PROPERTIES, "Set", "ssv", [c.VALUE, "CurrentValue", Variant("d", value)]
+            )
+
+    # ---- error translation -------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _guard(
+        self, doing: str, *, pid: int | None = None, ref: ElementRef | None = None
+    ) -> AsyncIterator[None]:
+        """Bound the time and turn D-Bus failures into DeskrigErrors, in this one place."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                yield
+        except TimeoutError as exc:
+            raise DeskrigError(
+                ErrorCode.A11Y_UNAVAILABLE,
+                f"{doing}: no answer within {self._timeout_s:g} s (the app may be busy or hung)",
+                details={"pid": pid, "element": ref.model_dump() if ref else None},
+                remediation="Retry once the app is idle; use coordinates from a screenshot meanwhile.",
+            ) from exc
+        except Disconnected as exc:
+            raise _gone(doing, pid, ref, str(exc)) from exc
+        except CallFailed as exc:
+            if exc.peer_gone:
+                raise _gone(doing, pid, ref, str(exc)) from exc
+            if ref is not None and exc.object_gone:
+                raise DeskrigError(
+                    ErrorCode.ELEMENT_NOT_FOUND,
+                    f"{doing}: the element no longer exists in the app (stale: the UI changed since "
+                    "the snapshot was taken)",
+                    details={"element": ref.model_dump(), "reason": "stale"},
+                ) from exc
+            if ref is not None and exc.error_name.endswith(
+                ("UnknownMethod", "UnknownInterface", "InvalidArgs")
+            ):
+                raise DeskrigError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"{doing}: the element does not support this ({exc.text or exc.error_name})",
+                    details={"element": ref.model_dump(), "dbus_error": exc.error_name},
+                    remediation="Check the element's role and actions in get_app_state; use "
+                    "coordinate input for elements without the needed interface.",
+                ) from exc
+            raise DeskrigError(
+                ErrorCode.INTERNAL_ERROR,
+                f"{doing}: AT-SPI call failed: {exc}",
+                details={"dbus_error": exc.error_name},
+            ) from exc
+
+    async def _daemon(
+        self, destination: str, path: str, interface: str, member: str, signature: str = "", body: Any = ()
+    ) -> list[Any]:
+        return await call(self._a11y_bus, destination, path, interface, member, signature, body)
+
+    def _note(self, message: str) -> None:
+        log.info("a11y: %s", message)
+        self.diagnostics.append(Diagnostic(component="a11y", message=message))
+
+
+def _ref(element: Element | ElementRef) -> ElementRef:
+    return element.ref if isinstance(element, Element) else element
+
+
+def _pick_action(names: list[str], wanted: str) -> int | None:
+    folded = [n.casefold() for n in names]
+    if wanted.casefold() in folded:
+        return folded.index(wanted.casefold())
+    if wanted.casefold() in ACTIVATE_ALIASES:
+        return next((i for i, n in enumerate(folded) if n in ACTIVATE_ALIASES), None)
+    return None
+
+
+def _require_running(pid: int) -> None:
+    """APP_NOT_RUNNING unless ``pid`` is a live (not zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        state = None
+    else:
+        state = stat.rsplit(")", 1)[1].split()[0]
+    if state is None or state in ("Z", "X"):
+        raise DeskrigError(
+            ErrorCode.APP_NOT_RUNNING,
+            f"no running process with pid {pid}" + (" (it has exited)" if state else ""),
+            details={"pid": pid},
+        )
+
+
+def _gone(doing: str, pid: int | None, ref: ElementRef | None, why: str) -> DeskrigError:
+    return DeskrigError(
+        ErrorCode.APP_NOT_RUNNING,
+        f"{doing}: the application went away ({why})",
+        details={"pid": pid, "element": ref.model_dump() if ref else None},
+    )
+
+
+def _invalid(argument: str, value: object, message: str) -> DeskrigError:
+    return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details={"argument": argument, "value": value})

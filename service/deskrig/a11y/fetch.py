@@ -1,0 +1,413 @@
+"""Fetching a whole accessibility tree in a few concurrent round trips.
+
+1. ``Cache.GetItems`` returns every object the app's AT-SPI bridge has registered, with role,
+   name, states, interfaces and parent, in one reply.
+2. It leaves gaps: children of objects that manage their own descendants (tree-view cells),
+   menus that report a child count of -1, and objects nobody has asked about yet. Wherever the
+   children that claim a parent do not add up to its child count, ``GetChildren`` lists them and
+   the unknown ones are fetched one by one, all concurrently.
+3. A depth-first walk from the application root flattens the tree (keyed by bus name and path:
+   the root's parent has the root's path, so a walk by path alone would loop).
+4. Bounds, actions, values and text are fetched concurrently for the elements that are kept.
+
+Each step is one batch through :meth:`AppConnection.call_many`, which keeps many requests in
+flight; only the gap filling takes one more batch per level of missing descendants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deskrig.a11y import constants as c
+from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
+from deskrig.a11y.tree import Element, ElementRef, PathStep, ValueInfo
+from deskrig.model import Bounds
+
+#: Characters of Text interface content kept per element.
+TEXT_CAP = 4000
+#: GTK reports hidden widgets at this origin.
+_OFFSCREEN = -(2**30)
+
+Key = tuple[str, str]  # (unique bus name, object path)
+
+
+@dataclass(slots=True)
+class RawNode:
+    """One accessible object as the app described it, before it is placed in the tree."""
+
+    key: Key
+    parent: Key | None
+    index_in_parent: int
+    child_count: int
+    interfaces: frozenset[str]
+    name: str
+    role: int
+    description: str
+    states: int
+    #: The children ``GetChildren`` (or an old-style cache item) listed; None when not asked.
+    children: list[Key] | None = None
+    #: True when ``children`` lists only the showing ones (see ``TreeFetch._children_request``).
+    offscreen_omitted: bool = False
+
+    @property
+    def showing(self) -> bool:
+        return bool(self.states >> c.STATE_SHOWING & 1)
+
+
+@dataclass(slots=True)
+class FetchedTree:
+    elements: list[Element]
+    truncated: bool
+    used_cache: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def _key(ref: Any) -> Key:
+    return (str(ref[0]), str(ref[1]))
+
+
+def _short_interfaces(names: list[str]) -> frozenset[str]:
+    return frozenset(n.removeprefix(c.IFACE_PREFIX) for n in names)
+
+
+def node_from_cache_item(item: Any) -> RawNode:
+    """Parse one ``Cache.GetItems`` item, in either the current or the pre-2.x (Qt 5) layout."""
+    if isinstance(item[3], list):  # a((so)(so)(so)a(so)assusau): explicit children
+        key, _app, parent, children, interfaces, name, role, description, states = item
+        return RawNode(
+            key=_key(key),
+            parent=_key(parent),
+            index_in_parent=-1,
+            child_count=len(children),
+            interfaces=_short_interfaces(interfaces),
+            name=name,
+            role=role,
+            description=description,
+            states=c.state_bits(states),
+            children=[_key(ch) for ch in children],
+        )
+    key, _app, parent, index, count, interfaces, name, role, description, states = item
+    return RawNode(
+        key=_key(key),
+        parent=_key(parent),
+        index_in_parent=index,
+        child_count=count,
+        interfaces=_short_interfaces(interfaces),
+        name=name,
+        role=role,
+        description=description,
+        states=c.state_bits(states),
+    )
+
+
+def _node_requests(key: Key) -> list[Request]:
+    path = key[1]
+    return [
+        Request(path, c.PROPERTIES, "GetAll", "s", (c.ACCESSIBLE,)),
+        Request(path, c.ACCESSIBLE, "GetRole"),
+        Request(path, c.ACCESSIBLE, "GetState"),
+        Request(path, c.ACCESSIBLE, "GetInterfaces"),
+    ]
+
+
+async def fetch_nodes(app: AppConnection, keys: Sequence[Key]) -> list[RawNode | CallFailed]:
+    """Describe objects the cache did not list, four calls each, all in one batch."""
+    replies = await app.call_many([r for key in keys for r in _node_requests(key)])
+    nodes: list[RawNode | CallFailed] = []
+    for i, key in enumerate(keys):
+        props, role, states, interfaces = replies[4 * i : 4 * i + 4]
+        failed = next((r for r in (props, role, states, interfaces) if isinstance(r, CallFailed)), None)
+        if failed is not None:
+            nodes.append(failed)
+            continue
+        assert not isinstance(props, CallFailed)  # narrowed above; for the type checker
+        values = {name: variant.value for name, variant in props[0].items()}
+        parent = values.get("Parent")
+        nodes.append(
+            RawNode(
+                key=key,
+                parent=_key(parent) if parent else None,
+                index_in_parent=-1,
+                child_count=int(values.get("ChildCount", 0)),
+                interfaces=_short_interfaces(_first(interfaces)),
+                name=str(values.get("Name", "")),
+                role=int(_first(role)),
+                description=str(values.get("Description", "")),
+                states=c.state_bits(_first(states)),
+            )
+        )
+    return nodes
+
+
+def _get_children(node: RawNode) -> Request:
+    return Request(node.key[1], c.ACCESSIBLE, "GetChildren")
+
+
+def _first(reply: Reply) -> Any:
+    assert not isinstance(reply, CallFailed)
+    return reply[0]
+
+
+class TreeFetch:
+    """One fetch of one application's tree; use :func:`fetch_tree`."""
+
+    def __init__(
+        self,
+        app: AppConnection,
+        max_depth: int | None,
+        max_elements: int | None,
+        include_offscreen_items: bool,
+    ) -> None:
+        self.app = app
+        self.include_offscreen_items = include_offscreen_items
+        self.root: Key = (app.bus_name, c.ROOT_PATH)
+        self.max_depth = max_depth
+        self.budget = math.inf if max_elements is None else max_elements
+        self.nodes: dict[Key, RawNode] = {}
+        self.claimed: defaultdict[Key, list[Key]] = defaultdict(list)
+        self.walked: set[Key] = set()
+        self.notes: list[str] = []
+
+    async def run(self) -> FetchedTree:
+        used_cache = await self._load_cache()
+        if self.root not in self.nodes:
+            (root,) = await fetch_nodes(self.app, [self.root])
+            if isinstance(root, CallFailed):
+                raise root
+            self.nodes[self.root] = root
+        frontier = [(self.root, 0)]
+        while frontier:
+            frontier = await self._expand(self._gaps(frontier))
+        kept, truncated = self._flatten()
+        elements = await describe_many(self.app, kept)
+        return FetchedTree(elements, truncated, used_cache, self.notes)
+
+    async def _load_cache(self) -> bool:
+        try:
+            (items,) = await self.app.call(c.CACHE_PATH, c.CACHE, "GetItems")
+        except CallFailed as exc:
+            if exc.peer_gone:
+                raise
+            self.notes.append(f"no AT-SPI Cache ({exc.error_name}); walked the tree instead")
+            return False
+        for item in items:
+            node = node_from_cache_item(item)
+            if node.key[0] == self.app.bus_name:  # skip e.g. plugs embedded from another process
+                self.nodes[node.key] = node
+        for node in sorted(self.nodes.values(), key=lambda n: n.index_in_parent):
+            if node.parent is not None and node.parent != node.key:
+                self.claimed[node.parent].append(node.key)
+        return True
+
+    def _children(self, node: RawNode) -> list[Key]:
+        return node.children if node.children is not None else self.claimed.get(node.key, [])
+
+    def _has_gap(self, node: RawNode) -> bool:
+        if node.children is not None:
+            return False
+        if node.states >> c.STATE_MANAGES_DESCENDANTS & 1:
+            return True
+        return node.child_count != len(self.claimed.get(node.key, ()))
+
+    def _gaps(self, starts: list[tuple[Key, int]]) -> list[tuple[RawNode, int]]:
+        """Walk the known subtrees under ``starts``; return the nodes whose children are missing."""
+        gaps = []
+        stack = list(reversed(starts))
+        while stack:
+            key, depth = stack.pop()
+            node = self.nodes.get(key)
+            if node is None or key in self.walked:
+                continue
+            self.walked.add(key)
+            if self.max_depth is not None and depth >= self.max_depth:
+                continue
+            if self._has_gap(node):
+                gaps.append((node, depth))
+            else:
+                stack.extend((child, depth + 1) for child in reversed(self._children(node)))
+        return gaps
+
+    async def _expand(self, gaps: list[tuple[RawNode, int]]) -> list[tuple[Key, int]]:
+        """List the children of ``gaps`` and describe the unknown ones; returns them to walk next."""
+        replies = await self.app.call_many([self._children_request(node) for node, _ in gaps])
+        no_collection = [
+            (gap, i) for i, (gap, reply) in enumerate(zip(gaps, replies, strict=True))
+            if isinstance(reply, CallFailed) and self._showing_only(gap[0])
+        ]  # fmt: skip
+        if no_collection:  # the toolkit lacks Collection.GetMatches: list all children instead
+            retried = await self.app.call_many([_get_children(node) for (node, _), _ in no_collection])
+            for ((node, _), i), reply in zip(no_collection, retried, strict=True):
+                node.offscreen_omitted = False
+                replies[i] = reply
+        frontier: list[tuple[Key, int]] = []
+        unknown: dict[Key, None] = {}
+        for (node, depth), reply in zip(gaps, replies, strict=True):
+            if isinstance(reply, CallFailed):
+                node.children = []  # the object vanished meanwhile: drop its subtree
+                continue
+            node.children = [k for k in map(_key, reply[0]) if k[1] != c.NULL_PATH]
+            for child in node.children:
+                if child not in self.nodes and child[0] == self.app.bus_name:
+                    unknown[child] = None
+                frontier.append((child, depth + 1))
+        room = max(0, int(min(self.budget - len(self.nodes), len(unknown))))
+        for described in await fetch_nodes(self.app, list(unknown)[:room]):
+            if isinstance(described, RawNode):
+                self.nodes[described.key] = described
+        return frontier
+
+    def _showing_only(self, node: RawNode) -> bool:
+        return not self.include_offscreen_items and bool(node.states >> c.STATE_MANAGES_DESCENDANTS & 1)
+
+    def _children_request(self, node: RawNode) -> Request:
+        # Objects that manage their descendants (lists, trees, tables) can have thousands of
+        # children; their showing ones are what an agent can act on, and one call finds them.
+        if self._showing_only(node):
+            node.offscreen_omitted = True
+            return Request(
+                node.key[1], c.COLLECTION, "GetMatches", c.MATCH_RULE_SIGNATURE, c.SHOWING_CHILDREN
+            )
+        return _get_children(node)
+
+    def _flatten(self) -> tuple[list[Kept], bool]:
+        """Depth-first order from the root: (node, depth, parent index, path) for each kept node."""
+        kept: list[Kept] = []
+        truncated = False
+        visited: set[Key] = set()
+        stack: list[tuple[Key, int, int | None, list[PathStep]]] = [(self.root, 0, None, [])]
+        while stack:
+            key, depth, parent_index, parent_path = stack.pop()
+            node = self.nodes.get(key)
+            if node is None:
+                truncated = True  # left unfetched by the element budget
+                continue
+            if key in visited or node.states >> c.STATE_DEFUNCT & 1:
+                continue
+            if len(kept) >= self.budget:
+                truncated = True
+                break
+            visited.add(key)
+            index = len(kept)
+            kept.append((node, depth, parent_index, parent_path))
+            children = self._children(node)
+            if self.max_depth is not None and depth >= self.max_depth:
+                truncated = truncated or bool(children)
+                continue
+            stack.extend(reversed(list(self._child_entries(children, depth, index, parent_path))))
+        return kept, truncated
+
+    def _child_entries(
+        self, children: list[Key], depth: int, parent_index: int, parent_path: list[PathStep]
+    ) -> Iterator[tuple[Key, int, int | None, list[PathStep]]]:
+        seen: defaultdict[tuple[str, str], int] = defaultdict(int)
+        for child in children:
+            node = self.nodes.get(child)
+            role, name = (c.role_name(node.role), node.name) if node else ("", "")
+            nth = seen[(role, name)]
+            seen[(role, name)] += 1
+            step = PathStep.model_construct(role=role, name=name, nth=nth)
+            yield child, depth + 1, parent_index, [*parent_path, step]
+
+
+Kept = tuple[RawNode, int, int | None, list[PathStep]]  # node, depth, parent index, path
+
+
+async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: int = 0) -> list[Element]:
+    """Turn raw nodes into :class:`Element` s, fetching bounds, actions, values and text in one batch."""
+    requests: list[Request] = []
+    wanted: list[dict[str, int]] = []  # per node: detail name -> index into requests
+    for node, _depth, _parent, _path in kept:
+        slots = {}
+        for detail, request in _detail_requests(node):
+            slots[detail] = len(requests)
+            requests.append(request)
+        wanted.append(slots)
+    replies = await app.call_many(requests)
+    elements = []
+    for offset, ((node, depth, parent, path), slots) in enumerate(zip(kept, wanted, strict=True)):
+        got = {detail: replies[i] for detail, i in slots.items()}
+        text = _text(got.get("text"))
+        # model_construct: these values come from typed D-Bus replies; validating 250+ models
+        # per snapshot cost more than the rest of the client-side work.
+        elements.append(
+            Element.model_construct(
+                index=first_index + offset,
+                parent=parent,
+                depth=depth,
+                role=c.role_name(node.role),
+                name=node.name,
+                description=node.description,
+                states=list(c.state_names(node.states)),
+                text=text[:TEXT_CAP] if text is not None else None,
+                text_truncated=text is not None and len(text) > TEXT_CAP,
+                value=_value(got.get("value")),
+                actions=_actions(got.get("actions")),
+                bounds=_bounds(got.get("bounds")),
+                child_count=node.child_count,
+                offscreen_children_omitted=node.offscreen_omitted,
+                interfaces=sorted(node.interfaces),
+                ref=ElementRef(bus_name=node.key[0], path=node.key[1]),
+                path=path,
+            )
+        )
+    return elements
+
+
+def _detail_requests(node: RawNode) -> Iterator[tuple[str, Request]]:
+    path = node.key[1]
+    if "Component" in node.interfaces and node.showing:
+        yield "bounds", Request(path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+    if "Action" in node.interfaces:
+        yield "actions", Request(path, c.ACTION, "GetActions")
+    if "Value" in node.interfaces:
+        yield "value", Request(path, c.PROPERTIES, "GetAll", "s", (c.VALUE,))
+    # A label's text is its name; skipping it saves a round trip for most Text objects.
+    if "Text" in node.interfaces and not (node.name and c.role_name(node.role) == "label"):
+        yield "text", Request(path, c.TEXT, "GetText", "ii", (0, -1))
+
+
+def _bounds(reply: Reply | None) -> Bounds | None:
+    if reply is None or isinstance(reply, CallFailed):
+        return None
+    x, y, width, height = reply[0]
+    if width <= 0 or height <= 0 or x < _OFFSCREEN or y < _OFFSCREEN:
+        return None
+    return Bounds.model_construct(x=x, y=y, width=width, height=height)
+
+
+def _actions(reply: Reply | None) -> list[str]:
+    if reply is None or isinstance(reply, CallFailed):
+        return []
+    return [name for name, _description, _keybinding in reply[0] if name]
+
+
+def _value(reply: Reply | None) -> ValueInfo | None:
+    if reply is None or isinstance(reply, CallFailed):
+        return None
+    values = {name: variant.value for name, variant in reply[0].items()}
+    return ValueInfo(
+        current=values.get("CurrentValue", 0.0),
+        minimum=values.get("MinimumValue", 0.0),
+        maximum=values.get("MaximumValue", 0.0),
+        increment=values.get("MinimumIncrement", 0.0),
+    )
+
+
+def _text(reply: Reply | None) -> str | None:
+    if reply is None or isinstance(reply, CallFailed):
+        return None
+    return str(reply[0])
+
+
+async def fetch_tree(
+    app: AppConnection,
+    *,
+    max_depth: int | None,
+    max_elements: int | None,
+    include_offscreen_items: bool = False,
+) -> FetchedTree:
+    return await TreeFetch(app, max_depth, max_elements, include_offscreen_items).run()

@@ -1,0 +1,243 @@
+"""The snapshot model: one fetched accessibility tree, its text rendering, and element queries.
+
+A :class:`Snapshot` is an immutable, flattened, depth-first list of :class:`Element` s; an element's
+``index`` is its position in that list and stays meaningful for as long as the snapshot is kept
+(see :mod:`deskrig.a11y.snapshots`). Each element carries an :class:`ElementRef` (the D-Bus
+address of the live object) for the server's own use, left out of the public JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds
+
+#: States that nearly every visible element has; the text rendering leaves them out.
+_UNREMARKABLE_STATES = frozenset({"visible", "showing", "sensitive", "opaque", "selectable_text"})
+_RENDERED_TEXT_CHARS = 80
+
+
+class ElementRef(BaseModel):
+    """Where the live accessible object is: its owner's unique name on the a11y bus and its path."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bus_name: str
+    path: str
+
+
+class PathStep(BaseModel):
+    """One step from the application root down to an element, for re-resolving it later."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    name: str
+    nth: int = Field(description="Position among earlier siblings with the same role and name")
+
+
+class ValueInfo(BaseModel):
+    """The AT-SPI Value interface of a slider, spin button, progress bar ..."""
+
+    current: float
+    minimum: float
+    maximum: float
+    increment: float = 0.0
+
+
+class Element(BaseModel):
+    """One accessible object as it was when its snapshot was taken."""
+
+    index: int
+    parent: int | None = Field(description="Index of the parent element; None for the application")
+    depth: int
+    role: str
+    name: str
+    description: str = ""
+    states: list[str]
+    text: str | None = Field(default=None, description="Text interface content, capped")
+    text_truncated: bool = False
+    value: ValueInfo | None = None
+    actions: list[str] = Field(default_factory=list)
+    bounds: Bounds | None = Field(
+        default=None, description="Screen pixels; None when the element is not showing"
+    )
+    child_count: int = Field(default=0, description="As the toolkit reports it; -1 when unknown")
+    offscreen_children_omitted: bool = Field(
+        default=False, description="Only the showing children of this list/tree/table are included"
+    )
+    interfaces: list[str] = Field(default_factory=list, exclude=True)
+    ref: ElementRef = Field(exclude=True)
+    path: list[PathStep] = Field(default_factory=list, exclude=True)
+
+    def has_state(self, state: str) -> bool:
+        return state in self.states
+
+    def has_interface(self, interface: str) -> bool:
+        return interface in self.interfaces
+
+    def summary(self) -> dict[str, Any]:
+        """What an AMBIGUOUS_TARGET error lists for each candidate."""
+        return {
+            "index": self.index,
+            "role": self.role,
+            "name": self.name,
+            "bounds": self.bounds.model_dump() if self.bounds else None,
+        }
+
+    def render_line(self) -> str:
+        """``[12] push button "Click me" (enabled, focusable) @ 100,200 80x30 actions=click``"""
+        parts = [f"[{self.index}] {self.role}"]
+        if self.name:
+            parts.append(_quote(self.name))
+        states = [s for s in self.states if s not in _UNREMARKABLE_STATES]
+        if "showing" not in self.states:
+            states.append("hidden")
+        if states:
+            parts.append(f"({', '.join(states)})")
+        if self.bounds is not None:
+            b = self.bounds
+            parts.append(f"@ {b.x},{b.y} {b.width}x{b.height}")
+        if self.value is not None:
+            v = self.value
+            parts.append(f"value={v.current:g} ({v.minimum:g}..{v.maximum:g})")
+        if self.text and self.text != self.name:
+            shown = self.text[:_RENDERED_TEXT_CHARS]
+            ellipsis = "…" if self.text_truncated or len(self.text) > _RENDERED_TEXT_CHARS else ""
+            parts.append(f"text={_quote(shown)}{ellipsis}")
+        if self.actions:
+            parts.append(f"actions={','.join(self.actions)}")
+        if self.offscreen_children_omitted:
+            parts.append("[off-screen items omitted]")
+        return " ".join(parts)
+
+
+class ElementQuery(BaseModel):
+    """Find an element by role and name, resolved fresh against a new snapshot.
+
+    Both match case-insensitively. ``match="substring"`` (the default) accepts a name or role that
+    contains the given text but prefers exact matches; ``match="exact"`` accepts only those.
+    """
+
+    role: str | None = None
+    name: str | None = None
+    match: Literal["exact", "substring"] = "substring"
+
+    def describe(self) -> str:
+        parts = [f"role={self.role!r}"] if self.role else []
+        if self.name is not None:
+            parts.append(f"name={self.name!r}")
+        return " ".join(parts) or "any element"
+
+    def score(self, element: Element) -> tuple[int, int, int] | None:
+        """How well ``element`` matches, higher is better; None when it does not match at all.
+
+        The tuple is (name score, role score, showing): an exact name beats a partial one, and an
+        element on screen beats a hidden one with the same name and role.
+        """
+        name_score = _text_score(self.name, element.name, self.match)
+        role_score = _text_score(self.role, element.role, self.match)
+        if name_score is None or role_score is None:
+            return None
+        return name_score, role_score, int(element.has_state("showing"))
+
+
+class Snapshot(BaseModel):
+    """The accessibility tree of one application at one moment."""
+
+    snapshot_id: str
+    pid: int
+    app_name: str
+    bus_name: str = Field(exclude=True)
+    created_at: datetime
+    fetch_ms: float = Field(description="Wall time spent fetching the tree")
+    truncated: bool = Field(description="True when max_depth or max_elements cut the tree short")
+    query: ElementQuery | None = Field(default=None, description="Set when elements lists only the matches")
+    elements: list[Element]
+
+    def render_text(self) -> str:
+        """A compact indented outline for agents, one element per line."""
+        header = f"app {_quote(self.app_name)} pid={self.pid} snapshot={self.snapshot_id}"
+        if self.query is not None:
+            header += f" matching {self.query.describe()}"
+        lines = [header]
+        indent = 0 if self.query is not None else 1
+        lines.extend("  " * (e.depth * indent) + e.render_line() for e in self.elements)
+        if self.truncated:
+            lines.append("… tree truncated (raise max_depth / max_elements to see more)")
+        return "\n".join(lines)
+
+    def element(self, index: int) -> Element:
+        """The element at ``index`` (valid only on an unfiltered snapshot)."""
+        if not 0 <= index < len(self.elements):
+            raise DeskrigError(
+                ErrorCode.ELEMENT_NOT_FOUND,
+                f"snapshot {self.snapshot_id} has no element {index} "
+                f"(valid indices are 0..{len(self.elements) - 1})",
+                details={
+                    "snapshot_id": self.snapshot_id,
+                    "index": index,
+                    "size": len(self.elements),
+                    "reason": "index_out_of_range",
+                },
+            )
+        return self.elements[index]
+
+    def find(self, query: ElementQuery) -> list[Element]:
+        """Every element matching ``query``, best first (ties keep tree order)."""
+        scored = self._scored(query)
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        return [e for _, e in scored]
+
+    def resolve(self, query: ElementQuery) -> Element:
+        """The one element ``query`` names; errors when none or several match equally well."""
+        scored = self._scored(query)
+        if not scored:
+            raise DeskrigError(
+                ErrorCode.ELEMENT_NOT_FOUND,
+                f"no element matches {query.describe()} in {self.app_name!r} (pid {self.pid})",
+                details={"query": query.model_dump(), "snapshot_id": self.snapshot_id},
+                remediation="Call get_app_state to see the roles and names the app exposes.",
+            )
+        best = max(s for s, _ in scored)
+        winners = [e for s, e in scored if s == best]
+        if len(winners) > 1:
+            raise DeskrigError(
+                ErrorCode.AMBIGUOUS_TARGET,
+                f"{len(winners)} elements match {query.describe()} equally well",
+                details={
+                    "query": query.model_dump(),
+                    "snapshot_id": self.snapshot_id,
+                    "candidates": [e.summary() for e in winners],
+                },
+                remediation="Use a more specific name or role, or pass "
+                "{snapshot_id, index} of one of details.candidates.",
+            )
+        return winners[0]
+
+    def _scored(self, query: ElementQuery) -> list[tuple[tuple[int, int, int], Element]]:
+        return [(s, e) for e in self.elements if (s := query.score(e)) is not None]
+
+    def matching(self, query: ElementQuery) -> Snapshot:
+        """A copy listing only the elements that match ``query`` (indices unchanged)."""
+        return self.model_copy(update={"elements": self.find(query), "query": query})
+
+
+def _text_score(wanted: str | None, actual: str, match: str) -> int | None:
+    if wanted is None:
+        return 0
+    wanted_folded, actual_folded = wanted.casefold(), actual.casefold()
+    if wanted_folded == actual_folded:
+        return 2
+    if match == "substring" and wanted_folded in actual_folded:
+        return 1
+    return None
+
+
+def _quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'

@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""GTK3 form fixture: run with Debian's /usr/bin/python3 (python3-gi), not the project venv.
+
+    gtk_form.py --title T --log FILE
+
+Widgets: an entry, a multi-line text view, a check box, a button that updates a label
+("clicked N"), a scrolled list of 200 rows and a slider (0..100). Every change is appended to
+FILE as one JSON line, so tests can check the app's own view of what it received:
+
+    {"event": "ready", "pid": P, "widgets": {name: {"x", "y", "width", "height"}}}  (root coords)
+    {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
+    {"event": "check", "active": ...}        {"event": "button", "count": N}
+    {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import gi
+
+gi.require_version("Gtk", "3.0")
+from gi.repository import GLib, Gtk  # noqa: E402
+
+LIST_ROWS = 200
+
+
+class Form:
+    def __init__(self, title: str, log_path: str) -> None:
+        self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
+        self.clicks = 0
+        self.ready_logged = False
+
+        self.window = Gtk.Window(title=title)
+        self.window.set_default_size(480, 640)
+        self.window.connect("destroy", Gtk.main_quit)
+
+        grid = Gtk.Grid(row_spacing=6, column_spacing=6, margin=12)
+        self.window.add(grid)
+
+        name_label = Gtk.Label(label="_Name", use_underline=True, xalign=0)
+        self.entry = Gtk.Entry(hexpand=True)
+        name_label.set_mnemonic_widget(self.entry)
+        self.entry.get_accessible().set_name("Name")  # GTK3 does not derive it from the label
+        self.entry.connect("changed", lambda e: self.log(event="entry", text=e.get_text()))
+        grid.attach(name_label, 0, 0, 1, 1)
+        grid.attach(self.entry, 1, 0, 1, 1)
+
+        self.textview = Gtk.TextView(wrap_mode=Gtk.WrapMode.WORD_CHAR)
+        self.textview.get_accessible().set_name("Notes")
+        buffer = self.textview.get_buffer()
+        buffer.connect(
+            "changed",
+            lambda b: self.log(event="textview", text=b.get_text(*b.get_bounds(), True)),
+        )
+        notes_scroll = Gtk.ScrolledWindow(min_content_height=80, hexpand=True)
+        notes_scroll.add(self.textview)
+        grid.attach(Gtk.Label(label="Notes", xalign=0), 0, 1, 1, 1)
+        grid.attach(notes_scroll, 1, 1, 1, 1)
+
+        self.check = Gtk.CheckButton(label="Subscribe")
+        self.check.connect("toggled", lambda c: self.log(event="check", active=c.get_active()))
+        grid.attach(self.check, 1, 2, 1, 1)
+
+        self.button = Gtk.Button(label="Click me")
+        self.button.connect("clicked", self.on_clicked)
+        self.status = Gtk.Label(label="clicked 0", xalign=0)
+        grid.attach(self.button, 0, 3, 1, 1)
+        grid.attach(self.status, 1, 3, 1, 1)
+
+        self.listbox = Gtk.ListBox()
+        self.listbox.get_accessible().set_name("Rows")
+        for number in range(1, LIST_ROWS + 1):
+            self.listbox.add(Gtk.Label(label=f"Row {number}", xalign=0))
+        self.list_scroll = Gtk.ScrolledWindow(min_content_height=200, vexpand=True, hexpand=True)
+        self.list_scroll.add(self.listbox)
+        self.list_scroll.get_vadjustment().connect("value-changed", self.on_list_scrolled)
+        grid.attach(self.list_scroll, 0, 4, 2, 1)
+
+        self.scale = Gtk.Scale.new_with_range(Gtk.Orientation.HORIZONTAL, 0, 100, 1)
+        self.scale.set_digits(0)
+        self.scale.get_accessible().set_name("Volume")
+        self.scale.connect("value-changed", lambda s: self.log(event="scale", value=s.get_value()))
+        grid.attach(Gtk.Label(label="Volume", xalign=0), 0, 5, 1, 1)
+        grid.attach(self.scale, 1, 5, 1, 1)
+
+        self.window.show_all()
+        # The first finished frame means the form is painted; then its geometry is final.
+        self.window.get_window().get_frame_clock().connect("after-paint", self.on_painted)
+
+    def log(self, **record: Any) -> None:
+        self.log_file.write(json.dumps(record) + "\n")
+        self.log_file.flush()
+
+    def on_clicked(self, _button: Gtk.Button) -> None:
+        self.clicks += 1
+        self.status.set_text(f"clicked {self.clicks}")
+        self.log(event="button", count=self.clicks)
+
+    def on_list_scrolled(self, adjustment: Gtk.Adjustment) -> None:
+        row = self.listbox.get_row_at_y(int(adjustment.get_value()))
+        self.log(event="list_view", first_visible=row.get_index() if row else 0)
+
+    def on_painted(self, _clock: object) -> None:
+        if not self.ready_logged:
+            self.ready_logged = True
+            GLib.idle_add(self.log_ready)
+
+    def log_ready(self) -> bool:
+        widgets = {
+            "entry": self.entry,
+            "textview": self.textview,
+            "check": self.check,
+            "button": self.button,
+            "status": self.status,
+            "list": self.list_scroll,
+            "scale": self.scale,
+        }
+        self.log(event="ready", pid=os.getpid(), widgets={k: root_geometry(w) for k, w in widgets.items()})
+        return False
+
+
+def root_geometry(widget: Gtk.Widget) -> dict[str, int]:
+    """The widget's allocation in root-window (screen) coordinates."""
+    toplevel = widget.get_toplevel()
+    x, y = widget.translate_coordinates(toplevel, 0, 0)
+    _, origin_x, origin_y = toplevel.get_window().get_origin()
+    allocation = widget.get_allocation()
+    return {"x": origin_x + x, "y": origin_y + y, "width": allocation.width, "height": allocation.height}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--title", default="deskrig GTK form")
+    parser.add_argument("--log", required=True)
+    args = parser.parse_args()
+    Form(args.title, args.log)
+    Gtk.main()
+
+
+if __name__ == "__main__":
+    main()
