@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import queue
+import shutil
 import signal
 import stat
 import struct
@@ -28,6 +29,7 @@ from Xlib import X
 from Xlib.display import Display
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.procs import mapped_windows
 from deskrig.rig import Rig, RigOptions, RigStartupError
 
 APPS = Path(__file__).parent / "apps"
@@ -222,13 +224,14 @@ def test_two_rigs_run_side_by_side_with_separate_displays_and_buses(xterm_rig: R
         for key in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "XAUTHORITY"):
             assert other.env[key] != xterm_rig.env[key]
         assert status.a11y_bus != xterm_rig.status().a11y_bus
-        # Tk sets no _NET_WM_PID: the rig found its window through the X-Resource extension.
-        assert viewable_window(other.display, "tk-side")[1] is None
+        window, net_wm_pid = viewable_window(other.display, "tk-side")
+        assert net_wm_pid is None  # Tk sets none: the pid comes from the X-Resource extension
         ready = poll(lambda: log.exists() and log.read_text().splitlines(), 10, "the Tk fixture's log")
         event = json.loads(ready[0])
         assert event["pid"] == status.app_pid
         conn = Display(other.display)
         try:
+            assert (window, status.app_pid, "tk-side") in mapped_windows(conn)
             root = conn.screen().root
             assert (conn.screen().width_in_pixels, conn.screen().height_in_pixels) == (800, 600)
             x, y = event["x"] + event["width"] // 2, event["y"] + event["height"] // 2
@@ -366,24 +369,47 @@ def harness() -> Iterator[Callable[..., Harness]]:
         each.close()
 
 
-def _start_xterm_with_grandchild(harness: Callable[..., Harness]) -> tuple[Harness, str, list[int]]:
+def _start_xterm_with_grandchild(harness: Callable[..., Harness]) -> tuple[Harness, dict[str, Any]]:
     """A harness running xterm whose shell runs a sleep: grandchildren outside xterm's session."""
     run = harness("xterm", "-T", XTERM_TITLE, "-e", "sh", "-c", "sleep 600 & wait")
     ready = run.ready()
-    runtime_dir, pids = ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())
     assert ready["ready"]["ready"] is True
+    runtime_dir = ready["env"]["XDG_RUNTIME_DIR"]
     poll(lambda: "sleep" in live_rig_processes(runtime_dir).values(), 10, "xterm's shell to start sleep")
-    return run, runtime_dir, pids
+    return run, ready
 
 
 def test_sigterm_to_the_runner_tears_everything_down(harness: Callable[..., Harness]) -> None:
-    run, runtime_dir, pids = _start_xterm_with_grandchild(harness)
+    run, ready = _start_xterm_with_grandchild(harness)
+    runtime_dir, pids = ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())
     assert {"Xvfb", "openbox", "dbus-daemon", "at-spi-bus-laun", "xterm", "sh", "sleep"} <= set(
         live_rig_processes(runtime_dir, pids).values()
     )
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(timeout=15) == 0
     assert live_rig_processes(runtime_dir, pids) == {}
+    assert not Path(runtime_dir).exists() and not Path(ready["run_dir"]).exists()
+
+
+def test_sigterm_during_startup_stops_the_runner(harness: Callable[..., Harness]) -> None:
+    marker = b"sleep\x00599.25\x00"  # an app that never shows a window, found by its command line
+
+    def app_pid() -> int | None:
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if Path(f"/proc/{name}/cmdline").read_bytes() == marker:
+                    return int(name)
+            except OSError:
+                continue
+        return None
+
+    run = harness("sleep", "599.25")
+    pid = poll(app_pid, 30, "the app to be started")
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    runtime_dir = next(e for e in environ if e.startswith(b"XDG_RUNTIME_DIR=")).decode().partition("=")[2]
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.proc.wait(timeout=15) == 0
+    assert live_rig_processes(runtime_dir, [pid]) == {}
     assert not Path(runtime_dir).exists()
 
 
@@ -399,7 +425,12 @@ def test_app_exit_ends_the_runner_with_the_apps_status(
 
 
 def test_rig_dies_with_a_sigkilled_runner(harness: Callable[..., Harness]) -> None:
-    run, runtime_dir, pids = _start_xterm_with_grandchild(harness)
+    run, ready = _start_xterm_with_grandchild(harness)
     run.proc.kill()
     run.proc.wait(timeout=5)
-    assert_all_gone(runtime_dir, pids)
+    try:
+        assert_all_gone(ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values()))
+    finally:
+        # A SIGKILLed runner cannot clean up after itself.
+        shutil.rmtree(ready["env"]["XDG_RUNTIME_DIR"], ignore_errors=True)
+        shutil.rmtree(ready["run_dir"], ignore_errors=True)

@@ -306,7 +306,27 @@ def spawn(
 # --- readiness probes -------------------------------------------------------------------------
 
 
-# X11
+class PipeLine:
+    """The first line a child writes to an inherited pipe (Xvfb -displayfd, dbus --print-address)."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self._data = b""
+
+    def poll(self) -> str | None:
+        with contextlib.suppress(BlockingIOError):
+            self._data += os.read(self.read_fd, 4096)
+        line, newline, _ = self._data.partition(b"\n")
+        return line.decode() if newline else None
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+# --- X11 --------------------------------------------------------------------------------------
 
 
 def _pad4(data: bytes) -> bytes:
@@ -474,6 +494,7 @@ def a11y_bus_address(session_bus: str) -> str | None:
 
 
 def enable_a11y(session_bus: str) -> None:
+    """Set org.a11y.Status.IsEnabled: toolkits that ask (Qt, WebKit ...) then turn their bridge on."""
     from dbus_fast import MessageType, Variant
 
     reply = _run_async(
@@ -487,23 +508,3 @@ def enable_a11y(session_bus: str) -> None:
     )
     if reply.message_type != MessageType.METHOD_RETURN:
         raise ConnectionError(f"setting org.a11y.Status.IsEnabled failed: {reply.error_name}: {reply.body}")
-
-
-class PipeLine:
-    """The first line a child writes to an inherited pipe (Xvfb -displayfd, dbus --print-address)."""
-
-    def __init__(self) -> None:
-        self.read_fd, self.write_fd = os.pipe()
-        os.set_blocking(self.read_fd, False)
-        self._data = b""
-
-    def poll(self) -> str | None:
-        with contextlib.suppress(BlockingIOError):
-            self._data += os.read(self.read_fd, 4096)
-        line, newline, _ = self._data.partition(b"\n")
-        return line.decode() if newline else None
-
-    def close(self) -> None:
-        for fd in (self.read_fd, self.write_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)

@@ -203,6 +203,13 @@ class Rig:
                     self._start_app(conn)
             finally:
                 conn.close()
+        except DeskrigError:
+            self.stop()
+            raise
+        except Exception as exc:  # e.g. the X connection broke because Xvfb died under a probe
+            self.stop()
+            stage = self._procs[-1].name if self._procs else "setup"
+            raise RigStartupError(f"rig start-up failed: {exc!r}", stage=stage) from exc
         except BaseException:
             self.stop()
             raise
