@@ -318,6 +318,25 @@ def test_app_exit_is_reported_to_waiters_and_callbacks(tmp_path: Path) -> None:
         late: list[int] = []
         rig.on_app_exit(late.append)  # registered after the exit: called at once
         assert late == [5]
+        # Accessibility off by choice: no launcher, GTK's bridge off, and nothing to diagnose.
+        assert "at-spi" not in status.pids and not status.a11y_up and status.diagnostics == []
+        assert rig.env["NO_AT_BRIDGE"] == "1"
+
+
+def test_bare_desktop_without_dbus_is_ready_and_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A PATH with Xvfb and openbox only, as on a machine without the dbus package.
+    for tool in ("Xvfb", "openbox"):
+        (tmp_path / tool).symlink_to(shutil.which(tool) or tool)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with Rig(RigOptions()) as rig:
+        status = rig.status()
+        assert status.ready and status.wm_up and status.app_pid is None and not status.a11y_up
+        assert set(status.pids) == {"xvfb", "wm"}
+        assert any(d.startswith("dbus: dbus-daemon is not installed") for d in status.diagnostics)
+        assert any(d.startswith("a11y: accessibility is off") for d in status.diagnostics)
+        assert "DBUS_SESSION_BUS_ADDRESS" not in rig.launch_environment()
 
 
 class Harness:
