@@ -69,6 +69,8 @@ class Settings(BaseModel):
     token: str | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     max_inline_bytes: int = Field(1024 * 1024, ge=16 * 1024)
+    #: Reuse the encoding of an unchanged screen (the backend's damage tracking says when).
+    reuse_unchanged_captures: bool = True
     security: SecurityPolicy = Field(default_factory=SecurityPolicy)
 
 

@@ -12,11 +12,13 @@ from deskrig.errors import DeskrigError, ErrorCode
 __all__ = ["Desktop", "DesktopBackend", "choose_backend", "open_desktop"]
 
 
-def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None) -> str:
-    """Resolve ``auto`` from the platform and ``$DISPLAY`` / ``$WAYLAND_DISPLAY``."""
+def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None, display: str | None = None) -> str:
+    """Resolve ``auto`` from the platform, an explicit X ``display``, or ``$DISPLAY`` / ``$WAYLAND_DISPLAY``."""
     if backend != "auto":
         return backend
     env = os.environ if env is None else env
+    if display:
+        return "x11"
     if sys.platform == "darwin":
         return "macos"
     if sys.platform == "win32":
@@ -34,7 +36,7 @@ def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None) 
 
 def open_desktop(backend: str = "auto", display: str | None = None) -> Desktop:
     """Open the desktop named by ``display`` (default: the environment's) with ``backend``."""
-    name = choose_backend(backend)
+    name = choose_backend(backend, display=display)
     if name == "x11":
         from deskrig.desktop.x11 import X11Backend
 

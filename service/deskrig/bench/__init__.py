@@ -1,0 +1,1 @@
+"""Benchmarks behind ``scripts/bench``: each suite prints a table of latencies and ratios."""

@@ -1,0 +1,26 @@
+"""``python -m deskrig.bench [SUITE ...]``: run benchmark suites and print their tables."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from deskrig.bench import capture
+
+SUITES = {"capture": capture.run}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
+    parser.add_argument("suites", nargs="*", choices=[*SUITES, []], help="default: all")
+    parser.add_argument("--runs", type=int, default=30, help="samples per case")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    for name in args.suites or SUITES:
+        SUITES[name](args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

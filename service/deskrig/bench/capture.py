@@ -1,0 +1,122 @@
+"""Capture benchmark: ``screenshot_screen`` in process and over MCP/HTTP against peer servers'
+per-capture cost: spawning ``import -window root png:-`` and ``xwd -root | convert``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from typing import Any
+
+import anyio
+
+from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
+from deskrig.client import connect
+from deskrig.config import load_settings
+from deskrig.desktop import open_desktop
+from deskrig.http import Readiness
+from deskrig.rig import Rig, RigOptions
+from deskrig.server import DeskrigServer
+from deskrig.serving import Transport, build_server, serve
+from deskrig.tools import CallInfo
+
+SIZES = ("1280x800", "1920x1080")
+#: A busy, realistic desktop to encode; xterm when GTK's demo is not installed.
+DEMO_APP = ["gtk3-widget-factory"] if shutil.which("gtk3-widget-factory") else ["xterm"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _in_process(server: DeskrigServer, arguments: dict[str, Any]) -> None:
+    spec = server.tools["screenshot_screen"]
+
+    async def call() -> None:
+        result = await spec.handler(
+            server.services, CallInfo("bench"), spec.input_model.model_validate(arguments)
+        )
+        assert result.images
+
+    anyio.run(call)
+
+
+def _peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
+    def run() -> None:
+        out = subprocess.run(command, shell=True, env=env, capture_output=True, check=True)
+        assert out.stdout[:4] == b"\x89PNG"
+
+    return measure(name, run, runs)
+
+
+def _over_http(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
+    port = _free_port()
+    stop = threading.Event()
+    transport = Transport("http", "127.0.0.1", port, no_auth=True)
+    thread = threading.Thread(
+        target=serve,
+        args=(server, transport, None, lambda: Readiness(ready=True, checks={}), stop),
+        daemon=True,
+    )
+    thread.start()
+
+    async def run() -> Timing:
+        for _ in range(100):
+            try:
+                async with connect(f"http://127.0.0.1:{port}/mcp") as client:
+
+                    async def call() -> None:
+                        result = await client.call_tool("screenshot_screen", arguments)
+                        assert not result.is_error, result
+
+                    return await measure_async(name, call, runs)
+            except OSError:
+                await anyio.sleep(0.05)
+        raise RuntimeError("HTTP server did not come up")
+
+    try:
+        return anyio.run(run)
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def run(runs: int) -> None:
+    rows: list[Row] = []
+    for size in SIZES:
+        with Rig(RigOptions(size=size, app=DEMO_APP, a11y=False)) as rig:
+            env = {**os.environ, **rig.env}
+            fresh = load_settings(env={}, overrides={"reuse_unchanged_captures": False})
+            cached = load_settings(env={}, overrides={"reuse_unchanged_captures": True})
+            imagemagick = _peer(
+                f"peer: import -window root png:- ({size})", "import -window root png:-", env, runs
+            )
+            xwd = _peer(
+                f"peer: xwd -root | convert ({size})", "xwd -root -silent | convert xwd:- png:-", env, runs
+            )
+            rows += [Row(imagemagick), Row(xwd, imagemagick)]
+            with open_desktop("x11", rig.display) as desktop:
+                server = build_server(desktop, fresh)
+                for fmt, target in (("png", 5.0), ("jpeg", 20.0)):
+                    args = {"format": fmt}
+                    timing = measure(
+                        f"in-process {fmt} ({size})", lambda a=args, s=server: _in_process(s, a), runs
+                    )
+                    rows.append(Row(timing, imagemagick, target if size == "1280x800" else None))
+                for fmt in ("png", "jpeg"):
+                    timing = _over_http(server, {"format": fmt}, f"MCP/HTTP {fmt} ({size})", runs)
+                    rows.append(Row(timing, imagemagick, 4.0 if (size, fmt) == ("1280x800", "png") else None))
+                unchanged = build_server(desktop, cached)
+                timing = measure(
+                    f"in-process png, unchanged screen ({size})", lambda s=unchanged: _in_process(s, {}), runs
+                )
+                rows.append(Row(timing, imagemagick, 50.0 if size == "1280x800" else None))
+                timing = _over_http(unchanged, {}, f"MCP/HTTP png, unchanged screen ({size})", runs)
+                rows.append(Row(timing, imagemagick))
+    print_table(f"screenshot_screen vs peers ({DEMO_APP[0]} on screen, {runs} runs)", rows)

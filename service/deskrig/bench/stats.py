@@ -1,0 +1,74 @@
+"""Timing helpers and the table every benchmark suite prints."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Timing:
+    name: str
+    samples_ms: list[float]
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def p95(self) -> float:
+        ordered = sorted(self.samples_ms)
+        return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def measure(name: str, fn: Callable[[], object], runs: int, warmup: int = 2) -> Timing:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return Timing(name, samples)
+
+
+async def measure_async(name: str, fn: Callable[[], Awaitable[object]], runs: int, warmup: int = 2) -> Timing:
+    for _ in range(warmup):
+        await fn()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return Timing(name, samples)
+
+
+@dataclass(frozen=True)
+class Row:
+    timing: Timing
+    baseline: Timing | None = None
+    target: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.baseline is None else self.baseline.p50 / self.timing.p50
+
+
+def print_table(title: str, rows: list[Row]) -> None:
+    """A Markdown table on stdout (the benchmark's own output, not a server's)."""
+    out = sys.stdout
+    out.write(f"\n### {title}\n\n")
+    out.write("| case | p50 ms | p95 ms | baseline | speed-up | target | met |\n")
+    out.write("|---|---:|---:|---|---:|---:|:-:|\n")
+    for row in rows:
+        ratio = row.ratio
+        met = "" if row.target is None or ratio is None else ("yes" if ratio >= row.target else "NO")
+        out.write(
+            f"| {row.timing.name} | {row.timing.p50:.2f} | {row.timing.p95:.2f} | "
+            f"{row.baseline.name if row.baseline else ''} | {'' if ratio is None else f'{ratio:.1f}x'} | "
+            f"{'' if row.target is None else f'{row.target:g}x'} | {met} |\n"
+        )
+    out.flush()

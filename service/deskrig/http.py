@@ -1,0 +1,166 @@
+"""The HTTP face of a rig: MCP over Streamable HTTP at ``/mcp``, plus ``/healthz`` and ``/readyz``.
+
+Security, outermost first:
+
+1. Host check (DNS-rebinding protection): only loopback names and the configured
+   ``allowed_hosts`` may appear in the ``Host`` header; anything else gets 421 before any routing.
+2. Bearer token on everything but the two probes, compared in constant time; 401 otherwise.
+   ``no_auth`` turns the token off and is only accepted on a loopback bind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from deskrig.errors import ConfigError
+from deskrig.server import DeskrigServer
+
+#: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+class Readiness(BaseModel):
+    """What /readyz reports. ``ready`` is the verdict; the rest says why."""
+
+    ready: bool
+    checks: dict[str, bool]
+    details: dict[str, Any] = {}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None, no_auth: bool) -> None:
+    """Refuse a configuration that would expose an unauthenticated rig beyond this machine."""
+    if no_auth and not is_loopback(host):
+        raise ConfigError(
+            f"--no-auth is only allowed on a loopback address, not {host!r}",
+            details={"bind": host},
+        )
+    if not no_auth and not token:
+        raise ConfigError("a token is required when auth is on")
+
+
+def host_patterns(port: int, allowed_hosts: list[str]) -> list[str]:
+    """Host header values accepted: loopback on the bound port, plus the configured ones as given.
+
+    A configured entry without a port (``rig1``) accepts any port (``rig1:*``).
+    """
+    patterns = [f"{name}:{port}" for name in LOOPBACK_NAMES] + list(LOOPBACK_NAMES)
+    for entry in allowed_hosts:
+        patterns.append(entry if ":" in entry.lstrip("[") or entry.endswith("]") else f"{entry}:*")
+        if ":" not in entry:
+            patterns.append(entry)
+    return patterns
+
+
+def host_allowed(host: str, patterns: list[str]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith(":*"):
+            if host == pattern[:-2] or host.startswith(pattern[:-1]):
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+class GuardMiddleware:
+    """Host check, then bearer auth, as a plain ASGI middleware so streaming responses pass untouched."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None, host_patterns: list[str]) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.host_patterns = host_patterns
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        if not host_allowed(host, self.host_patterns):
+            await _reject(send, 421, "MISDIRECTED_REQUEST", f"Host {host!r} is not allowed for this rig", {})
+            return
+        if self.token is not None and scope["path"] not in PUBLIC_PATHS:
+            supplied = headers.get("authorization", "")
+            scheme, _, credential = supplied.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
+                await _reject(
+                    send,
+                    401,
+                    "PERMISSION_DENIED",
+                    "missing or wrong bearer token",
+                    {"www-authenticate": 'Bearer realm="deskrig"'},
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+async def _reject(send: Send, status: int, code: str, message: str, extra_headers: dict[str, str]) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in extra_headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(
+    server: DeskrigServer,
+    *,
+    token: str | None,
+    port: int,
+    allowed_hosts: list[str] | None = None,
+    readiness: Callable[[], Readiness],
+    bind_host: str = "127.0.0.1",
+) -> FastAPI:
+    """The rig's ASGI app. ``token=None`` means no auth (loopback only; checked by the caller)."""
+    patterns = host_patterns(port, allowed_hosts or [])
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=patterns,
+        allowed_origins=[f"http://{p}" for p in patterns] + [f"https://{p}" for p in patterns],
+    )
+    mcp_app = server.mcp.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=security, host=bind_host
+    )
+    session_manager = server.mcp.session_manager
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with session_manager.run():
+            yield
+
+    app = FastAPI(title="deskrig rig", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """Liveness: the server process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        """Readiness: display, window manager and app are all up."""
+        report = readiness()
+        return JSONResponse(report.model_dump(mode="json"), status_code=200 if report.ready else 503)
+
+    app.mount("/", mcp_app)
+    app.add_middleware(GuardMiddleware, token=token, host_patterns=patterns)
+    return app

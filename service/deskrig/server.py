@@ -1,0 +1,151 @@
+"""The MCP server: registers the tool list for a profile and turns failures into tool errors.
+
+This is the one place where exceptions become protocol results. A :class:`DeskrigError` becomes
+``isError`` with ``{code, message, details?, remediation?}`` in structured content (and the same
+JSON as text); anything else becomes INTERNAL_ERROR with the traceback kept in the server log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from deskrig import __version__
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.tools import CallInfo, Services, ToolSpec, tools_for_profile
+
+log = logging.getLogger("deskrig.server")
+
+INSTRUCTIONS = (
+    "deskrig drives one virtual desktop. Coordinates are screen pixels everywhere; a scaled "
+    "screenshot states its scale and origin so points can be mapped back. Failures carry "
+    "{code, message, details, remediation}."
+)
+
+
+def validation_error(exc: ValidationError) -> DeskrigError:
+    problems = [
+        {"field": ".".join(str(part) for part in err["loc"]) or "(arguments)", "problem": err["msg"]}
+        for err in exc.errors(include_url=False)
+    ]
+    return DeskrigError(
+        ErrorCode.INVALID_ARGUMENT,
+        "invalid arguments: " + "; ".join(f"{p['field']}: {p['problem']}" for p in problems),
+        details={"problems": problems},
+    )
+
+
+def client_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The HTTP session id when there is one; otherwise one id per connection."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is not None:
+        session_id = headers.get("mcp-session-id")
+        if session_id:
+            return f"http:{session_id}"
+        client = getattr(request, "client", None)
+        if client is not None:
+            return f"http:{client.host}"
+    return f"conn:{id(ctx.session):x}"
+
+
+class DeskrigServer:
+    """A low-level MCP server over a tool list; transports (stdio, HTTP) wrap :attr:`mcp`."""
+
+    def __init__(self, services: Services, tools: list[ToolSpec] | None = None) -> None:  # type: ignore[type-arg]
+        self.services = services
+        specs = tools if tools is not None else tools_for_profile(services.settings.tool_profile)
+        self.tools: dict[str, ToolSpec] = {spec.name: spec for spec in specs}  # type: ignore[type-arg]
+        #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
+        self.last_activity = time.time()
+        self._listed = [self._describe(spec) for spec in specs]
+        self.mcp: Server[Any] = Server(
+            "deskrig",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    @staticmethod
+    def _describe(spec: ToolSpec) -> types.Tool:  # type: ignore[type-arg]
+        return types.Tool(
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            input_schema=spec.input_model.model_json_schema(),
+            output_schema=spec.output_model.model_json_schema(),
+            annotations=types.ToolAnnotations(
+                read_only_hint=spec.read_only,
+                destructive_hint=not spec.read_only,
+                idempotent_hint=spec.read_only,
+                open_world_hint=False,
+            ),
+        )
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self._listed)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        spec = self.tools.get(params.name)
+        if spec is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
+        return await self.call(spec, params.arguments or {}, CallInfo(client_id=client_id_of(ctx)))
+
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:  # type: ignore[type-arg]
+        """Run one tool call: validate, rate-limit, handle, audit; never raises."""
+        self.last_activity = time.time()
+        started = time.perf_counter()
+        error: ErrorInfo | None = None
+        try:
+            try:
+                args = spec.input_model.model_validate(arguments)
+            except ValidationError as exc:
+                raise validation_error(exc) from exc
+            if spec.captures:
+                self.services.security.rate_limiter.check(call.client_id)
+            result = await spec.handler(self.services, call, args)
+        except DeskrigError as exc:
+            error = exc.info()
+        except Exception:
+            log.exception("tool %s failed unexpectedly", spec.name)
+            error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=f"{spec.name} failed unexpectedly")
+        if error is not None:
+            body = spec.error_body(error)
+            outcome = types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(body))],
+                structured_content=body,
+                is_error=True,
+            )
+        else:
+            structured = result.structured.model_dump(mode="json", exclude_none=True)
+            content: list[types.ContentBlock] = [
+                types.ImageContent(
+                    type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
+                )
+                for image in result.images
+            ]
+            content.append(types.TextContent(type="text", text=json.dumps(structured)))
+            outcome = types.CallToolResult(content=content, structured_content=structured)
+        self.services.security.audit.record(
+            client=call.client_id,
+            tool=spec.name,
+            arguments=arguments,
+            outcome="ok" if error is None else "error",
+            error_code=None if error is None else error.code.value,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return outcome

@@ -1,0 +1,138 @@
+"""Run an MCP server over stdio or HTTP until told to stop.
+
+Used by ``deskrig serve`` (attach to an existing display) and ``deskrig rig run`` (inside the rig
+supervisor). Both stop on a :class:`threading.Event`, set by a signal or by the app exiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from deskrig.config import Settings
+from deskrig.desktop import Desktop
+from deskrig.errors import ConfigError
+from deskrig.http import Readiness, check_bind, create_app
+from deskrig.security import SecurityContext
+from deskrig.server import DeskrigServer
+from deskrig.tools import Services
+
+log = logging.getLogger("deskrig.serving")
+
+#: How often the stop event is polled from the event loop.
+STOP_POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class Transport:
+    """``stdio``, or ``http`` on host:port."""
+
+    kind: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    no_auth: bool = False
+    allowed_hosts: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse_http(
+        cls, value: str, *, no_auth: bool = False, allowed_hosts: list[str] | None = None
+    ) -> Transport:
+        host, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or not (0 < int(port) < 65536):
+            raise ConfigError(f"--http wants HOST:PORT, got {value!r}", details={"http": value})
+        return cls("http", host.strip("[]") or "127.0.0.1", int(port), no_auth, list(allowed_hosts or []))
+
+
+def build_server(desktop: Desktop, settings: Settings) -> DeskrigServer:
+    security = SecurityContext.from_policy(settings.security)
+    return DeskrigServer(Services(desktop=desktop, settings=settings, security=security))
+
+
+def resolve_token(settings: Settings, transport: Transport) -> str | None:
+    """The bearer token to require, generating one (announced on stderr) when none is configured."""
+    if transport.kind != "http":
+        return None  # stdio: whoever holds the pipes is the client
+    if transport.no_auth:
+        check_bind(transport.host, None, no_auth=True)
+        return None
+    token = settings.token
+    if not token:
+        token = secrets.token_urlsafe(24)
+        print(f"deskrig: generated bearer token: {token}", file=sys.stderr, flush=True)
+    check_bind(transport.host, token, False)
+    return token
+
+
+async def _wait_for(stop: threading.Event) -> None:
+    while not stop.is_set():
+        await anyio.sleep(STOP_POLL_SECONDS)
+
+
+async def _serve_stdio(server: DeskrigServer, stop: threading.Event) -> None:
+    async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+
+        async def stop_when_asked() -> None:
+            await _wait_for(stop)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(stop_when_asked)
+        await server.mcp.run(read, write, server.mcp.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _serve_http(
+    server: DeskrigServer,
+    transport: Transport,
+    token: str | None,
+    readiness: Callable[[], Readiness],
+    stop: threading.Event,
+) -> None:
+    app = create_app(
+        server,
+        token=token,
+        port=transport.port,
+        allowed_hosts=transport.allowed_hosts,
+        readiness=readiness,
+        bind_host=transport.host,
+    )
+    config = uvicorn.Config(
+        app, host=transport.host, port=transport.port, log_level="warning", access_log=False, lifespan="on"
+    )
+    http = uvicorn.Server(config)
+
+    async def stop_when_asked() -> None:
+        await _wait_for(stop)
+        http.should_exit = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop_when_asked)
+        log.info("MCP over HTTP on http://%s:%d/mcp", transport.host, transport.port)
+        await http.serve()
+        tg.cancel_scope.cancel()
+    if not http.started:
+        raise ConfigError(f"could not serve HTTP on {transport.host}:{transport.port} (port in use?)")
+
+
+def serve(
+    server: DeskrigServer,
+    transport: Transport,
+    token: str | None,
+    readiness: Callable[[], Readiness],
+    stop: threading.Event,
+) -> None:
+    """Block serving MCP until ``stop`` is set (or the stdio client hangs up, which sets it)."""
+    try:
+        if transport.kind == "stdio":
+            anyio.run(_serve_stdio, server, stop)
+        else:
+            anyio.run(_serve_http, server, transport, token, readiness, stop)
+    finally:
+        stop.set()

@@ -1,0 +1,18 @@
+"""The MCP tool set, one module per tool group; the server registers the list for a profile."""
+
+from __future__ import annotations
+
+from deskrig.config import ToolProfile
+from deskrig.tools import acs, screen, windows
+from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+
+__all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
+
+ALL_TOOLS: list[ToolSpec] = [*screen.TOOLS, *windows.TOOLS, *acs.TOOLS]  # type: ignore[type-arg]
+
+
+def tools_for_profile(profile: ToolProfile) -> list[ToolSpec]:  # type: ignore[type-arg]
+    """``default``: deskrig's own tools; ``acs``: the compatibility set; ``all``: both."""
+    if profile == "all":
+        return list(ALL_TOOLS)
+    return [tool for tool in ALL_TOOLS if tool.profile == profile]

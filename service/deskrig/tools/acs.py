@@ -1,0 +1,165 @@
+"""The ``acs`` compatibility profile: the screenshot tools of the older ACS screenshot server.
+
+Agents written for that server use a rig unchanged: camelCase parameters and the
+``{status, data | filePath, mimeType, metadata, error}`` response envelope. Every tool here is a
+thin adapter over the default tools' building blocks.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.model import DisplayInfo, WindowInfo
+from deskrig.tools.base import CallInfo, Services, ToolResult, ToolSpec
+from deskrig.tools.capture import FORMATS, CaptureOptions, CaptureTarget
+from deskrig.tools.screen import NoArguments, region_target, screen_target
+from deskrig.tools.windows import visible_windows, window_target
+
+PII_MASKING_NOTE = "PII masking is not available yet; the image is not masked."
+
+
+class AcsCaptureInput(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    format: str = Field("png", json_schema_extra={"enum": list(FORMATS)})
+    quality: int | None = Field(None, ge=1, le=100)
+    savePath: str | None = Field(None, description="Directory (allowed by policy) to save the image under")
+    enablePIIMasking: bool = Field(False, description="Accepted; masking is not available yet")
+
+
+class AcsFullInput(AcsCaptureInput):
+    display: str | None = Field(None, description="Display id from screenshot_list_displays")
+
+
+class AcsWindowInput(AcsCaptureInput):
+    windowId: str | None = None
+    windowTitle: str | None = None
+    includeFrame: bool = False
+
+
+class AcsRegionInput(AcsCaptureInput):
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+class AcsResponse(BaseModel):
+    """The ACS envelope. ``data`` (base64) when not saved, ``filePath`` when saved."""
+
+    status: str
+    data: str | None = None
+    filePath: str | None = None
+    mimeType: str | None = None
+    metadata: dict[str, Any] | None = None
+    displays: list[DisplayInfo] | None = None
+    windows: list[WindowInfo] | None = None
+    error: dict[str, Any] | None = None
+
+
+def acs_error_body(error: ErrorInfo) -> dict[str, Any]:
+    return {"status": "error", "error": error.model_dump(mode="json", exclude_none=True)}
+
+
+async def _capture(services: Services, target: CaptureTarget, args: AcsCaptureInput) -> ToolResult:
+    options = CaptureOptions(format=args.format, quality=args.quality, save_dir=args.savePath)
+    metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, options)
+    meta = metadata.model_dump(mode="json", exclude_none=True)
+    meta["fileSize"] = metadata.saved_byte_size or metadata.byte_size
+    if args.enablePIIMasking:
+        meta["piiMasking"] = {"enabled": False, "note": PII_MASKING_NOTE}
+    if metadata.saved_path:
+        response = AcsResponse(
+            status="success", filePath=metadata.saved_path, mimeType=metadata.mime_type, metadata=meta
+        )
+    else:
+        response = AcsResponse(
+            status="success", data=base64.b64encode(data).decode(), mimeType=metadata.mime_type, metadata=meta
+        )
+    return ToolResult(response)
+
+
+def _int_id(name: str, value: str | None) -> int | None:
+    """ACS passes ids as strings; accept decimal or 0x-hex."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(value, 0)
+    except ValueError:
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT, f"{name} must be a number, got {value!r}", details={name: value}
+        ) from None
+
+
+async def capture_full(services: Services, call: CallInfo, args: AcsFullInput) -> ToolResult:
+    display_id = _int_id("display", args.display)
+    target = await anyio.to_thread.run_sync(screen_target, services, display_id)
+    return await _capture(services, target, args)
+
+
+async def capture_window(services: Services, call: CallInfo, args: AcsWindowInput) -> ToolResult:
+    window_id = _int_id("windowId", args.windowId)
+    target = await anyio.to_thread.run_sync(
+        window_target, services, window_id, args.windowTitle, args.includeFrame
+    )
+    return await _capture(services, target, args)
+
+
+async def capture_region(services: Services, call: CallInfo, args: AcsRegionInput) -> ToolResult:
+    target = await anyio.to_thread.run_sync(region_target, services, args.x, args.y, args.width, args.height)
+    return await _capture(services, target, args)
+
+
+async def list_displays(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
+    displays = await anyio.to_thread.run_sync(services.desktop.displays)
+    return ToolResult(AcsResponse(status="success", displays=displays))
+
+
+async def list_windows(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
+    windows = await anyio.to_thread.run_sync(visible_windows, services)
+    return ToolResult(AcsResponse(status="success", windows=windows))
+
+
+def _acs(name: str, description: str, model: type[BaseModel], handler: Any, captures: bool) -> ToolSpec:  # type: ignore[type-arg]
+    return ToolSpec(
+        name,
+        description,
+        model,
+        AcsResponse,
+        handler,
+        captures=captures,
+        profile="acs",
+        error_body=acs_error_body,
+    )
+
+
+TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+    _acs(
+        "screenshot_capture_full",
+        "Capture the full screen or one display (ACS compatible).",
+        AcsFullInput,
+        capture_full,
+        True,
+    ),
+    _acs(
+        "screenshot_capture_window",
+        "Capture one window by windowId or windowTitle (ACS compatible).",
+        AcsWindowInput,
+        capture_window,
+        True,
+    ),
+    _acs(
+        "screenshot_capture_region",
+        "Capture a screen region (ACS compatible).",
+        AcsRegionInput,
+        capture_region,
+        True,
+    ),
+    _acs("screenshot_list_displays", "List displays (ACS compatible).", NoArguments, list_displays, False),
+    _acs("screenshot_list_windows", "List windows (ACS compatible).", NoArguments, list_windows, False),
+]

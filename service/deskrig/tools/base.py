@@ -1,0 +1,88 @@
+"""The declarative tool record and what a handler gets to work with.
+
+A tool is a :class:`ToolSpec`: name, description, a pydantic input model (the only schema), an
+output model, annotations, the profile it belongs to and a handler. Handlers are plain async
+functions over :class:`Services`; they raise :class:`~deskrig.errors.DeskrigError` and never
+format protocol errors themselves: ``deskrig.server`` does that in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from deskrig.config import Settings
+from deskrig.desktop import Desktop
+from deskrig.errors import ErrorInfo
+from deskrig.security import SecurityContext
+from deskrig.tools.capture import CapturePipeline
+
+Profile = Literal["default", "acs"]
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """An image to send as MCP image content."""
+
+    data: bytes
+    mime_type: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a handler returns: structured data (the tool's output model) and optional images."""
+
+    structured: BaseModel
+    images: list[ImagePart] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """Who is calling: the rate limiter and the audit log key on ``client_id``."""
+
+    client_id: str
+
+
+@dataclass
+class Services:
+    """Everything a handler may use, built once per server."""
+
+    desktop: Desktop
+    settings: Settings
+    security: SecurityContext
+    #: Extra readiness facts (window manager, app) that the rig supervisor provides.
+    extras: dict[str, Any] = field(default_factory=dict)
+    capture: CapturePipeline = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.capture = CapturePipeline(self.desktop, self.settings, self.security)
+
+
+Handler = Callable[[Services, CallInfo, InputT], Awaitable[ToolResult]]
+
+
+def default_error_body(error: ErrorInfo) -> dict[str, Any]:
+    """The structured content of a failed call: ``{"error": {code, message, details, remediation}}``."""
+    return {"error": error.model_dump(mode="json", exclude_none=True)}
+
+
+@dataclass(frozen=True)
+class ToolSpec(Generic[InputT]):
+    """One MCP tool, declared once."""
+
+    name: str
+    description: str
+    input_model: type[InputT]
+    output_model: type[BaseModel]
+    handler: Handler[InputT]
+    read_only: bool = True
+    #: Counted by the capture rate limit.
+    captures: bool = False
+    profile: Profile = "default"
+    title: str | None = None
+    #: How a failure is shaped in structured content (the acs profile has its own envelope).
+    error_body: Callable[[ErrorInfo], dict[str, Any]] = default_error_body

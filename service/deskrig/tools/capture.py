@@ -1,0 +1,199 @@
+"""The one capture pipeline behind every screenshot tool.
+
+capture -> black out blocked windows -> scale (only if ``max_width`` asks) -> encode ->
+save the full-fidelity file (if ``save_dir``) -> fit the inline copy under ``max_inline_bytes``.
+
+An unchanged screen is not encoded twice: the backend's damage serial tells whether anything
+changed since the last capture of the same request, and the cached encoding is reused.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from PIL import Image
+from pydantic import BaseModel, Field
+
+from deskrig import imaging
+from deskrig.config import Settings
+from deskrig.desktop import Desktop
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds, DisplayInfo, WindowInfo
+from deskrig.security import SecurityContext
+
+FORMATS = ("png", "jpeg", "webp", "bmp")
+
+
+class CaptureOptions(BaseModel):
+    """Encoding and output options shared by the screenshot tools."""
+
+    format: str = Field(
+        "png",
+        description="Image format: png, jpeg, webp or bmp",
+        json_schema_extra={"enum": list(FORMATS)},
+    )
+    quality: int | None = Field(
+        None, ge=1, le=100, description="JPEG/WebP quality 1-100 (default 80); PNG: 1-100 maps to compression"
+    )
+    max_width: int | None = Field(
+        None, ge=16, description="Scale the image down to at most this width; never scaled otherwise"
+    )
+    save_dir: str | None = Field(
+        None,
+        description="Also save the full-fidelity image under {save_dir}/YYYY-MM-DD/ (must be an allowed directory)",
+    )
+
+
+class Origin(BaseModel):
+    x: int
+    y: int
+
+
+class ScreenshotMetadata(BaseModel):
+    """What was captured and how image pixels map back to screen pixels.
+
+    ``screen_x = origin.x + image_x / scale`` (and likewise for y).
+    """
+
+    source: str = Field(description="screen, window or region")
+    width: int = Field(description="Inline image width in pixels")
+    height: int = Field(description="Inline image height in pixels")
+    format: str
+    mime_type: str
+    byte_size: int = Field(description="Size of the inline image in bytes")
+    quality: int | None = None
+    timestamp: str = Field(description="ISO-8601 capture time (UTC)")
+    region: Bounds = Field(description="Captured area in screen pixels")
+    scale: float = Field(description="Image pixels per screen pixel (1.0 = not scaled)")
+    origin: Origin = Field(description="Screen position of image pixel (0, 0)")
+    display: DisplayInfo | None = None
+    window: WindowInfo | None = None
+    adjustments: list[str] = Field(
+        default_factory=list, description="What was done to keep the inline image under the size limit"
+    )
+    masked_windows: int = Field(0, description="Blocked windows blacked out in this image")
+    saved_path: str | None = Field(None, description="Absolute path of the saved full-fidelity file")
+    saved_byte_size: int | None = None
+    from_cache: bool = Field(False, description="Screen unchanged since the last identical capture")
+
+
+@dataclass(frozen=True)
+class CaptureTarget:
+    """What to grab: a screen region, or one window's own pixels."""
+
+    source: str
+    region: Bounds
+    window: WindowInfo | None = None
+    display: DisplayInfo | None = None
+    include_frame: bool = False
+
+
+@dataclass
+class _Encoded:
+    image: Image.Image
+    fmt: str
+    quality: int | None
+    inline: imaging.InlineImage
+    masked: int
+    _full: bytes | None = None
+
+    def full(self) -> bytes:
+        """The requested encoding at full fidelity; the inline copy unless it was stepped down."""
+        if self._full is None:
+            self._full = (
+                imaging.encode(self.image, self.fmt, self.quality) if self.inline.steps else self.inline.data
+            )
+        return self._full
+
+
+class CapturePipeline:
+    """Captures, masks, encodes and saves; caches encodings of an unchanged screen."""
+
+    def __init__(self, desktop: Desktop, settings: Settings, security: SecurityContext) -> None:
+        self._desktop = desktop
+        self._settings = settings
+        self._security = security
+        self._lock = threading.Lock()
+        self._cache: tuple[object, int, _Encoded] | None = None
+
+    def run(self, target: CaptureTarget, options: CaptureOptions) -> tuple[ScreenshotMetadata, bytes]:
+        """Blocking: run in a worker thread."""
+        fmt = options.format.lower()
+        if fmt == "jpg":
+            fmt = "jpeg"
+        if fmt not in FORMATS:
+            raise DeskrigError(
+                ErrorCode.UNSUPPORTED_FORMAT,
+                f"unsupported image format {options.format!r}",
+                details={"format": options.format, "supported": list(FORMATS)},
+            )
+        save_dir = self._security.paths.resolve(options.save_dir) if options.save_dir else None
+        now = datetime.now(UTC)
+        desktop = self._desktop
+        key = (target, fmt, options.quality, options.max_width, self._settings.max_inline_bytes)
+        serial = desktop.damage_serial()
+        with self._lock:
+            cached = self._cache
+        # Only screen/region captures: a covered window's own pixels change without root damage.
+        reusable = self._settings.reuse_unchanged_captures and target.window is None
+        from_cache = reusable and cached is not None and cached[0] == key and cached[1] == serial
+        if cached is not None and from_cache:
+            encoded = cached[2]
+        else:
+            encoded = self._encode(target, fmt, options)
+            with self._lock:
+                self._cache = (key, serial, encoded)
+
+        saved_path = None
+        if save_dir is not None:
+            saved_path = imaging.save_screenshot(encoded.full(), save_dir, encoded.fmt, now)
+        inline = encoded.inline
+        origin_scale = inline.scale
+        metadata = ScreenshotMetadata(
+            source=target.source,
+            width=inline.width,
+            height=inline.height,
+            format=inline.format,
+            mime_type=imaging.mime_type(inline.format),
+            byte_size=len(inline.data),
+            quality=inline.quality,
+            timestamp=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            region=target.region,
+            scale=round(origin_scale, 6),
+            origin=Origin(x=target.region.x, y=target.region.y),
+            display=target.display,
+            window=target.window,
+            adjustments=list(inline.steps),
+            masked_windows=encoded.masked,
+            saved_path=str(saved_path) if saved_path else None,
+            saved_byte_size=len(encoded.full()) if saved_path else None,
+            from_cache=from_cache,
+        )
+        return metadata, inline.data
+
+    def _grab(self, target: CaptureTarget) -> tuple[Image.Image, int]:
+        desktop = self._desktop
+        if target.window is not None:
+            image = desktop.capture_window(target.window.id, target.include_frame)
+            return image, 0  # a window capture is refused outright if blocked, never masked
+        image = desktop.capture(target.region)
+        blocklist = self._security.blocklist
+        if not blocklist.active:
+            return image, 0
+        blocked = [w.frame_bounds or w.bounds for w in blocklist.blocked(desktop.windows())]
+        overlapping = [b for b in blocked if b.intersection(target.region) is not None]
+        if overlapping:
+            image = imaging.black_out(image, overlapping, origin=(target.region.x, target.region.y))
+        return image, len(overlapping)
+
+    def _encode(self, target: CaptureTarget, fmt: str, options: CaptureOptions) -> _Encoded:
+        image, masked = self._grab(target)
+        scale = 1.0
+        if options.max_width is not None and image.width > options.max_width:
+            image, scale = imaging.scale_to_width(image, options.max_width)
+        inline = imaging.fit_inline(image, fmt, options.quality, self._settings.max_inline_bytes)
+        if scale != 1.0:
+            inline = inline.model_copy(update={"scale": inline.scale * scale})
+        return _Encoded(image=image, fmt=fmt, quality=options.quality, inline=inline, masked=masked)

@@ -1,0 +1,134 @@
+"""Screen-level discovery and capture: displays, screen size, cursor, full and region captures."""
+
+from __future__ import annotations
+
+import anyio
+from pydantic import BaseModel, Field
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds, CursorPosition, DisplayInfo, ScreenSize
+from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.tools.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
+
+
+class NoArguments(BaseModel):
+    pass
+
+
+class DisplayList(BaseModel):
+    displays: list[DisplayInfo]
+
+
+class ScreenshotScreenInput(CaptureOptions):
+    display_id: int | None = Field(None, description="Capture one monitor (see list_displays); default: all")
+
+
+class ScreenshotRegionInput(CaptureOptions):
+    x: int = Field(description="Left edge in screen pixels")
+    y: int = Field(description="Top edge in screen pixels")
+    width: int = Field(description="Width in screen pixels (> 0)")
+    height: int = Field(description="Height in screen pixels (> 0)")
+
+
+async def list_displays(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
+    displays = await anyio.to_thread.run_sync(services.desktop.displays)
+    return ToolResult(DisplayList(displays=displays))
+
+
+async def get_screen_size(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
+    bounds = await anyio.to_thread.run_sync(services.desktop.screen_bounds)
+    return ToolResult(ScreenSize(width=bounds.width, height=bounds.height))
+
+
+async def get_cursor_position(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
+    return ToolResult(await anyio.to_thread.run_sync(services.desktop.cursor_position))
+
+
+def find_display(displays: list[DisplayInfo], display_id: int) -> DisplayInfo:
+    for display in displays:
+        if display.id == display_id:
+            return display
+    raise DeskrigError(
+        ErrorCode.DISPLAY_NOT_FOUND,
+        f"no display with id {display_id}",
+        details={"display_id": display_id, "available": [d.id for d in displays]},
+    )
+
+
+def screen_target(services: Services, display_id: int | None) -> CaptureTarget:
+    """Blocking: the capture target for the whole screen or one monitor."""
+    if display_id is None:
+        return CaptureTarget(source="screen", region=services.desktop.screen_bounds())
+    display = find_display(services.desktop.displays(), display_id)
+    return CaptureTarget(source="screen", region=display.bounds, display=display)
+
+
+def region_target(services: Services, x: int, y: int, width: int, height: int) -> CaptureTarget:
+    """Blocking: validate a region against the screen."""
+    screen = services.desktop.screen_bounds()
+    details = {"region": {"x": x, "y": y, "width": width, "height": height}, "screen": screen.model_dump()}
+    if width <= 0 or height <= 0:
+        raise DeskrigError(
+            ErrorCode.INVALID_REGION, "region width and height must be positive", details=details
+        )
+    region = Bounds(x=x, y=y, width=width, height=height)
+    if region.intersection(screen) != region:
+        raise DeskrigError(ErrorCode.INVALID_REGION, "region extends beyond the screen", details=details)
+    return CaptureTarget(source="region", region=region)
+
+
+async def capture(services: Services, target: CaptureTarget, options: CaptureOptions) -> ToolResult:
+    metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, options)
+    return ToolResult(metadata, images=[ImagePart(data, metadata.mime_type)])
+
+
+async def screenshot_screen(services: Services, call: CallInfo, args: ScreenshotScreenInput) -> ToolResult:
+    target = await anyio.to_thread.run_sync(screen_target, services, args.display_id)
+    return await capture(services, target, args)
+
+
+async def screenshot_region(services: Services, call: CallInfo, args: ScreenshotRegionInput) -> ToolResult:
+    target = await anyio.to_thread.run_sync(region_target, services, args.x, args.y, args.width, args.height)
+    return await capture(services, target, args)
+
+
+TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+    ToolSpec(
+        "list_displays",
+        "List the monitors of the desktop with their bounds in screen pixels.",
+        NoArguments,
+        DisplayList,
+        list_displays,
+    ),
+    ToolSpec(
+        "get_screen_size",
+        "Size of the whole screen in pixels (the coordinate space of every other tool).",
+        NoArguments,
+        ScreenSize,
+        get_screen_size,
+    ),
+    ToolSpec(
+        "get_cursor_position",
+        "Where the mouse pointer is, in screen pixels.",
+        NoArguments,
+        CursorPosition,
+        get_cursor_position,
+    ),
+    ToolSpec(
+        "screenshot_screen",
+        "Screenshot of the whole screen or one monitor. Returns the image and metadata; with max_width the "
+        "image is scaled and metadata.scale/origin map image pixels back to screen pixels.",
+        ScreenshotScreenInput,
+        ScreenshotMetadata,
+        screenshot_screen,
+        captures=True,
+    ),
+    ToolSpec(
+        "screenshot_region",
+        "Screenshot of a rectangle of the screen, given in screen pixels.",
+        ScreenshotRegionInput,
+        ScreenshotMetadata,
+        screenshot_region,
+        captures=True,
+    ),
+]

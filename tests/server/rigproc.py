@@ -1,0 +1,177 @@
+"""Start real rigs with `deskrig rig run` and talk to them over HTTP, for the server tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+from mcp import Client
+
+from deskrig.client import connect
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ROOT / "tests" / "apps"
+SYSTEM_PYTHON = "/usr/bin/python3"
+DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def poll(what: str, check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05) -> T:
+    """Call ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def http_status(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def color_app(
+    title: str, color: str, log: Path, *, toolkit: str = "gtk", size: str = "300x200", pos: str = ""
+) -> list[str]:
+    argv = [
+        SYSTEM_PYTHON,
+        str(APPS / f"{toolkit}_color.py"),
+        "--title",
+        title,
+        "--color",
+        color,
+        "--log",
+        str(log),
+    ]
+    argv += ["--size", size]
+    if pos:
+        argv += ["--pos", pos]
+    return argv
+
+
+def read_events(log: Path, event: str | None = None) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [e for e in lines if event is None or e.get("event") == event]
+
+
+@dataclass
+class RigProcess:
+    """One `deskrig rig run --http` subprocess."""
+
+    app: list[str]
+    extra: list[str] = field(default_factory=list)
+    token: str | None = "test-token"
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    stderr_path: Path | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/mcp"
+
+    def start(self, tmp: Path, wait: bool = True) -> RigProcess:
+        auth = ["--token", self.token] if self.token else ["--no-auth"]
+        argv = [
+            *DESKRIG,
+            "rig",
+            "run",
+            "--http",
+            f"127.0.0.1:{self.port}",
+            *auth,
+            *self.extra,
+            "--",
+            *self.app,
+        ]
+        self.stderr_path = tmp / f"rig-{self.port}.stderr"
+        env = {**os.environ, "HOME": str(tmp / "home"), **self.env}
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_path.open("wb"),
+            env=env,
+        )
+        if wait:
+            self.wait_ready()
+        return self
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path else ""
+
+    def readyz(self) -> dict[str, Any] | None:
+        if http_status(f"{self.base}/readyz") != 200:
+            return None
+        return httpx.get(f"{self.base}/readyz", timeout=2).json()
+
+    def wait_ready(self, timeout: float = 40.0) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"rig exited with {self.proc.returncode}:\n{self.stderr()}")
+            return self.readyz()
+
+        return poll("rig /readyz", ready, timeout=timeout)
+
+    @property
+    def display(self) -> str:
+        status = self.readyz()
+        assert status is not None
+        return str(status["details"]["display"])
+
+    def app_env(self) -> dict[str, str]:
+        """Environment for launching a second app into this rig."""
+        return {**os.environ, "DISPLAY": self.display, "NO_AT_BRIDGE": "1"}
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+    def call(self, tool: str, arguments: dict[str, Any] | None = None) -> Any:
+        """One tool call on a fresh MCP connection (sync, for tests)."""
+
+        async def run() -> Any:
+            async with connect(self.url, self.token) as client:
+                return await client.call_tool(tool, arguments or {})
+
+        return anyio.run(run)
+
+    def session(self, fn: Callable[[Client], Any]) -> Any:
+        """Run ``async fn(client)`` on one MCP connection."""
+
+        async def run() -> Any:
+            async with connect(self.url, self.token) as client:
+                return await fn(client)
+
+        return anyio.run(run)
