@@ -57,13 +57,13 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def start_xvfb(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_xvfb(log_dir: Path, *extra_args: str) -> tuple[subprocess.Popen[bytes], str]:
     """Xvfb on a free display; it writes the number to the -displayfd pipe once it accepts clients."""
     read_fd, write_fd = os.pipe()
     screen = f"{SCREEN[0]}x{SCREEN[1]}x24"
     with (log_dir / "xvfb.log").open("wb") as log:
         proc = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write_fd), "-nolisten", "tcp", "-screen", "0", screen],
+            ["Xvfb", "-displayfd", str(write_fd), "-nolisten", "tcp", "-screen", "0", screen, *extra_args],
             pass_fds=(write_fd,),
             stdout=subprocess.DEVNULL,
             stderr=log,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from PIL import Image
 from Xlib import X, Xatom
+from Xlib.display import Display
 from Xlib.protocol import event
 
 from deskrig.desktop.base import Desktop as DesktopFacade
@@ -15,7 +17,7 @@ from deskrig.desktop.x11 import X11Backend
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
 
-from .conftest import SCREEN, Desktop, FixtureApp, poll
+from .conftest import SCREEN, Desktop, FixtureApp, poll, start_xvfb, stop_process
 
 BLUE = (0, 0, 220)
 YELLOW = (230, 230, 0)
@@ -311,3 +313,29 @@ def test_backend_reports_no_fallbacks_on_xvfb(backend: X11Backend) -> None:
     backend.capture(Bounds(x=0, y=0, width=8, height=8))
 
     assert backend.diagnostics == []
+
+
+def test_missing_extensions_give_visible_fallbacks(tmp_path: Path) -> None:
+    disabled = ["Composite", "DAMAGE", "MIT-SHM", "X-Resource"]
+    xvfb, display = start_xvfb(tmp_path, *[arg for name in disabled for arg in ("-extension", name)])
+    try:
+        impl = X11Backend(display)
+        xlib = Display(display)
+        screen = xlib.screen()
+        window = screen.root.create_window(
+            10, 20, 40, 30, 0, screen.root_depth, background_pixel=screen.white_pixel
+        )
+        window.map()
+        xlib.sync()
+
+        image = impl.capture(Bounds(x=0, y=0, width=100, height=100))
+        assert image.getpixel((10, 20)) == (255, 255, 255)
+        assert impl.capture_window(window.id, include_frame=False).getcolors() == [(40 * 30, (255, 255, 255))]
+        assert len({impl.damage_serial() for _ in range(3)}) == 3
+        noted = " ".join(d.message for d in impl.diagnostics)
+        for clue in ("X-Resource", "Composite", "DAMAGE", "MIT-SHM"):
+            assert clue in noted
+        impl.close()
+        xlib.close()
+    finally:
+        stop_process(xvfb)

@@ -23,7 +23,6 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
 
 from mss import ScreenShotError
 from PIL import Image
@@ -41,8 +40,6 @@ from deskrig.model import Bounds, CursorPosition, DisplayInfo, WindowInfo
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 #: RandR 1.5 (X.Org 1.18, 2015) added monitors; an older server counts as one display.
 RANDR_MONITORS = (1, 5)
 
@@ -58,23 +55,35 @@ class X11Backend(DesktopBackend):
     def __init__(self, display: str | None = None) -> None:
         super().__init__()
         self._display_name = display or os.environ.get("DISPLAY", "")
-        with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot open X display"):
-            self._display = Display(self._display_name)
-            self._root = self._display.screen().root
-            self._display.set_error_handler(self._log_async_error)
-            has = self._display.has_extension
-            if not has("X-Resource"):
-                self.note("windows", "no X-Resource extension: pids of apps without _NET_WM_PID are unknown")
-            self._windows = WindowLister(self._display, has_x_resource=has("X-Resource"))
-            self._has_randr = has("RANDR")
-            self._composited = has("Composite") and self._redirect_toplevels()
-            self._damage: DamageCounter | None = None
-            if has("DAMAGE"):
-                self._damage = DamageCounter(self._display_name)
-            else:
-                self.note("damage", "no DAMAGE extension: every capture is taken afresh")
-            self._fresh_serial = 0
-            self._grabber = ScreenGrabber(self._display_name, self._display, self.note)
+        #: How to release what is open so far, in opening order; close() runs them newest first.
+        self._closers: list[Callable[[], None]] = []
+        try:
+            with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot open X display"):
+                self._open()
+        except DeskrigError:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        self._display = Display(self._display_name)
+        self._closers.append(self._display.close)
+        self._root = self._display.screen().root
+        self._display.set_error_handler(self._log_async_error)
+        has = self._display.has_extension
+        if not has("X-Resource"):
+            self.note("windows", "no X-Resource extension: pids of apps without _NET_WM_PID are unknown")
+        self._windows = WindowLister(self._display, has_x_resource=has("X-Resource"))
+        self._has_randr = has("RANDR")
+        self._composited = self._redirect_toplevels()
+        self._grabber = ScreenGrabber(self._display_name, self._display, self.note)
+        self._closers.append(self._grabber.close)
+        self._damage: DamageCounter | None = None
+        self._fresh_serial = 0
+        if has("DAMAGE"):
+            self._damage = DamageCounter(self._display_name)
+            self._closers.append(self._damage.close)
+        else:
+            self.note("damage", "no DAMAGE extension: every capture is taken afresh")
 
     # -- the DesktopBackend methods -------------------------------------------------------------
 
@@ -140,10 +149,8 @@ class X11Backend(DesktopBackend):
 
     def close(self) -> None:
         # Each connection is closed even if another one is already broken.
-        closers: list[Callable[[], None]] = [self._grabber.close, self._display.close]
-        if self._damage is not None:
-            closers.insert(0, self._damage.close)
-        for close in closers:
+        while self._closers:
+            close = self._closers.pop()
             try:
                 close()
             except (XError, ConnectionClosedError, OSError) as exc:
@@ -180,6 +187,9 @@ class X11Backend(DesktopBackend):
 
     def _redirect_toplevels(self) -> bool:
         """Keep every top-level window in an off-screen pixmap (see the module docstring)."""
+        if not self._display.has_extension("Composite"):
+            self.note("capture", "no Composite extension: a window capture shows whatever covers the window")
+            return False
         caught = CatchError()
         self._root.composite_redirect_subwindows(composite.RedirectAutomatic, onerror=caught)
         self._display.sync()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import mss
 from PIL import Image
+from PIL import _imaging as pillow_core  # block caching has no other Python API
 from Xlib import X
 from Xlib.display import Display
 from Xlib.ext import damage
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 
 #: Every plane of a ZPixmap image.
 ALL_PLANES = 0xFFFFFFFF
+
+#: Freed 16 MiB Pillow blocks kept for reuse. Pillow keeps none by default, so every capture
+#: page-faults a fresh image in: 1280x800 took 23 ms that way, 7 ms with blocks reused.
+PILLOW_CACHED_BLOCKS = 4
 
 #: Records a visible fallback: (component, message).
 Note = Callable[[str, str], None]
@@ -53,6 +58,8 @@ class ScreenGrabber:
         self._display_name = display_name
         self._root = xlib_display.screen().root
         self._note = note
+        if pillow_core.get_blocks_max() < PILLOW_CACHED_BLOCKS:
+            pillow_core.set_blocks_max(PILLOW_CACHED_BLOCKS)
         self._mss: mss.MSS | None = None
         self._capacity = 0
         self._shm_checked = False
