@@ -31,6 +31,7 @@ from deskrig.a11y.connection import (
     AppConnection,
     CallFailed,
     Disconnected,
+    Request,
     call,
     close_bus,
     open_bus,
@@ -263,8 +264,12 @@ class AccessibilityClient:
         async with self._guard(f"performing {action_name!r}", ref=ref):
             app = await self._app(ref.bus_name)
             (actions,) = await app.call(ref.path, c.ACTION, "GetActions")
-            names = [name for name, _description, _keybinding in actions]
-            index = _pick_action(names, action_name)
+            names = [name for name, _description, _keybinding in actions]  # localised
+            raw = await app.call_many(
+                [Request(ref.path, c.ACTION, "GetName", "i", (i,)) for i in range(len(names))]
+            )
+            internal = ["" if isinstance(r, CallFailed) else str(r[0]) for r in raw]
+            index = _pick_action(list(zip(names, internal, strict=True)), action_name)
             if index is None:
                 raise DeskrigError(
                     ErrorCode.INVALID_ARGUMENT,
@@ -367,13 +372,14 @@ def _ref(element: Element | ElementRef) -> ElementRef:
     return element.ref if isinstance(element, Element) else element
 
 
-def _pick_action(names: list[str], wanted: str) -> int | None:
-    folded = [n.casefold() for n in names]
-    if wanted.casefold() in folded:
-        return folded.index(wanted.casefold())
-    if wanted.casefold() in ACTIVATE_ALIASES:
-        return next((i for i, n in enumerate(folded) if n in ACTIVATE_ALIASES), None)
-    return None
+def _pick_action(names: list[tuple[str, str]], wanted: str) -> int | None:
+    """The index of the action called ``wanted`` (by its localised or internal name)."""
+    folded = [{shown.casefold(), internal.casefold()} for shown, internal in names]
+    wanted = wanted.casefold()
+    found = next((i for i, both in enumerate(folded) if wanted in both), None)
+    if found is None and wanted in ACTIVATE_ALIASES:
+        found = next((i for i, both in enumerate(folded) if both & set(ACTIVATE_ALIASES)), None)
+    return found
 
 
 def _require_running(pid: int) -> None:

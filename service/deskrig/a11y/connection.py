@@ -8,6 +8,7 @@ because only it knows whether a vanished object means a stale element or a dead 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -16,6 +17,8 @@ from typing import Any, cast
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 from dbus_fast.errors import DBusFastError
+
+log = logging.getLogger(__name__)
 
 #: Requests in flight per connection. dbus-fast drops a connection when about a thousand are
 #: queued at once; 32-128 measured fastest against GTK.
@@ -132,6 +135,13 @@ class AppConnection:
         self.pid = pid
         self.peer_to_peer = peer_to_peer
         self._bus = bus
+        # When the app exits, dbus-fast fails the connection's disconnect future (EOFError);
+        # awaiting it here retrieves that, instead of asyncio logging it as never retrieved.
+        self._watch: asyncio.Future[Any] | None = (
+            asyncio.ensure_future(bus.wait_for_disconnect()) if peer_to_peer else None  # type: ignore[no-untyped-call]
+        )
+        if self._watch is not None:
+            self._watch.add_done_callback(_log_disconnect)
 
     @property
     def alive(self) -> bool:
@@ -198,5 +208,11 @@ class AppConnection:
 
     async def close(self) -> None:
         """Closes the private connection; the shared daemon connection belongs to the client."""
-        if self.peer_to_peer:
+        if self._watch is not None:
             await close_bus(self._bus)
+            await asyncio.wait([self._watch])
+
+
+def _log_disconnect(watch: asyncio.Future[Any]) -> None:
+    if not watch.cancelled() and watch.exception() is not None:
+        log.debug("a11y: peer-to-peer connection closed: %r", watch.exception())

@@ -350,7 +350,7 @@ async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: i
                 child_count=node.child_count,
                 offscreen_children_omitted=node.offscreen_omitted,
                 interfaces=sorted(node.interfaces),
-                ref=ElementRef(bus_name=node.key[0], path=node.key[1]),
+                ref=ElementRef.model_construct(bus_name=node.key[0], path=node.key[1]),
                 path=path,
             )
         )

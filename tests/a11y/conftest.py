@@ -1,0 +1,264 @@
+"""A private accessible desktop for the a11y tests: Xvfb, a session bus, the AT-SPI bus, apps.
+
+The real rig supervisor does the same; these tests build their own so that the accessibility
+layer is tested on its own. The client under test only ever gets ``session_bus_address``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from dbus_fast import Message, MessageType, Variant
+from dbus_fast.aio import MessageBus
+
+from deskrig.a11y import AccessibilityClient
+
+T = TypeVar("T")
+
+APPS_DIR = Path(__file__).resolve().parent.parent / "apps"
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi and tkinter
+AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+STARTUP_TIMEOUT_S = 20.0
+
+
+def poll(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Call ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    """Stop a process we started in its own session, with everything it spawned there."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _read_line(fd: int, timeout: float, what: str) -> str:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise AssertionError(f"timed out waiting for {what}")
+        chunk = os.read(fd, 256)
+        if not chunk:
+            raise AssertionError(f"{what}: the process exited")
+        data += chunk
+    return data.decode().strip()
+
+
+@dataclass
+class A11yDesktop:
+    display: str
+    session_bus_address: str
+    env: dict[str, str]
+    processes: list[subprocess.Popen[Any]]
+
+    def launch(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start an app on this desktop and bus; it is stopped when the session ends at the latest."""
+        proc = subprocess.Popen(argv, env=self.env, start_new_session=True, **kwargs)
+        self.processes.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[Any]) -> None:
+        _stop(proc)
+        self.processes.remove(proc)
+
+
+async def _switch_accessibility_on(session_bus_address: str) -> None:
+    bus = await MessageBus(bus_address=session_bus_address).connect()
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            reply = await bus.call(
+                Message(
+                    destination="org.freedesktop.DBus",
+                    path="/org/freedesktop/DBus",
+                    interface="org.freedesktop.DBus",
+                    member="NameHasOwner",
+                    signature="s",
+                    body=["org.a11y.Bus"],
+                )
+            )
+            if reply.body[0]:
+                break
+            assert time.monotonic() < deadline, "at-spi-bus-launcher never took org.a11y.Bus"
+            await asyncio.sleep(0.05)
+        reply = await bus.call(
+            Message(
+                destination="org.a11y.Bus",
+                path="/org/a11y/bus",
+                interface="org.freedesktop.DBus.Properties",
+                member="Set",
+                signature="ssv",
+                body=["org.a11y.Status", "IsEnabled", Variant("b", True)],
+            )
+        )
+        assert reply.message_type is MessageType.METHOD_RETURN, reply.body
+    finally:
+        bus.disconnect()
+        await bus.wait_for_disconnect()
+
+
+@pytest.fixture(scope="session")
+def a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDesktop]:
+    runtime_dir = tmp_path_factory.mktemp("xdg-runtime")
+    runtime_dir.chmod(0o700)
+    base_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "LANG": "C.UTF-8",
+        "XDG_RUNTIME_DIR": str(runtime_dir),
+    }
+    processes: list[subprocess.Popen[Any]] = []
+    try:
+        read_fd, write_fd = os.pipe()
+        processes.append(
+            subprocess.Popen(
+                ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
+                pass_fds=(write_fd,),
+                stderr=subprocess.DEVNULL,
+                env=base_env,
+                start_new_session=True,
+            )
+        )
+        os.close(write_fd)
+        display = ":" + _read_line(read_fd, STARTUP_TIMEOUT_S, "Xvfb's display number")
+        os.close(read_fd)
+
+        dbus = subprocess.Popen(
+            ["dbus-daemon", "--session", "--print-address", "--nofork"],
+            stdout=subprocess.PIPE,
+            env=base_env,
+            start_new_session=True,
+        )
+        processes.append(dbus)
+        assert dbus.stdout is not None
+        address = _read_line(dbus.stdout.fileno(), STARTUP_TIMEOUT_S, "the session bus address")
+
+        env = {
+            **base_env,
+            "DISPLAY": display,
+            "DBUS_SESSION_BUS_ADDRESS": address,
+            "GDK_BACKEND": "x11",
+            # Keep GTK from activating dconf or gvfs services on the private bus.
+            "GSETTINGS_BACKEND": "memory",
+            "GIO_USE_VFS": "local",
+        }
+        processes.append(
+            subprocess.Popen(
+                [AT_SPI_BUS_LAUNCHER, "--launch-immediately"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+        asyncio.run(_switch_accessibility_on(address))
+        desktop = A11yDesktop(display=display, session_bus_address=address, env=env, processes=processes)
+        yield desktop
+    finally:
+        for proc in reversed(processes):
+            _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    """One event loop per test module, so a connected client can be shared by its tests."""
+    with asyncio.Runner() as loop_runner:
+        yield loop_runner
+
+
+@pytest.fixture(scope="module")
+def client(runner: asyncio.Runner, a11y_desktop: A11yDesktop) -> Iterator[AccessibilityClient]:
+    connected = runner.run(AccessibilityClient.connect(a11y_desktop.session_bus_address))
+    yield connected
+    runner.run(connected.close())
+
+
+@pytest.fixture(scope="module")
+def run(runner: asyncio.Runner) -> Callable[[Coroutine[Any, Any, T]], T]:
+    return runner.run
+
+
+@dataclass
+class FormApp:
+    """The running GTK form fixture and its event log."""
+
+    proc: subprocess.Popen[Any]
+    log_path: Path
+    geometry: dict[str, dict[str, int]]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        lines = self.log_path.read_text(encoding="utf-8").splitlines()
+        records = [json.loads(line) for line in lines if line.strip()]
+        return [r for r in records if r["event"] == kind]
+
+    def wait_for_event(
+        self, kind: str, match: Callable[[dict[str, Any]], bool], timeout: float = 5
+    ) -> dict[str, Any]:
+        return poll(
+            lambda: next((e for e in reversed(self.events(kind)) if match(e)), None),
+            timeout,
+            f"a {kind!r} event in the form's log",
+        )
+
+
+def wait_until_registered(runner: asyncio.Runner, client: AccessibilityClient, pid: int) -> None:
+    """Poll the AT-SPI registry until the app with ``pid`` has registered its accessible root."""
+
+    def registered() -> bool:
+        return any(app.pid == pid for app in runner.run(client.applications()))
+
+    poll(registered, STARTUP_TIMEOUT_S, f"pid {pid} to register on the AT-SPI bus", interval=0.1)
+
+
+@pytest.fixture(scope="module")
+def gtk_form(
+    a11y_desktop: A11yDesktop,
+    runner: asyncio.Runner,
+    client: AccessibilityClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[FormApp]:
+    log_path = tmp_path_factory.mktemp("gtk-form") / "events.jsonl"
+    log_path.touch()
+    proc = a11y_desktop.launch(
+        [SYSTEM_PYTHON, str(APPS_DIR / "gtk_form.py"), "--title", "a11y form", "--log", str(log_path)],
+        stderr=subprocess.DEVNULL,
+    )
+    app = FormApp(proc=proc, log_path=log_path, geometry={})
+    ready = app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)
+    app.geometry = ready["widgets"]
+    wait_until_registered(runner, client, proc.pid)
+    yield app
+    a11y_desktop.stop(proc)
