@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 import pytest
 
 from deskrig.a11y import AccessibilityClient, Element, ElementQuery, ElementRef, Snapshot, SnapshotStore
+from deskrig.a11y.connection import AppConnection, call, close_bus, open_bus
+from deskrig.a11y.fetch import fetch_tree
 from deskrig.errors import DeskrigError, ErrorCode
 
 from .conftest import (
@@ -94,6 +96,30 @@ def test_snapshot_has_the_form_widgets_with_roles_names_and_bounds(
     public = json.loads(snapshot.model_dump_json())
     assert "ref" not in public["elements"][0] and "bus_name" not in public
     assert client.diagnostics == [], "expected a peer-to-peer connection and the Cache interface"
+
+
+def test_the_bus_daemon_fallback_fetches_the_same_tree(
+    run: Run[Any], a11y_desktop: A11yDesktop, gtk_form: FormApp, snapshot: Snapshot
+) -> None:
+    """What the client falls back to when an app offers no peer-to-peer connection."""
+
+    async def fetch_via_daemon() -> list[Element]:
+        session = await open_bus(a11y_desktop.session_bus_address)
+        (address,) = await call(session, "org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus", "GetAddress")
+        await close_bus(session)
+        bus = await open_bus(address)
+        try:
+            app = AppConnection(snapshot.bus_name, gtk_form.pid, bus, peer_to_peer=False)
+            fetched = await fetch_tree(app, max_depth=None, max_elements=None)
+        finally:
+            await close_bus(bus)
+        assert fetched.used_cache
+        return fetched.elements
+
+    via_daemon = run(fetch_via_daemon())
+    assert [(e.role, e.name, e.bounds) for e in via_daemon] == [
+        (e.role, e.name, e.bounds) for e in snapshot.elements
+    ]
 
 
 def test_limits_truncate_the_snapshot(

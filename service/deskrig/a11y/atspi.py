@@ -167,13 +167,16 @@ class AccessibilityClient:
             (pid,) = await self._daemon(
                 DBUS_NAME, DBUS_PATH, DBUS_NAME, "GetConnectionUnixProcessID", "s", [bus_name]
             )
-        # Asking for the address also registers us with the bridge, which Cache.GetItems requires.
-        (address,) = await self._daemon(bus_name, c.ROOT_PATH, c.APPLICATION, "GetApplicationBusAddress")
         try:
+            # Asking for the address also registers us with the bridge, which GTK's
+            # Cache.GetItems requires before it answers.
+            (address,) = await self._daemon(bus_name, c.ROOT_PATH, c.APPLICATION, "GetApplicationBusAddress")
             if not address:
                 raise Disconnected("the app offers no peer-to-peer address")
             app = AppConnection(bus_name, pid, await open_bus(address), peer_to_peer=True)
-        except Disconnected as exc:
+        except (Disconnected, CallFailed) as exc:
+            if isinstance(exc, CallFailed) and exc.peer_gone:
+                raise
             self._note(
                 f"peer-to-peer connection to {bus_name} (pid {pid}) failed ({exc}); using the bus daemon"
             )
@@ -245,7 +248,7 @@ class AccessibilityClient:
             (node,) = await fetch_nodes(app, [(ref.bus_name, ref.path)])
             if isinstance(node, CallFailed):
                 raise node
-            if node.states >> c.STATE_DEFUNCT & 1:
+            if node.has_state(c.STATE_DEFUNCT):
                 raise CallFailed(UNKNOWN_OBJECT, "the object is defunct")
             (fresh,) = await describe_many(
                 app, [(node, element.depth, element.parent, element.path)], first_index=element.index

@@ -2,10 +2,11 @@
 
 1. ``Cache.GetItems`` returns every object the app's AT-SPI bridge has registered, with role,
    name, states, interfaces and parent, in one reply.
-2. It leaves gaps: children of objects that manage their own descendants (tree-view cells),
-   menus that report a child count of -1, and objects nobody has asked about yet. Wherever the
-   children that claim a parent do not add up to its child count, ``GetChildren`` lists them and
-   the unknown ones are fetched one by one, all concurrently.
+2. It leaves gaps: children of objects that manage their own descendants (list rows, tree-view
+   cells), menus that report a child count of -1, and objects nobody has asked about yet.
+   Wherever the children that claim a parent do not add up to its child count, ``GetChildren``
+   lists them (for descendant-managing lists, ``Collection.GetMatches`` lists just the showing
+   ones) and the unknown ones are described with a few calls each, all in one batch.
 3. A depth-first walk from the application root flattens the tree (keyed by bus name and path:
    the root's parent has the root's path, so a walk by path alone would loop).
 4. Bounds, actions, values and text are fetched concurrently for the elements that are kept.
@@ -53,9 +54,12 @@ class RawNode:
     #: True when ``children`` lists only the showing ones (see ``TreeFetch._children_request``).
     offscreen_omitted: bool = False
 
+    def has_state(self, state: int) -> bool:
+        return bool(self.states >> state & 1)
+
     @property
     def showing(self) -> bool:
-        return bool(self.states >> c.STATE_SHOWING & 1)
+        return self.has_state(c.STATE_SHOWING)
 
 
 @dataclass(slots=True)
@@ -119,13 +123,13 @@ async def fetch_nodes(app: AppConnection, keys: Sequence[Key]) -> list[RawNode |
     replies = await app.call_many([r for key in keys for r in _node_requests(key)])
     nodes: list[RawNode | CallFailed] = []
     for i, key in enumerate(keys):
-        props, role, states, interfaces = replies[4 * i : 4 * i + 4]
-        failed = next((r for r in (props, role, states, interfaces) if isinstance(r, CallFailed)), None)
+        group = replies[4 * i : 4 * i + 4]
+        failed = next((r for r in group if isinstance(r, CallFailed)), None)
         if failed is not None:
             nodes.append(failed)
             continue
-        assert not isinstance(props, CallFailed)  # narrowed above; for the type checker
-        values = {name: variant.value for name, variant in props[0].items()}
+        props, role, states, interfaces = (_first(r) for r in group)
+        values = {name: variant.value for name, variant in props.items()}
         parent = values.get("Parent")
         nodes.append(
             RawNode(
@@ -133,11 +137,11 @@ async def fetch_nodes(app: AppConnection, keys: Sequence[Key]) -> list[RawNode |
                 parent=_key(parent) if parent else None,
                 index_in_parent=-1,
                 child_count=int(values.get("ChildCount", 0)),
-                interfaces=_short_interfaces(_first(interfaces)),
+                interfaces=_short_interfaces(interfaces),
                 name=str(values.get("Name", "")),
-                role=int(_first(role)),
+                role=int(role),
                 description=str(values.get("Description", "")),
-                states=c.state_bits(_first(states)),
+                states=c.state_bits(states),
             )
         )
     return nodes
@@ -209,7 +213,7 @@ class TreeFetch:
     def _has_gap(self, node: RawNode) -> bool:
         if node.children is not None:
             return False
-        if node.states >> c.STATE_MANAGES_DESCENDANTS & 1:
+        if node.has_state(c.STATE_MANAGES_DESCENDANTS):
             return True
         return node.child_count != len(self.claimed.get(node.key, ()))
 
@@ -234,15 +238,17 @@ class TreeFetch:
     async def _expand(self, gaps: list[tuple[RawNode, int]]) -> list[tuple[Key, int]]:
         """List the children of ``gaps`` and describe the unknown ones; returns them to walk next."""
         replies = await self.app.call_many([self._children_request(node) for node, _ in gaps])
-        no_collection = [
-            (gap, i) for i, (gap, reply) in enumerate(zip(gaps, replies, strict=True))
-            if isinstance(reply, CallFailed) and self._showing_only(gap[0])
-        ]  # fmt: skip
-        if no_collection:  # the toolkit lacks Collection.GetMatches: list all children instead
-            retried = await self.app.call_many([_get_children(node) for (node, _), _ in no_collection])
-            for ((node, _), i), reply in zip(no_collection, retried, strict=True):
-                node.offscreen_omitted = False
-                replies[i] = reply
+        # Where the toolkit lacks Collection.GetMatches, list all the children instead.
+        retry = [
+            i
+            for i, reply in enumerate(replies)
+            if isinstance(reply, CallFailed) and gaps[i][0].offscreen_omitted
+        ]
+        for i, reply in zip(
+            retry, await self.app.call_many([_get_children(gaps[i][0]) for i in retry]), strict=True
+        ):
+            gaps[i][0].offscreen_omitted = False
+            replies[i] = reply
         frontier: list[tuple[Key, int]] = []
         unknown: dict[Key, None] = {}
         for (node, depth), reply in zip(gaps, replies, strict=True):
@@ -261,7 +267,7 @@ class TreeFetch:
         return frontier
 
     def _showing_only(self, node: RawNode) -> bool:
-        return not self.include_offscreen_items and bool(node.states >> c.STATE_MANAGES_DESCENDANTS & 1)
+        return not self.include_offscreen_items and node.has_state(c.STATE_MANAGES_DESCENDANTS)
 
     def _children_request(self, node: RawNode) -> Request:
         # Objects that manage their descendants (lists, trees, tables) can have thousands of
@@ -285,7 +291,7 @@ class TreeFetch:
             if node is None:
                 truncated = True  # left unfetched by the element budget
                 continue
-            if key in visited or node.states >> c.STATE_DEFUNCT & 1:
+            if key in visited or node.has_state(c.STATE_DEFUNCT):
                 continue
             if len(kept) >= self.budget:
                 truncated = True
@@ -295,7 +301,7 @@ class TreeFetch:
             kept.append((node, depth, parent_index, parent_path))
             children = self._children(node)
             if self.max_depth is not None and depth >= self.max_depth:
-                truncated = truncated or bool(children)
+                truncated = truncated or bool(children) or node.child_count != 0
                 continue
             stack.extend(reversed(list(self._child_entries(children, depth, index, parent_path))))
         return kept, truncated

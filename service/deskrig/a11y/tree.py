@@ -95,7 +95,7 @@ class Element(BaseModel):
         if self.name:
             parts.append(_quote(self.name))
         states = [s for s in self.states if s not in _UNREMARKABLE_STATES]
-        if "showing" not in self.states:
+        if "showing" not in self.states and self.role != "application":
             states.append("hidden")
         if states:
             parts.append(f"({', '.join(states)})")
