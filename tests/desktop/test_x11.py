@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +12,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from Xlib import X, Xatom
-from Xlib.display import Display
 from Xlib.protocol import event
 
 from deskrig.desktop.base import Desktop as DesktopFacade
@@ -315,27 +317,45 @@ def test_backend_reports_no_fallbacks_on_xvfb(backend: X11Backend) -> None:
     assert backend.diagnostics == []
 
 
+#: Runs in a child process: python-xlib keeps its event-code table in a class attribute shared by
+#: every connection of a process, so one process cannot talk to X servers whose extensions differ.
+FALLBACK_PROBE = """
+import json, sys
+from Xlib.display import Display
+from deskrig.desktop.x11 import X11Backend
+from deskrig.model import Bounds
+
+backend = X11Backend(sys.argv[1])
+xlib = Display(sys.argv[1])
+screen = xlib.screen()
+window = screen.root.create_window(10, 20, 40, 30, 0, screen.root_depth, background_pixel=screen.white_pixel)
+window.map()
+xlib.sync()
+print(json.dumps({
+    "screen_pixel": backend.capture(Bounds(x=0, y=0, width=100, height=100)).getpixel((10, 20)),
+    "window_colours": backend.capture_window(window.id, include_frame=False).getcolors(),
+    "serials": [backend.damage_serial() for _ in range(3)],
+    "diagnostics": [d.message for d in backend.diagnostics],
+}))
+backend.close()
+"""
+
+
 def test_missing_extensions_give_visible_fallbacks(tmp_path: Path) -> None:
     disabled = ["Composite", "DAMAGE", "MIT-SHM", "X-Resource"]
     xvfb, display = start_xvfb(tmp_path, *[arg for name in disabled for arg in ("-extension", name)])
     try:
-        impl = X11Backend(display)
-        xlib = Display(display)
-        screen = xlib.screen()
-        window = screen.root.create_window(
-            10, 20, 40, 30, 0, screen.root_depth, background_pixel=screen.white_pixel
+        probe = subprocess.run(
+            [sys.executable, "-c", FALLBACK_PROBE, display], capture_output=True, text=True, timeout=30
         )
-        window.map()
-        xlib.sync()
-
-        image = impl.capture(Bounds(x=0, y=0, width=100, height=100))
-        assert image.getpixel((10, 20)) == (255, 255, 255)
-        assert impl.capture_window(window.id, include_frame=False).getcolors() == [(40 * 30, (255, 255, 255))]
-        assert len({impl.damage_serial() for _ in range(3)}) == 3
-        noted = " ".join(d.message for d in impl.diagnostics)
-        for clue in ("X-Resource", "Composite", "DAMAGE", "MIT-SHM"):
-            assert clue in noted
-        impl.close()
-        xlib.close()
     finally:
         stop_process(xvfb)
+    assert probe.returncode == 0, probe.stderr
+    result = json.loads(probe.stdout)
+
+    assert result["screen_pixel"] == [255, 255, 255]
+    assert result["window_colours"] == [[40 * 30, [255, 255, 255]]]
+    assert len(set(result["serials"])) == 3  # no DAMAGE: never claims the screen is unchanged
+    noted = " ".join(result["diagnostics"])
+    for clue in ("X-Resource", "Composite", "DAMAGE", "MIT-SHM"):
+        assert clue in noted

@@ -15,6 +15,10 @@ covering window or black. Windows already mapped when the backend starts are cop
 new pixmap and repaint it on the Expose the server sends them.
 
 Xlib failures are translated into DeskrigError at this boundary; nothing Xlib-specific escapes.
+
+python-xlib keeps its event-code table in a class attribute shared by all connections of a
+process, so one process should only talk to X servers with the same extensions (a rig's server
+attaches to exactly one display).
 """
 
 from __future__ import annotations
