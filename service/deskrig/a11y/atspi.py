@@ -245,7 +245,7 @@ class AccessibilityClient:
         ref = element.ref
         async with self._guard(f"reading element {element.index}", ref=ref):
             app = await self._app(ref.bus_name)
-            (node,) = await fetch_nodes(app, [(ref.bus_name, ref.path)])
+            (node,) = await fetch_nodes(app, [ref])
             if isinstance(node, CallFailed):
                 raise node
             if node.has_state(c.STATE_DEFUNCT):
@@ -330,7 +330,7 @@ class AccessibilityClient:
             raise DeskrigError(
                 ErrorCode.A11Y_UNAVAILABLE,
                 f"{doing}: no answer within {self._timeout_s:g} s (the app may be busy or hung)",
-                details={"pid": pid, "element": ref.model_dump() if ref else None},
+                details={"pid": pid, "element": ref._asdict() if ref else None},
                 remediation="Retry once the app is idle; use coordinates from a screenshot meanwhile.",
             ) from exc
         except Disconnected as exc:
@@ -343,7 +343,7 @@ class AccessibilityClient:
                     ErrorCode.ELEMENT_NOT_FOUND,
                     f"{doing}: the element no longer exists in the app (stale: the UI changed since "
                     "the snapshot was taken)",
-                    details={"element": ref.model_dump(), "reason": "stale"},
+                    details={"element": ref._asdict(), "reason": "stale"},
                 ) from exc
             if ref is not None and exc.error_name.endswith(
                 ("UnknownMethod", "UnknownInterface", "InvalidArgs")
@@ -351,7 +351,7 @@ class AccessibilityClient:
                 raise DeskrigError(
                     ErrorCode.INVALID_ARGUMENT,
                     f"{doing}: the element does not support this ({exc.text or exc.error_name})",
-                    details={"element": ref.model_dump(), "dbus_error": exc.error_name},
+                    details={"element": ref._asdict(), "dbus_error": exc.error_name},
                     remediation="Check the element's role and actions in get_app_state; use "
                     "coordinate input for elements without the needed interface.",
                 ) from exc
@@ -405,7 +405,7 @@ def _gone(doing: str, pid: int | None, ref: ElementRef | None, why: str) -> Desk
     return DeskrigError(
         ErrorCode.APP_NOT_RUNNING,
         f"{doing}: the application went away ({why})",
-        details={"pid": pid, "element": ref.model_dump() if ref else None},
+        details={"pid": pid, "element": ref._asdict() if ref else None},
     )
 
 

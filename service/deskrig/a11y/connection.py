@@ -185,6 +185,7 @@ class AppConnection:
                     member=request.member,
                     signature=request.signature,
                     body=list(request.body),
+                    validate=False,  # names and paths are constants or came from the app itself
                 )
                 self._bus._call(message, partial(on_reply, index))
 

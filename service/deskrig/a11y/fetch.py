@@ -33,15 +33,13 @@ TEXT_CAP = 4000
 #: GTK reports hidden widgets at this origin.
 _OFFSCREEN = -(2**30)
 
-Key = tuple[str, str]  # (unique bus name, object path)
-
 
 @dataclass(slots=True)
 class RawNode:
     """One accessible object as the app described it, before it is placed in the tree."""
 
-    key: Key
-    parent: Key | None
+    key: ElementRef
+    parent: ElementRef | None
     index_in_parent: int
     child_count: int
     interfaces: frozenset[str]
@@ -50,7 +48,7 @@ class RawNode:
     description: str
     states: int
     #: The children ``GetChildren`` (or an old-style cache item) listed; None when not asked.
-    children: list[Key] | None = None
+    children: list[ElementRef] | None = None
     #: True when ``children`` lists only the showing ones (see ``TreeFetch._children_request``).
     offscreen_omitted: bool = False
 
@@ -70,8 +68,8 @@ class FetchedTree:
     notes: list[str] = field(default_factory=list)
 
 
-def _key(ref: Any) -> Key:
-    return (str(ref[0]), str(ref[1]))
+def _ref(ref: Any) -> ElementRef:
+    return ElementRef(str(ref[0]), str(ref[1]))
 
 
 def _short_interfaces(names: list[str]) -> frozenset[str]:
@@ -83,8 +81,8 @@ def node_from_cache_item(item: Any) -> RawNode:
     if isinstance(item[3], list):  # a((so)(so)(so)a(so)assusau): explicit children
         key, _app, parent, children, interfaces, name, role, description, states = item
         return RawNode(
-            key=_key(key),
-            parent=_key(parent),
+            key=_ref(key),
+            parent=_ref(parent),
             index_in_parent=-1,
             child_count=len(children),
             interfaces=_short_interfaces(interfaces),
@@ -92,12 +90,12 @@ def node_from_cache_item(item: Any) -> RawNode:
             role=role,
             description=description,
             states=c.state_bits(states),
-            children=[_key(ch) for ch in children],
+            children=[_ref(ch) for ch in children],
         )
     key, _app, parent, index, count, interfaces, name, role, description, states = item
     return RawNode(
-        key=_key(key),
-        parent=_key(parent),
+        key=_ref(key),
+        parent=_ref(parent),
         index_in_parent=index,
         child_count=count,
         interfaces=_short_interfaces(interfaces),
@@ -108,8 +106,8 @@ def node_from_cache_item(item: Any) -> RawNode:
     )
 
 
-def _node_requests(key: Key) -> list[Request]:
-    path = key[1]
+def _node_requests(key: ElementRef) -> list[Request]:
+    path = key.path
     return [
         Request(path, c.PROPERTIES, "GetAll", "s", (c.ACCESSIBLE,)),
         Request(path, c.ACCESSIBLE, "GetRole"),
@@ -118,7 +116,7 @@ def _node_requests(key: Key) -> list[Request]:
     ]
 
 
-async def fetch_nodes(app: AppConnection, keys: Sequence[Key]) -> list[RawNode | CallFailed]:
+async def fetch_nodes(app: AppConnection, keys: Sequence[ElementRef]) -> list[RawNode | CallFailed]:
     """Describe objects the cache did not list, four calls each, all in one batch."""
     replies = await app.call_many([r for key in keys for r in _node_requests(key)])
     nodes: list[RawNode | CallFailed] = []
@@ -134,7 +132,7 @@ async def fetch_nodes(app: AppConnection, keys: Sequence[Key]) -> list[RawNode |
         nodes.append(
             RawNode(
                 key=key,
-                parent=_key(parent) if parent else None,
+                parent=_ref(parent) if parent else None,
                 index_in_parent=-1,
                 child_count=int(values.get("ChildCount", 0)),
                 interfaces=_short_interfaces(interfaces),
@@ -148,7 +146,7 @@ async def fetch_nodes(app: AppConnection, keys: Sequence[Key]) -> list[RawNode |
 
 
 def _get_children(node: RawNode) -> Request:
-    return Request(node.key[1], c.ACCESSIBLE, "GetChildren")
+    return Request(node.key.path, c.ACCESSIBLE, "GetChildren")
 
 
 def _first(reply: Reply) -> Any:
@@ -168,12 +166,12 @@ class TreeFetch:
     ) -> None:
         self.app = app
         self.include_offscreen_items = include_offscreen_items
-        self.root: Key = (app.bus_name, c.ROOT_PATH)
+        self.root = ElementRef(app.bus_name, c.ROOT_PATH)
         self.max_depth = max_depth
         self.budget = math.inf if max_elements is None else max_elements
-        self.nodes: dict[Key, RawNode] = {}
-        self.claimed: defaultdict[Key, list[Key]] = defaultdict(list)
-        self.walked: set[Key] = set()
+        self.nodes: dict[ElementRef, RawNode] = {}
+        self.claimed: defaultdict[ElementRef, list[ElementRef]] = defaultdict(list)
+        self.walked: set[ElementRef] = set()
         self.notes: list[str] = []
 
     async def run(self) -> FetchedTree:
@@ -200,14 +198,14 @@ class TreeFetch:
             return False
         for item in items:
             node = node_from_cache_item(item)
-            if node.key[0] == self.app.bus_name:  # skip e.g. plugs embedded from another process
+            if node.key.bus_name == self.app.bus_name:  # skip e.g. plugs embedded from another process
                 self.nodes[node.key] = node
         for node in sorted(self.nodes.values(), key=lambda n: n.index_in_parent):
             if node.parent is not None and node.parent != node.key:
                 self.claimed[node.parent].append(node.key)
         return True
 
-    def _children(self, node: RawNode) -> list[Key]:
+    def _children(self, node: RawNode) -> list[ElementRef]:
         return node.children if node.children is not None else self.claimed.get(node.key, [])
 
     def _has_gap(self, node: RawNode) -> bool:
@@ -217,7 +215,7 @@ class TreeFetch:
             return True
         return node.child_count != len(self.claimed.get(node.key, ()))
 
-    def _gaps(self, starts: list[tuple[Key, int]]) -> list[tuple[RawNode, int]]:
+    def _gaps(self, starts: list[tuple[ElementRef, int]]) -> list[tuple[RawNode, int]]:
         """Walk the known subtrees under ``starts``; return the nodes whose children are missing."""
         gaps = []
         stack = list(reversed(starts))
@@ -235,7 +233,7 @@ class TreeFetch:
                 stack.extend((child, depth + 1) for child in reversed(self._children(node)))
         return gaps
 
-    async def _expand(self, gaps: list[tuple[RawNode, int]]) -> list[tuple[Key, int]]:
+    async def _expand(self, gaps: list[tuple[RawNode, int]]) -> list[tuple[ElementRef, int]]:
         """List the children of ``gaps`` and describe the unknown ones; returns them to walk next."""
         replies = await self.app.call_many([self._children_request(node) for node, _ in gaps])
         # Where the toolkit lacks Collection.GetMatches, list all the children instead.
@@ -249,15 +247,15 @@ class TreeFetch:
         ):
             gaps[i][0].offscreen_omitted = False
             replies[i] = reply
-        frontier: list[tuple[Key, int]] = []
-        unknown: dict[Key, None] = {}
+        frontier: list[tuple[ElementRef, int]] = []
+        unknown: dict[ElementRef, None] = {}
         for (node, depth), reply in zip(gaps, replies, strict=True):
             if isinstance(reply, CallFailed):
                 node.children = []  # the object vanished meanwhile: drop its subtree
                 continue
-            node.children = [k for k in map(_key, reply[0]) if k[1] != c.NULL_PATH]
+            node.children = [k for k in map(_ref, reply[0]) if k.path != c.NULL_PATH]
             for child in node.children:
-                if child not in self.nodes and child[0] == self.app.bus_name:
+                if child not in self.nodes and child.bus_name == self.app.bus_name:
                     unknown[child] = None
                 frontier.append((child, depth + 1))
         room = max(0, int(min(self.budget - len(self.nodes), len(unknown))))
@@ -275,7 +273,7 @@ class TreeFetch:
         if self._showing_only(node):
             node.offscreen_omitted = True
             return Request(
-                node.key[1], c.COLLECTION, "GetMatches", c.MATCH_RULE_SIGNATURE, c.SHOWING_CHILDREN
+                node.key.path, c.COLLECTION, "GetMatches", c.MATCH_RULE_SIGNATURE, c.SHOWING_CHILDREN
             )
         return _get_children(node)
 
@@ -283,8 +281,8 @@ class TreeFetch:
         """Depth-first order from the root: (node, depth, parent index, path) for each kept node."""
         kept: list[Kept] = []
         truncated = False
-        visited: set[Key] = set()
-        stack: list[tuple[Key, int, int | None, list[PathStep]]] = [(self.root, 0, None, [])]
+        visited: set[ElementRef] = set()
+        stack: list[tuple[ElementRef, int, int | None, list[PathStep]]] = [(self.root, 0, None, [])]
         while stack:
             key, depth, parent_index, parent_path = stack.pop()
             node = self.nodes.get(key)
@@ -307,15 +305,15 @@ class TreeFetch:
         return kept, truncated
 
     def _child_entries(
-        self, children: list[Key], depth: int, parent_index: int, parent_path: list[PathStep]
-    ) -> Iterator[tuple[Key, int, int | None, list[PathStep]]]:
+        self, children: list[ElementRef], depth: int, parent_index: int, parent_path: list[PathStep]
+    ) -> Iterator[tuple[ElementRef, int, int | None, list[PathStep]]]:
         seen: defaultdict[tuple[str, str], int] = defaultdict(int)
         for child in children:
             node = self.nodes.get(child)
             role, name = (c.role_name(node.role), node.name) if node else ("", "")
             nth = seen[(role, name)]
             seen[(role, name)] += 1
-            step = PathStep.model_construct(role=role, name=name, nth=nth)
+            step = PathStep(role, name, nth)
             yield child, depth + 1, parent_index, [*parent_path, step]
 
 
@@ -337,8 +335,8 @@ async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: i
     for offset, ((node, depth, parent, path), slots) in enumerate(zip(kept, wanted, strict=True)):
         got = {detail: replies[i] for detail, i in slots.items()}
         text = _text(got.get("text"))
-        # model_construct: these values come from typed D-Bus replies; validating 250+ models
-        # per snapshot cost more than the rest of the client-side work.
+        # model_construct: the values come from typed D-Bus replies, and validation would add
+        # a few milliseconds per few hundred elements.
         elements.append(
             Element.model_construct(
                 index=first_index + offset,
@@ -356,7 +354,7 @@ async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: i
                 child_count=node.child_count,
                 offscreen_children_omitted=node.offscreen_omitted,
                 interfaces=sorted(node.interfaces),
-                ref=ElementRef.model_construct(bus_name=node.key[0], path=node.key[1]),
+                ref=node.key,
                 path=path,
             )
         )
@@ -364,7 +362,7 @@ async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: i
 
 
 def _detail_requests(node: RawNode) -> Iterator[tuple[str, Request]]:
-    path = node.key[1]
+    path = node.key.path
     if "Component" in node.interfaces and node.showing:
         yield "bounds", Request(path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
     if "Action" in node.interfaces:
@@ -382,7 +380,7 @@ def _bounds(reply: Reply | None) -> Bounds | None:
     x, y, width, height = reply[0]
     if width <= 0 or height <= 0 or x < _OFFSCREEN or y < _OFFSCREEN:
         return None
-    return Bounds.model_construct(x=x, y=y, width=width, height=height)
+    return Bounds(x=x, y=y, width=width, height=height)
 
 
 def _actions(reply: Reply | None) -> list[str]:

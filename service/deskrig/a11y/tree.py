@@ -9,9 +9,9 @@ address of the live object) for the server's own use, left out of the public JSO
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
@@ -21,23 +21,27 @@ _UNREMARKABLE_STATES = frozenset({"visible", "showing", "sensitive", "opaque", "
 _RENDERED_TEXT_CHARS = 80
 
 
-class ElementRef(BaseModel):
-    """Where the live accessible object is: its owner's unique name on the a11y bus and its path."""
+class ElementRef(NamedTuple):
+    """Where the live accessible object is: its owner's unique name on the a11y bus and its path.
 
-    model_config = ConfigDict(frozen=True)
+    Also the key of every node while a tree is fetched (the path alone is not unique: the
+    application root's parent, the registry, has the root's path).
+    """
 
     bus_name: str
     path: str
 
 
-class PathStep(BaseModel):
-    """One step from the application root down to an element, for re-resolving it later."""
+class PathStep(NamedTuple):
+    """One step from the application root down to an element, for re-resolving it later.
 
-    model_config = ConfigDict(frozen=True)
+    A named tuple rather than a model: a snapshot makes one per element, and it is never
+    validated input.
+    """
 
     role: str
     name: str
-    nth: int = Field(description="Position among earlier siblings with the same role and name")
+    nth: int  # position among earlier siblings with the same role and name
 
 
 class ValueInfo(BaseModel):
