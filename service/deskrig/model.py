@@ -86,3 +86,56 @@ class Diagnostic(BaseModel):
 
     component: str
     message: str
+
+
+class TypeReport(BaseModel):
+    """What ``type_text`` did: how many characters, and how they got there."""
+
+    chars: int = Field(description="Characters typed (a CR LF pair counts as one Return)")
+    remapped_keysyms: int = Field(
+        0, description="Distinct characters the keyboard layout lacked, bound to spare keycodes"
+    )
+    path: Literal["xtest", "atspi"] = Field(
+        description="xtest: synthetic key events; atspi: inserted through the accessibility text interface"
+    )
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+class ElementSummary(BaseModel):
+    """An accessibility element an action was aimed at, as recorded in results and turns."""
+
+    index: int | None = None
+    snapshot_id: str | None = None
+    role: str
+    name: str
+    bounds: Bounds | None = None
+    path: list[str] = Field(default_factory=list, description="role:name of each ancestor from the app root")
+
+
+class ActionTarget(BaseModel):
+    """What an action resolved to before it ran."""
+
+    pid: int | None = None
+    window_id: int | None = None
+    window_title: str | None = None
+    point: Point | None = None
+    element: ElementSummary | None = None
+
+
+Effect = Literal["confirmed", "unverifiable", "refused"]
+
+
+class ActionResult(BaseModel):
+    """Every action's result: what it did, to what, and how we know."""
+
+    effect: Effect = Field(
+        description="confirmed: read back; unverifiable: delivered but cannot be checked; refused: not done"
+    )
+    target: ActionTarget
+    evidence: list[str] = Field(default_factory=list, description="What was checked, in order")
+    detail: dict[str, object] = Field(default_factory=dict)
+    screenshot: dict[str, object] | None = Field(None, description="After-screenshot metadata (include_screenshot)")

@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
@@ -21,7 +22,8 @@ from pydantic import ValidationError
 
 from deskrig import __version__
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
-from deskrig.tools import CallInfo, Services, ToolSpec, tools_for_profile
+from deskrig.tools import CallInfo, Services, ToolResult, ToolSpec, tools_for_profile
+from deskrig.tools.base import ActionObserver
 
 log = logging.getLogger("deskrig.server")
 
@@ -106,10 +108,12 @@ class DeskrigServer:
         return await self.call(spec, params.arguments or {}, CallInfo(client_id=client_id_of(ctx)))
 
     async def call(self, spec: ToolSpec, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:  # type: ignore[type-arg]
-        """Run one tool call: validate, rate-limit, handle, audit; never raises."""
+        """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises."""
         self.last_activity = time.time()
         started = time.perf_counter()
+        result: ToolResult | None = None
         error: ErrorInfo | None = None
+        tokens: list[tuple[ActionObserver, object]] = []
         try:
             try:
                 args = spec.input_model.model_validate(arguments)
@@ -117,35 +121,69 @@ class DeskrigServer:
                 raise validation_error(exc) from exc
             if spec.captures:
                 self.services.security.rate_limiter.check(call.client_id)
+            if spec.resolve is not None:
+                call = replace(call, target=await spec.resolve(self.services, call, args))
+                tokens = await self._begin(call, spec, arguments, None)
             result = await spec.handler(self.services, call, args)
-        except DeskrigError as exc:
-            error = exc.info()
-        except Exception:
-            log.exception("tool %s failed unexpectedly", spec.name)
-            error = ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=f"{spec.name} failed unexpectedly")
-        if error is not None:
-            body = spec.error_body(error)
-            outcome = types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(body))],
-                structured_content=body,
-                is_error=True,
-            )
-        else:
-            structured = result.structured.model_dump(mode="json", exclude_none=True)
-            content: list[types.ContentBlock] = [
-                types.ImageContent(
-                    type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
-                )
-                for image in result.images
-            ]
-            content.append(types.TextContent(type="text", text=json.dumps(structured)))
-            outcome = types.CallToolResult(content=content, structured_content=structured)
+        except Exception as exc:
+            error = self._error_info(spec, exc)
+            if spec.action and not tokens:
+                # Refused before the target was resolved: observers still see the attempt.
+                tokens = await self._begin(call, spec, arguments, error)
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        for observer, token in tokens:
+            try:
+                await observer.end(token, call, result, error, duration_ms)
+            except Exception:
+                log.exception("observer %r failed after %s", observer, spec.name)
         self.services.security.audit.record(
             client=call.client_id,
             tool=spec.name,
             arguments=arguments,
             outcome="ok" if error is None else "error",
             error_code=None if error is None else error.code.value,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            duration_ms=duration_ms,
         )
-        return outcome
+        return self._result(spec, result, error)
+
+    async def _begin(
+        self,
+        call: CallInfo,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        refused: ErrorInfo | None,  # type: ignore[type-arg]
+    ) -> list[tuple[ActionObserver, object]]:
+        tokens = []
+        for observer in list(self.services.observers):
+            try:
+                tokens.append((observer, await observer.begin(call, spec.name, arguments, refused)))
+            except Exception:
+                log.exception("observer %r failed before %s", observer, spec.name)
+        return tokens
+
+    @staticmethod
+    def _error_info(spec: ToolSpec, exc: Exception) -> ErrorInfo:  # type: ignore[type-arg]
+        if isinstance(exc, DeskrigError):
+            return exc.info()
+        log.error("tool %s failed unexpectedly", spec.name, exc_info=exc)
+        return ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=f"{spec.name} failed unexpectedly")
+
+    @staticmethod
+    def _result(spec: ToolSpec, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:  # type: ignore[type-arg]
+        if error is not None or result is None:
+            assert error is not None
+            body = spec.error_body(error)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(body))],
+                structured_content=body,
+                is_error=True,
+            )
+        structured = result.structured.model_dump(mode="json", exclude_none=True)
+        content: list[types.ContentBlock] = [
+            types.ImageContent(
+                type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
+            )
+            for image in result.images
+        ]
+        content.append(types.TextContent(type="text", text=json.dumps(structured)))
+        return types.CallToolResult(content=content, structured_content=structured)

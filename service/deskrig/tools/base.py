@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ErrorInfo
+from deskrig.model import ActionTarget
 from deskrig.security import SecurityContext
 from deskrig.tools.capture import CapturePipeline
 
@@ -42,9 +43,30 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class CallInfo:
-    """Who is calling: the rate limiter and the audit log key on ``client_id``."""
+    """Who is calling (the rate limiter, audit log and recordings key on ``client_id``) and, for
+    an action, the target its resolver found before it ran."""
 
     client_id: str
+    target: ActionTarget | None = None
+
+
+class ActionObserver(Protocol):
+    """Watches action tools: ``begin`` runs after the target is resolved and before the action,
+    ``end`` after it. The recorder is one (turn folders); anything returned by ``begin`` is
+    handed back to ``end``."""
+
+    async def begin(
+        self, call: CallInfo, tool: str, arguments: dict[str, Any], refused: ErrorInfo | None
+    ) -> object: ...
+
+    async def end(
+        self,
+        token: object,
+        call: CallInfo,
+        result: ToolResult | None,
+        error: ErrorInfo | None,
+        duration_ms: float,
+    ) -> None: ...
 
 
 @dataclass
@@ -56,6 +78,8 @@ class Services:
     security: SecurityContext
     #: Extra readiness facts (window manager, app) that the rig supervisor provides.
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Watchers of action tools (recordings register here).
+    observers: list[ActionObserver] = field(default_factory=list)
     capture: CapturePipeline = field(init=False)
 
     def __post_init__(self) -> None:
@@ -63,6 +87,8 @@ class Services:
 
 
 Handler = Callable[[Services, CallInfo, InputT], Awaitable[ToolResult]]
+#: Resolves an action's target (pid, window, point, element) before the action runs.
+Resolver = Callable[[Services, CallInfo, InputT], Awaitable[ActionTarget]]
 
 
 def default_error_body(error: ErrorInfo) -> dict[str, Any]:
@@ -82,7 +108,13 @@ class ToolSpec(Generic[InputT]):
     read_only: bool = True
     #: Counted by the capture rate limit.
     captures: bool = False
+    #: An action (click, type ...): observers see it, and ``resolve`` finds its target first.
+    resolve: Resolver[InputT] | None = None
     profile: Profile = "default"
     title: str | None = None
     #: How a failure is shaped in structured content (the acs profile has its own envelope).
     error_body: Callable[[ErrorInfo], dict[str, Any]] = default_error_body
+
+    @property
+    def action(self) -> bool:
+        return self.resolve is not None
