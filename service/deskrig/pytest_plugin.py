@@ -1,0 +1,1 @@
+"""pytest plugin: the ``deskrig_rig`` fixture (being written)."""
