@@ -63,10 +63,10 @@ class Element(BaseModel):
     name: str
     description: str = ""
     states: list[str]
-    text: str | None = Field(default=None, description="Text interface content, capped")
+    text: str | None = Field(default=None, description="Text interface content, capped; showing only")
     text_truncated: bool = False
     value: ValueInfo | None = None
-    actions: list[str] = Field(default_factory=list)
+    actions: list[str] = Field(default_factory=list, description="Action names; showing elements only")
     bounds: Bounds | None = Field(
         default=None, description="Screen pixels; None when the element is not showing"
     )
