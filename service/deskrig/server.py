@@ -57,7 +57,9 @@ def client_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
         client = getattr(request, "client", None)
         if client is not None:
             return f"http:{client.host}"
-    return f"conn:{id(ctx.session):x}"
+    # ctx.session is built anew for every request; the connection lives as long as the client.
+    connection = getattr(ctx.session, "_connection", ctx.session)
+    return f"conn:{id(connection):x}"
 
 
 class DeskrigServer:
