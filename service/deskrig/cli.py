@@ -109,8 +109,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     transport = _transport(args, settings)
     token = resolve_token(settings, transport)
+    from deskrig.tools.launcher import SubprocessLauncher
+
     with open_desktop(settings.backend, args.display) as desktop:
-        server = build_server(desktop, settings)
+        launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
+        server = build_server(
+            desktop, settings, session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"), launcher=launcher
+        )
 
         def readiness() -> Readiness:
             try:
@@ -148,8 +153,15 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
     rig = Rig(options)
 
     def serve_rig(rig: Rig, stop: threading.Event) -> None:
+        from deskrig.tools.launcher import CallbackLauncher
+
         with open_desktop(settings.backend, rig.display) as desktop:
-            server = build_server(desktop, settings)
+            server = build_server(
+                desktop,
+                settings,
+                session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
+                launcher=CallbackLauncher(lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd)),
+            )
 
             def readiness() -> Readiness:
                 status = rig.status()

@@ -39,7 +39,13 @@ class ErrorCode(StrEnum):
     INPUT_FAILED = "INPUT_FAILED"
     RECORDING_ERROR = "RECORDING_ERROR"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    TIMEOUT = "TIMEOUT"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    # Host orchestrator (deskrig.orchestrator)
+    SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+    QUEUE_TIMEOUT = "QUEUE_TIMEOUT"
+    RIG_FAILED = "RIG_FAILED"
+    RUNTIME_UNAVAILABLE = "RUNTIME_UNAVAILABLE"
 
 
 #: Default remediation text per code: what the caller can do about it.
@@ -65,7 +71,12 @@ REMEDIATION: dict[ErrorCode, str] = {
     ErrorCode.INPUT_FAILED: "The input could not be delivered; check that the display is up.",
     ErrorCode.RECORDING_ERROR: "Check get_recording_state for the last error.",
     ErrorCode.INVALID_ARGUMENT: "Fix the argument named in details and call again.",
+    ErrorCode.TIMEOUT: "The condition did not hold in time; check details.observed, then wait longer or retry.",
     ErrorCode.INTERNAL_ERROR: "An unexpected failure inside the rig; see the rig's log.",
+    ErrorCode.SESSION_NOT_FOUND: "Run `deskrig session ls` for the sessions this orchestrator knows.",
+    ErrorCode.QUEUE_TIMEOUT: "All rig slots stayed busy; stop a session, raise max_sessions or the queue timeout.",
+    ErrorCode.RIG_FAILED: "The rig did not start or stopped unexpectedly; see details.logs for its last lines.",
+    ErrorCode.RUNTIME_UNAVAILABLE: "Start the container engine (scripts/docker-setup) and check that you may use it.",
 }
 
 

@@ -105,6 +105,14 @@ class Point(BaseModel):
     y: int
 
 
+class PathEntry(BaseModel):
+    """One step from an app's root to an element: the nth child with this role and name."""
+
+    role: str
+    name: str
+    nth: int = 0
+
+
 class ElementSummary(BaseModel):
     """An accessibility element an action was aimed at, as recorded in results and turns."""
 
@@ -113,7 +121,7 @@ class ElementSummary(BaseModel):
     role: str
     name: str
     bounds: Bounds | None = None
-    path: list[str] = Field(default_factory=list, description="role:name of each ancestor from the app root")
+    path: list[PathEntry] = Field(default_factory=list, description="From the app root down to the element")
 
 
 class ActionTarget(BaseModel):

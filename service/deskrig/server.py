@@ -87,7 +87,7 @@ class DeskrigServer:
             title=spec.title,
             description=spec.description,
             input_schema=spec.input_model.model_json_schema(),
-            output_schema=spec.output_model.model_json_schema(),
+            output_schema=spec.output_model.model_json_schema(mode="serialization"),
             annotations=types.ToolAnnotations(
                 read_only_hint=spec.read_only,
                 destructive_hint=not spec.read_only,
@@ -180,7 +180,7 @@ class DeskrigServer:
                 structured_content=body,
                 is_error=True,
             )
-        structured = result.structured.model_dump(mode="json", exclude_none=True)
+        structured = result.structured.model_dump(mode="json", exclude_none=spec.omit_none)
         content: list[types.ContentBlock] = [
             types.ImageContent(
                 type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type

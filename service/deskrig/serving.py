@@ -17,6 +17,7 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
+from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
@@ -24,6 +25,7 @@ from deskrig.http import Readiness, check_bind, create_app
 from deskrig.security import SecurityContext
 from deskrig.server import DeskrigServer
 from deskrig.tools import Services
+from deskrig.tools.launcher import AppLauncher, SubprocessLauncher
 
 log = logging.getLogger("deskrig.serving")
 
@@ -51,9 +53,24 @@ class Transport:
         return cls("http", host.strip("[]") or "127.0.0.1", int(port), no_auth, list(allowed_hosts or []))
 
 
-def build_server(desktop: Desktop, settings: Settings) -> DeskrigServer:
+def build_server(
+    desktop: Desktop,
+    settings: Settings,
+    *,
+    session_bus: str | None = None,
+    launcher: AppLauncher | None = None,
+) -> DeskrigServer:
+    """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus;
+    ``launcher`` starts apps on it (default: plain subprocesses with this process's environment)."""
     security = SecurityContext.from_policy(settings.security)
-    return DeskrigServer(Services(desktop=desktop, settings=settings, security=security))
+    services = Services(
+        desktop=desktop,
+        settings=settings,
+        security=security,
+        a11y=A11yAccess(session_bus) if session_bus else None,
+        launcher=launcher or SubprocessLauncher({}),
+    )
+    return DeskrigServer(services)
 
 
 def resolve_token(settings: Settings, transport: Transport) -> str | None:

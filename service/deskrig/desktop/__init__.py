@@ -39,8 +39,14 @@ def open_desktop(backend: str = "auto", display: str | None = None) -> Desktop:
     name = choose_backend(backend, display=display)
     if name == "x11":
         from deskrig.desktop.x11 import X11Backend
+        from deskrig.desktop.x11_input import X11Input
 
         impl: DesktopBackend = X11Backend(display)
+        try:
+            return Desktop(impl, X11Input(display))
+        except DeskrigError:
+            impl.close()
+            raise
     else:
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
@@ -48,4 +54,3 @@ def open_desktop(backend: str = "auto", display: str | None = None) -> Desktop:
             details={"backend": name, "available": ["x11"]},
             remediation="Use backend x11 (set DISPLAY), or run the rig in its container.",
         )
-    return Desktop(impl)

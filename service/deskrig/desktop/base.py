@@ -10,15 +10,53 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol, TypeVar
 
 from PIL import Image
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, WindowInfo
+from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
 
 T = TypeVar("T")
+
+
+class InputDevice(Protocol):
+    """Synthetic pointer and keyboard input (X11: XTEST). Validates before sending anything."""
+
+    diagnostics: list[Diagnostic]
+
+    def move(self, x: int, y: int) -> None: ...
+
+    def button(
+        self,
+        x: int,
+        y: int,
+        button: Literal["left", "right", "middle"] = "left",
+        count: int = 1,
+        modifiers: Sequence[str] = (),
+    ) -> None: ...
+
+    def drag(
+        self,
+        from_xy: tuple[int, int],
+        to_xy: tuple[int, int],
+        button: Literal["left", "right", "middle"] = "left",
+        duration_ms: int = 300,
+        steps: int = 10,
+    ) -> None: ...
+
+    def scroll(
+        self, x: int | None, y: int | None, direction: Literal["up", "down", "left", "right"], amount: int
+    ) -> None: ...
+
+    def press_key(self, key: str, modifiers: Sequence[str] = ()) -> None: ...
+
+    def hotkey(self, keys: Sequence[str]) -> None: ...
+
+    def type_text(self, text: str, delay_ms: int = 0) -> TypeReport: ...
+
+    def close(self) -> None: ...
 
 
 class DesktopBackend(ABC):
@@ -63,6 +101,10 @@ class DesktopBackend(ABC):
         """Where the pointer is, in screen pixels."""
 
     @abstractmethod
+    def activate_window(self, window_id: int) -> None:
+        """Raise and focus a window (un-minimising it); WINDOW_NOT_FOUND for an unknown id."""
+
+    @abstractmethod
     def damage_serial(self) -> int:
         """A counter that changes whenever anything on screen may have changed.
 
@@ -76,11 +118,16 @@ class DesktopBackend(ABC):
 
 
 class Desktop:
-    """Thread-safe facade over a backend: one lock, one close."""
+    """Thread-safe facade over a backend and its input device: a lock each, one close.
 
-    def __init__(self, backend: DesktopBackend) -> None:
+    Input has its own lock so a long ``type_text`` does not hold up screenshots.
+    """
+
+    def __init__(self, backend: DesktopBackend, input_device: InputDevice | None = None) -> None:
         self._backend = backend
+        self._input = input_device
         self._lock = threading.RLock()
+        self._input_lock = threading.Lock()
         self._closed = False
 
     @property
@@ -89,7 +136,8 @@ class Desktop:
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
-        return list(self._backend.diagnostics)
+        extra = self._input.diagnostics if self._input is not None else []
+        return [*self._backend.diagnostics, *extra]
 
     def _call(self, fn: Callable[[], T]) -> T:
         with self._lock:
@@ -118,12 +166,28 @@ class Desktop:
     def damage_serial(self) -> int:
         return self._call(self._backend.damage_serial)
 
+    def activate_window(self, window_id: int) -> None:
+        self._call(lambda: self._backend.activate_window(window_id))
+
+    def with_input(self, fn: Callable[[InputDevice], T]) -> T:
+        """Run ``fn`` with the input device, serialised with other input."""
+        if self._input is None:
+            raise DeskrigError(ErrorCode.INPUT_FAILED, f"the {self.backend_name} backend has no input device")
+        with self._input_lock:
+            if self._closed:
+                raise DeskrigError(ErrorCode.INPUT_FAILED, "the desktop connection is closed")
+            return fn(self._input)
+
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._input_lock:
             if self._closed:
                 return
             self._closed = True
-            self._backend.close()
+            try:
+                if self._input is not None:
+                    self._input.close()
+            finally:
+                self._backend.close()
 
     def __enter__(self) -> Desktop:
         return self

@@ -34,6 +34,7 @@ from Xlib import X
 from Xlib.display import Display
 from Xlib.error import BadWindow, CatchError, ConnectionClosedError, DisplayError, XError
 from Xlib.ext import composite
+from Xlib.protocol import event
 from Xlib.xobject.drawable import Window
 
 from deskrig.desktop.base import DesktopBackend
@@ -143,6 +144,26 @@ class X11Backend(DesktopBackend):
         x, y = int(pointer.root_x), int(pointer.root_y)
         display_id = next((d.id for d in self.displays() if d.bounds.contains(x, y)), None)
         return CursorPosition(x=x, y=y, display_id=display_id)
+
+    def activate_window(self, window_id: int) -> None:
+        with self._translated(ErrorCode.INPUT_FAILED, "cannot focus the window", window_id=window_id):
+            known = {w.id for w in self._windows.collect()}
+            if window_id not in known:
+                raise self._window_not_found(window_id)
+            window = self._display.create_resource_object("window", window_id)
+            if self._windows.window_manager_running():
+                # EWMH: ask the WM (source 2 = a pager acting for the user, which WMs obey).
+                active = self._display.intern_atom("_NET_ACTIVE_WINDOW")
+                message = event.ClientMessage(
+                    window=window, client_type=active, data=(32, [2, X.CurrentTime, 0, 0, 0])
+                )
+                mask = X.SubstructureRedirectMask | X.SubstructureNotifyMask
+                self._root.send_event(message, event_mask=mask)
+            else:
+                window.map()
+                frame_of(self._root, window).window.configure(stack_mode=X.Above)
+                window.set_input_focus(X.RevertToParent, X.CurrentTime)
+            self._display.sync()
 
     def damage_serial(self) -> int:
         if self._damage is None:

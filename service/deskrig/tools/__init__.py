@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from deskrig.config import ToolProfile
-from deskrig.tools import acs, screen, windows
+from deskrig.tools import a11y, acs, apps, input, screen, windows
 from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
 
 __all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
 
-ALL_TOOLS: list[ToolSpec] = [*screen.TOOLS, *windows.TOOLS, *acs.TOOLS]  # type: ignore[type-arg]
+ALL_TOOLS: list[ToolSpec] = [
+    *screen.TOOLS,
+    *windows.TOOLS,
+    *input.TOOLS,
+    *a11y.TOOLS,
+    *apps.TOOLS,
+    *acs.TOOLS,
+]  # type: ignore[type-arg]
 
 
 def tools_for_profile(profile: ToolProfile) -> list[ToolSpec]:  # type: ignore[type-arg]

@@ -14,12 +14,14 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ErrorInfo
 from deskrig.model import ActionTarget
 from deskrig.security import SecurityContext
 from deskrig.tools.capture import CapturePipeline
+from deskrig.tools.launcher import AppLauncher, SubprocessLauncher
 
 Profile = Literal["default", "acs"]
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -80,6 +82,10 @@ class Services:
     extras: dict[str, Any] = field(default_factory=dict)
     #: Watchers of action tools (recordings register here).
     observers: list[ActionObserver] = field(default_factory=list)
+    #: The desktop's accessibility bus, if it has one.
+    a11y: A11yAccess | None = None
+    #: Starts apps on this desktop (the rig's launcher inside a rig).
+    launcher: AppLauncher = field(default_factory=lambda: SubprocessLauncher({}))
     capture: CapturePipeline = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +118,8 @@ class ToolSpec(Generic[InputT]):
     resolve: Resolver[InputT] | None = None
     profile: Profile = "default"
     title: str | None = None
+    #: Leave null fields out of the structured result (the acs envelope has either data or filePath).
+    omit_none: bool = False
     #: How a failure is shaped in structured content (the acs profile has its own envelope).
     error_body: Callable[[ErrorInfo], dict[str, Any]] = default_error_body
 

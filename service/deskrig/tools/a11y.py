@@ -1,0 +1,170 @@
+"""Accessibility state and element-level actions: ``get_app_state`` and ``set_value``."""
+
+from __future__ import annotations
+
+import anyio
+from pydantic import BaseModel, Field, model_validator
+
+from deskrig.a11y import Element, ElementQuery
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import ActionResult, ActionTarget, Effect
+from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.tools.capture import CaptureOptions, CaptureTarget
+from deskrig.tools.input import ActionOptions, action_result, poll_until
+from deskrig.tools.targets import ElementTarget, a11y_of, element_target
+from deskrig.tools.windows import resolve_window
+
+#: How long an element may take to show the value that was set.
+SET_READ_BACK_TIMEOUT_S = 2.0
+
+
+class GetAppStateInput(BaseModel):
+    pid: int | None = Field(None, description="The app's process id (see list_apps)")
+    window_id: int | None = Field(None, description="Or a window of the app")
+    max_depth: int | None = Field(None, ge=0, description="Levels below the app root to include")
+    max_elements: int | None = Field(2000, ge=1, description="Stop after this many elements")
+    role: str | None = Field(None, description="Only elements with this role (substring, case-insensitive)")
+    name: str | None = Field(None, description="Only elements with this name (substring, case-insensitive)")
+    include_screenshot: bool = Field(False, description="Attach a screenshot of the app's window")
+
+    @model_validator(mode="after")
+    def _pid_or_window(self) -> GetAppStateInput:
+        if (self.pid is None) == (self.window_id is None):
+            raise ValueError("give pid or window_id")
+        return self
+
+
+class AppState(BaseModel):
+    """An app's accessibility tree. Elements are addressed by ``{snapshot_id, index}`` in actions."""
+
+    snapshot_id: str
+    pid: int
+    app_name: str
+    element_count: int
+    truncated: bool
+    fetch_ms: float
+    text: str = Field(description="Compact rendering: one line per element")
+    elements: list[Element]
+
+
+class SetValueInput(ActionOptions):
+    element: ElementTarget
+    value: str | float = Field(description="Text for editable text, a number for sliders and spin buttons")
+
+
+async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInput) -> ToolResult:
+    pid = args.pid
+    window = None
+    if args.window_id is not None:
+        windows = await anyio.to_thread.run_sync(services.desktop.windows)
+        window = resolve_window(windows, args.window_id, None)
+        if window.pid is None:
+            raise DeskrigError(
+                ErrorCode.A11Y_UNAVAILABLE,
+                "the window's process is unknown",
+                details={"window_id": window.id},
+            )
+        pid = window.pid
+    assert pid is not None
+    client = await a11y_of(services).client()
+    query = ElementQuery(role=args.role, name=args.name) if args.role or args.name else None
+    snapshot = await client.snapshot(
+        pid, max_depth=args.max_depth, max_elements=args.max_elements, query=query
+    )
+    state = AppState(
+        snapshot_id=snapshot.snapshot_id,
+        pid=snapshot.pid,
+        app_name=snapshot.app_name,
+        element_count=len(snapshot.elements),
+        truncated=snapshot.truncated,
+        fetch_ms=snapshot.fetch_ms,
+        text=snapshot.render_text(),
+        elements=snapshot.elements,
+    )
+    images: list[ImagePart] = []
+    if args.include_screenshot:
+        if window is None:
+            windows = await anyio.to_thread.run_sync(services.desktop.windows)
+            window = next((w for w in windows if w.pid == pid and not w.minimized), None)
+        if window is not None:
+            target = CaptureTarget(source="window", region=window.bounds, window=window)
+            metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, CaptureOptions())
+            images.append(ImagePart(data, metadata.mime_type))
+    return ToolResult(state, images=images)
+
+
+async def resolve_set_value(services: Services, call: CallInfo, args: SetValueInput) -> ActionTarget:
+    target, _ = await element_target(services, args.element, need_point=False)
+    return target
+
+
+def _shows(element: Element, value: str | float) -> bool:
+    if element.value is not None and not isinstance(value, str):
+        return abs(element.value.current - float(value)) < 1e-6
+    return element.text is not None and element.text == str(value)
+
+
+async def set_value(services: Services, call: CallInfo, args: SetValueInput) -> ToolResult:
+    client = await a11y_of(services).client()
+    _, element = await element_target(services, args.element, need_point=False)
+    evidence: list[str] = []
+    if element.has_interface("Value") and _is_number(args.value):
+        await client.set_value(element, float(args.value))
+        evidence.append(f"set Value.CurrentValue to {float(args.value):g}")
+    elif element.has_interface("EditableText"):
+        method = await client.set_text(element, str(args.value))
+        evidence.append(f"replaced the text via EditableText.{method}")
+    else:
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"element {element.index} ({element.role}) has neither an editable text nor a value",
+            details={"element": element.summary(), "interfaces": element.interfaces},
+            remediation="Click it and use type_text, or pick an entry, text view, slider or spin button.",
+        )
+    expected: str | float = (
+        float(args.value) if element.value is not None and _is_number(args.value) else args.value
+    )
+    fresh: list[Element] = []
+
+    async def shows_value() -> bool:
+        fresh[:] = [await client.read_element(element)]
+        return _shows(fresh[0], expected)
+
+    effect: Effect = "confirmed" if await poll_until(shows_value, SET_READ_BACK_TIMEOUT_S) else "unverifiable"
+    if fresh:
+        now = fresh[0].value.current if fresh[0].value is not None else fresh[0].text
+        evidence.append(f"read back: {now!r}")
+    return await action_result(services, call, args, effect, evidence)
+
+
+def _is_number(value: str | float) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+    ToolSpec(
+        "get_app_state",
+        "The accessibility tree of an app (by pid or window): every element's index, role, name, states, "
+        "text or value, actions and screen bounds, plus a compact text rendering. Use snapshot_id + index "
+        "to target elements in actions.",
+        GetAppStateInput,
+        AppState,
+        get_app_state,
+    ),
+    ToolSpec(
+        "set_value",
+        "Set an element's text (editable text) or value (slider, spin button) through accessibility, and "
+        "read it back.",
+        SetValueInput,
+        ActionResult,
+        set_value,
+        read_only=False,
+        resolve=resolve_set_value,
+    ),
+]

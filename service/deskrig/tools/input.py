@@ -1,0 +1,395 @@
+"""Pointer and keyboard actions: click, drag, scroll, type, keys. Targets are screen points or
+accessibility elements; every result says what was confirmed and how."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import anyio
+from pydantic import BaseModel, Field, model_validator
+
+from deskrig.a11y import Element
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import ActionResult, ActionTarget, Effect, Point
+from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.tools.capture import CaptureOptions, CaptureTarget
+from deskrig.tools.targets import (
+    ElementTarget,
+    a11y_of,
+    check_on_screen,
+    element_target,
+    focus_target,
+    point_target,
+)
+
+Button = Literal["left", "right", "middle"]
+#: How long a typed text may take to show up in the app's accessibility tree.
+READ_BACK_TIMEOUT_S = 1.5
+
+
+class ActionOptions(BaseModel):
+    include_screenshot: bool = Field(
+        False, description="Attach a screenshot of the target window after the action"
+    )
+
+
+class PointerTargetInput(ActionOptions):
+    x: int | None = Field(None, description="Screen x; or give element")
+    y: int | None = Field(None, description="Screen y; or give element")
+    element: ElementTarget | None = Field(
+        None, description="Target the centre of this element's visible bounds"
+    )
+
+    @model_validator(mode="after")
+    def _point_or_element(self) -> PointerTargetInput:
+        has_point = self.x is not None or self.y is not None
+        if has_point == (self.element is not None):
+            raise ValueError("give x and y, or element")
+        if has_point and (self.x is None or self.y is None):
+            raise ValueError("x and y go together")
+        return self
+
+
+class ClickInput(PointerTargetInput):
+    button: Button = "left"
+    count: int = Field(1, ge=1, le=10, description="Number of clicks")
+    modifiers: list[str] = Field(default_factory=list, description="Keys held while clicking, e.g. ['ctrl']")
+
+
+class DoubleClickInput(PointerTargetInput):
+    button: Button = "left"
+    modifiers: list[str] = Field(default_factory=list)
+
+
+class RightClickInput(PointerTargetInput):
+    modifiers: list[str] = Field(default_factory=list)
+
+
+class MoveInput(ActionOptions):
+    x: int
+    y: int
+
+
+class DragInput(ActionOptions):
+    from_x: int
+    from_y: int
+    to_x: int
+    to_y: int
+    button: Button = "left"
+    duration_ms: int = Field(300, ge=0, le=60_000)
+    steps: int = Field(10, ge=1, le=1000)
+
+
+class ScrollInput(ActionOptions):
+    x: int | None = Field(None, description="Where to scroll; default: where the pointer is")
+    y: int | None = None
+    direction: Literal["up", "down", "left", "right"]
+    amount: int = Field(3, ge=1, le=50, description="Wheel steps")
+
+
+class TypeTextInput(ActionOptions):
+    text: str = Field(description="Any Unicode text; \\n presses Return and \\t Tab")
+    delay_ms: int = Field(0, ge=0, le=1000, description="Pause between characters")
+    element: ElementTarget | None = Field(None, description="Click this element first to focus it")
+
+
+class PressKeyInput(ActionOptions):
+    key: str = Field(description="A key or combination: Return, ctrl+s, F5, shift+Tab")
+    modifiers: list[str] = Field(default_factory=list)
+
+
+class HotkeyInput(ActionOptions):
+    keys: list[str] = Field(description="Two or more keys pressed together, e.g. ['ctrl', 'a']")
+
+
+async def deliver(services: Services, fn: Callable[..., object], *args: object) -> None:
+    """Run one input call on the device in a worker thread."""
+    await anyio.to_thread.run_sync(lambda: services.desktop.with_input(lambda device: fn(device, *args)))
+
+
+async def after_screenshot(
+    services: Services, target: ActionTarget, wanted: bool
+) -> tuple[dict[str, object] | None, list[ImagePart]]:
+    if not wanted:
+        return None, []
+    windows = await anyio.to_thread.run_sync(services.desktop.windows)
+    window = next((w for w in windows if w.id == target.window_id), None)
+    if window is not None and not window.minimized:
+        capture = CaptureTarget(source="window", region=window.bounds, window=window)
+    else:
+        capture = CaptureTarget(
+            source="screen", region=await anyio.to_thread.run_sync(services.desktop.screen_bounds)
+        )
+    metadata, data = await anyio.to_thread.run_sync(services.capture.run, capture, CaptureOptions())
+    return metadata.model_dump(mode="json", exclude_none=True), [ImagePart(data, metadata.mime_type)]
+
+
+async def action_result(
+    services: Services,
+    call: CallInfo,
+    options: ActionOptions,
+    effect: Effect,
+    evidence: list[str],
+    **detail: object,
+) -> ToolResult:
+    target = call.target or ActionTarget()
+    shot, images = await after_screenshot(services, target, options.include_screenshot)
+    return ToolResult(
+        ActionResult(effect=effect, target=target, evidence=evidence, detail=dict(detail), screenshot=shot),
+        images=images,
+    )
+
+
+# -- resolvers: where each action lands, found before it runs ------------------------------------
+
+
+async def resolve_pointer(services: Services, call: CallInfo, args: PointerTargetInput) -> ActionTarget:
+    if args.element is not None:
+        target, _ = await element_target(services, args.element, need_point=True)
+        return target
+    assert args.x is not None and args.y is not None
+    return await point_target(services, args.x, args.y)
+
+
+async def resolve_move(services: Services, call: CallInfo, args: MoveInput) -> ActionTarget:
+    return await point_target(services, args.x, args.y)
+
+
+async def resolve_drag(services: Services, call: CallInfo, args: DragInput) -> ActionTarget:
+    await anyio.to_thread.run_sync(check_on_screen, services, args.to_x, args.to_y)
+    return await point_target(services, args.from_x, args.from_y)
+
+
+async def resolve_scroll(services: Services, call: CallInfo, args: ScrollInput) -> ActionTarget:
+    if (args.x is None) != (args.y is None):
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT, "x and y go together", details={"x": args.x, "y": args.y}
+        )
+    if args.x is None or args.y is None:
+        cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
+        return await point_target(services, cursor.x, cursor.y)
+    return await point_target(services, args.x, args.y)
+
+
+async def resolve_typing(services: Services, call: CallInfo, args: TypeTextInput) -> ActionTarget:
+    if args.element is not None:
+        target, _ = await element_target(services, args.element, need_point=True)
+        return target
+    return await focus_target(services)
+
+
+async def resolve_keys(services: Services, call: CallInfo, args: BaseModel) -> ActionTarget:
+    return await focus_target(services)
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+def _point(call: CallInfo) -> Point:
+    assert call.target is not None and call.target.point is not None
+    return call.target.point
+
+
+async def _pointer_evidence(services: Services, point: Point) -> list[str]:
+    cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
+    landed = (cursor.x, cursor.y) == (point.x, point.y)
+    return [
+        f"pointer read back at ({cursor.x}, {cursor.y})" + ("" if landed else f", not ({point.x}, {point.y})")
+    ]
+
+
+async def _click(
+    services: Services,
+    call: CallInfo,
+    args: PointerTargetInput,
+    button: Button,
+    count: int,
+    modifiers: list[str],
+) -> ToolResult:
+    point = _point(call)
+    await deliver(services, lambda d, *a: d.button(*a), point.x, point.y, button, count, modifiers)
+    evidence = [
+        f"{button} button x{count} delivered at ({point.x}, {point.y})",
+        *await _pointer_evidence(services, point),
+    ]
+    if call.target and call.target.window_title:
+        evidence.append(f"window under the point: {call.target.window_title!r}")
+    return await action_result(services, call, args, "unverifiable", evidence)
+
+
+async def click(services: Services, call: CallInfo, args: ClickInput) -> ToolResult:
+    return await _click(services, call, args, args.button, args.count, args.modifiers)
+
+
+async def double_click(services: Services, call: CallInfo, args: DoubleClickInput) -> ToolResult:
+    return await _click(services, call, args, args.button, 2, args.modifiers)
+
+
+async def right_click(services: Services, call: CallInfo, args: RightClickInput) -> ToolResult:
+    return await _click(services, call, args, "right", 1, args.modifiers)
+
+
+async def move_cursor(services: Services, call: CallInfo, args: MoveInput) -> ToolResult:
+    await deliver(services, lambda d, *a: d.move(*a), args.x, args.y)
+    cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
+    effect: Effect = "confirmed" if (cursor.x, cursor.y) == (args.x, args.y) else "unverifiable"
+    return await action_result(
+        services, call, args, effect, [f"pointer read back at ({cursor.x}, {cursor.y})"]
+    )
+
+
+async def drag(services: Services, call: CallInfo, args: DragInput) -> ToolResult:
+    await deliver(
+        services,
+        lambda d, *a: d.drag(*a),
+        (args.from_x, args.from_y),
+        (args.to_x, args.to_y),
+        args.button,
+        args.duration_ms,
+        args.steps,
+    )
+    evidence = [
+        f"dragged {args.button} from ({args.from_x}, {args.from_y}) to ({args.to_x}, {args.to_y}) in {args.steps} steps"
+    ]
+    evidence += await _pointer_evidence(services, Point(x=args.to_x, y=args.to_y))
+    return await action_result(services, call, args, "unverifiable", evidence)
+
+
+async def scroll(services: Services, call: CallInfo, args: ScrollInput) -> ToolResult:
+    point = _point(call)
+    await deliver(services, lambda d, *a: d.scroll(*a), point.x, point.y, args.direction, args.amount)
+    evidence = [f"{args.amount} wheel step(s) {args.direction} at ({point.x}, {point.y})"]
+    return await action_result(services, call, args, "unverifiable", evidence)
+
+
+def _normalize(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+async def _focused_text(services: Services, pid: int) -> Element | None:
+    client = await a11y_of(services).client()
+    element = await client.focused_element(pid)
+    return element if element is not None and element.text is not None else None
+
+
+async def poll_until(
+    check: Callable[[], Awaitable[bool]], timeout_s: float, interval_s: float = 0.05
+) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if await check():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await anyio.sleep(interval_s)
+
+
+async def type_text(services: Services, call: CallInfo, args: TypeTextInput) -> ToolResult:
+    target = call.target or ActionTarget()
+    evidence: list[str] = []
+    if args.element is not None:
+        point = _point(call)
+        await deliver(services, lambda d, *a: d.button(*a), point.x, point.y, "left", 1, [])
+        evidence.append(f"clicked element at ({point.x}, {point.y}) to focus it")
+    report = await anyio.to_thread.run_sync(
+        lambda: services.desktop.with_input(lambda device: device.type_text(args.text, args.delay_ms))
+    )
+    evidence.append(f"typed {len(args.text)} characters via {report.path} ({report.model_dump_json()})")
+    effect: Effect = "unverifiable"
+    if target.pid is not None and services.a11y is not None:
+        wanted = _normalize(args.text)
+        seen: list[str] = []
+
+        async def landed() -> bool:
+            try:
+                element = await _focused_text(services, target.pid)  # type: ignore[arg-type]
+            except DeskrigError:
+                return False
+            if element is None:
+                return False
+            seen[:] = [_normalize(element.text or "")]
+            return wanted in seen[0]
+
+        if await poll_until(landed, READ_BACK_TIMEOUT_S):
+            effect = "confirmed"
+            evidence.append("the focused element's text contains the typed text (read back through AT-SPI)")
+        else:
+            evidence.append(
+                "could not read the typed text back" + (f"; the focused text is {seen[0]!r}" if seen else "")
+            )
+    return await action_result(services, call, args, effect, evidence, path=report.path)
+
+
+async def press_key(services: Services, call: CallInfo, args: PressKeyInput) -> ToolResult:
+    await deliver(services, lambda d, *a: d.press_key(*a), args.key, args.modifiers)
+    combo = "+".join([*args.modifiers, args.key])
+    return await action_result(services, call, args, "unverifiable", [f"pressed {combo}"])
+
+
+async def hotkey(services: Services, call: CallInfo, args: HotkeyInput) -> ToolResult:
+    await deliver(services, lambda d, *a: d.hotkey(*a), args.keys)
+    return await action_result(
+        services, call, args, "unverifiable", [f"pressed {'+'.join(args.keys)} together"]
+    )
+
+
+def _action(
+    name: str, description: str, model: type[BaseModel], handler: object, resolve: object
+) -> ToolSpec:  # type: ignore[type-arg]
+    return ToolSpec(name, description, model, ActionResult, handler, read_only=False, resolve=resolve)  # type: ignore[arg-type]
+
+
+TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+    _action(
+        "click",
+        "Click at a screen point or on an element (the centre of its visible bounds).",
+        ClickInput,
+        click,
+        resolve_pointer,
+    ),
+    _action(
+        "double_click",
+        "Double-click at a point or on an element.",
+        DoubleClickInput,
+        double_click,
+        resolve_pointer,
+    ),
+    _action(
+        "right_click",
+        "Right-click at a point or on an element (opens context menus).",
+        RightClickInput,
+        right_click,
+        resolve_pointer,
+    ),
+    _action("move_cursor", "Move the mouse pointer to a screen point.", MoveInput, move_cursor, resolve_move),
+    _action(
+        "drag", "Press a button at one point, move to another and release.", DragInput, drag, resolve_drag
+    ),
+    _action(
+        "scroll",
+        "Turn the mouse wheel at a point (default: where the pointer is).",
+        ScrollInput,
+        scroll,
+        resolve_scroll,
+    ),
+    _action(
+        "type_text",
+        "Type any Unicode text into the focused window (or click an element first). Characters the "
+        "keyboard layout lacks are mapped onto spare keys; the result says which path was used.",
+        TypeTextInput,
+        type_text,
+        resolve_typing,
+    ),
+    _action(
+        "press_key",
+        "Press a key or combination such as Return, ctrl+s, F5, shift+Tab.",
+        PressKeyInput,
+        press_key,
+        resolve_keys,
+    ),
+    _action(
+        "hotkey", "Press two or more keys together, e.g. ['ctrl', 'a'].", HotkeyInput, hotkey, resolve_keys
+    ),
+]

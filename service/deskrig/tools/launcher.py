@@ -1,0 +1,118 @@
+"""Starting and stopping apps on the desktop for ``launch_app`` and ``kill_app``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from deskrig.errors import DeskrigError, ErrorCode
+
+
+class AppLauncher(Protocol):
+    """Starts a process on the desktop and remembers it, so it can be stopped again."""
+
+    def launch(self, command: list[str], env: Mapping[str, str], cwd: str | None) -> int: ...
+
+    def launched(self, pid: int) -> bool: ...
+
+    def exit_status(self, pid: int) -> int | None:
+        """The exit status of a launched process that has ended; None while it runs."""
+        ...
+
+
+def start_error(command: list[str], exc: OSError) -> DeskrigError:
+    return DeskrigError(
+        ErrorCode.APP_NOT_RUNNING,
+        f"cannot start {command[0]!r}: {exc.strerror or exc}",
+        details={"command": command},
+        remediation="Check the command name and that it is installed in the rig.",
+    )
+
+
+class SubprocessLauncher:
+    """Launches into a given base environment (a display's DISPLAY, buses ...) in its own session."""
+
+    def __init__(self, base_env: Mapping[str, str]) -> None:
+        self._base_env = dict(base_env)
+        self._processes: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+
+    def launch(self, command: list[str], env: Mapping[str, str], cwd: str | None) -> int:
+        try:
+            process = subprocess.Popen(
+                command,
+                env={**os.environ, **self._base_env, **env},
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise start_error(command, exc) from exc
+        with self._lock:
+            self._processes[process.pid] = process
+        return process.pid
+
+    def launched(self, pid: int) -> bool:
+        with self._lock:
+            return pid in self._processes
+
+    def exit_status(self, pid: int) -> int | None:
+        with self._lock:
+            process = self._processes.get(pid)
+        return None if process is None else process.poll()
+
+
+class CallbackLauncher:
+    """Adapts a launch function that returns a handle with ``pid`` and ``exit_status`` (a rig's)."""
+
+    def __init__(self, launch: Callable[[list[str], Mapping[str, str], str | None], object]) -> None:
+        self._launch = launch
+        self._handles: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def launch(self, command: list[str], env: Mapping[str, str], cwd: str | None) -> int:
+        try:
+            handle = self._launch(command, env, cwd)
+        except OSError as exc:
+            raise start_error(command, exc) from exc
+        pid = int(handle.pid)  # type: ignore[attr-defined]
+        with self._lock:
+            self._handles[pid] = handle
+        return pid
+
+    def launched(self, pid: int) -> bool:
+        with self._lock:
+            return pid in self._handles
+
+    def exit_status(self, pid: int) -> int | None:
+        with self._lock:
+            handle = self._handles.get(pid)
+        return None if handle is None else handle.exit_status  # type: ignore[attr-defined]
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def terminate(pid: int, sig: int = signal.SIGTERM) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError as exc:
+        raise DeskrigError(ErrorCode.APP_NOT_RUNNING, f"no process {pid}", details={"pid": pid}) from exc
