@@ -6,16 +6,19 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import capture
+from deskrig.bench import actions, capture
 
-SUITES = {"capture": capture.run}
+SUITES = {"capture": capture.run, "actions": actions.run}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
-    parser.add_argument("suites", nargs="*", choices=[*SUITES, []], help="default: all")
+    parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(SUITES)} (default: all)")
     parser.add_argument("--runs", type=int, default=30, help="samples per case")
     args = parser.parse_args()
+    unknown = sorted(set(args.suites) - set(SUITES))
+    if unknown:
+        parser.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     for name in args.suites or SUITES:
         SUITES[name](args.runs)
