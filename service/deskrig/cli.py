@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser("doctor", help="check the display and show backend diagnostics")
     doctor.add_argument("--display", help="X display (default: $DISPLAY)")
+
+    from deskrig.orchestrator.cli import register  # `session` and `orchestrator`; lazy inside
+
+    register(commands)
     return parser
 
 
@@ -202,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(args)
         if args.command == "rig":
             return cmd_rig_run(args)
+        if args.command in ("session", "orchestrator"):
+            from deskrig.orchestrator.cli import run
+
+            return run(args)
         return cmd_doctor(args)
     except DeskrigError as exc:
         print(f"deskrig: {exc.code.value}: {exc.message}", file=sys.stderr)

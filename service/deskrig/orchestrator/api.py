@@ -1,0 +1,148 @@
+"""The orchestrator's HTTP API (FastAPI), guarded like a rig: loopback Host names and a bearer token.
+
+    POST   /sessions?wait=true           start a session (201 when ready; 202 with wait=false)
+    GET    /sessions                     every session this orchestrator knows
+    GET    /sessions/{id}                one session
+    DELETE /sessions/{id}                stop it: finalize, copy the video and logs, remove the rig
+    GET    /sessions/{id}/logs?tail=N    the rig's log (live, or the copy saved on stop)
+    GET    /sessions/{id}/artifacts      the files in the session's host directory
+    GET    /sessions/{id}/artifacts/{path}  one of them
+    POST   /shutdown                     stop every session and the service
+    GET    /healthz                      liveness (no token)
+
+Errors have the shape every deskrig client knows: ``{"error": {code, message, details, remediation}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from pydantic import BaseModel
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.http import GuardMiddleware, host_patterns
+from deskrig.orchestrator.core import Orchestrator
+from deskrig.orchestrator.mirror import INCOMING
+from deskrig.orchestrator.models import SessionInfo, SessionSpec, SessionState
+
+STATUS_BY_CODE = {
+    ErrorCode.SESSION_NOT_FOUND: 404,
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.INVALID_PATH: 400,
+    ErrorCode.QUEUE_TIMEOUT: 503,
+    ErrorCode.RUNTIME_UNAVAILABLE: 503,
+    ErrorCode.RIG_FAILED: 502,
+}
+
+
+class ArtifactFile(BaseModel):
+    path: str
+    size: int
+
+
+class ArtifactListing(BaseModel):
+    session: str
+    artifacts_dir: str
+    files: list[ArtifactFile]
+
+
+def list_artifacts(directory: Path) -> list[ArtifactFile]:
+    """Every file under a session directory, sorted, without the mirror's staging area."""
+    files = []
+    for path in sorted(directory.rglob("*")):
+        rel = path.relative_to(directory)
+        if rel.parts[0] != INCOMING and path.is_file():
+            files.append(ArtifactFile(path=rel.as_posix(), size=path.stat().st_size))
+    return files
+
+
+def resolve_artifact(directory: Path, relative: str) -> Path:
+    """``relative`` inside ``directory``, or INVALID_PATH (no escaping by ``..`` or symlinks)."""
+    root = directory.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        raise DeskrigError(
+            ErrorCode.INVALID_PATH,
+            f"no artifact {relative!r} in this session",
+            details={"path": relative},
+            remediation="GET /sessions/{id}/artifacts lists the session's files.",
+        )
+    return target
+
+
+def create_api(
+    orchestrator: Orchestrator,
+    *,
+    token: str,
+    port: int,
+    allowed_hosts: list[str] | None = None,
+    on_shutdown: Callable[[], None] = lambda: None,
+) -> FastAPI:
+    app = FastAPI(title="deskrig orchestrator", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(DeskrigError)
+    async def deskrig_error(_: Request, exc: DeskrigError) -> JSONResponse:
+        status = STATUS_BY_CODE.get(exc.code, 500)
+        return JSONResponse({"error": exc.info().model_dump(mode="json")}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"field": ".".join(str(p) for p in err["loc"]), "problem": err["msg"]} for err in exc.errors()
+        ]
+        error = DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            "invalid request: " + "; ".join(f"{p['field']}: {p['problem']}" for p in problems),
+            details={"problems": problems},
+        )
+        return JSONResponse({"error": error.info().model_dump(mode="json")}, status_code=400)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/sessions", response_model=SessionInfo)
+    async def start_session(spec: SessionSpec, wait: bool = True) -> JSONResponse:
+        info = await orchestrator.start(spec, wait=wait)
+        status = 201 if info.state is SessionState.READY else 202
+        return JSONResponse(info.model_dump(mode="json"), status_code=status)
+
+    @app.get("/sessions")
+    async def list_sessions() -> list[SessionInfo]:
+        return orchestrator.list()
+
+    @app.get("/sessions/{session_id}")
+    async def get_session(session_id: str) -> SessionInfo:
+        return orchestrator.get(session_id)
+
+    @app.delete("/sessions/{session_id}")
+    async def stop_session(session_id: str) -> SessionInfo:
+        return await orchestrator.stop(session_id)
+
+    @app.get("/sessions/{session_id}/logs")
+    async def session_logs(session_id: str, tail: int | None = None) -> PlainTextResponse:
+        return PlainTextResponse(await orchestrator.logs(session_id, tail))
+
+    @app.get("/sessions/{session_id}/artifacts")
+    async def session_artifacts(session_id: str) -> ArtifactListing:
+        directory = Path(orchestrator.get(session_id).artifacts_dir)
+        return ArtifactListing(
+            session=session_id, artifacts_dir=str(directory), files=list_artifacts(directory)
+        )
+
+    @app.get("/sessions/{session_id}/artifacts/{path:path}")
+    async def session_artifact(session_id: str, path: str) -> FileResponse:
+        directory = Path(orchestrator.get(session_id).artifacts_dir)
+        return FileResponse(resolve_artifact(directory, path))
+
+    @app.post("/shutdown", status_code=202)
+    async def shutdown() -> dict[str, str]:
+        on_shutdown()
+        return {"status": "shutting down"}
+
+    app.add_middleware(GuardMiddleware, token=token, host_patterns=host_patterns(port, allowed_hosts or []))
+    return app

@@ -1,0 +1,560 @@
+"""The session core: capacity, lifecycle, timeouts and artifacts, over any :class:`Runtime`.
+
+One task per session owns every change of that session's state::
+
+    queued --slot--> starting --/readyz--> ready --stop | idle | max duration--> stopping -> stopped
+       \\                 \\                    \\
+        queue timeout      start-up failure     rig crashed                               -> failed
+
+While ready, the session's artifact mirror copies finished turns to the host and a watch loop
+checks, every ``watch_interval``, that the container still runs, how long the rig has been idle
+(the rig's ``/status`` ``last_activity``) and the session's deadline. Stopping finalizes the
+recording (the mp4 arrives over the feed), saves the rig's log, then removes the container. A
+crashed rig's session fails with the reason; what the mirror had copied stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import secrets
+import shlex
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import anyio
+import httpx
+from anyio.abc import TaskGroup
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.orchestrator.mirror import ArtifactMirror
+from deskrig.orchestrator.models import (
+    RIG_RECORD_DIR,
+    OrchestratorConfig,
+    SessionInfo,
+    SessionSpec,
+    SessionState,
+)
+from deskrig.orchestrator.reaper import Lease, Reaper, host_id
+from deskrig.orchestrator.runtime import (
+    LABEL_EXPIRES,
+    LABEL_HOST,
+    LABEL_LEASE,
+    LABEL_MANAGED,
+    LABEL_ORCHESTRATOR,
+    LABEL_SESSION,
+    RigHandle,
+    RigRequest,
+    Runtime,
+)
+
+log = logging.getLogger("deskrig.orchestrator")
+
+#: The feed must have been quiet this long after finalize before the container goes.
+SETTLE_QUIET = 0.5
+LOG_TAIL = 30
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class Slots:
+    """FIFO admission: at most ``capacity`` holders; waiters get slots in arrival order."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._holders: set[str] = set()
+        self._queue: deque[tuple[str, anyio.Event]] = deque()
+
+    def position(self, key: str) -> int | None:
+        for index, (queued, _) in enumerate(self._queue):
+            if queued == key:
+                return index + 1
+        return None
+
+    async def acquire(self, key: str, timeout: float | None) -> bool:
+        """Take a slot, waiting up to ``timeout`` s in line (None: no limit; 0: no wait)."""
+        if len(self._holders) < self.capacity and not self._queue:
+            self._holders.add(key)
+            return True
+        if timeout == 0:
+            return False
+        granted = anyio.Event()
+        self._queue.append((key, granted))
+        try:
+            with anyio.move_on_after(timeout):
+                await granted.wait()
+        finally:
+            if not granted.is_set():
+                self._queue.remove((key, granted))
+        return granted.is_set()
+
+    def release(self, key: str) -> None:
+        self._holders.discard(key)
+        while self._queue and len(self._holders) < self.capacity:
+            next_key, granted = self._queue.popleft()
+            self._holders.add(next_key)
+            granted.set()
+
+
+@dataclass
+class _Session:
+    info: SessionInfo
+    token: str
+    handle: RigHandle | None = None
+    mirror: ArtifactMirror | None = None
+    holds_slot: bool = False
+    stop_reason: str = "stopped by request"
+    start_scope: anyio.CancelScope | None = None
+    stop_requested: anyio.Event = field(default_factory=anyio.Event)
+    settled: anyio.Event = field(default_factory=anyio.Event)  # ready, or ended
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.info.artifacts_dir)
+
+    def timeout(self, name: str, config: OrchestratorConfig) -> float:
+        value = getattr(self.info.spec, name)
+        return float(getattr(config, name) if value is None else value)
+
+
+class Orchestrator:
+    """Starts, watches and stops rig sessions. Use as ``async with Orchestrator(config) as orch``."""
+
+    def __init__(
+        self,
+        config: OrchestratorConfig | None = None,
+        runtime: Runtime | None = None,
+        *,
+        orchestrator_id: str | None = None,
+    ) -> None:
+        self.config = config or OrchestratorConfig()
+        self.id = orchestrator_id or f"o{secrets.token_hex(4)}"
+        if runtime is None:
+            from deskrig.orchestrator.docker_backend import DockerRuntime
+
+            runtime = DockerRuntime(self.config)
+        self.runtime = runtime
+        self._sessions: dict[str, _Session] = {}
+        self._slots = Slots(self.config.max_sessions)
+        self._lease = Lease(self.config.state_dir, self.id)
+        self.reaper = Reaper(self.runtime, self.id, self._live_ids)
+        self._stack = contextlib.AsyncExitStack()
+        self._tg: TaskGroup | None = None
+        self._http: httpx.AsyncClient | None = None
+
+    # --- lifetime ----------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Orchestrator:
+        self._lease.acquire()
+        try:
+            self._http = await self._stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
+            self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+            await self.reaper.sweep()
+            self._tg.start_soon(self._reap_periodically)
+        except BaseException:
+            await self._close()
+            raise
+        log.info("orchestrator %s up: max %d sessions", self.id, self.config.max_sessions)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.stop_all("the orchestrator shut down")
+            await self._close()
+
+    async def _close(self) -> None:
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        try:
+            await self._stack.aclose()
+        finally:
+            await self.runtime.close()
+            self._lease.release()
+
+    async def _reap_periodically(self) -> None:
+        while True:
+            await anyio.sleep(self.config.reap_interval)
+            try:
+                await self.reaper.sweep()
+            except DeskrigError as exc:
+                log.warning("reaper: %s", exc.message)
+
+    def _live_ids(self) -> set[str]:
+        return {sid for sid, session in self._sessions.items() if not session.done.is_set()}
+
+    # --- the API -----------------------------------------------------------------------------------
+
+    async def start(self, spec: SessionSpec, *, wait: bool = True) -> SessionInfo:
+        """Queue a session; with ``wait``, return once it is ready (or raise why it is not)."""
+        if self._tg is None:
+            raise RuntimeError("use the Orchestrator as an async context manager")
+        session_id = f"s{secrets.token_hex(5)}"
+        directory = (
+            Path(spec.artifacts_dir) if spec.artifacts_dir else self.config.artifacts_root / session_id
+        )
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DeskrigError(
+                ErrorCode.FILE_SYSTEM_ERROR,
+                f"cannot create the session directory {directory}: {exc.strerror}",
+                details={"artifacts_dir": str(directory)},
+            ) from exc
+        info = SessionInfo(
+            id=session_id,
+            state=SessionState.QUEUED,
+            spec=spec,
+            created_at=time.time(),
+            artifacts_dir=str(directory.resolve()),
+        )
+        session = _Session(info=info, token=secrets.token_urlsafe(32))
+        self._sessions[session_id] = session
+        self._tg.start_soon(self._lifecycle, session, name=f"session {session_id}")
+        if wait:
+            return await self.wait(session_id)
+        return self.get(session_id)
+
+    async def wait(self, session_id: str) -> SessionInfo:
+        """Wait until the session is ready or ended; raise its error if it failed."""
+        session = self._session(session_id)
+        await session.settled.wait()
+        if session.info.state is SessionState.FAILED and session.info.error is not None:
+            error = session.info.error
+            raise DeskrigError(
+                error.code, error.message, details=error.details, remediation=error.remediation
+            )
+        return self.get(session_id)
+
+    async def stop(self, session_id: str, reason: str = "stopped by request") -> SessionInfo:
+        """End a session (whatever its state) and return it once its container is gone."""
+        session = self._session(session_id)
+        if not session.done.is_set():
+            if not session.stop_requested.is_set():
+                session.stop_reason = reason
+                session.stop_requested.set()
+            if session.start_scope is not None:
+                session.start_scope.cancel()
+            await session.done.wait()
+        return self.get(session_id)
+
+    async def stop_all(self, reason: str) -> None:
+        async with anyio.create_task_group() as tg:
+            for session_id in self._live_ids():
+                tg.start_soon(self.stop, session_id, reason)
+
+    def get(self, session_id: str) -> SessionInfo:
+        session = self._session(session_id)
+        update: dict[str, object] = {"queue_position": self._slots.position(session_id)}
+        if session.mirror is not None:
+            update["mirror"] = session.mirror.report.model_copy(deep=True)
+        return session.info.model_copy(update=update)
+
+    def list(self) -> list[SessionInfo]:
+        return [self.get(session_id) for session_id in self._sessions]
+
+    async def logs(self, session_id: str, tail: int | None = None) -> str:
+        """The rig's log: live from the runtime while it runs, else the copy saved on stop."""
+        session = self._session(session_id)
+        if session.handle is not None and not session.done.is_set():
+            return await self.runtime.logs(session.handle, tail)
+        try:
+            lines = (session.dir / "rig.log").read_text(errors="replace").splitlines(keepends=True)
+        except FileNotFoundError:
+            return ""
+        return "".join(lines if tail is None else lines[-tail:] if tail else [])
+
+    def _session(self, session_id: str) -> _Session:
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise DeskrigError(
+                ErrorCode.SESSION_NOT_FOUND,
+                f"no session {session_id!r} in orchestrator {self.id}",
+                details={"session": session_id},
+            ) from None
+
+    # --- one session's life ------------------------------------------------------------------------
+
+    async def _lifecycle(self, session: _Session) -> None:
+        try:
+            await self._run(session)
+        except DeskrigError as exc:
+            self._fail(session, exc)
+        except Exception as exc:  # a bug in one session must not take the orchestrator down
+            log.exception("session %s", session.info.id)
+            self._fail(session, DeskrigError(ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._teardown(session)
+
+    async def _run(self, session: _Session) -> None:
+        info = session.info
+        with anyio.CancelScope() as start_scope:  # stop() cancels it while queued or starting
+            session.start_scope = start_scope
+            await self._admit(session)
+            info.state = SessionState.STARTING
+            info.phase = f"creating the rig from {info.spec.image} (pulling it if needed)"
+            session.handle = await self.runtime.create(self._request(session))
+            info.container = session.handle.name
+            info.mcp_url = session.handle.endpoint + "/mcp"
+            info.token = session.token
+            info.phase = "waiting for the rig's /readyz (display, window manager, app)"
+            await self.runtime.wait_ready(session.handle, session.timeout("ready_timeout", self.config))
+        session.start_scope = None
+        handle = session.handle
+        if start_scope.cancelled_caught or session.stop_requested.is_set() or handle is None:
+            return
+        info.state = SessionState.READY
+        info.phase = None
+        info.ready_at = time.time()
+        log.info("session %s ready at %s", info.id, info.mcp_url)
+        self._save(session)
+        session.settled.set()
+        if info.spec.record:
+            session.mirror = self.runtime.stream_artifacts(handle, session.token, session.dir)
+        crash: DeskrigError | None = None  # raised outside the task group, which would wrap it
+        async with anyio.create_task_group() as tg:
+            if session.mirror is not None:
+                tg.start_soon(session.mirror.run)
+            try:
+                await self._watch(session)
+                info.state = SessionState.STOPPING
+                info.phase = "finalizing the recording"
+                await self._finalize(session)
+            except DeskrigError as exc:
+                crash = exc
+            finally:
+                if session.mirror is not None:
+                    session.mirror.close()
+        if crash is not None:
+            raise crash
+
+    async def _admit(self, session: _Session) -> None:
+        queue_timeout = session.timeout("queue_timeout", self.config)
+        ahead = len(self._live_ids()) - 1
+        if await self._slots.acquire(session.info.id, queue_timeout):
+            session.holds_slot = True
+            return
+        raise DeskrigError(
+            ErrorCode.QUEUE_TIMEOUT,
+            f"no free rig slot within {queue_timeout:g} s: all {self._slots.capacity} are busy",
+            details={"max_sessions": self._slots.capacity, "queue_timeout": queue_timeout, "ahead": ahead},
+        )
+
+    def _request(self, session: _Session) -> RigRequest:
+        spec = session.info.spec
+        bind = self.config.bind_address
+        hosts = [*_LOOPBACK_HOSTS, *([bind] if bind not in ("0.0.0.0", "::", "", *_LOOPBACK_HOSTS) else [])]
+        env = {
+            **spec.env,
+            "DESKRIG_TOKEN": session.token,
+            # Clients reach the rig on a published port, so its Host header is not the rig's own.
+            "DESKRIG_ALLOWED_HOSTS": ",".join([*hosts, *self.config.allowed_hosts]),
+            "DESKRIG_RECORD": RIG_RECORD_DIR if spec.record else "",
+        }
+        if spec.video:
+            env["DESKRIG_RECORD_VIDEO"] = "1"
+        if spec.size:
+            env["DESKRIG_SIZE"] = spec.size
+        max_duration = session.timeout("max_duration", self.config)
+        if max_duration:
+            session.info.expires_at = time.time() + max_duration
+        labels = {
+            LABEL_MANAGED: "1",
+            LABEL_ORCHESTRATOR: self.id,
+            LABEL_SESSION: session.info.id,
+            LABEL_EXPIRES: str(int(session.info.expires_at or 0)),
+            LABEL_HOST: host_id(),
+            LABEL_LEASE: str(self._lease.path.resolve()),
+        }
+        command = shlex.split(spec.app) if spec.app else None
+        return RigRequest(session.info.id, spec.image, command, env, labels)
+
+    async def _watch(self, session: _Session) -> None:
+        """Return when the session should stop (its ``stop_reason`` says why); raise if the rig died."""
+        assert session.handle is not None
+        idle_timeout = session.timeout("idle_timeout", self.config)
+        while True:
+            with anyio.move_on_after(self.config.watch_interval):
+                await session.stop_requested.wait()
+            if session.stop_requested.is_set():
+                return
+            status = await self.runtime.status(session.handle)
+            if not status.running:
+                logs = (await self.runtime.logs(session.handle, LOG_TAIL)).splitlines()
+                raise DeskrigError(
+                    ErrorCode.RIG_FAILED,
+                    f"the rig stopped unexpectedly: container {status.detail}",
+                    details={"exit_code": status.exit_code, "logs": logs[-LOG_TAIL:]},
+                )
+            now = time.time()
+            expires = session.info.expires_at
+            if expires and now >= expires:
+                session.stop_reason = (
+                    f"max duration reached ({session.timeout('max_duration', self.config):g} s)"
+                )
+                return
+            if idle_timeout:
+                idle = now - await self._last_activity(session)
+                if idle >= idle_timeout:
+                    session.stop_reason = (
+                        f"idle timeout: no MCP activity for {idle:.0f} s (limit {idle_timeout:g} s)"
+                    )
+                    return
+
+    async def _last_activity(self, session: _Session) -> float:
+        """When the rig last served an MCP request (its /status); ready time if it cannot say."""
+        assert session.handle is not None and self._http is not None
+        fallback = session.info.ready_at or session.info.created_at
+        try:
+            response = await self._http.get(
+                session.handle.endpoint + "/status", headers={"Authorization": f"Bearer {session.token}"}
+            )
+            if response.status_code == 200:
+                return max(float(response.json()["last_activity"]), fallback)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            pass
+        return fallback
+
+    async def _finalize(self, session: _Session) -> None:
+        """Close the recording (the mp4 is written) and let the mirror copy the last of it."""
+        mirror = session.mirror
+        if mirror is None or session.handle is None or self._http is None:
+            return
+        timeout = self.config.stop_timeout
+        with anyio.move_on_after(timeout):
+            try:
+                response = await self._http.post(
+                    session.handle.endpoint + "/recording/finalize",
+                    headers={"Authorization": f"Bearer {session.token}"},
+                    timeout=timeout,
+                )
+                if response.status_code >= 400:
+                    mirror.report.errors.append(
+                        f"finalize: HTTP {response.status_code} {response.text[:200]}"
+                    )
+            except httpx.HTTPError as exc:
+                mirror.report.errors.append(f"finalize: {type(exc).__name__}: {exc}")
+            settled = await mirror.settle(
+                quiet=SETTLE_QUIET, timeout=timeout, want_video=session.info.spec.video
+            )
+            if not settled:
+                mirror.report.errors.append(f"the feed did not settle within {timeout:g} s of finalize")
+
+    def _fail(self, session: _Session, exc: DeskrigError) -> None:
+        info = session.info
+        info.state = SessionState.FAILED
+        info.reason = exc.message
+        info.error = exc.info()
+        log.warning("session %s failed: %s", info.id, exc.message)
+
+    async def _teardown(self, session: _Session) -> None:
+        info = session.info
+        if session.handle is not None:
+            if info.state is not SessionState.FAILED:
+                info.state = SessionState.STOPPING
+            info.phase = "saving the rig's log and removing it"
+            try:
+                logs = await self.runtime.logs(session.handle)
+                write_atomic(session.dir / "rig.log", logs.encode())
+                await self.runtime.destroy(session.handle)
+            except (DeskrigError, OSError) as exc:
+                log.warning(
+                    "session %s: cleaning up %s: %s (the reaper will retry)",
+                    info.id,
+                    session.handle.name,
+                    exc,
+                )
+        if session.holds_slot:
+            self._slots.release(info.id)
+            session.holds_slot = False
+        if info.state is not SessionState.FAILED:
+            info.state = SessionState.STOPPED
+            info.reason = session.stop_reason
+        info.ended_at = time.time()
+        info.phase = None
+        with contextlib.suppress(OSError):
+            self._save(session)
+        log.info("session %s %s: %s", info.id, info.state.value, info.reason)
+        session.settled.set()
+        session.done.set()
+
+    def _save(self, session: _Session) -> None:
+        """``session.json`` beside the turns: what ran, how it ended (never the token)."""
+        record = self.get(session.info.id).model_dump(mode="json", exclude={"token", "queue_position"})
+        write_atomic(session.dir / "session.json", json.dumps(record, indent=2).encode())
+
+
+class BlockingOrchestrator:
+    """The orchestrator for synchronous callers (pytest fixtures, scripts): its loop runs in a thread.
+
+    ``with BlockingOrchestrator(config) as orch: info = orch.start(SessionSpec(...))``
+    """
+
+    def __init__(self, config: OrchestratorConfig | None = None, runtime: Runtime | None = None) -> None:
+        self._orchestrator = Orchestrator(config, runtime)
+        self._stack = contextlib.ExitStack()
+        self._portal: BlockingPortal | None = None
+
+    @property
+    def id(self) -> str:
+        return self._orchestrator.id
+
+    @property
+    def config(self) -> OrchestratorConfig:
+        return self._orchestrator.config
+
+    def __enter__(self) -> BlockingOrchestrator:
+        with contextlib.ExitStack() as stack:
+            portal = stack.enter_context(start_blocking_portal())
+            stack.enter_context(portal.wrap_async_context_manager(self._orchestrator))
+            self._portal = portal
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._portal = None
+        self._stack.close()
+
+    def _call(self) -> BlockingPortal:
+        if self._portal is None:
+            raise RuntimeError("use the BlockingOrchestrator as a context manager")
+        return self._portal
+
+    def start(self, spec: SessionSpec, *, wait: bool = True) -> SessionInfo:
+        return self._call().call(functools.partial(self._orchestrator.start, spec, wait=wait))
+
+    def wait(self, session_id: str) -> SessionInfo:
+        return self._call().call(self._orchestrator.wait, session_id)
+
+    def stop(self, session_id: str, reason: str = "stopped by request") -> SessionInfo:
+        return self._call().call(self._orchestrator.stop, session_id, reason)
+
+    def get(self, session_id: str) -> SessionInfo:
+        return self._call().call(self._orchestrator.get, session_id)
+
+    def list(self) -> list[SessionInfo]:
+        return self._call().call(self._orchestrator.list)

@@ -1,0 +1,174 @@
+"""The orchestrator's data at its boundaries: what a session asks for, what it is, and the settings.
+
+All pydantic, shared by the Python API, the HTTP API (request and response bodies) and the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from deskrig.errors import ErrorInfo
+
+#: The rig image built by scripts/build-images: a bare desktop (the app comes from --app).
+DEFAULT_IMAGE = "deskrig/rig:latest"
+#: The rig's HTTP port inside the container (the image's DESKRIG_PORT).
+RIG_PORT = 8765
+#: The recording directory inside the container; a tmpfs, emptied by the mirror over the feed.
+RIG_RECORD_DIR = "/artifacts"
+
+_SIZE = re.compile(r"^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$")
+_MIB = 1024 * 1024
+#: Per-rig budget behind the default capacity: an idle rig with a GTK app takes ~150 MB and a
+#: sliver of CPU; eight of them share a core without missing a 1 s answer.
+_RIG_MEMORY_BUDGET = 512 * _MIB
+_RIGS_PER_CPU = 8
+
+
+def default_max_sessions() -> int:
+    """How many rigs this machine runs at once by default: bounded by CPUs and by memory."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        memory = 4096 * _MIB
+    return max(1, min(cpus * _RIGS_PER_CPU, memory // _RIG_MEMORY_BUDGET))
+
+
+def default_artifacts_root() -> Path:
+    """``$DESKRIG_ARTIFACTS_ROOT``, else ``$XDG_DATA_HOME/deskrig/sessions``."""
+    if os.environ.get("DESKRIG_ARTIFACTS_ROOT"):
+        return Path(os.environ["DESKRIG_ARTIFACTS_ROOT"])
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "deskrig" / "sessions"
+
+
+def default_state_dir() -> Path:
+    """User-local state: the service's address file, its log and the orchestrators' leases.
+
+    ``$DESKRIG_STATE_DIR``, else ``$XDG_RUNTIME_DIR/deskrig``, else ``~/.local/state/deskrig``.
+    """
+    if os.environ.get("DESKRIG_STATE_DIR"):
+        return Path(os.environ["DESKRIG_STATE_DIR"])
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir and Path(runtime_dir).is_dir():
+        return Path(runtime_dir) / "deskrig"
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "deskrig"
+
+
+class SessionState(StrEnum):
+    QUEUED = "queued"  # waiting for a free slot (FIFO)
+    STARTING = "starting"  # container created, waiting for /readyz
+    READY = "ready"  # the rig answers MCP; turns stream to the host
+    STOPPING = "stopping"  # finalizing the video, copying logs, removing the container
+    STOPPED = "stopped"  # ended normally (request, idle timeout, max duration)
+    FAILED = "failed"  # ended by an error: queue timeout, start-up failure, crashed rig
+
+    @property
+    def ended(self) -> bool:
+        return self in (SessionState.STOPPED, SessionState.FAILED)
+
+
+class SessionSpec(BaseModel):
+    """What a session asks for. Unset timeouts take the orchestrator's defaults; 0 turns one off."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image: str = DEFAULT_IMAGE
+    app: str | None = Field(default=None, description="app command line; replaces the image's CMD")
+    size: str | None = Field(default=None, description="screen size WxH (default: the image's)")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the rig")
+    record: bool = Field(default=True, description="record every action as a turn folder, from boot")
+    video: bool = Field(default=False, description="also record an mp4 of the whole session")
+    name: str | None = Field(default=None, description="a human label, e.g. the test that asked for the rig")
+    artifacts_dir: str | None = Field(
+        None, description="host directory for this session (default: <artifacts_root>/<session id>)"
+    )
+    ready_timeout: float | None = Field(default=None, ge=0)
+    queue_timeout: float | None = Field(default=None, ge=0)
+    idle_timeout: float | None = Field(default=None, ge=0)
+    max_duration: float | None = Field(default=None, ge=0)
+
+    @field_validator("size")
+    @classmethod
+    def _size_shape(cls, size: str | None) -> str | None:
+        if size is not None and not _SIZE.match(size):
+            raise ValueError(f"size wants WxH such as 1280x800, got {size!r}")
+        return size
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        reserved = {"DESKRIG_TOKEN", "DESKRIG_PORT", "DESKRIG_RECORD", "DESKRIG_RECORD_VIDEO"}
+        clash = sorted(reserved & env.keys())
+        if clash:
+            raise ValueError(f"{', '.join(clash)} are set by the orchestrator; use the session options")
+        return env
+
+
+class MirrorReport(BaseModel):
+    """How the live copy of a session's recording is doing."""
+
+    turns: int = 0
+    last_seq: int = 0
+    reconnects: int = 0
+    video: str | None = None
+    gaps: list[tuple[int, int]] = Field(default_factory=list, description="(expected seq, received seq)")
+    errors: list[str] = Field(default_factory=list)
+
+
+class SessionInfo(BaseModel):
+    """A session as the API and the CLI show it."""
+
+    id: str
+    state: SessionState
+    spec: SessionSpec
+    created_at: float
+    ready_at: float | None = None
+    ended_at: float | None = None
+    expires_at: float | None = None
+    queue_position: int | None = Field(default=None, description="1 = next in line, while queued")
+    phase: str | None = Field(default=None, description="what a starting or stopping session is doing")
+    mcp_url: str | None = None
+    token: str | None = None
+    artifacts_dir: str
+    container: str | None = None
+    mirror: MirrorReport = Field(default_factory=MirrorReport)
+    reason: str | None = Field(default=None, description="why it stopped or failed")
+    error: ErrorInfo | None = None
+
+    @property
+    def turns(self) -> int:
+        return self.mirror.turns
+
+
+class OrchestratorConfig(BaseModel):
+    """Settings of one orchestrator, frozen once built (from flags, the service's options, the plugin)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    artifacts_root: Path = Field(default_factory=default_artifacts_root)
+    state_dir: Path = Field(default_factory=default_state_dir)
+    bind_address: str = Field(default="127.0.0.1", description="host address rigs' ports are published on")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="extra Host names clients use to reach rigs (non-loopback binds)"
+    )
+    max_sessions: int = Field(default_factory=default_max_sessions, ge=1)
+    queue_timeout: float = Field(default=300.0, ge=0)
+    ready_timeout: float = Field(default=60.0, gt=0)
+    idle_timeout: float = Field(default=900.0, ge=0, description="0: no idle timeout")
+    max_duration: float = Field(default=4 * 3600.0, ge=0, description="0: no limit")
+    reap_interval: float = Field(default=30.0, gt=0)
+    #: How often a running session checks its container, its idle time and its deadline.
+    watch_interval: float = Field(default=1.0, gt=0)
+    #: Finalizing the video and draining the feed on stop.
+    stop_timeout: float = Field(default=20.0, gt=0)
+    # Container limits (Docker syntax).
+    mem_limit: str = "2g"
+    pids_limit: int = Field(default=1024, ge=64)
+    tmpfs_size: str = Field(default="1g", description="size of the in-container /artifacts tmpfs")

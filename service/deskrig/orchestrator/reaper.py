@@ -1,0 +1,129 @@
+"""The reaper: removes rigs nobody will stop, judging by their labels, not by anyone's memory.
+
+A rig is reaped when
+- its expiry label has passed (plus a grace period, so its owner's own stop goes first);
+- it belongs to this orchestrator but no live session of it claims it;
+- it belongs to another orchestrator on this host whose lease is gone.
+
+The lease is an exclusive ``flock`` on ``<state_dir>/leases/<orchestrator id>.lock``, held for the
+orchestrator's lifetime; every rig names its owner's lease file in a label. The kernel drops the
+lock when the process dies, even by SIGKILL, so a restarted orchestrator (or any other on the
+host, whatever its state directory) sees the dead one's rigs as orphans.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from deskrig.orchestrator.runtime import (
+    LABEL_EXPIRES,
+    LABEL_HOST,
+    LABEL_LEASE,
+    LABEL_MANAGED,
+    LABEL_ORCHESTRATOR,
+    LABEL_SESSION,
+    RigHandle,
+    Runtime,
+)
+
+log = logging.getLogger("deskrig.orchestrator.reaper")
+
+#: An expired rig's owner gets this long to stop it itself before the reaper does.
+EXPIRY_GRACE = 60.0
+
+
+def host_id() -> str:
+    return socket.gethostname()
+
+
+class Lease:
+    """Proof that an orchestrator is alive, visible to other processes on this host."""
+
+    def __init__(self, state_dir: Path, orchestrator_id: str) -> None:
+        self.path = state_dir / "leases" / f"{orchestrator_id}.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self._fd)
+            self._fd = None
+
+    @staticmethod
+    def held(path: Path) -> bool:
+        """Whether the orchestrator holding this lease still runs (a stale lease file is removed)."""
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        path.unlink(missing_ok=True)
+        return False
+
+
+@dataclass(frozen=True)
+class Reaped:
+    handle: RigHandle
+    reason: str
+
+
+class Reaper:
+    def __init__(
+        self,
+        runtime: Runtime,
+        orchestrator_id: str,
+        live_sessions: Callable[[], set[str]],
+    ) -> None:
+        self.runtime = runtime
+        self.orchestrator_id = orchestrator_id
+        self.live_sessions = live_sessions
+        self.host = host_id()
+
+    def verdict(self, handle: RigHandle, now: float) -> str | None:
+        """Why ``handle`` should go, or None to leave it."""
+        labels = handle.labels
+        owner = labels.get(LABEL_ORCHESTRATOR, "")
+        try:
+            expires = float(labels.get(LABEL_EXPIRES, "0"))
+        except ValueError:
+            expires = 0.0
+        if expires and now > expires + EXPIRY_GRACE:
+            return f"expired {now - expires:.0f} s ago"
+        if owner == self.orchestrator_id:
+            if labels.get(LABEL_SESSION) not in self.live_sessions():
+                return "orphan: no live session of this orchestrator claims it"
+            return None
+        lease = labels.get(LABEL_LEASE)
+        if labels.get(LABEL_HOST) == self.host and not (lease and Lease.held(Path(lease))):
+            return f"orphan: its orchestrator {owner} is gone"
+        return None
+
+    async def sweep(self) -> list[Reaped]:
+        reaped = []
+        now = time.time()
+        for handle in await self.runtime.list_by_label({LABEL_MANAGED: "1"}):
+            reason = self.verdict(handle, now)
+            if reason is None:
+                continue
+            log.warning("reaping %s (session %s): %s", handle.name, handle.session_id, reason)
+            await self.runtime.destroy(handle)
+            reaped.append(Reaped(handle, reason))
+        return reaped

@@ -1,0 +1,90 @@
+"""The runtime interface: what the session core needs from a place that runs rigs.
+
+Docker implements it now (``docker_backend``); a Kubernetes backend can follow without touching
+the core, which never sees a container id or a port, only :class:`RigHandle` and its endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from deskrig.orchestrator.mirror import ArtifactMirror
+
+#: Labels on every resource an orchestrator creates; the reaper trusts these, not memory.
+LABEL_MANAGED = "io.deskrig.managed"
+LABEL_ORCHESTRATOR = "io.deskrig.orchestrator"
+LABEL_SESSION = "io.deskrig.session"
+LABEL_EXPIRES = "io.deskrig.expires"  # epoch seconds; "0" = no deadline
+LABEL_HOST = "io.deskrig.host"  # where the owning orchestrator runs
+LABEL_LEASE = "io.deskrig.lease"  # the owner's lease file on that host (see reaper.Lease)
+
+
+@dataclass(frozen=True)
+class RigRequest:
+    """One rig to create: image, command, environment and the labels that tie it to its session."""
+
+    session_id: str
+    image: str
+    command: list[str] | None
+    env: dict[str, str]
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class RigHandle:
+    """A created rig: how to reach its HTTP face, and its labels."""
+
+    id: str
+    name: str
+    endpoint: str  # http://host:port, the rig's /mcp, /readyz, /status and /recording/* live under it
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def session_id(self) -> str:
+        return self.labels.get(LABEL_SESSION, "")
+
+
+@dataclass(frozen=True)
+class RigStatus:
+    """Whether a rig still runs and, when not, how it ended."""
+
+    running: bool
+    detail: str  # "running", "exited with code 137", "killed by the OOM killer", "gone"
+    exit_code: int | None = None
+
+
+class Runtime(Protocol):
+    """Where rigs run. Every method may raise DeskrigError(RUNTIME_UNAVAILABLE or RIG_FAILED)."""
+
+    name: str
+
+    async def create(self, request: RigRequest) -> RigHandle:
+        """Create and start one rig (pulling its image if needed); return once it runs."""
+        ...
+
+    async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
+        """Return once the rig answers /readyz; raise RIG_FAILED with what was seen and its logs."""
+        ...
+
+    def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:
+        """A mirror of the rig's recording feed into ``dest`` (not started: the caller runs it)."""
+        ...
+
+    async def status(self, handle: RigHandle) -> RigStatus: ...
+
+    async def logs(self, handle: RigHandle, tail: int | None = None) -> str:
+        """The rig's stdout and stderr ("" once it is gone)."""
+        ...
+
+    async def destroy(self, handle: RigHandle) -> None:
+        """Remove the rig and everything it holds; a rig that is already gone is not an error."""
+        ...
+
+    async def list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
+        """Every rig, running or not, carrying all of ``labels``."""
+        ...
+
+    async def close(self) -> None: ...

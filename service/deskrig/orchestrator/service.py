@@ -1,0 +1,301 @@
+"""The orchestrator as a background service, and the client the CLI talks to it with.
+
+``deskrig orchestrator serve`` runs one :class:`Orchestrator` behind the HTTP API on a loopback
+port and writes where it listens to a user-local state file (``<state_dir>/orchestrator.json``,
+mode 0600, holding the API token). The CLI finds the service there; ``session start`` starts one
+in the background when none answers, so sessions outlive the command that started them.
+SIGTERM, SIGINT and ``POST /shutdown`` stop every session, then the service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.orchestrator.api import ArtifactListing
+from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec
+
+log = logging.getLogger("deskrig.orchestrator.service")
+
+STATE_FILE = "orchestrator.json"
+LOG_FILE = "orchestrator.log"
+#: How long a background start may take (Docker connection, start-up reap) before we give up.
+START_TIMEOUT = 30.0
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class ServiceState(BaseModel):
+    url: str
+    token: str
+    pid: int
+    orchestrator_id: str
+    started_at: float
+
+
+def read_state(state_dir: Path) -> ServiceState | None:
+    try:
+        return ServiceState.model_validate_json((state_dir / STATE_FILE).read_bytes())
+    except (FileNotFoundError, ValidationError):
+        return None
+
+
+def _write_state(state_dir: Path, state: ServiceState) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = state_dir / f".{STATE_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(state.model_dump_json(indent=2))
+    os.replace(tmp, state_dir / STATE_FILE)
+
+
+def _remove_state(state_dir: Path, pid: int) -> None:
+    state = read_state(state_dir)
+    if state is not None and state.pid == pid:
+        (state_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    """Run the service in the foreground until a signal or ``POST /shutdown``."""
+    import anyio
+    import uvicorn
+
+    from deskrig.orchestrator.api import create_api
+    from deskrig.orchestrator.core import Orchestrator
+
+    token = secrets.token_urlsafe(32)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT, f"cannot listen on {host}:{port}: {exc.strerror}"
+        ) from exc
+    port = sock.getsockname()[1]
+    url_host = f"[{host}]" if ":" in host else host
+
+    async def run() -> None:
+        async with Orchestrator(config) as orchestrator:
+            server: uvicorn.Server | None = None
+
+            def shut_down() -> None:
+                if server is not None:
+                    server.should_exit = True
+
+            app = create_api(orchestrator, token=token, port=port, on_shutdown=shut_down)
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+                )
+            )
+            state = ServiceState(
+                url=f"http://{url_host}:{port}",
+                token=token,
+                pid=os.getpid(),
+                orchestrator_id=orchestrator.id,
+                started_at=time.time(),
+            )
+            _write_state(config.state_dir, state)
+            log.info("orchestrator %s serving on %s", orchestrator.id, state.url)
+            try:
+                if not signalled:
+                    await server.serve(sockets=[sock])
+            finally:
+                _remove_state(config.state_dir, os.getpid())
+                log.info("orchestrator %s stopping its sessions", orchestrator.id)
+
+    # uvicorn handles SIGINT/SIGTERM while it serves, then raises them again, which would end the
+    # process before the orchestrator stops its sessions; these handlers take that second delivery
+    # (and any signal outside serving) and let the shutdown finish.
+    signalled: list[int] = []
+    previous = {sig: signal.signal(sig, lambda number, _: signalled.append(number)) for sig in _STOP_SIGNALS}
+    try:
+        anyio.run(run)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class ServiceClient:
+    """The orchestrator service's HTTP API as Python calls; errors come back as DeskrigError."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url
+        self._http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)  # type: ignore[arg-type]
+        except httpx.HTTPError as exc:
+            raise DeskrigError(
+                ErrorCode.RUNTIME_UNAVAILABLE,
+                f"the orchestrator service at {self.url} does not answer: {exc}",
+                remediation="Start it with `deskrig orchestrator serve --background`.",
+            ) from exc
+        if response.status_code >= 400:
+            try:
+                info = ErrorInfo.model_validate(response.json()["error"])
+            except (ValueError, KeyError, ValidationError):
+                raise DeskrigError(
+                    ErrorCode.INTERNAL_ERROR,
+                    f"{method} {path}: HTTP {response.status_code} {response.text[:300]}",
+                ) from None
+            raise DeskrigError(info.code, info.message, details=info.details, remediation=info.remediation)
+        return response
+
+    def alive(self) -> bool:
+        try:
+            self._request("GET", "/sessions")
+        except DeskrigError:
+            return False
+        return True
+
+    def start(self, spec: SessionSpec, *, wait: bool = True) -> SessionInfo:
+        response = self._request(
+            "POST",
+            "/sessions",
+            params={"wait": str(wait).lower()},
+            content=spec.model_dump_json(exclude_unset=True),
+            headers={"Content-Type": "application/json"},
+            timeout=None if wait else 30.0,
+        )
+        return SessionInfo.model_validate_json(response.content)
+
+    def get(self, session_id: str) -> SessionInfo:
+        return SessionInfo.model_validate_json(self._request("GET", f"/sessions/{session_id}").content)
+
+    def list(self) -> list[SessionInfo]:
+        return [SessionInfo.model_validate(item) for item in self._request("GET", "/sessions").json()]
+
+    def stop(self, session_id: str) -> SessionInfo:
+        response = self._request("DELETE", f"/sessions/{session_id}", timeout=120.0)
+        return SessionInfo.model_validate_json(response.content)
+
+    def logs(self, session_id: str, tail: int | None = None) -> str:
+        params = {} if tail is None else {"tail": str(tail)}
+        return self._request("GET", f"/sessions/{session_id}/logs", params=params).text
+
+    def artifacts(self, session_id: str) -> ArtifactListing:
+        return ArtifactListing.model_validate_json(
+            self._request("GET", f"/sessions/{session_id}/artifacts").content
+        )
+
+    def artifact(self, session_id: str, path: str) -> bytes:
+        return self._request("GET", f"/sessions/{session_id}/artifacts/{path}").content
+
+    def shutdown(self) -> None:
+        self._request("POST", "/shutdown")
+
+
+def connect_service(state_dir: Path) -> ServiceClient | None:
+    """A client for the running service, or None when none answers."""
+    state = read_state(state_dir)
+    if state is None:
+        return None
+    client = ServiceClient(state.url, state.token)
+    if client.alive():
+        return client
+    client.close()
+    return None
+
+
+def start_background(state_dir: Path, serve_args: list[str]) -> ServiceClient:
+    """Start ``deskrig orchestrator serve`` detached from this process; return once it answers."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log_path = state_dir / LOG_FILE
+    command = [sys.executable, "-m", "deskrig.cli", "orchestrator", "serve", "--state-dir", str(state_dir)]
+    with log_path.open("ab") as log_file:
+        proc = subprocess.Popen(
+            [*command, *serve_args],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,  # not hit by the shell's Ctrl-C, outlives this command
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        state = read_state(state_dir)
+        if state is not None and state.pid == proc.pid:
+            client = ServiceClient(state.url, state.token)
+            if client.alive():
+                return client
+            client.close()
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    else:
+        proc.terminate()
+    tail = log_path.read_text(errors="replace").splitlines()[-15:]
+    raise DeskrigError(
+        ErrorCode.RUNTIME_UNAVAILABLE,
+        f"the orchestrator service did not start (exit code {proc.poll()}); log: {log_path}",
+        details={"log": tail},
+    )
+
+
+def ensure_service(state_dir: Path, serve_args: list[str] | None = None) -> ServiceClient:
+    return connect_service(state_dir) or start_background(state_dir, serve_args or [])
+
+
+def stop_service(state_dir: Path, timeout: float = 120.0) -> bool:
+    """Stop the running service and its sessions; False when none was running."""
+    state = read_state(state_dir)
+    if state is None:
+        return False
+    with ServiceClient(state.url, state.token) as client:
+        try:
+            client.shutdown()
+        except DeskrigError:
+            # Not answering: a service that died hard leaves a stale file (its rigs are reaped later).
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(state.pid, 15)
+    deadline = time.monotonic() + timeout
+    while read_state(state_dir) is not None and time.monotonic() < deadline:
+        current = read_state(state_dir)
+        if current is not None and not _pid_alive(current.pid):
+            (state_dir / STATE_FILE).unlink(missing_ok=True)
+            break
+        time.sleep(0.1)
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (our own unreaped child) is not alive
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def service_state_json(state_dir: Path) -> str:
+    state = read_state(state_dir)
+    return json.dumps(None if state is None else state.model_dump(exclude={"token"}))

@@ -1,0 +1,140 @@
+"""Small composable wait strategies over one polling helper, in the manner of testcontainers.
+
+A strategy probes a :class:`WaitTarget` once and says whether its condition holds, what it saw,
+and whether waiting longer is pointless (the container exited). :func:`wait_for` polls a strategy
+to a deadline; when it gives up, the error says what was observed last and carries the rig's last
+log lines, so a rig that never came up explains itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import anyio
+import httpx
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.orchestrator.runtime import RigStatus
+
+#: Log lines attached to a wait's timeout error.
+LOG_TAIL = 30
+
+
+@dataclass(frozen=True)
+class Probe:
+    done: bool
+    observed: str
+    fatal: bool = False  # the condition can no longer come true
+
+
+async def poll(check: Callable[[], Awaitable[Probe]], timeout: float, interval: float = 0.1) -> Probe:
+    """Probe until done, fatal or past ``timeout`` seconds; return the last probe either way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        probe = await check()
+        remaining = deadline - time.monotonic()
+        if probe.done or probe.fatal or remaining <= 0:
+            return probe
+        await anyio.sleep(min(interval, remaining))
+
+
+class WaitTarget(Protocol):
+    """What strategies can look at: the rig's HTTP endpoint, its state and its logs."""
+
+    endpoint: str
+    http: httpx.AsyncClient
+
+    async def status(self) -> RigStatus: ...
+
+    async def logs(self, tail: int) -> str: ...
+
+
+class WaitStrategy(Protocol):
+    @property
+    def description(self) -> str: ...
+
+    async def probe(self, target: WaitTarget) -> Probe: ...
+
+
+@dataclass(frozen=True)
+class Running:
+    """The rig's container runs; one that has exited is fatal."""
+
+    description: str = "the container to run"
+
+    async def probe(self, target: WaitTarget) -> Probe:
+        status = await target.status()
+        return Probe(done=status.running, observed=f"container {status.detail}", fatal=not status.running)
+
+
+@dataclass(frozen=True)
+class HttpStatus:
+    """``GET endpoint + path`` answers ``status`` (by default, the rig's readiness probe)."""
+
+    path: str = "/readyz"
+    status: int = 200
+
+    @property
+    def description(self) -> str:
+        return f"GET {self.path} -> {self.status}"
+
+    async def probe(self, target: WaitTarget) -> Probe:
+        try:
+            response = await target.http.get(target.endpoint + self.path, timeout=2.0)
+        except httpx.HTTPError as exc:
+            return Probe(done=False, observed=f"GET {self.path}: {type(exc).__name__} {exc}".strip())
+        body = response.text[:300].strip()
+        return Probe(
+            done=response.status_code == self.status,
+            observed=f"GET {self.path}: HTTP {response.status_code} {body}",
+        )
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Every strategy holds, checked in order; the first that does not speaks for the whole."""
+
+    strategies: tuple[WaitStrategy, ...]
+
+    @property
+    def description(self) -> str:
+        return " and ".join(s.description for s in self.strategies)
+
+    async def probe(self, target: WaitTarget) -> Probe:
+        probe = Probe(done=True, observed="")
+        for strategy in self.strategies:
+            probe = await strategy.probe(target)
+            if not probe.done:
+                return probe
+        return probe
+
+
+def rig_ready() -> WaitStrategy:
+    """The default for a rig: its container runs and its /readyz says display, WM and app are up."""
+    strategies: tuple[WaitStrategy, ...] = (Running(), HttpStatus("/readyz", 200))
+    return AllOf(strategies)
+
+
+async def wait_for(
+    target: WaitTarget, strategy: WaitStrategy, timeout: float, *, interval: float = 0.1
+) -> None:
+    """Poll ``strategy`` until it holds; raise RIG_FAILED with the last observation and logs."""
+    probe = await poll(lambda: strategy.probe(target), timeout, interval)
+    if probe.done:
+        return
+    logs = (await target.logs(LOG_TAIL)).splitlines()[-LOG_TAIL:]
+    why = "gave up" if probe.fatal else f"timed out after {timeout:g} s"
+    raise DeskrigError(
+        ErrorCode.RIG_FAILED,
+        f"rig at {target.endpoint} not ready: waiting for {strategy.description} {why}; "
+        f"last observed: {probe.observed}",
+        details={
+            "waited_for": strategy.description,
+            "observed": probe.observed,
+            "timeout": timeout,
+            "logs": logs,
+        },
+    )
