@@ -46,6 +46,10 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-inline-bytes", type=int, metavar="N", help="largest inline image (default 1 MiB)"
     )
+    parser.add_argument(
+        "--record", metavar="DIR", help="record every client's actions as turn folders in DIR from start-up"
+    )
+    parser.add_argument("--record-video", action="store_true", help="with --record: also DIR/recording.mp4")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
 
 
@@ -87,6 +91,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         "backend": args.backend,
         "allowed_hosts": args.allowed_host,
         "max_inline_bytes": args.max_inline_bytes,
+        "record_dir": args.record,
+        "record_video": True if args.record_video else None,
         "security": {
             "allowed_directories": args.allowed_dir,
             "max_captures_per_minute": args.max_captures_per_minute,
@@ -118,7 +124,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with open_desktop(settings.backend, args.display) as desktop:
         launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
         server = build_server(
-            desktop, settings, session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"), launcher=launcher
+            desktop,
+            settings,
+            session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"),
+            launcher=launcher,
+            display=args.display,
         )
 
         def readiness() -> Readiness:
@@ -165,6 +175,7 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
                 settings,
                 session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
                 launcher=CallbackLauncher(lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd)),
+                display=rig.display,
             )
 
             def readiness() -> Readiness:

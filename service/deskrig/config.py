@@ -29,6 +29,8 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_MAX_CAPTURES_PER_MINUTE": ("security", "max_captures_per_minute"),
     "DESKRIG_BLOCKED_WINDOWS": ("security", "blocked_window_patterns"),
     "DESKRIG_AUDIT_LOG": ("security", "audit_log"),
+    "DESKRIG_RECORD": (None, "record_dir"),
+    "DESKRIG_RECORD_VIDEO": (None, "record_video"),
 }
 
 
@@ -72,6 +74,10 @@ class Settings(BaseModel):
     #: Reuse the encoding of an unchanged screen (the backend's damage tracking says when).
     reuse_unchanged_captures: bool = True
     security: SecurityPolicy = Field(default_factory=SecurityPolicy)
+    #: Record every client's actions from start-up into this folder (the orchestrator's feed).
+    record_dir: str | None = None
+    #: ... and the display as recording.mp4 beside the turns.
+    record_video: bool = False
 
 
 def _split_env(key: str, value: str) -> list[str]:

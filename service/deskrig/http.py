@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deskrig.errors import ConfigError
+from deskrig.recording.feed import recording_router
 from deskrig.server import DeskrigServer
 
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
@@ -161,6 +162,7 @@ def create_app(
         report = readiness()
         return JSONResponse(report.model_dump(mode="json"), status_code=200 if report.ready else 503)
 
+    app.include_router(recording_router(server))  # /status and the boot recording's feed
     app.mount("/", mcp_app)
     app.add_middleware(GuardMiddleware, token=token, host_patterns=patterns)
     return app

@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 import uvicorn
@@ -22,6 +23,8 @@ from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
 from deskrig.http import Readiness, check_bind, create_app
+from deskrig.recording.registry import RecordingRegistry, close_recordings
+from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
 from deskrig.server import DeskrigServer
 from deskrig.tools import Services
@@ -59,9 +62,11 @@ def build_server(
     *,
     session_bus: str | None = None,
     launcher: AppLauncher | None = None,
+    display: str | None = None,
 ) -> DeskrigServer:
     """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus;
-    ``launcher`` starts apps on it (default: plain subprocesses with this process's environment)."""
+    ``launcher`` starts apps on it (default: plain subprocesses with this process's environment);
+    ``display`` is the X display the recorder's ffmpeg grabs (default: $DISPLAY)."""
     security = SecurityContext.from_policy(settings.security)
     services = Services(
         desktop=desktop,
@@ -70,7 +75,16 @@ def build_server(
         a11y=A11yAccess(session_bus) if session_bus else None,
         launcher=launcher or SubprocessLauncher({}),
     )
-    return DeskrigServer(services)
+    # Recording (issue 4): the recorder observes action tools, ends a session's recording when its
+    # client disconnects, replays through the server, and records from boot with --record.
+    recordings = RecordingRegistry(services, display)
+    services.observers.append(recordings)
+    server = DeskrigServer(services)
+    server.mcp.middleware.append(DisconnectWatch(recordings))
+    recordings.runner = server
+    if settings.record_dir:
+        recordings.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)
+    return server
 
 
 def resolve_token(settings: Settings, transport: Transport) -> str | None:
@@ -153,3 +167,4 @@ def serve(
             anyio.run(_serve_http, server, transport, token, readiness, stop)
     finally:
         stop.set()
+        close_recordings(server.services)  # finalise the turn folders and mp4s before exit

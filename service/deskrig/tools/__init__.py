@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deskrig.config import ToolProfile
-from deskrig.tools import a11y, acs, apps, input, screen, windows
+from deskrig.tools import a11y, acs, apps, input, recording, screen, windows
 from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
 
 __all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
@@ -14,6 +14,7 @@ ALL_TOOLS: list[ToolSpec] = [
     *input.TOOLS,
     *a11y.TOOLS,
     *apps.TOOLS,
+    *recording.TOOLS,
     *acs.TOOLS,
 ]  # type: ignore[type-arg]
 

@@ -1,0 +1,16 @@
+"""Trajectory recording: a turn folder for every action, video that survives a crash, a live feed.
+
+- :mod:`~deskrig.recording.turns`: what a turn folder holds and how it is written atomically;
+- :mod:`~deskrig.recording.moments`: capturing a target's screenshot and accessibility state;
+- :mod:`~deskrig.recording.video`: ffmpeg x11grab to a fragmented mp4;
+- :mod:`~deskrig.recording.session`: one recording (folder, writer thread, video, events);
+- :mod:`~deskrig.recording.registry`: the boot and per-session recordings, and the action observer;
+- :mod:`~deskrig.recording.watch`: ending a session's recording when its client disconnects;
+- :mod:`~deskrig.recording.feed`: the orchestrator's HTTP routes (events, files, status);
+- :mod:`~deskrig.recording.replay`: re-running a recorded trajectory.
+"""
+
+from deskrig.recording.registry import RecordingRegistry, registry_of
+from deskrig.recording.session import Recording, RecordingState
+
+__all__ = ["Recording", "RecordingRegistry", "RecordingState", "registry_of"]

@@ -1,0 +1,163 @@
+"""The orchestrator's HTTP view of the boot recording (``--record DIR``), behind the bearer token.
+
+- ``GET /recording/events?after=SEQ`` (or ``Last-Event-ID: SEQ``): Server-Sent Events. Every turn
+  with a number above SEQ that is already on disk, oldest first, then each new one as it completes::
+
+      id: 3
+      event: turn
+      data: {"seq": 3, "turn": "turn-00003", "files": [{"path": "turn-00003/action.json", "size": 512, "sha256": "..."}, ...]}
+
+  Once the video is finalised (``POST /recording/finalize`` or the rig stopping) an
+  ``event: video`` with ``{"path": "recording.mp4", "size", "sha256"}`` follows (no ``id``, so it
+  never moves the resume point; a resumed stream repeats it). ``: keepalive`` comments come every
+  ~10 s. A turn's number is its ``seq``, so a stream resumed after a rig restart into the same
+  folder (which continues the numbering) has neither gaps nor duplicates.
+- ``GET /recording/files/{path}``: one file under the recording folder. Paths that are absolute,
+  contain ``..`` or hidden components (half-written turns) are 404; a symlink leading outside the
+  folder is 403. Nothing outside the folder is ever served.
+- ``GET /status``: ``{"last_activity": <epoch seconds of the last tool call>, "recording": <state|null>}``.
+- ``POST /recording/finalize``: stop the boot recording's ffmpeg gracefully (turns go on being
+  recorded) and return the recording state.
+
+Without a boot recording the recording routes answer 404 with a JSON error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from fastapi import APIRouter, Header
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from deskrig.recording.registry import registry_of
+from deskrig.recording.session import Recording
+
+if TYPE_CHECKING:
+    from deskrig.server import DeskrigServer
+
+KEEPALIVE_SECONDS = 10.0
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+async def turn_stream(recording: Recording, after: int) -> AsyncIterator[bytes]:
+    """Turns above ``after`` from disk and memory, then live ones; the video once final."""
+    wakeup = asyncio.Event()
+    recording.subscribe(wakeup)  # before the first read, so nothing completes unseen
+    last = after
+    video_sent = False
+    try:
+        while True:
+            wakeup.clear()
+            for event in await anyio.to_thread.run_sync(recording.events_after, last):
+                yield _sse("turn", event.model_dump(mode="json"), event.seq)
+                last = event.seq
+            if recording.video_event is not None and not video_sent:
+                video_sent = True
+                yield _sse("video", recording.video_event.model_dump(mode="json"))
+            with anyio.move_on_after(KEEPALIVE_SECONDS) as idle:
+                await wakeup.wait()
+            if idle.cancelled_caught:
+                yield b": keepalive\n\n"
+    finally:
+        recording.unsubscribe(wakeup)
+
+
+def _resume_point(after: int | None, last_event_id: str | None) -> int | None:
+    if after is not None:
+        return after
+    if last_event_id is None or not last_event_id.strip():
+        return 0
+    try:
+        return int(last_event_id)
+    except ValueError:
+        return None
+
+
+def safe_file(root: Path, relative: str) -> Path | Response:
+    """The file ``relative`` names under ``root``, or the 404/403 response refusing it."""
+    parts = relative.split("/")
+    if (
+        not relative
+        or "\0" in relative
+        or "\\" in relative
+        or relative.startswith("/")
+        or any(part in ("", ".", "..") or part.startswith(".") for part in parts)
+    ):
+        return _error(404, "INVALID_PATH", f"no such recording file: {relative!r}")
+    real_root = root.resolve()
+    candidate = (real_root / relative).resolve()
+    if not candidate.is_relative_to(real_root):
+        return _error(403, "PERMISSION_DENIED", f"{relative!r} leads outside the recording folder")
+    if not candidate.is_file():
+        return _error(404, "INVALID_PATH", f"no such recording file: {relative!r}")
+    return candidate
+
+
+def recording_router(server: DeskrigServer) -> APIRouter:
+    router = APIRouter()
+
+    def boot() -> Recording | None:
+        return registry_of(server.services).boot
+
+    def no_boot() -> JSONResponse:
+        return _error(
+            404, "RECORDING_ERROR", "this rig is not recording from boot (start it with --record DIR)"
+        )
+
+    @router.get("/status")
+    async def status() -> dict[str, Any]:
+        """Idle time for the orchestrator's reaper, and the boot recording's state."""
+        recording = boot()
+        return {
+            "last_activity": server.last_activity,
+            "recording": recording.state().model_dump(mode="json") if recording else None,
+        }
+
+    @router.get("/recording/events", response_model=None)
+    async def events(
+        after: int | None = None, last_event_id: str | None = Header(None, alias="Last-Event-ID")
+    ) -> Response:
+        recording = boot()
+        if recording is None:
+            return no_boot()
+        start = _resume_point(after, last_event_id)
+        if start is None:
+            return _error(400, "INVALID_ARGUMENT", "Last-Event-ID must be a turn number")
+        return StreamingResponse(
+            turn_stream(recording, start),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @router.get("/recording/files/{path:path}", response_model=None)
+    async def files(path: str) -> Response:
+        recording = boot()
+        if recording is None:
+            return no_boot()
+        found = await anyio.to_thread.run_sync(safe_file, recording.output_dir, path)
+        if isinstance(found, Response):
+            return found
+        return FileResponse(found)
+
+    @router.post("/recording/finalize")
+    async def finalize() -> Response:
+        recording = boot()
+        if recording is None:
+            return no_boot()
+        await anyio.to_thread.run_sync(recording.finalize_video)
+        return JSONResponse(recording.state().model_dump(mode="json"))
+
+    return router

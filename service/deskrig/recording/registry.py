@@ -1,0 +1,284 @@
+"""The recorder: every recording of one server, and the action observer that feeds them.
+
+Two kinds of recording:
+
+- the **boot** recording (``--record DIR`` / ``DESKRIG_RECORD``) takes every action of every client
+  from start-up until the server stops;
+- a **session** recording (``start_recording``) belongs to the MCP client that started it and
+  takes only that client's actions. It lives beside the boot recording (a client that starts one
+  on a rig recording from boot gets both) and ends with ``stop_recording``, a new
+  ``start_recording`` (which replaces it), or the client's disconnect.
+
+Each action is captured once (before: synchronously, ahead of the action; after: right after it)
+and the same turn is handed to every recording that wants it; encoding and writing happen on the
+recordings' writer threads, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from deskrig.a11y.access import A11yAccess
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.recording.moments import capture_moment
+from deskrig.recording.replay import ToolRunner
+from deskrig.recording.session import Recording, RecordingState, VideoSource
+from deskrig.recording.turns import RECORDED_TOOLS, Moment, TurnRecord
+
+if TYPE_CHECKING:
+    from deskrig.tools.base import CallInfo, Services, ToolResult
+
+log = logging.getLogger(__name__)
+
+#: How long a disconnect waits for the client's last "after" capture.
+AFTER_CAPTURE_GRACE = 2.0
+
+
+@dataclass
+class PendingTurn:
+    """What ``begin`` hands to ``end``: where the turn goes and the state before the action."""
+
+    recordings: list[Recording]
+    tool: str
+    arguments: dict[str, Any]
+    before: Moment | None
+    capture_seconds: float
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class RecordingRegistry:
+    """Owns the boot recording and one session recording per client; observes action tools."""
+
+    def __init__(self, services: Services, display: str | None = None) -> None:
+        self.services = services
+        #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
+        self._a11y = A11yAccess(services.a11y.session_bus_address) if services.a11y else None
+        #: The X display ffmpeg grabs (default: $DISPLAY).
+        self.display = display or os.environ.get("DISPLAY") or None
+        self.boot: Recording | None = None
+        self._sessions: dict[str, Recording] = {}
+        #: The final state of each client's last stopped recording, for ``stop_recording`` twice.
+        self._stopped: dict[str, RecordingState] = {}
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._teardowns: list[threading.Thread] = []
+        self._after_tasks: set[asyncio.Task[None]] = set()
+        #: The server's call path, for replay_trajectory (set once the server exists).
+        self.runner: ToolRunner | None = None
+
+    # ---- starting and stopping (blocking: call from a worker thread) ------------------------------
+
+    def _video_source(self) -> VideoSource | None:
+        if not self.display:
+            return None
+        screen = self.services.desktop.screen_bounds()
+        return VideoSource(self.display, screen.width, screen.height)
+
+    def _check_free(self, output_dir: Path, replacing: Recording | None) -> None:
+        with self._lock:
+            active = [r for r in [self.boot, *self._sessions.values()] if r is not None and r.active]
+        for recording in active:
+            if recording is not replacing and recording.output_dir == output_dir:
+                raise DeskrigError(
+                    ErrorCode.RECORDING_ERROR,
+                    f"{output_dir} is already being recorded to by another "
+                    f"{'recording from boot' if recording.scope == 'boot' else 'MCP session'}",
+                    details={"output_dir": str(output_dir), "scope": recording.scope},
+                    remediation="Record to another folder.",
+                )
+
+    def start_boot(self, output_dir: Path, video: bool) -> RecordingState:
+        """Record every client's actions to ``output_dir`` until :meth:`close`."""
+        recording = Recording(output_dir, "boot")
+        recording.start(self._video_source(), video)
+        self.boot = recording
+        return recording.state()
+
+    def start_session(self, client_id: str, output_dir: Path, video: bool) -> RecordingState:
+        """Start (or restart) the session recording of ``client_id``."""
+        with self._start_lock:
+            with self._lock:
+                previous = self._sessions.get(client_id)
+            self._check_free(output_dir, previous)
+            if previous is not None:
+                self._stopped[client_id] = previous.stop()
+            recording = Recording(output_dir, "session", owner=client_id)
+            recording.start(self._video_source(), video)
+            with self._lock:
+                self._sessions[client_id] = recording
+            return recording.state()
+
+    def stop_session(self, client_id: str) -> RecordingState:
+        """Stop the client's recording; its final state (also when it was already stopped)."""
+        with self._lock:
+            recording = self._sessions.pop(client_id, None)
+        if recording is None:
+            return self._stopped.get(client_id) or self.session_state(client_id)
+        state = recording.stop()
+        self._stopped[client_id] = state
+        return state
+
+    def session_state(self, client_id: str) -> RecordingState:
+        with self._lock:
+            recording = self._sessions.get(client_id)
+        if recording is not None:
+            return recording.state()
+        last = self._stopped.get(client_id)
+        if last is not None:
+            return last
+        return RecordingState(recording=False, output_dir=None, turns=0, video_path=None, last_error=None)
+
+    async def client_closed(self, client_id: str) -> None:
+        """The client disconnected (or its session ended): finish its recording in the background."""
+        with anyio.move_on_after(AFTER_CAPTURE_GRACE):
+            await self.settle()  # its last turn
+        with self._lock:
+            recording = self._sessions.pop(client_id, None)
+        if recording is None:
+            return
+        log.info("client %s is gone: finishing its recording in %s", client_id, recording.output_dir)
+
+        def finish() -> None:
+            self._stopped[client_id] = recording.stop()
+
+        thread = threading.Thread(target=finish, name="deskrig-recording-teardown")
+        thread.start()
+        with self._lock:
+            self._teardowns = [t for t in self._teardowns if t.is_alive()] + [thread]
+
+    def close(self) -> None:
+        """Stop every recording, the boot one included, and wait until all are final."""
+        with self._lock:
+            sessions = list(self._sessions.items())
+            self._sessions.clear()
+            teardowns = list(self._teardowns)
+        for client_id, recording in sessions:
+            self._stopped[client_id] = recording.stop()
+        if self.boot is not None:
+            self.boot.stop()
+        for thread in teardowns:
+            thread.join()
+
+    # ---- the action observer -----------------------------------------------------------------------
+
+    def _recordings_for(self, client_id: str) -> list[Recording]:
+        with self._lock:
+            candidates = [self.boot, self._sessions.get(client_id)]
+        return [r for r in candidates if r is not None and r.active]
+
+    async def settle(self) -> None:
+        """Wait for the after-captures still running on this loop (before the next action, or a stop)."""
+        loop = asyncio.get_running_loop()
+        pending = [task for task in self._after_tasks if task.get_loop() is loop]
+        if pending:
+            await asyncio.wait(pending)
+
+    async def begin(
+        self, call: CallInfo, tool: str, arguments: dict[str, Any], refused: ErrorInfo | None
+    ) -> PendingTurn | None:
+        # No action may change the screen while the previous one's "after" is being captured.
+        await self.settle()
+        if tool not in RECORDED_TOOLS:
+            return None
+        recordings = self._recordings_for(call.client_id)
+        if not recordings:
+            return None
+        started = time.perf_counter()
+        before = None if refused is not None else await capture_moment(self.services, self._a11y, call.target)
+        return PendingTurn(recordings, tool, dict(arguments), before, time.perf_counter() - started)
+
+    async def end(
+        self,
+        token: object,
+        call: CallInfo,
+        result: ToolResult | None,
+        error: ErrorInfo | None,
+        duration_ms: float,
+    ) -> None:
+        """The "after" capture starts now but runs on after the call returns: it is not part of the
+        action's latency, and :meth:`settle` makes the next action wait for it."""
+        if not isinstance(token, PendingTurn):
+            return
+        action = self._action(token, call, result, error, duration_ms)
+        if token.before is None:
+            self._hand_over(token, call, action, None)
+            return
+        task = asyncio.get_running_loop().create_task(self._capture_after(token, call, action))
+        self._after_tasks.add(task)
+        task.add_done_callback(self._after_tasks.discard)
+
+    async def _capture_after(self, token: PendingTurn, call: CallInfo, action: dict[str, Any]) -> None:
+        try:
+            after = await capture_moment(self.services, self._a11y, call.target)
+        except Exception:  # the task has no caller to report to
+            log.exception("capturing the state after %s failed", token.tool)
+            return
+        self._hand_over(token, call, action, after)
+
+    @staticmethod
+    def _hand_over(token: PendingTurn, call: CallInfo, action: dict[str, Any], after: Moment | None) -> None:
+        target = call.target
+        record = TurnRecord(
+            tool=token.tool,
+            action=action,
+            before=token.before,
+            after=after,
+            click_point=target.point if target is not None else None,
+        )
+        for recording in token.recordings:
+            recording.enqueue(record)
+
+    @staticmethod
+    def _action(
+        token: PendingTurn,
+        call: CallInfo,
+        result: ToolResult | None,
+        error: ErrorInfo | None,
+        duration_ms: float,
+    ) -> dict[str, Any]:
+        """action.json. ``duration_ms`` is the call's own time, without the recorder's before-capture."""
+        target = call.target
+        own_ms = max(0.0, duration_ms - token.capture_seconds * 1000)
+        return {
+            "tool": token.tool,
+            "arguments": token.arguments,
+            "result": result.structured.model_dump(mode="json", exclude_none=True) if result else None,
+            "is_error": error is not None,
+            "error": error.model_dump(mode="json", exclude_none=True) if error else None,
+            "pid": target.pid if target else None,
+            "window_id": target.window_id if target else None,
+            "window_title": target.window_title if target else None,
+            "click_point": target.point.model_dump() if target and target.point else None,
+            "element": target.element.model_dump(mode="json") if target and target.element else None,
+            "timestamp": _iso(datetime.now(UTC) - timedelta(milliseconds=duration_ms)),
+            "duration_ms": round(own_ms, 3),
+            "client_id": call.client_id,
+        }
+
+
+def registry_of(services: Services) -> RecordingRegistry:
+    """The server's recorder (it is one of the action observers)."""
+    for observer in services.observers:
+        if isinstance(observer, RecordingRegistry):
+            return observer
+    raise DeskrigError(ErrorCode.RECORDING_ERROR, "this server has no recorder")
+
+
+def close_recordings(services: Services) -> None:
+    """Finalise every recording of a server (its turn folders and mp4s), if it has a recorder."""
+    for observer in services.observers:
+        if isinstance(observer, RecordingRegistry):
+            observer.close()

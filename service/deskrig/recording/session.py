@@ -1,0 +1,240 @@
+"""One recording: an output folder, a turn writer thread, an optional ffmpeg, and the turn events.
+
+Turns are handed over with :meth:`Recording.enqueue` (never blocks) and written in order by the
+recording's own thread, which numbers them. Restarting into a folder that already holds turns
+continues after the last one (``turn-00008`` follows an existing ``turn-00007``); nothing is ever
+overwritten. Likewise the video goes to ``recording.mp4``, or ``recording-2.mp4`` ... when taken.
+
+Listeners of the event feed subscribe an asyncio event that the writer thread sets (thread-safely,
+on the listener's loop) after each turn and after the video is finalised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.recording.turns import (
+    FileEntry,
+    TurnEvent,
+    TurnRecord,
+    file_entry,
+    read_turn_event,
+    remove_stale_temps,
+    turn_numbers,
+    write_turn,
+)
+from deskrig.recording.video import VideoRecorder
+
+log = logging.getLogger(__name__)
+
+Scope = Literal["session", "boot"]
+#: Niceness of the turn writer threads (10: well behind the server's own work).
+WRITER_NICENESS = 10
+
+
+class RecordingState(BaseModel):
+    """``get_recording_state``: ``{recording, output_dir, turns, video_path, last_error}`` plus extras."""
+
+    recording: bool = Field(description="True while action calls are written as turn folders")
+    output_dir: str | None = Field(description="The recording's folder (the last one after stop)")
+    turns: int = Field(description="Turn folders this recording wrote")
+    video_path: str | None = Field(description="The mp4 being (or last) written; null without video")
+    last_error: str | None = Field(description="Why video or a turn failed, if anything did")
+    scope: Scope | None = Field(
+        default=None, description="session: this MCP session's own turns; boot: every client's (--record)"
+    )
+    first_turn: int | None = Field(
+        default=None,
+        description="Number of the first turn folder written; above 1 when the folder already held turns",
+    )
+    video_recording: bool = Field(default=False, description="ffmpeg is running")
+
+
+@dataclass(frozen=True)
+class VideoSource:
+    """What ffmpeg grabs: an X display and its screen size."""
+
+    display: str
+    width: int
+    height: int
+
+
+def free_video_path(folder: Path) -> Path:
+    path = folder / "recording.mp4"
+    counter = 2
+    while path.exists():
+        path = folder / f"recording-{counter}.mp4"
+        counter += 1
+    return path
+
+
+class Recording:
+    """Turn folders (and optionally video) under ``output_dir``, from :meth:`start` to :meth:`stop`."""
+
+    def __init__(self, output_dir: Path, scope: Scope, owner: str | None = None) -> None:
+        self.output_dir = output_dir
+        self.scope = scope
+        #: The client_id whose actions this session recording takes (None: everyone's).
+        self.owner = owner
+        self.active = False
+        self.first_turn = 1
+        self.turns = 0
+        self.video: VideoRecorder | None = None
+        self.video_event: FileEntry | None = None
+        self._turn_error: str | None = None
+        self._next = 1
+        self._earlier: list[int] = []
+        self._events: list[TurnEvent] = []
+        self._earlier_events: dict[int, TurnEvent | None] = {}
+        self._queue: queue.Queue[TurnRecord | None] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stop_lock = threading.Lock()
+        self._subscribers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    # ---- life cycle (blocking) -------------------------------------------------------------------
+
+    def start(self, video: VideoSource | None = None, video_wanted: bool = False) -> None:
+        """Create the folder, start the writer and, if ``video_wanted``, ffmpeg.
+
+        A video failure does not fail the start: turns are recorded and ``last_error`` says why
+        there is no video.
+        """
+        try:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temps(self.output_dir)
+            self._earlier = turn_numbers(self.output_dir)
+        except OSError as exc:
+            raise DeskrigError(
+                ErrorCode.FILE_SYSTEM_ERROR,
+                f"cannot use {self.output_dir} for a recording: {exc.strerror or exc}",
+                details={"output_dir": str(self.output_dir)},
+            ) from exc
+        self._next = self.first_turn = (self._earlier[-1] + 1) if self._earlier else 1
+        self._writer = threading.Thread(target=self._write_turns, name="deskrig-turn-writer", daemon=True)
+        self._writer.start()
+        self.active = True
+        if video_wanted:
+            if video is None:
+                self._turn_error = "no X display to record video from"
+            else:
+                self.video = VideoRecorder(
+                    video.display, video.width, video.height, free_video_path(self.output_dir)
+                )
+                try:
+                    self.video.start()
+                except DeskrigError as exc:
+                    log.warning("recording %s without video: %s", self.output_dir, exc.message)
+        log.info("recording %s turns to %s from turn %d", self.scope, self.output_dir, self.first_turn)
+
+    def enqueue(self, record: TurnRecord) -> None:
+        """Hand a turn to the writer; dropped once the recording is stopped."""
+        if self.active:
+            self._queue.put(record)
+
+    def stop(self) -> RecordingState:
+        """Idempotent: write the queued turns, stop the writer, finalise the video."""
+        with self._stop_lock:
+            if self._writer is not None and self.active:
+                self.active = False
+                self._queue.put(None)
+                self._writer.join()
+            self.finalize_video()
+        return self.state()
+
+    def finalize_video(self) -> FileEntry | None:
+        """Stop ffmpeg gracefully (idempotent) and announce the finished mp4."""
+        video = self.video
+        if video is None:
+            return None
+        video.stop()
+        if self.video_event is None and video.path.exists():
+            self.video_event = file_entry(self.output_dir, video.path.name)
+            self._notify()
+        return self.video_event
+
+    def _write_turns(self) -> None:
+        # Encoding is background work: on Linux a thread has its own nice value, so the writer
+        # yields the CPU to the actions it records.
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
+        while True:
+            record = self._queue.get()
+            if record is None:
+                return
+            number = self._next
+            try:
+                event = write_turn(self.output_dir, number, record)
+            except Exception as exc:  # a turn lost is reported, never the end of the recording
+                self._turn_error = f"turn {number} was not written: {exc}"
+                log.exception("turn %d of %s", number, self.output_dir)
+                continue
+            with self._lock:
+                self._next = number + 1
+                self.turns += 1
+                self._events.append(event)
+            self._notify()
+
+    # ---- state -----------------------------------------------------------------------------------
+
+    @property
+    def last_error(self) -> str | None:
+        video_error = self.video.last_error if self.video is not None else None
+        return self._turn_error or video_error
+
+    def state(self) -> RecordingState:
+        video = self.video
+        return RecordingState(
+            recording=self.active,
+            output_dir=str(self.output_dir),
+            turns=self.turns,
+            video_path=str(video.path) if video is not None else None,
+            last_error=self.last_error,
+            scope=self.scope,
+            first_turn=self.first_turn,
+            video_recording=video is not None and video.running,
+        )
+
+    # ---- event feed ------------------------------------------------------------------------------
+
+    def events_after(self, seq: int) -> list[TurnEvent]:
+        """Blocking: every complete turn with a number above ``seq``, oldest first, including turns
+        earlier recordings left in the folder."""
+        earlier = [self._earlier_event(n) for n in self._earlier if n > seq]
+        with self._lock:
+            own = [event for event in self._events if event.seq > seq]
+        return [event for event in earlier if event is not None] + own
+
+    def _earlier_event(self, number: int) -> TurnEvent | None:
+        if number not in self._earlier_events:
+            self._earlier_events[number] = read_turn_event(self.output_dir, number)
+        return self._earlier_events[number]
+
+    def subscribe(self, wakeup: asyncio.Event) -> None:
+        """Set ``wakeup`` (on the running loop) whenever a turn or the video is complete."""
+        with self._lock:
+            self._subscribers.add((asyncio.get_running_loop(), wakeup))
+
+    def unsubscribe(self, wakeup: asyncio.Event) -> None:
+        with self._lock:
+            self._subscribers = {s for s in self._subscribers if s[1] is not wakeup}
+
+    def _notify(self) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for loop, wakeup in subscribers:
+            try:
+                loop.call_soon_threadsafe(wakeup.set)
+            except RuntimeError:  # that loop is closed: the listener is gone
+                self.unsubscribe(wakeup)

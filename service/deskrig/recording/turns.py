@@ -1,0 +1,279 @@
+"""Turn folders: what one recorded action leaves on disk, and how it gets there atomically.
+
+A turn is assembled in a hidden folder (``.turn-00001.<random>.tmp``) next to its final place and
+renamed to ``turn-00001`` when every file is written, so a reader (or the event feed) never sees a
+half-written turn. Files of one turn::
+
+    action.json        tool, full arguments, result summary, error flag, pid, click point, time, duration
+    evidence.json      per artifact: captured | unavailable (classification) | not_applicable (why)
+    before.png         target window (full screen without one) just before the action
+    after.png          ... and just after
+    before_state.json  accessibility snapshot of the target app just before
+    after_state.json   ... and just after
+    app_state.json     the post-action snapshot (hard link to after_state.json)
+    screenshot.png     compatibility alias of after.png (hard link)
+    click.png          click-family actions: before.png with a red marker at the click point
+
+Evidence classifications are stable strings (see :data:`CLASSIFICATIONS`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from PIL import Image
+from pydantic import BaseModel
+
+from deskrig import imaging
+from deskrig.model import Bounds, Point
+
+#: The action tools whose calls become turns (the recording contract's list).
+RECORDED_TOOLS = frozenset(
+    {
+        "click",
+        "double_click",
+        "right_click",
+        "drag",
+        "move_cursor",
+        "scroll",
+        "type_text",
+        "press_key",
+        "hotkey",
+        "set_value",
+    }
+)
+#: Tools that get a click.png.
+CLICK_TOOLS = frozenset({"click", "double_click", "right_click"})
+
+#: Why an artifact is missing. ``unavailable``: it should exist but could not be had;
+#: ``not_applicable``: it has no meaning for this turn.
+CLASSIFICATIONS: dict[str, str] = {
+    "capture_failed": "unavailable: the screenshot or accessibility read failed (see message)",
+    "no_target_pid": "unavailable: the action has no target process to read accessibility state from",
+    "a11y_unavailable": "unavailable: the app or the rig exposes no accessibility tree",
+    "app_not_running": "unavailable: the target process is gone",
+    "privacy_suppressed": "unavailable: the target window is blocked by the rig's security policy",
+    "no_click_point": "unavailable: the click went to an element directly, without a screen point",
+    "refused_before_target": "not_applicable: the call failed before its target was resolved",
+    "not_a_click": "not_applicable: only click, double_click and right_click get click.png",
+}
+
+STATE_FILES = ("before_state.json", "after_state.json")
+FRAME_FILES = ("before.png", "after.png")
+#: alias -> the file it is a hard link of.
+ALIASES = {"app_state.json": "after_state.json", "screenshot.png": "after.png"}
+ARTIFACTS = (*STATE_FILES, *FRAME_FILES, *ALIASES, "click.png")
+
+_TURN_NAME = re.compile(r"turn-(\d{5,})")
+_TEMP_NAME = re.compile(r"\.turn-\d{5,}\.[0-9a-f]+\.tmp")
+
+Status = Literal["captured", "unavailable", "not_applicable"]
+
+
+class Evidence(BaseModel):
+    """How one artifact of a turn came to be (or why it is missing)."""
+
+    status: Status
+    classification: str | None = None
+    message: str | None = None
+    source: Literal["window", "screen"] | None = None
+    region: Bounds | None = None
+    masked_windows: int | None = None
+    marker: Point | None = None
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def captured(**facts: Any) -> Evidence:
+    return Evidence(status="captured", **facts)
+
+
+def unavailable(classification: str, message: str | None = None) -> Evidence:
+    return Evidence(status="unavailable", classification=classification, message=message)
+
+
+def not_applicable(classification: str) -> Evidence:
+    return Evidence(status="not_applicable", classification=classification)
+
+
+@dataclass
+class Frame:
+    """A screenshot taken for a turn; ``evidence.region`` is where ``image`` lies on the screen."""
+
+    image: Image.Image | None
+    evidence: Evidence
+
+
+@dataclass
+class AppState:
+    """An accessibility snapshot taken for a turn, as JSON-ready data."""
+
+    data: dict[str, Any] | None
+    evidence: Evidence
+
+
+@dataclass
+class Moment:
+    """The target as it was at one instant: screenshot and accessibility state."""
+
+    frame: Frame
+    state: AppState
+
+
+class FileEntry(BaseModel):
+    path: str
+    size: int
+    sha256: str
+
+
+class TurnEvent(BaseModel):
+    """One completed turn as the event feed announces it."""
+
+    seq: int
+    turn: str
+    files: list[FileEntry]
+
+
+def turn_name(number: int) -> str:
+    return f"turn-{number:05d}"
+
+
+def turn_numbers(root: Path) -> list[int]:
+    """The numbers of the complete turn folders in ``root``, ascending."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for name in names if (m := _TURN_NAME.fullmatch(name)))
+
+
+def remove_stale_temps(root: Path) -> None:
+    """Drop half-assembled turns a crashed process left behind (they are hidden and never renamed)."""
+    for name in os.listdir(root):
+        if _TEMP_NAME.fullmatch(name):
+            shutil.rmtree(root / name, ignore_errors=True)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+
+
+@dataclass
+class TurnRecord:
+    """Everything one turn holds, before it is encoded. Shared by every recording that gets the
+    turn, so the PNGs are encoded once (:meth:`contents` is memoised and thread-safe)."""
+
+    tool: str
+    action: dict[str, Any]
+    #: None for a call refused before its target was resolved.
+    before: Moment | None
+    after: Moment | None
+    click_point: Point | None
+    _contents: tuple[dict[str, bytes], dict[str, str]] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def contents(self) -> tuple[dict[str, bytes], dict[str, str]]:
+        """``(files, links)``: file name -> bytes, and alias -> the file it links to. Blocking."""
+        with self._lock:
+            if self._contents is None:
+                self._contents = self._encode()
+            return self._contents
+
+    def _encode(self) -> tuple[dict[str, bytes], dict[str, str]]:
+        files: dict[str, bytes] = {}
+        links: dict[str, str] = {}
+        evidence: dict[str, Evidence] = {}
+        if self.before is None or self.after is None:
+            evidence = {name: not_applicable("refused_before_target") for name in ARTIFACTS}
+        else:
+            for name, moment in zip(STATE_FILES, (self.before, self.after), strict=True):
+                evidence[name] = moment.state.evidence
+                if moment.state.data is not None:
+                    files[name] = _json(moment.state.data)
+            for name, moment in zip(FRAME_FILES, (self.before, self.after), strict=True):
+                evidence[name] = moment.frame.evidence
+                if moment.frame.image is not None:
+                    files[name] = imaging.encode(moment.frame.image, "png")
+            for alias, source in ALIASES.items():
+                evidence[alias] = evidence[source]
+                if source in files:
+                    links[alias] = source
+            evidence["click.png"] = self._click_marker(files)
+        files["evidence.json"] = _json({name: evidence[name].dump() for name in ARTIFACTS})
+        files["action.json"] = _json(self.action)
+        return files, links
+
+    def _click_marker(self, files: dict[str, bytes]) -> Evidence:
+        assert self.before is not None
+        frame = self.before.frame
+        if self.tool not in CLICK_TOOLS:
+            return not_applicable("not_a_click")
+        if frame.image is None or frame.evidence.region is None:
+            return frame.evidence
+        if self.click_point is None:
+            return unavailable("no_click_point")
+        region = frame.evidence.region
+        marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
+        marked = imaging.draw_click_marker(frame.image, marker.x, marker.y)
+        files["click.png"] = imaging.encode(marked, "png")
+        return captured(source=frame.evidence.source, region=region, marker=marker)
+
+
+def _entry(turn: str, name: str, data: bytes) -> FileEntry:
+    return FileEntry(path=f"{turn}/{name}", size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+def write_turn(root: Path, number: int, record: TurnRecord) -> TurnEvent:
+    """Blocking: assemble turn ``number`` in a hidden folder and rename it into place."""
+    files, links = record.contents()
+    name = turn_name(number)
+    final = root / name
+    if final.exists():
+        raise FileExistsError(f"{final} already exists")
+    temp = root / f".{name}.{secrets.token_hex(4)}.tmp"
+    temp.mkdir()
+    try:
+        for file_name, data in files.items():
+            (temp / file_name).write_bytes(data)
+        for alias, source in links.items():
+            os.link(temp / source, temp / alias)
+        os.rename(temp, final)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    everything = {**files, **{alias: files[source] for alias, source in links.items()}}
+    return TurnEvent(
+        seq=number, turn=name, files=[_entry(name, n, everything[n]) for n in sorted(everything)]
+    )
+
+
+def read_turn_event(root: Path, number: int) -> TurnEvent | None:
+    """The event of a turn already on disk (written by an earlier recording), or None."""
+    name = turn_name(number)
+    folder = root / name
+    try:
+        names = sorted(n for n in os.listdir(folder) if (folder / n).is_file())
+    except FileNotFoundError:
+        return None
+    return TurnEvent(seq=number, turn=name, files=[file_entry(root, f"{name}/{n}") for n in names])
+
+
+def file_entry(root: Path, relative: str) -> FileEntry:
+    """Size and sha256 of a file under ``root`` (blocking; reads it in chunks)."""
+    digest = hashlib.sha256()
+    size = 0
+    with (root / relative).open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return FileEntry(path=relative, size=size, sha256=digest.hexdigest())
