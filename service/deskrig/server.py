@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from deskrig import __version__
@@ -57,8 +58,12 @@ def client_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
         client = getattr(request, "client", None)
         if client is not None:
             return f"http:{client.host}"
-    # ctx.session is built anew for every request; the connection lives as long as the client.
-    connection = getattr(ctx.session, "_connection", ctx.session)
+    # ctx.session is built anew for every request; a handshake-era connection lives as long as
+    # its client. A 2026-07-28 connection lasts one request and says nothing about who calls, but
+    # outside HTTP (stdio) there is only one peer: they share one id.
+    connection = getattr(ctx.session, "_connection", None)
+    if connection is None or connection.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return "conn:local"
     return f"conn:{id(connection):x}"
 
 
