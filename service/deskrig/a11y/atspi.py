@@ -36,7 +36,13 @@ from deskrig.a11y.connection import (
     close_bus,
     open_bus,
 )
-from deskrig.a11y.fetch import describe_many, fetch_nodes, fetch_tree
+from deskrig.a11y.fetch import (
+    VALUE_PROPERTIES,
+    describe_many,
+    fetch_nodes,
+    fetch_tree,
+    read_properties,
+)
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
@@ -235,9 +241,12 @@ class AccessibilityClient:
         return (await self.snapshot(pid, max_elements=None)).resolve(query)
 
     async def focused_element(self, pid: int) -> Element | None:
-        """The deepest element with the ``focused`` state, if any."""
+        """The deepest focusable element with the ``focused`` state, if any."""
         snapshot = await self.snapshot(pid, max_elements=None)
         focused = [e for e in snapshot.elements if e.has_state("focused")]
+        # Qt marks a focused scroll area's viewport (a filler, not focusable) as focused too;
+        # the element that takes the keyboard input is the focusable one above it.
+        focused = [e for e in focused if e.has_state("focusable")] or focused
         return max(focused, key=lambda e: e.depth) if focused else None
 
     async def read_element(self, element: Element) -> Element:
@@ -306,8 +315,8 @@ class AccessibilityClient:
         ref = _ref(element)
         async with self._guard("setting a value", ref=ref):
             app = await self._app(ref.bus_name)
-            (props,) = await app.call(ref.path, c.PROPERTIES, "GetAll", "s", [c.VALUE])
-            low, high = props["MinimumValue"].value, props["MaximumValue"].value
+            props = await read_properties(app, ref.path, c.VALUE, VALUE_PROPERTIES)
+            low, high = props["MinimumValue"], props["MaximumValue"]
             if not low <= value <= high:
                 raise _invalid(
                     "value", value, f"value {value:g} is outside the element's range {low:g}..{high:g}"

@@ -26,6 +26,7 @@ MAX_IN_FLIGHT = 64
 
 UNKNOWN_OBJECT = "org.freedesktop.DBus.Error.UnknownObject"
 UNKNOWN_METHOD = "org.freedesktop.DBus.Error.UnknownMethod"
+UNKNOWN_INTERFACE = "org.freedesktop.DBus.Error.UnknownInterface"
 SERVICE_UNKNOWN = "org.freedesktop.DBus.Error.ServiceUnknown"
 NAME_HAS_NO_OWNER = "org.freedesktop.DBus.Error.NameHasNoOwner"
 NO_REPLY = "org.freedesktop.DBus.Error.NoReply"
@@ -134,6 +135,9 @@ class AppConnection:
         self.bus_name = bus_name
         self.pid = pid
         self.peer_to_peer = peer_to_peer
+        #: Whether the app answers ``Properties.GetAll``. Qt's AT-SPI adaptor answers only
+        #: ``Properties.Get``; the fetcher learns this on the first refusal and asks one by one.
+        self.answers_get_all = True
         self._bus = bus
         # When the app exits, dbus-fast fails the connection's disconnect future (EOFError);
         # awaiting it here retrieves that, instead of asyncio logging it as never retrieved.

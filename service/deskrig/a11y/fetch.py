@@ -11,6 +11,9 @@
    the root's parent has the root's path, so a walk by path alone would loop).
 4. Bounds, actions, values and text are fetched concurrently for the kept elements that show.
 
+Qt's bridge answers ``GetItems`` with an empty list and has no ``Properties.GetAll``: its tree
+comes from step 2 alone, level by level, with one ``Properties.Get`` per property.
+
 Each step is one batch through :meth:`AppConnection.call_many`, which keeps many requests in
 flight; only the gap filling takes one more batch per level of missing descendants.
 """
@@ -25,7 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deskrig.a11y import constants as c
-from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
+from deskrig.a11y.connection import (
+    UNKNOWN_INTERFACE,
+    UNKNOWN_METHOD,
+    AppConnection,
+    CallFailed,
+    Reply,
+    Request,
+)
 from deskrig.a11y.tree import Element, ElementRef, PathStep, ValueInfo
 from deskrig.model import Bounds
 
@@ -33,6 +43,9 @@ from deskrig.model import Bounds
 TEXT_CAP = 4000
 #: GTK reports hidden widgets at this origin.
 _OFFSCREEN = -(2**30)
+#: The properties read per object, and per element with a Value, when the app lacks GetAll.
+ACCESSIBLE_PROPERTIES = ("Name", "Description", "Parent", "ChildCount")
+VALUE_PROPERTIES = ("CurrentValue", "MinimumValue", "MaximumValue", "MinimumIncrement")
 
 
 @dataclass(slots=True)
@@ -113,28 +126,69 @@ def node_from_cache_item(item: Any) -> RawNode:
     )
 
 
-def _node_requests(key: ElementRef) -> list[Request]:
+def property_requests(app: AppConnection, path: str, interface: str, names: Sequence[str]) -> list[Request]:
+    """``Properties.GetAll``, or one ``Properties.Get`` per name where the app lacks GetAll (Qt)."""
+    if app.answers_get_all:
+        return [Request(path, c.PROPERTIES, "GetAll", "s", (interface,))]
+    return [Request(path, c.PROPERTIES, "Get", "ss", (interface, name)) for name in names]
+
+
+def parse_properties(replies: Sequence[Reply], names: Sequence[str]) -> dict[str, Any] | CallFailed:
+    """The replies to :func:`property_requests` as one name -> value mapping."""
+    failed = next((r for r in replies if isinstance(r, CallFailed)), None)
+    if failed is not None:
+        return failed
+    if len(replies) == 1 and isinstance(_first(replies[0]), dict):
+        return {name: variant.value for name, variant in _first(replies[0]).items()}
+    return {name: _first(reply).value for name, reply in zip(names, replies, strict=True)}
+
+
+async def read_properties(
+    app: AppConnection, path: str, interface: str, names: Sequence[str]
+) -> dict[str, Any]:
+    """One object's properties of ``interface`` (which it implements); raises :class:`CallFailed`."""
+    props = parse_properties(await app.call_many(property_requests(app, path, interface, names)), names)
+    if app.answers_get_all and _refuses_get_all(props):
+        app.answers_get_all = False
+        return await read_properties(app, path, interface, names)
+    if isinstance(props, CallFailed):
+        raise props
+    return props
+
+
+def _refuses_get_all(reply: Reply | dict[str, Any]) -> bool:
+    return isinstance(reply, CallFailed) and reply.error_name in (UNKNOWN_INTERFACE, UNKNOWN_METHOD)
+
+
+def _node_requests(app: AppConnection, key: ElementRef) -> list[Request]:
     path = key.path
     return [
-        Request(path, c.PROPERTIES, "GetAll", "s", (c.ACCESSIBLE,)),
         Request(path, c.ACCESSIBLE, "GetRole"),
         Request(path, c.ACCESSIBLE, "GetState"),
         Request(path, c.ACCESSIBLE, "GetInterfaces"),
+        *property_requests(app, path, c.ACCESSIBLE, ACCESSIBLE_PROPERTIES),
     ]
 
 
 async def fetch_nodes(app: AppConnection, keys: Sequence[ElementRef]) -> list[RawNode | CallFailed]:
-    """Describe objects the cache did not list, four calls each, all in one batch."""
-    replies = await app.call_many([r for key in keys for r in _node_requests(key)])
+    """Describe objects the cache did not list, a few calls each, all in one batch."""
+    groups = [_node_requests(app, key) for key in keys]
+    replies = await app.call_many([r for group in groups for r in group])
     nodes: list[RawNode | CallFailed] = []
-    for i, key in enumerate(keys):
-        group = replies[4 * i : 4 * i + 4]
+    start = 0
+    for key, requests in zip(keys, groups, strict=True):
+        group, start = replies[start : start + len(requests)], start + len(requests)
+        if app.answers_get_all and not isinstance(group[0], CallFailed) and _refuses_get_all(group[3]):
+            # The object answers but GetAll is unknown to the app: ask again property by property.
+            app.answers_get_all = False
+            return await fetch_nodes(app, keys)
         failed = next((r for r in group if isinstance(r, CallFailed)), None)
         if failed is not None:
             nodes.append(failed)
             continue
-        props, role, states, interfaces = (_first(r) for r in group)
-        values = {name: variant.value for name, variant in props.items()}
+        role, states, interfaces = (_first(r) for r in group[:3])
+        values = parse_properties(group[3:], ACCESSIBLE_PROPERTIES)
+        assert not isinstance(values, CallFailed)  # every reply in the group succeeded
         parent = values.get("Parent")
         nodes.append(
             RawNode(
@@ -330,17 +384,17 @@ Kept = tuple[RawNode, int, int | None, list[PathStep]]  # node, depth, parent in
 async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: int = 0) -> list[Element]:
     """Turn raw nodes into :class:`Element` s, fetching bounds, actions, values and text in one batch."""
     requests: list[Request] = []
-    wanted: list[dict[str, int]] = []  # per node: detail name -> index into requests
+    wanted: list[dict[str, slice]] = []  # per node: detail name -> its replies' place in requests
     for node, _depth, _parent, _path in kept:
         slots = {}
-        for detail, request in _detail_requests(node):
-            slots[detail] = len(requests)
-            requests.append(request)
+        for detail, detail_requests in _detail_requests(app, node):
+            slots[detail] = slice(len(requests), len(requests) + len(detail_requests))
+            requests.extend(detail_requests)
         wanted.append(slots)
     replies = await app.call_many(requests)
     elements = []
     for offset, ((node, depth, parent, path), slots) in enumerate(zip(kept, wanted, strict=True)):
-        got = {detail: replies[i] for detail, i in slots.items()}
+        got = {detail: replies[where] for detail, where in slots.items()}
         text = _text(got.get("text"))
         # model_construct: the values come from typed D-Bus replies, and validation would add
         # a few milliseconds per few hundred elements.
@@ -368,7 +422,7 @@ async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: i
     return elements
 
 
-def _detail_requests(node: RawNode) -> Iterator[tuple[str, Request]]:
+def _detail_requests(app: AppConnection, node: RawNode) -> Iterator[tuple[str, list[Request]]]:
     # Details only for what is on screen: a hidden element (a closed menu's item, another tab's
     # widgets) has no bounds to click, and skipping it saves a fifth of the round trips of a
     # typical GTK tree. element_action still finds a hidden element's actions when asked.
@@ -376,17 +430,22 @@ def _detail_requests(node: RawNode) -> Iterator[tuple[str, Request]]:
         return
     path = node.key.path
     if "Component" in node.interfaces:
-        yield "bounds", Request(path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+        yield "bounds", [Request(path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))]
     if "Action" in node.interfaces:
-        yield "actions", Request(path, c.ACTION, "GetActions")
+        yield "actions", [Request(path, c.ACTION, "GetActions")]
     if "Value" in node.interfaces:
-        yield "value", Request(path, c.PROPERTIES, "GetAll", "s", (c.VALUE,))
+        yield "value", property_requests(app, path, c.VALUE, VALUE_PROPERTIES)
     # A label's text is its name; skipping it saves a round trip for most Text objects.
     if "Text" in node.interfaces and not (node.name and c.role_name(node.role) == "label"):
-        yield "text", Request(path, c.TEXT, "GetText", "ii", (0, -1))
+        yield "text", [Request(path, c.TEXT, "GetText", "ii", (0, -1))]
 
 
-def _bounds(reply: Reply | None) -> Bounds | None:
+def _single(replies: list[Reply] | None) -> Reply | None:
+    return replies[0] if replies else None
+
+
+def _bounds(replies: list[Reply] | None) -> Bounds | None:
+    reply = _single(replies)
     if reply is None or isinstance(reply, CallFailed):
         return None
     x, y, width, height = reply[0]
@@ -395,16 +454,17 @@ def _bounds(reply: Reply | None) -> Bounds | None:
     return Bounds(x=x, y=y, width=width, height=height)
 
 
-def _actions(reply: Reply | None) -> list[str]:
+def _actions(replies: list[Reply] | None) -> list[str]:
+    reply = _single(replies)
     if reply is None or isinstance(reply, CallFailed):
         return []
     return [name for name, _description, _keybinding in reply[0] if name]
 
 
-def _value(reply: Reply | None) -> ValueInfo | None:
-    if reply is None or isinstance(reply, CallFailed):
+def _value(replies: list[Reply] | None) -> ValueInfo | None:
+    values = parse_properties(replies, VALUE_PROPERTIES) if replies else None
+    if values is None or isinstance(values, CallFailed):
         return None
-    values = {name: variant.value for name, variant in reply[0].items()}
     return ValueInfo(
         current=values.get("CurrentValue", 0.0),
         minimum=values.get("MinimumValue", 0.0),
@@ -413,7 +473,8 @@ def _value(reply: Reply | None) -> ValueInfo | None:
     )
 
 
-def _text(reply: Reply | None) -> str | None:
+def _text(replies: list[Reply] | None) -> str | None:
+    reply = _single(replies)
     if reply is None or isinstance(reply, CallFailed):
         return None
     return str(reply[0])
