@@ -1,0 +1,150 @@
+"""Qt form fixture: the GTK form (gtk_form.py) again in Qt Widgets. Runs in the project venv
+(PySide6-Essentials from PyPI, the `dev` extra), not with Debian's python3.
+
+    qt_form.py --title T --log FILE
+
+Widgets: a line edit ("Name"), a multi-line text edit ("Notes"), a check box, a button that
+updates a label ("clicked N"), a list of 200 rows ("Rows") and a slider 0..100 ("Volume").
+Every change is appended to FILE as one JSON line, with the same events as the GTK form:
+
+    {"event": "ready", "pid": P, "widgets": {name: {"x", "y", "width", "height"}}}  (root coords)
+    {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
+    {"event": "check", "active": ...}        {"event": "button", "count": N}
+    {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtWidgets import (
+    QApplication,
+    QCheckBox,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPlainTextEdit,
+    QPushButton,
+    QSlider,
+    QWidget,
+)
+
+LIST_ROWS = 200
+
+
+class Form(QWidget):
+    def __init__(self, title: str, log_path: str) -> None:
+        super().__init__()
+        self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
+        self.clicks = 0
+        self.ready_logged = False
+        self.setWindowTitle(title)
+        self.resize(480, 640)
+
+        grid = QGridLayout(self)
+        grid.setContentsMargins(12, 12, 12, 12)
+        grid.setSpacing(6)
+
+        self.entry = QLineEdit()
+        self.entry.setAccessibleName("Name")
+        self.entry.textChanged.connect(lambda text: self.log(event="entry", text=text))
+        name_label = QLabel("&Name")
+        name_label.setBuddy(self.entry)
+        grid.addWidget(name_label, 0, 0)
+        grid.addWidget(self.entry, 0, 1)
+
+        self.textview = QPlainTextEdit()
+        self.textview.setAccessibleName("Notes")
+        self.textview.setMinimumHeight(80)
+        self.textview.textChanged.connect(
+            lambda: self.log(event="textview", text=self.textview.toPlainText())
+        )
+        grid.addWidget(QLabel("Notes"), 1, 0)
+        grid.addWidget(self.textview, 1, 1)
+
+        self.check = QCheckBox("Subscribe")
+        self.check.toggled.connect(lambda active: self.log(event="check", active=active))
+        grid.addWidget(self.check, 2, 1)
+
+        self.button = QPushButton("Click me")
+        self.button.clicked.connect(self.on_clicked)
+        self.status = QLabel("clicked 0")
+        grid.addWidget(self.button, 3, 0)
+        grid.addWidget(self.status, 3, 1)
+
+        self.list = QListWidget()
+        self.list.setAccessibleName("Rows")
+        self.list.setMinimumHeight(200)
+        self.list.addItems([f"Row {number}" for number in range(1, LIST_ROWS + 1)])
+        self.list.verticalScrollBar().valueChanged.connect(self.on_list_scrolled)
+        grid.addWidget(self.list, 4, 0, 1, 2)
+        grid.setRowStretch(4, 1)
+
+        self.scale = QSlider(Qt.Orientation.Horizontal)
+        self.scale.setRange(0, 100)
+        self.scale.setAccessibleName("Volume")
+        # float, like GTK's adjustment value, so tests compare the same JSON either way
+        self.scale.valueChanged.connect(lambda value: self.log(event="scale", value=float(value)))
+        grid.addWidget(QLabel("Volume"), 5, 0)
+        grid.addWidget(self.scale, 5, 1)
+
+    def log(self, **record: Any) -> None:
+        self.log_file.write(json.dumps(record) + "\n")
+        self.log_file.flush()
+
+    def on_clicked(self) -> None:
+        self.clicks += 1
+        self.status.setText(f"clicked {self.clicks}")
+        self.log(event="button", count=self.clicks)
+
+    def on_list_scrolled(self, _value: int) -> None:
+        item = self.list.itemAt(0, 0)
+        self.log(event="list_view", first_visible=self.list.row(item) if item else 0)
+
+    def event(self, event: QEvent) -> bool:
+        handled = super().event(event)
+        # The first paint of the exposed window means the layout, and so the geometry, is final;
+        # logging from the event loop lets the window manager's placement settle first.
+        if event.type() == QEvent.Type.UpdateRequest and not self.ready_logged and self.isVisible():
+            self.ready_logged = True
+            QTimer.singleShot(0, self.log_ready)
+        return handled
+
+    def log_ready(self) -> None:
+        widgets = {
+            "entry": self.entry,
+            "textview": self.textview,
+            "check": self.check,
+            "button": self.button,
+            "status": self.status,
+            "list": self.list,
+            "scale": self.scale,
+        }
+        self.log(event="ready", pid=os.getpid(), widgets={k: root_geometry(w) for k, w in widgets.items()})
+
+
+def root_geometry(widget: QWidget) -> dict[str, int]:
+    """The widget's rectangle in screen coordinates (Qt's global coordinates under xcb)."""
+    origin = widget.mapToGlobal(widget.rect().topLeft())
+    return {"x": origin.x(), "y": origin.y(), "width": widget.width(), "height": widget.height()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--title", default="deskrig Qt form")
+    parser.add_argument("--log", required=True)
+    args = parser.parse_args()
+    app = QApplication(sys.argv[:1])
+    form = Form(args.title, args.log)
+    form.show()
+    sys.exit(app.exec())
+
+
+if __name__ == "__main__":
+    main()
