@@ -144,13 +144,14 @@ class Recording:
             self._queue.put(record)
 
     def stop(self) -> RecordingState:
-        """Idempotent: write the queued turns, stop the writer, finalise the video."""
+        """Idempotent: finalise the video (first: its length is the recording's), then write the
+        queued turns and stop the writer."""
         with self._stop_lock:
-            if self._writer is not None and self.active:
-                self.active = False
+            was_active, self.active = self.active, False
+            self.finalize_video()
+            if self._writer is not None and was_active:
                 self._queue.put(None)
                 self._writer.join()
-            self.finalize_video()
         return self.state()
 
     def finalize_video(self) -> FileEntry | None:

@@ -1,0 +1,207 @@
+"""Turn folders of a session recording, over MCP against a real rig running the GTK form."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from PIL import Image
+from tests.recording.conftest import (
+    FormRig,
+    Session,
+    ffmpeg_writing,
+    ffprobe_duration,
+    in_session,
+    load_json,
+    mp4_boxes,
+    session,
+)
+from tests.server.rigproc import poll
+
+RED = (255, 0, 0)
+ARTIFACTS = {
+    "before_state.json",
+    "after_state.json",
+    "before.png",
+    "after.png",
+    "app_state.json",
+    "screenshot.png",
+    "click.png",
+}
+ACTION_FIELDS = {
+    "tool",
+    "arguments",
+    "result",
+    "is_error",
+    "error",
+    "pid",
+    "click_point",
+    "timestamp",
+    "duration_ms",
+}
+STALE_ELEMENT = {"element": {"snapshot_id": "0123456789ab", "index": 3}}
+
+
+async def element(s: Session, pid: int, role: str, name: str) -> dict[str, Any]:
+    state = await s.ok("get_app_state", {"pid": pid, "role": role, "name": name})
+    return {"snapshot_id": state["snapshot_id"], "index": state["elements"][0]["index"]}
+
+
+def turns(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name.startswith("turn-"))
+
+
+def test_recorded_turns_hold_every_documented_file(form_rig: FormRig) -> None:
+    out = form_rig.allowed / "contract"
+    entry = form_rig.widget_center("entry")
+
+    async def record(s: Session) -> dict[str, Any]:
+        name_field = {"role": "text", "name": "Name", "pid": form_rig.pid}
+        await s.ok("set_value", {"element": name_field, "value": ""})  # not recorded yet
+        started = await s.ok("start_recording", {"output_dir": str(out)})
+        assert started["recording"] and started["output_dir"] == str(out) and started["first_turn"] == 1
+        await s.ok("click", {"x": entry[0], "y": entry[1]})
+        await s.ok("type_text", {"text": "hello"})
+        await s.ok("hotkey", {"keys": ["ctrl", "a"]})
+        stale = await s.error("click", STALE_ELEMENT)
+        assert stale["code"] == "ELEMENT_NOT_FOUND"
+        return await s.ok("stop_recording")
+
+    stopped = in_session(form_rig.rig, record)
+    assert stopped["recording"] is False and stopped["turns"] == 4
+    assert stopped["output_dir"] == str(out) and stopped["last_video_path"] is None
+    assert stopped["last_error"] is None
+    folders = turns(out)
+    assert [p.name for p in folders] == [f"turn-0000{n}" for n in (1, 2, 3, 4)]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no half-written turn left
+
+    actions = [load_json(f / "action.json") for f in folders]
+    assert [a["tool"] for a in actions] == ["click", "type_text", "hotkey", "click"]
+    for action in actions:
+        assert action.keys() >= ACTION_FIELDS
+        assert action["timestamp"].endswith("Z") and action["duration_ms"] >= 0
+    click, typed, hotkey, refused = actions
+    assert click["arguments"] == {"x": entry[0], "y": entry[1]}
+    assert click["click_point"] == {"x": entry[0], "y": entry[1]}
+    assert click["pid"] == form_rig.pid and click["is_error"] is False
+    assert click["result"]["target"]["point"] == click["click_point"]
+    assert typed["arguments"] == {"text": "hello"} and typed["pid"] == form_rig.pid
+    assert hotkey["arguments"] == {"keys": ["ctrl", "a"]} and hotkey["click_point"] is None
+    assert refused["arguments"] == STALE_ELEMENT and refused["is_error"] is True
+    assert refused["error"]["code"] == "ELEMENT_NOT_FOUND" and refused["pid"] is None
+
+    # Every resolved turn: all files, PNGs the size of the window, JSON with the snapshot.
+    window = form_rig.ready
+    for folder, action in zip(folders[:3], actions[:3], strict=True):
+        evidence = load_json(folder / "evidence.json")
+        assert set(evidence) == ARTIFACTS
+        is_click = action["tool"] == "click"
+        for name in ARTIFACTS - {"click.png"}:
+            assert evidence[name]["status"] == "captured", (folder.name, name, evidence[name])
+            assert (folder / name).is_file()
+        region = evidence["before.png"]["region"]
+        assert evidence["before.png"]["source"] == "window"
+        for name in ("before.png", "after.png", "screenshot.png"):
+            with Image.open(folder / name) as image:
+                assert image.size == (region["width"], region["height"])
+        assert region["x"] <= window["widgets"]["entry"]["x"] < region["x"] + region["width"]
+        for name in ("before_state.json", "after_state.json", "app_state.json"):
+            state = load_json(folder / name)
+            assert state["pid"] == form_rig.pid and state["elements"] and state["text"]
+        assert os.path.samefile(folder / "screenshot.png", folder / "after.png")
+        assert os.path.samefile(folder / "app_state.json", folder / "after_state.json")
+        if is_click:
+            assert evidence["click.png"]["status"] == "captured"
+        else:
+            assert evidence["click.png"] == {"status": "not_applicable", "classification": "not_a_click"}
+            assert not (folder / "click.png").exists()
+
+    # The typed text is in the entry after the type_text turn, not before.
+    def entry_text(name: str) -> str | None:
+        state = load_json(folders[1] / name)
+        return next(e.get("text") for e in state["elements"] if e["role"] == "text" and e["name"] == "Name")
+
+    assert not entry_text("before_state.json")
+    assert entry_text("after_state.json") == "hello"
+
+    # click.png: red marker at the click point; before.png has no red there.
+    region = load_json(folders[0] / "evidence.json")["click.png"]["region"]
+    mx, my = entry[0] - region["x"], entry[1] - region["y"]
+    assert load_json(folders[0] / "evidence.json")["click.png"]["marker"] == {"x": mx, "y": my}
+    with Image.open(folders[0] / "click.png") as marked, Image.open(folders[0] / "before.png") as before:
+        marked, before = marked.convert("RGB"), before.convert("RGB")
+        assert marked.size == before.size
+        for point in [(mx, my), (mx + 10, my), (mx, my - 15)]:
+            assert marked.getpixel(point) == RED, point
+            assert before.getpixel(point) != RED, point
+
+    # The refused call: only action.json and evidence.json, every artifact not applicable.
+    evidence = load_json(folders[3] / "evidence.json")
+    assert {name: e["status"] for name, e in evidence.items()} == dict.fromkeys(ARTIFACTS, "not_applicable")
+    assert {e["classification"] for e in evidence.values()} == {"refused_before_target"}
+    assert sorted(p.name for p in folders[3].iterdir()) == ["action.json", "evidence.json"]
+
+
+def test_restart_continues_after_existing_turns_and_never_overwrites(form_rig: FormRig) -> None:
+    out = form_rig.allowed / "restart"
+    x, y = form_rig.widget_center("check")
+
+    async def record(s: Session) -> list[dict[str, Any]]:
+        states = []
+        for _ in range(2):
+            states.append(await s.ok("start_recording", {"output_dir": str(out)}))
+            await s.ok("move_cursor", {"x": x, "y": y})
+            states.append(await s.ok("stop_recording"))
+        # A second stop is harmless and reports the same.
+        states.append(await s.ok("stop_recording"))
+        return states
+
+    first_start, first_stop, second_start, second_stop, again = in_session(form_rig.rig, record)
+    assert first_start["first_turn"] == 1 and second_start["first_turn"] == 2
+    assert first_stop["turns"] == second_stop["turns"] == 1
+    assert again == second_stop
+    assert [p.name for p in turns(out)] == ["turn-00001", "turn-00002"]
+
+
+def test_only_the_recording_sessions_turns_are_recorded(form_rig: FormRig) -> None:
+    out = form_rig.allowed / "scoped"
+    x, y = form_rig.widget_center("status")
+
+    async def two_sessions() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with session(form_rig.rig) as recorder, session(form_rig.rig) as other:
+            await recorder.ok("start_recording", {"output_dir": str(out)})
+            await other.ok("move_cursor", {"x": x + 1, "y": y})
+            await recorder.ok("move_cursor", {"x": x + 2, "y": y})
+            await other.ok("move_cursor", {"x": x + 3, "y": y})
+            other_state = await other.ok("get_recording_state")
+            return await recorder.ok("stop_recording"), other_state
+
+    stopped, other_state = anyio.run(two_sessions)
+    assert stopped["turns"] == 1 and other_state["recording"] is False
+    (only,) = turns(out)
+    assert load_json(only / "action.json")["arguments"] == {"x": x + 2, "y": y}
+
+
+def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(form_rig: FormRig) -> None:
+    out = form_rig.allowed / "video"
+    x, y = form_rig.widget_center("button")
+
+    async def record(s: Session) -> tuple[dict[str, Any], float]:
+        started = await s.ok("start_recording", {"output_dir": str(out), "record_video": True})
+        began = time.monotonic()
+        for dx in range(8):
+            await s.ok("move_cursor", {"x": x + dx * 10, "y": y})
+            await anyio.sleep(0.25)
+        return started, began
+
+    started, began = in_session(form_rig.rig, record)  # the session ends here (DELETE), not stopped
+    wall = time.monotonic() - began
+    video = out / "recording.mp4"
+    assert started["video_path"] == str(video) and started["video_recording"] and not started["last_error"]
+    poll("ffmpeg to finish", lambda: not ffmpeg_writing(video), timeout=15)
+    assert mp4_boxes(video)[-1] == "mfra", mp4_boxes(video)  # closed cleanly by `q`, not killed
+    assert abs(ffprobe_duration(video) - wall) < max(0.75, 0.2 * wall)
+    assert len(turns(out)) == 8
