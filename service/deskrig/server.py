@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from deskrig import __version__
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
-from deskrig.tools import CallInfo, Services, ToolResult, ToolSpec, tools_for_profile
-from deskrig.tools.base import ActionObserver
+from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
+from deskrig.tools.base import ActionObserver, AnyTool
 
 log = logging.getLogger("deskrig.server")
 
@@ -70,10 +70,10 @@ def client_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
 class DeskrigServer:
     """A low-level MCP server over a tool list; transports (stdio, HTTP) wrap :attr:`mcp`."""
 
-    def __init__(self, services: Services, tools: list[ToolSpec] | None = None) -> None:  # type: ignore[type-arg]
+    def __init__(self, services: Services, tools: list[AnyTool] | None = None) -> None:
         self.services = services
         specs = tools if tools is not None else tools_for_profile(services.settings.tool_profile)
-        self.tools: dict[str, ToolSpec] = {spec.name: spec for spec in specs}  # type: ignore[type-arg]
+        self.tools: dict[str, AnyTool] = {spec.name: spec for spec in specs}
         #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
         self.last_activity = time.time()
         self._listed = [self._describe(spec) for spec in specs]
@@ -86,7 +86,7 @@ class DeskrigServer:
         )
 
     @staticmethod
-    def _describe(spec: ToolSpec) -> types.Tool:  # type: ignore[type-arg]
+    def _describe(spec: AnyTool) -> types.Tool:
         return types.Tool(
             name=spec.name,
             title=spec.title,
@@ -114,7 +114,7 @@ class DeskrigServer:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         return await self.call(spec, params.arguments or {}, CallInfo(client_id=client_id_of(ctx)))
 
-    async def call(self, spec: ToolSpec, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:  # type: ignore[type-arg]
+    async def call(self, spec: AnyTool, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:
         """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises."""
         self.last_activity = time.time()
         started = time.perf_counter()
@@ -156,9 +156,9 @@ class DeskrigServer:
     async def _begin(
         self,
         call: CallInfo,
-        spec: ToolSpec,
+        spec: AnyTool,
         arguments: dict[str, Any],
-        refused: ErrorInfo | None,  # type: ignore[type-arg]
+        refused: ErrorInfo | None,
     ) -> list[tuple[ActionObserver, object]]:
         tokens = []
         for observer in list(self.services.observers):
@@ -169,14 +169,14 @@ class DeskrigServer:
         return tokens
 
     @staticmethod
-    def _error_info(spec: ToolSpec, exc: Exception) -> ErrorInfo:  # type: ignore[type-arg]
+    def _error_info(spec: AnyTool, exc: Exception) -> ErrorInfo:
         if isinstance(exc, DeskrigError):
             return exc.info()
         log.error("tool %s failed unexpectedly", spec.name, exc_info=exc)
         return ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=f"{spec.name} failed unexpectedly")
 
     @staticmethod
-    def _result(spec: ToolSpec, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:  # type: ignore[type-arg]
+    def _result(spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
         if error is not None or result is None:
             assert error is not None
             body = spec.error_body(error)

@@ -35,16 +35,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _in_process(server: DeskrigServer, arguments: dict[str, Any]) -> None:
+def _in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
+    """The tool handler called directly: capture, mask, encode, fit; no protocol."""
     spec = server.tools["screenshot_screen"]
+    validated = spec.input_model.model_validate(arguments)
 
     async def call() -> None:
-        result = await spec.handler(
-            server.services, CallInfo("bench"), spec.input_model.model_validate(arguments)
-        )
+        result = await spec.handler(server.services, CallInfo("bench"), validated)
         assert result.images
 
-    anyio.run(call)
+    return anyio.run(measure_async, name, call, runs)
 
 
 def _peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:

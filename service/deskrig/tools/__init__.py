@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from deskrig.config import ToolProfile
 from deskrig.tools import a11y, acs, apps, input, recording, screen, windows
-from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 
 __all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
 
-ALL_TOOLS: list[ToolSpec] = [
+ALL_TOOLS: list[AnyTool] = [
     *screen.TOOLS,
     *windows.TOOLS,
     *input.TOOLS,
@@ -16,10 +16,10 @@ ALL_TOOLS: list[ToolSpec] = [
     *apps.TOOLS,
     *recording.TOOLS,
     *acs.TOOLS,
-]  # type: ignore[type-arg]
+]
 
 
-def tools_for_profile(profile: ToolProfile) -> list[ToolSpec]:  # type: ignore[type-arg]
+def tools_for_profile(profile: ToolProfile) -> list[AnyTool]:
     """``default``: deskrig's own tools; ``acs``: the compatibility set; ``all``: both."""
     if profile == "all":
         return list(ALL_TOOLS)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, model_validator
 from deskrig.a11y import Element, ElementQuery
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Effect
-from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools.capture import CaptureOptions, CaptureTarget
 from deskrig.tools.input import ActionOptions, action_result, poll_until
 from deskrig.tools.targets import ElementTarget, a11y_of, element_target
@@ -147,7 +147,7 @@ def _is_number(value: str | float) -> bool:
     return True
 
 
-TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+TOOLS: list[AnyTool] = [
     ToolSpec(
         "get_app_state",
         "The accessibility tree of an app (by pid or window): every element's index, role, name, states, "

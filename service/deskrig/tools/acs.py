@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.model import DisplayInfo, WindowInfo
-from deskrig.tools.base import CallInfo, Services, ToolResult, ToolSpec
+from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.capture import FORMATS, CaptureOptions, CaptureTarget
 from deskrig.tools.screen import NoArguments, region_target, screen_target
 from deskrig.tools.windows import visible_windows, window_target
@@ -125,7 +125,7 @@ async def list_windows(services: Services, call: CallInfo, args: NoArguments) ->
     return ToolResult(AcsResponse(status="success", windows=windows))
 
 
-def _acs(name: str, description: str, model: type[BaseModel], handler: Any, captures: bool) -> ToolSpec:  # type: ignore[type-arg]
+def _acs(name: str, description: str, model: type[BaseModel], handler: Any, captures: bool) -> AnyTool:
     return ToolSpec(
         name,
         description,
@@ -138,7 +138,7 @@ def _acs(name: str, description: str, model: type[BaseModel], handler: Any, capt
     )
 
 
-TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+TOOLS: list[AnyTool] = [
     _acs(
         "screenshot_capture_full",
         "Capture the full screen or one display (ACS compatible).",

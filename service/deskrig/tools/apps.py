@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, model_validator
 from deskrig.a11y import ElementQuery
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Bounds, WindowInfo
-from deskrig.tools.base import CallInfo, Services, ToolResult, ToolSpec
+from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.input import poll_until
 from deskrig.tools.launcher import process_alive, terminate
 from deskrig.tools.targets import a11y_of, summarize
@@ -283,7 +283,7 @@ class RegionWatch:
         return quiet_ms >= self._spec.stable_ms
 
 
-TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+TOOLS: list[AnyTool] = [
     ToolSpec(
         "launch_app",
         "Start an app on this desktop; by default returns once one of its windows is mapped.",

@@ -126,3 +126,7 @@ class ToolSpec(Generic[InputT]):
     @property
     def action(self) -> bool:
         return self.resolve is not None
+
+
+#: A tool of any input model, as registries and the server hold them.
+AnyTool = ToolSpec[Any]

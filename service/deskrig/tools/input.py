@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 from deskrig.a11y import Element
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Effect, Point
-from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools.capture import CaptureOptions, CaptureTarget
 from deskrig.tools.targets import (
     ElementTarget,
@@ -335,13 +335,11 @@ async def hotkey(services: Services, call: CallInfo, args: HotkeyInput) -> ToolR
     )
 
 
-def _action(
-    name: str, description: str, model: type[BaseModel], handler: object, resolve: object
-) -> ToolSpec:  # type: ignore[type-arg]
+def _action(name: str, description: str, model: type[BaseModel], handler: object, resolve: object) -> AnyTool:
     return ToolSpec(name, description, model, ActionResult, handler, read_only=False, resolve=resolve)  # type: ignore[arg-type]
 
 
-TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+TOOLS: list[AnyTool] = [
     _action(
         "click",
         "Click at a screen point or on an element (the centre of its visible bounds).",

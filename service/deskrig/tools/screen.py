@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, DisplayInfo, ScreenSize
-from deskrig.tools.base import CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 
 
@@ -92,7 +92,7 @@ async def screenshot_region(services: Services, call: CallInfo, args: Screenshot
     return await capture(services, target, args)
 
 
-TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+TOOLS: list[AnyTool] = [
     ToolSpec(
         "list_displays",
         "List the monitors of the desktop with their bounds in screen pixels.",

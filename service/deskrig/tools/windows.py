@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import AppInfo, WindowInfo
-from deskrig.tools.base import CallInfo, Services, ToolResult, ToolSpec
+from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 from deskrig.tools.screen import NoArguments, capture
 
@@ -142,7 +142,7 @@ async def screenshot_window(services: Services, call: CallInfo, args: Screenshot
     return await capture(services, target, args)
 
 
-TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
+TOOLS: list[AnyTool] = [
     ToolSpec(
         "list_windows",
         "List top-level windows (top-most first) with id, title, app, pid and client-area bounds in screen "
