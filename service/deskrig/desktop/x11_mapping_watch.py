@@ -1,22 +1,28 @@
 """Know when the focused client has caught up with a keyboard-mapping change.
 
 Typing a character the layout lacks means binding its keysym to a spare keycode, pressing it, and
-restoring the mapping. A client turns keycodes into keysyms with its own copy of the mapping and
-re-reads it after a change, so restoring too early makes the key arrive as the wrong keysym.
-Worse, Xlib (Tk, Motif, xterm ...) marks its copy stale when it *reads* the notification off the
-socket, not when it handles it: a restore that arrives while our keys still sit unhandled in the
-client's queue changes how they translate. So the mapping may only change once the client has
-handled every key we sent.
+restoring the mapping. A client turns keycodes into keysyms with its own copy of the mapping,
+which it re-reads after a change. Two races follow, both seen with Tk and GTK on this machine:
+
+- keys sent right after a binding can be translated with the client's old copy (measured: the
+  keycodes of a second or third change in a burst came out empty), so the keys wait until the
+  client has re-read the bound keycodes;
+- Xlib (Tk, Motif, xterm ...) marks its copy stale when it *reads* a notification off the socket,
+  not when it handles it, so a restore that arrives while our keys still sit unhandled in its
+  queue changes how they translate. The mapping may only change once the client has handled
+  every key we sent.
 
 No core request asks a client how far it has got, but the RECORD extension shows every request
-a client makes. The focused client is followed, and a "settle" is observed as:
+a client makes, so the focused client is followed:
 
-1. it reads keysyms (``GetKeyboardMapping`` or ``XkbGetMap``) covering a sentinel keycode we
-   changed (a no-op) after the keys: it has taken in everything we sent up to then;
-2. then it draws (toolkits repaint once their event queue is empty: Tk at idle, GTK in the
-   frame clock after dispatch), so it has handled what it took in.
+- "has re-read keycodes K": a ``GetKeyboardMapping`` or ``XkbGetMap`` covering K after our change;
+- "has handled everything": after our keys, a no-op change of a sentinel keycode; once the client
+  has re-read that, it has taken in all our keys, and once it then draws (toolkits repaint when
+  their event queue is empty: Tk at idle, GTK in the frame clock after dispatch), it has handled
+  them.
 
-Measured with Tk and GTK: the read comes 1-15 ms and the repaint 10-40 ms after the sentinel.
+Measured with Tk and GTK on an idle machine: the re-read comes 1-15 ms after a change and the
+repaint 10-40 ms after the sentinel.
 """
 
 from __future__ import annotations
