@@ -337,6 +337,7 @@ def _serve(args: argparse.Namespace) -> int:
             sys.stdout.write(f"orchestrator service at {client.url} (state: {state_dir})\n")
         return 0
     logging.getLogger("deskrig").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     host, _, port = args.listen.rpartition(":")
     fields: dict[str, Any] = {
         "state_dir": state_dir,

@@ -70,6 +70,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        os.chmod(tmp, 0o644)  # like the mirrored turn files, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -91,25 +92,20 @@ class Slots:
                 return index + 1
         return None
 
-    async def acquire(self, key: str, timeout: float | None) -> bool:
-        """Take a slot, waiting up to ``timeout`` s in line (None: no limit; 0: no wait)."""
+    def request(self, key: str) -> anyio.Event:
+        """Join the line (at once, so the order is the order of requests); the event fires with a slot."""
+        granted = anyio.Event()
         if len(self._holders) < self.capacity and not self._queue:
             self._holders.add(key)
-            return True
-        if timeout == 0:
-            return False
-        granted = anyio.Event()
-        self._queue.append((key, granted))
-        try:
-            with anyio.move_on_after(timeout):
-                await granted.wait()
-        finally:
-            if not granted.is_set():
-                self._queue.remove((key, granted))
-        return granted.is_set()
+            granted.set()
+        else:
+            self._queue.append((key, granted))
+        return granted
 
     def release(self, key: str) -> None:
+        """Give up a slot or a place in line (either is fine; neither is a no-op)."""
         self._holders.discard(key)
+        self._queue = deque(entry for entry in self._queue if entry[0] != key)
         while self._queue and len(self._holders) < self.capacity:
             next_key, granted = self._queue.popleft()
             self._holders.add(next_key)
@@ -120,9 +116,9 @@ class Slots:
 class _Session:
     info: SessionInfo
     token: str
+    slot: anyio.Event  # set once the session holds a slot
     handle: RigHandle | None = None
     mirror: ArtifactMirror | None = None
-    holds_slot: bool = False
     stop_reason: str = "stopped by request"
     start_scope: anyio.CancelScope | None = None
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
@@ -183,7 +179,7 @@ class Orchestrator:
     ) -> None:
         with anyio.CancelScope(shield=True):
             await self.stop_all("the orchestrator shut down")
-            await self._close()
+        await self._close()  # exits the task group entered in __aenter__: outside the shield
 
     async def _close(self) -> None:
         if self._tg is not None:
@@ -230,7 +226,7 @@ class Orchestrator:
             created_at=time.time(),
             artifacts_dir=str(directory.resolve()),
         )
-        session = _Session(info=info, token=secrets.token_urlsafe(32))
+        session = _Session(info=info, token=secrets.token_urlsafe(32), slot=self._slots.request(session_id))
         self._sessions[session_id] = session
         self._tg.start_soon(self._lifecycle, session, name=f"session {session_id}")
         if wait:
@@ -353,15 +349,23 @@ class Orchestrator:
             raise crash
 
     async def _admit(self, session: _Session) -> None:
+        """Wait for a slot, up to the queue timeout (0: fail at once when all are busy)."""
+        if session.slot.is_set():
+            return
         queue_timeout = session.timeout("queue_timeout", self.config)
-        ahead = len(self._live_ids()) - 1
-        if await self._slots.acquire(session.info.id, queue_timeout):
-            session.holds_slot = True
+        position = self._slots.position(session.info.id)
+        with anyio.move_on_after(queue_timeout):
+            await session.slot.wait()
+        if session.slot.is_set():
             return
         raise DeskrigError(
             ErrorCode.QUEUE_TIMEOUT,
             f"no free rig slot within {queue_timeout:g} s: all {self._slots.capacity} are busy",
-            details={"max_sessions": self._slots.capacity, "queue_timeout": queue_timeout, "ahead": ahead},
+            details={
+                "max_sessions": self._slots.capacity,
+                "queue_timeout": queue_timeout,
+                "position": position,
+            },
         )
 
     def _request(self, session: _Session) -> RigRequest:
@@ -488,9 +492,7 @@ class Orchestrator:
                     session.handle.name,
                     exc,
                 )
-        if session.holds_slot:
-            self._slots.release(info.id)
-            session.holds_slot = False
+        self._slots.release(info.id)
         if info.state is not SessionState.FAILED:
             info.state = SessionState.STOPPED
             info.reason = session.stop_reason

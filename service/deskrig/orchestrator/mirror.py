@@ -13,7 +13,7 @@ Each file is fetched from ``GET /recording/files/{path}``, checked against its s
 written under ``<dest>/.incoming/``; a turn folder appears in ``<dest>`` by one rename once all
 its files are verified, so the host never sees half a turn. A dropped connection is resumed with
 ``?after=<last seq>`` (and ``Last-Event-ID``): events at or below the last seq are duplicates and
-skipped; a jump past the next seq is recorded as a gap in the report.
+skipped (so is a repeated video event); a jump past the next seq is recorded as a gap.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ class ArtifactMirror:
         self._retry_delay = retry_delay
         self._max_retry_delay = max_retry_delay
         self._last_seq: int | None = None
+        self._video_sha256: str | None = None
         self._last_event = time.monotonic()
         self._busy = False
         self._scope: anyio.CancelScope | None = None
@@ -220,6 +221,8 @@ class ArtifactMirror:
         self.report.last_seq = turn.seq
 
     async def _on_video(self, http: httpx.AsyncClient, video: FeedFile) -> None:
+        if video.sha256 == self._video_sha256:
+            return  # a resumed stream repeats the video event
         rel = _safe_relative(video.path)
         staging = self.dest / INCOMING / rel
         await self._fetch(http, video, staging)
@@ -227,6 +230,7 @@ class ArtifactMirror:
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging, final)
         self.report.video = str(final)
+        self._video_sha256 = video.sha256
 
     async def _fetch(self, http: httpx.AsyncClient, entry: FeedFile, target: Path) -> None:
         """Download one file to ``target``, verified; retried once on a mismatch."""

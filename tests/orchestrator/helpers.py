@@ -1,0 +1,112 @@
+"""Polling and inspection helpers shared by the orchestrator tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+import docker
+
+from deskrig.client import connect
+from deskrig.orchestrator.runtime import LABEL_MANAGED, LABEL_ORCHESTRATOR, LABEL_SESSION
+
+T = TypeVar("T")
+
+
+async def eventually(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
+    """``check()`` until truthy (polled every 50 ms); fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+        await anyio.sleep(0.05)
+
+
+def wait_until(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+        time.sleep(0.05)
+
+
+def containers(client: docker.DockerClient, **labels: str) -> list[Any]:
+    """Containers (running or not) carrying the given deskrig labels: orchestrator=, session=."""
+    names = {"orchestrator": LABEL_ORCHESTRATOR, "session": LABEL_SESSION}
+    filters = [f"{LABEL_MANAGED}=1"] + [f"{names[key]}={value}" for key, value in labels.items()]
+    return client.containers.list(all=True, filters={"label": filters})
+
+
+def turn_folders(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.glob("turn-*") if p.is_dir())
+
+
+async def call(url: str, token: str, tool: str, arguments: dict[str, Any]) -> Any:
+    async with connect(url, token) as client:
+        result = await client.call_tool(tool, arguments)
+        assert not result.is_error, result
+        return result
+
+
+async def clicks(url: str, token: str, points: list[tuple[int, int]]) -> None:
+    """One click per point, over one MCP connection: one turn folder each."""
+    async with connect(url, token) as client:
+        for x, y in points:
+            result = await client.call_tool("click", {"x": x, "y": y})
+            assert not result.is_error, result
+
+
+class CuttableProxy:
+    """A TCP proxy to a rig whose connections a test can cut, and which can refuse new ones."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.refusing = False
+        self.port = 0
+        self._open: list[anyio.abc.ByteStream] = []
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        task_status.started()
+        await listener.serve(self._handle)
+
+    async def _handle(self, client: anyio.abc.SocketStream) -> None:
+        if self.refusing:
+            await client.aclose()
+            return
+        upstream = await anyio.connect_tcp("127.0.0.1", self.target_port)
+        self._open += [client, upstream]
+
+        async def pump(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
+            try:
+                async for chunk in source:
+                    await sink.send(chunk)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
+            finally:
+                await sink.aclose()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump, client, upstream)
+            tg.start_soon(pump, upstream, client)
+
+    async def cut(self) -> None:
+        """Drop every open connection, as a network blip would."""
+        streams, self._open = self._open, []
+        for stream in streams:
+            await stream.aclose()

@@ -1,0 +1,187 @@
+"""The orchestrator's pieces that need no Docker: FIFO slots, leases, reaper verdicts, waits, feed paths."""
+
+from __future__ import annotations
+
+import http.server
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.orchestrator.core import Slots
+from deskrig.orchestrator.mirror import FeedError, _safe_relative
+from deskrig.orchestrator.reaper import Lease, Reaper, host_id
+from deskrig.orchestrator.runtime import (
+    LABEL_EXPIRES,
+    LABEL_HOST,
+    LABEL_LEASE,
+    LABEL_ORCHESTRATOR,
+    LABEL_SESSION,
+    RigHandle,
+    RigStatus,
+)
+from deskrig.orchestrator.waits import AllOf, HttpStatus, Running, wait_for
+
+
+@pytest.mark.anyio
+async def test_slots_are_granted_in_request_order() -> None:
+    slots = Slots(2)
+    a, b, c, d = (slots.request(key) for key in "abcd")
+    assert a.is_set() and b.is_set() and not c.is_set() and not d.is_set()
+    assert (slots.position("c"), slots.position("d")) == (1, 2)
+    slots.release("d")  # gave up waiting: leaves the line
+    e = slots.request("e")
+    slots.release("a")
+    assert c.is_set() and not e.is_set() and slots.position("e") == 1
+    slots.release("b")
+    assert e.is_set() and slots.position("e") is None
+    slots.release("b")  # twice is harmless
+    assert slots.request("f").is_set() is False
+
+
+def test_a_lease_is_held_while_its_process_lives_even_after_sigkill(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from deskrig.orchestrator.reaper import Lease; "
+            "Lease(Path(sys.argv[1]), 'o-child').acquire(); print('held', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    lease_file = tmp_path / "leases" / "o-child.lock"
+    assert Lease.held(lease_file)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert not Lease.held(lease_file)
+    assert not lease_file.exists()  # the stale file is cleared
+
+
+def test_reaper_verdicts_follow_labels(tmp_path: Path) -> None:
+    mine = Lease(tmp_path, "o-me")
+    mine.acquire()
+    try:
+        reaper = Reaper(runtime=None, orchestrator_id="o-me", live_sessions=lambda: {"s-live"})  # type: ignore[arg-type]
+        now = time.time()
+
+        def handle(
+            owner: str, session: str, expires: float = 0, host: str = host_id(), lease: str = ""
+        ) -> RigHandle:
+            labels = {
+                LABEL_ORCHESTRATOR: owner,
+                LABEL_SESSION: session,
+                LABEL_EXPIRES: str(int(expires)),
+                LABEL_HOST: host,
+                LABEL_LEASE: lease,
+            }
+            return RigHandle(id=session, name=session, endpoint="", labels=labels)
+
+        my_lease = str(mine.path)
+        assert reaper.verdict(handle("o-me", "s-live", lease=my_lease), now) is None
+        assert "no live session" in (reaper.verdict(handle("o-me", "s-old", lease=my_lease), now) or "")
+        assert "expired" in (reaper.verdict(handle("o-me", "s-live", expires=now - 3600), now) or "")
+        gone = str(tmp_path / "leases" / "o-dead.lock")
+        assert "o-dead is gone" in (reaper.verdict(handle("o-dead", "s-x", lease=gone), now) or "")
+        # Another orchestrator on this host that is alive, and one elsewhere: not ours to judge.
+        assert reaper.verdict(handle("o-other", "s-y", lease=my_lease), now) is None
+        assert reaper.verdict(handle("o-far", "s-z", host="elsewhere", lease=gone), now) is None
+    finally:
+        mine.release()
+
+
+class _Readyz(http.server.BaseHTTPRequestHandler):
+    ready_after = 3
+    calls = 0
+
+    def do_GET(self) -> None:
+        type(self).calls += 1
+        ready = self.calls > self.ready_after
+        body = b'{"ready": true}' if ready else b'{"ready": false, "checks": {"app": false}}'
+        self.send_response(200 if ready else 503)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def readyz_server() -> Iterator[tuple[str, type[_Readyz]]]:
+    handler = type("Handler", (_Readyz,), {"calls": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+    server.server_close()
+
+
+class _Target:
+    def __init__(self, endpoint: str, http: httpx.AsyncClient, running: bool = True) -> None:
+        self.endpoint = endpoint
+        self.http = http
+        self.running = running
+
+    async def status(self) -> RigStatus:
+        return RigStatus(
+            self.running, "running" if self.running else "exited with code 1", None if self.running else 1
+        )
+
+    async def logs(self, tail: int) -> str:
+        return "deskrig: starting\ndeskrig: the app exited with code 1\n"
+
+
+@pytest.mark.anyio
+async def test_wait_polls_readyz_until_it_answers_200(readyz_server: tuple[str, type[_Readyz]]) -> None:
+    endpoint, handler = readyz_server
+    async with httpx.AsyncClient() as http:
+        await wait_for(_Target(endpoint, http), AllOf((Running(), HttpStatus())), 5, interval=0.01)
+    assert handler.calls == 4
+
+
+@pytest.mark.anyio
+async def test_wait_timeout_says_what_it_saw_and_attaches_logs(
+    readyz_server: tuple[str, type[_Readyz]],
+) -> None:
+    endpoint, handler = readyz_server
+    handler.ready_after = 10**6
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(DeskrigError) as raised:
+            await wait_for(_Target(endpoint, http), HttpStatus(), 0.3, interval=0.05)
+    error = raised.value
+    assert error.code is ErrorCode.RIG_FAILED
+    assert "timed out after 0.3 s" in error.message and "HTTP 503" in error.message
+    assert error.details and error.details["logs"][-1] == "deskrig: the app exited with code 1"
+
+
+@pytest.mark.anyio
+async def test_wait_gives_up_at_once_when_the_container_exited() -> None:
+    async with httpx.AsyncClient() as http:
+        started = time.monotonic()
+        with pytest.raises(DeskrigError) as raised:
+            await wait_for(
+                _Target("http://127.0.0.1:9", http, running=False), AllOf((Running(), HttpStatus())), 30
+            )
+    assert time.monotonic() - started < 2
+    assert "gave up" in raised.value.message and "exited with code 1" in raised.value.message
+
+
+@pytest.mark.parametrize("path", ["../etc/passwd", "/abs/file", "turn-00001/../../x", ".incoming/x", ""])
+def test_feed_paths_that_could_escape_are_refused(path: str) -> None:
+    with pytest.raises(FeedError):
+        _safe_relative(path)
+
+
+def test_feed_paths_inside_are_accepted() -> None:
+    assert str(_safe_relative("turn-00001/after.png")) == "turn-00001/after.png"
