@@ -114,12 +114,12 @@ def _transport(args: argparse.Namespace, settings: Settings) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
-    from deskrig.serving import build_server, resolve_token, serve
+    from deskrig.serving import build_server, resolve_token, serve, stop_on_signals
+    from deskrig.tools.launcher import SubprocessLauncher
 
     settings = _settings(args)
     transport = _transport(args, settings)
     token = resolve_token(settings, transport)
-    from deskrig.tools.launcher import SubprocessLauncher
 
     with open_desktop(settings.backend, args.display) as desktop:
         launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
@@ -139,7 +139,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 up = False
             return Readiness(ready=up, checks={"display": up})
 
-        serve(server, transport, token, readiness, threading.Event())
+        stop = threading.Event()
+        with stop_on_signals(stop):
+            serve(server, transport, token, readiness, stop)
     return 0
 
 

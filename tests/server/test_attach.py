@@ -1,0 +1,82 @@
+"""`deskrig serve` attached to an existing display (native mode), and `deskrig doctor`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+from tests.desktop.conftest import start_xvfb, stop_process
+from tests.server.conftest import GREEN
+from tests.server.rigproc import DESKRIG, RigProcess, color_app, free_port, http_status, poll, read_events
+
+
+def test_serve_attaches_to_an_existing_display(tmp_path: Path) -> None:
+    xvfb, display = start_xvfb(tmp_path)
+    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path), "NO_AT_BRIDGE": "1"}
+    env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    log = tmp_path / "app.log"
+    app = subprocess.Popen(color_app("Native App", GREEN, log, pos="40,50"), env=env)
+    port = free_port()
+    server = subprocess.Popen(
+        [*DESKRIG, "serve", "--http", f"127.0.0.1:{port}", "--token", "T"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "serve.err").open("wb"),
+    )
+    try:
+        ready = poll("app ready", lambda: read_events(log, "ready"))[-1]
+        poll("serve ready", lambda: http_status(f"http://127.0.0.1:{port}/readyz") == 200)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        assert httpx.post(f"http://127.0.0.1:{port}/mcp", json=body, headers=headers).status_code == 401
+
+        attached = RigProcess(app=[], token="T", port=port)
+        windows = attached.call("list_windows", {}).structured_content["windows"]
+        (window,) = [w for w in windows if w["title"] == "Native App"]
+        assert window["pid"] == ready["pid"]
+        # No window manager here: the client area is where the app says it is.
+        assert window["bounds"] == {k: ready[k] for k in ("x", "y", "width", "height")}
+        shot = attached.call("screenshot_window", {"window_id": window["id"]})
+        assert shot.structured_content["window"]["id"] == window["id"]
+        # No session bus: no accessibility, and a clear error saying so.
+        error = attached.call("get_app_state", {"pid": ready["pid"]}).structured_content["error"]
+        assert error["code"] == "A11Y_UNAVAILABLE"
+    finally:
+        server.terminate()
+        assert server.wait(timeout=20) == 0
+        assert server.stdout is not None and server.stdout.read() == b""
+        app.terminate()
+        app.wait(timeout=10)
+        stop_process(xvfb)
+
+
+def test_doctor_reports_backend_and_displays(tmp_path: Path) -> None:
+    xvfb, display = start_xvfb(tmp_path)
+    try:
+        out = subprocess.run(
+            [*DESKRIG, "doctor", "--display", display], capture_output=True, text=True, timeout=30
+        )
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert report["backend"] == "x11"
+        assert report["screen"]["width"] > 0 and report["displays"][0]["primary"]
+        assert isinstance(report["diagnostics"], list)
+    finally:
+        stop_process(xvfb)
+
+
+def test_serve_without_a_display_fails_clearly(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    out = subprocess.run(
+        [*DESKRIG, "serve", "--stdio"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 1
+    assert "DISPLAY_NOT_FOUND" in out.stderr and out.stdout == ""
