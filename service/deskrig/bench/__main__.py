@@ -6,9 +6,9 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture
+from deskrig.bench import actions, capture, recording
 
-SUITES = {"capture": capture.run, "actions": actions.run}
+SUITES = {"capture": capture.run, "actions": actions.run, "recording": recording.run}
 
 
 def main() -> int:

@@ -45,15 +45,20 @@ def _screen_frame(services: Services, note: str | None) -> Frame:
     return Frame(image, captured(source="screen", region=region, masked_windows=masked or None, message=note))
 
 
-def _window_pixels(services: Services, window: WindowInfo, windows: list[WindowInfo]) -> Image.Image:
-    """The window's own pixels. An unobscured window fully on screen is cut from the screen
-    (shared-memory grab, a few ms); otherwise the compositor's copy of it is read (tens of ms)."""
+def _window_pixels(
+    services: Services, window: WindowInfo, windows: list[WindowInfo]
+) -> tuple[Image.Image, Bounds]:
+    """The window's pixels and where they lie on the screen. An unobscured window is cut from the
+    screen (a shared-memory grab of a few ms; only its on-screen part, which is what was seen);
+    a covered one is read from the compositor's copy of it, whole (tens of ms)."""
     desktop = services.desktop
     above = [w for w in windows if w.z_order < window.z_order and not w.minimized]
     covered = any((w.frame_bounds or w.bounds).intersection(window.bounds) for w in above)
-    if not covered and desktop.screen_bounds().intersection(window.bounds) == window.bounds:
-        return desktop.capture(window.bounds)
-    return desktop.capture_window(window.id)
+    visible = desktop.screen_bounds().intersection(window.bounds)
+    if not covered and visible is not None:
+        return desktop.capture(visible), visible
+    image = desktop.capture_window(window.id)
+    return image, Bounds(x=window.bounds.x, y=window.bounds.y, width=image.width, height=image.height)
 
 
 def grab_frame(services: Services, target: ActionTarget | None) -> Frame:
@@ -68,14 +73,11 @@ def grab_frame(services: Services, target: ActionTarget | None) -> Frame:
                 return Frame(None, unavailable("privacy_suppressed", "the target window is blocked"))
             if window is not None:
                 try:
-                    image = _window_pixels(services, window, windows)
+                    image, region = _window_pixels(services, window, windows)
                 except DeskrigError as exc:
                     if exc.code != ErrorCode.WINDOW_NOT_FOUND:
                         raise
                 else:
-                    region = Bounds(
-                        x=window.bounds.x, y=window.bounds.y, width=image.width, height=image.height
-                    )
                     return Frame(image, captured(source="window", region=region))
             # The action closed the window: the screen shows what became of it.
             note = f"window {target.window_id} is gone; the full screen was captured"
