@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 from PIL import Image
 from tests.recording.conftest import (
     FormRig,
@@ -205,3 +206,17 @@ def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(fo
     assert mp4_boxes(video)[-1] == "mfra", mp4_boxes(video)  # closed cleanly by `q`, not killed
     assert abs(ffprobe_duration(video) - wall) < max(0.75, 0.2 * wall)
     assert len(turns(out)) == 8
+
+
+def test_without_a_recording_from_boot_the_feed_is_404_and_status_has_none(form_rig: FormRig) -> None:
+    rig = form_rig.rig
+    with httpx.Client(base_url=rig.base, headers={"Authorization": f"Bearer {rig.token}"}) as http:
+        for response in (
+            http.get("/recording/events"),
+            http.get("/recording/files/turn-00001/action.json"),
+            http.post("/recording/finalize"),
+        ):
+            assert response.status_code == 404
+            assert response.json()["error"]["code"] == "RECORDING_ERROR"
+        status = http.get("/status").json()
+        assert status["recording"] is None and status["last_activity"] > 0
