@@ -32,6 +32,14 @@ class Rig:
 
     session: SessionInfo
 
+    def __repr__(self) -> str:
+        return f"Rig(id={self.id!r}, mcp_url={self.session.mcp_url!r}, artifacts_dir={str(self.artifacts_dir)!r})"
+
+    @property
+    def kept(self) -> str:
+        """What a failed test keeps of this rig, for its report."""
+        return "turn folders, video and rig.log" if self.session.spec.video else "turn folders and rig.log"
+
     @property
     def id(self) -> str:
         return self.session.id

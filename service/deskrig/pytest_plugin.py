@@ -82,9 +82,7 @@ def pytest_runtest_makereport(
     item.stash.setdefault(REPORTS_KEY, {})[report.when] = report
     rig = item.stash.get(RIG_KEY, None)
     if rig is not None and report.failed:
-        report.sections.append(
-            ("deskrig", f"rig {rig.id}: turn folders, video and rig.log are kept in {rig.artifacts_dir}")
-        )
+        report.sections.append(("deskrig", f"rig {rig.id}: {rig.kept} are kept in {rig.artifacts_dir}"))
     return report
 
 

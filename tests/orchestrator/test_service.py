@@ -17,7 +17,7 @@ import httpx
 import pytest
 from tests.orchestrator.helpers import clicks, containers, wait_until
 
-from deskrig.orchestrator.service import read_state
+from deskrig.orchestrator.service import ServiceClient, read_state
 
 pytestmark = pytest.mark.docker
 
@@ -69,10 +69,9 @@ def test_cli_sessions_across_separate_commands(
 
     listed = cli("session", "ls")
     assert session["id"] in listed.stdout and "ready" in listed.stdout and session["mcp_url"] in listed.stdout
-    wait_until(
-        "the turn counted",
-        lambda: json.loads(cli("session", "ls", "--json").stdout)[0]["mirror"]["turns"] == 1,
-    )
+    with ServiceClient(state.url, state.token) as api:
+        wait_until("the turn mirrored", lambda: api.get(session["id"]).turns == 1)
+    assert json.loads(cli("session", "ls", "--json").stdout)[0]["mirror"]["turns"] == 1
     assert "MCP over HTTP" in cli("session", "logs", session["id"]).stdout
     listing = json.loads(cli("session", "artifacts", session["id"], "--json").stdout)
     assert "turn-00001/action.json" in {item["path"] for item in listing["files"]}

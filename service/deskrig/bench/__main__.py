@@ -6,14 +6,21 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture, recording
+from deskrig.bench import actions, capture, orchestrator, recording
 
-SUITES = {"capture": capture.run, "actions": actions.run, "recording": recording.run}
+SUITES = {
+    "capture": capture.run,
+    "actions": actions.run,
+    "recording": recording.run,
+    "orchestrator": orchestrator.run,
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
-    parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(SUITES)} (default: all)")
+    parser.add_argument(
+        "suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(SUITES)} (default: all)"
+    )
     parser.add_argument("--runs", type=int, default=30, help="samples per case")
     args = parser.parse_args()
     unknown = sorted(set(args.suites) - set(SUITES))

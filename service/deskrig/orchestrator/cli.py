@@ -113,6 +113,10 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch a ``session`` or ``orchestrator`` command."""
+    import logging
+
+    verbose = getattr(args, "verbose", False)
+    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     if args.command == "orchestrator":
         return {"serve": _serve, "stop": _service_stop, "status": _service_status}[args.orchestrator_command](
             args
@@ -280,7 +284,8 @@ def _ls(args: argparse.Namespace) -> int:
             info.spec.image,
             info.reason or "",
         )
-    Console(soft_wrap=True).print(table)
+    # A pipe gets whole lines (rich would fit them to 80 columns); a terminal gets its width.
+    Console(width=None if sys.stdout.isatty() else 1000).print(table)
     return 0
 
 
@@ -337,7 +342,6 @@ def _serve(args: argparse.Namespace) -> int:
             sys.stdout.write(f"orchestrator service at {client.url} (state: {state_dir})\n")
         return 0
     logging.getLogger("deskrig").setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     host, _, port = args.listen.rpartition(":")
     fields: dict[str, Any] = {
         "state_dir": state_dir,

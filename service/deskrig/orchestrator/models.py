@@ -135,7 +135,7 @@ class SessionInfo(BaseModel):
     queue_position: int | None = Field(default=None, description="1 = next in line, while queued")
     phase: str | None = Field(default=None, description="what a starting or stopping session is doing")
     mcp_url: str | None = None
-    token: str | None = None
+    token: str | None = Field(default=None, repr=False)
     artifacts_dir: str
     container: str | None = None
     mirror: MirrorReport = Field(default_factory=MirrorReport)

@@ -1,0 +1,156 @@
+"""Orchestrator benchmark on the real Docker engine, with the local rig images.
+
+- Request to ready: ``Orchestrator.start`` until the rig's ``/readyz`` answers 200, one session at a
+  time (p50/p95 of 10).
+- Sessions per minute, back to back: start, one ``list_windows``, stop (finalize, logs, remove).
+- Concurrency: N idle rigs at once (``DESKRIG_BENCH_RIGS``, default 16), each answering
+  ``list_windows`` within 1 s: one rig at a time over a fresh connection, then all at once. Also the
+  rigs' memory as the engine counts it.
+
+The rigs run the GTK example app (``deskrig/example-gtk:latest``) when that image exists, else a
+bare desktop (``deskrig/rig:latest``). Build them with ``scripts/build-images``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import docker
+
+from deskrig.bench.stats import Timing
+from deskrig.client import connect
+from deskrig.orchestrator.core import Orchestrator
+from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec
+
+GTK_IMAGE = "deskrig/example-gtk:latest"
+BARE_IMAGE = "deskrig/rig:latest"
+ANSWER_TARGET_MS = 1000.0
+RIGS_TARGET = 16
+
+
+def _image() -> str:
+    client = docker.from_env()
+    try:
+        client.images.get(GTK_IMAGE)
+        return GTK_IMAGE
+    except docker.errors.ImageNotFound:
+        return BARE_IMAGE
+    finally:
+        client.close()
+
+
+def _config(tmp: str, max_sessions: int) -> OrchestratorConfig:
+    return OrchestratorConfig(
+        artifacts_root=Path(tmp) / "artifacts",
+        state_dir=Path(tmp) / "state",
+        max_sessions=max_sessions,
+        idle_timeout=0,
+    )
+
+
+async def _list_windows(info: SessionInfo) -> float:
+    """Milliseconds for one list_windows over a fresh connection (connect and initialize included)."""
+    assert info.mcp_url and info.token
+    started = time.perf_counter()
+    async with connect(info.mcp_url, info.token) as client:
+        result = await client.call_tool("list_windows", {})
+    assert not result.is_error, result
+    return (time.perf_counter() - started) * 1000
+
+
+async def _ready_and_rate(image: str, samples: int) -> tuple[Timing, float]:
+    ready_ms = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Orchestrator(_config(tmp, 2)) as orchestrator:
+            cycle_started = time.perf_counter()
+            for _ in range(samples):
+                started = time.perf_counter()
+                info = await orchestrator.start(SessionSpec(image=image))
+                ready_ms.append((time.perf_counter() - started) * 1000)
+                await _list_windows(info)
+                await orchestrator.stop(info.id)
+            per_minute = samples / (time.perf_counter() - cycle_started) * 60
+    return Timing("request -> ready", ready_ms), per_minute
+
+
+def _memory_mib(container_names: list[str]) -> list[float]:
+    client = docker.from_env()
+    try:
+        stats = [client.containers.get(name).stats(stream=False) for name in container_names]
+    finally:
+        client.close()
+    # As `docker stats` shows it: usage without the page cache.
+    return [
+        (s["memory_stats"]["usage"] - s["memory_stats"].get("stats", {}).get("total_inactive_file", 0))
+        / 2**20
+        for s in stats
+    ]
+
+
+async def _concurrency(image: str, rigs: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Orchestrator(_config(tmp, rigs)) as orchestrator:
+            started = time.perf_counter()
+            infos: list[SessionInfo] = []
+
+            async def start() -> None:
+                infos.append(await orchestrator.start(SessionSpec(image=image)))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(rigs):
+                    tg.start_soon(start)
+            all_ready = time.perf_counter() - started
+            await anyio.sleep(2.0)  # let the start-up burst settle: the rigs are to be idle
+            one_at_a_time = [await _list_windows(info) for info in infos]
+            together: list[float] = []
+
+            async def timed(info: SessionInfo) -> None:
+                together.append(await _list_windows(info))
+
+            async with anyio.create_task_group() as tg:
+                for info in infos:
+                    tg.start_soon(timed, info)
+            memory = await anyio.to_thread.run_sync(_memory_mib, [info.container or "" for info in infos])
+    return {
+        "all ready s": all_ready,
+        "one at a time max ms": max(one_at_a_time),
+        "one at a time p50 ms": statistics.median(one_at_a_time),
+        "all at once max ms": max(together),
+        "all at once p50 ms": statistics.median(together),
+        "memory per rig MiB": statistics.mean(memory),
+    }
+
+
+def run(runs: int) -> None:
+    image = _image()
+    samples = min(runs, 10)
+    rigs = int(os.environ.get("DESKRIG_BENCH_RIGS", RIGS_TARGET))
+    ready, per_minute = anyio.run(_ready_and_rate, image, samples)
+    concurrency = anyio.run(_concurrency, image, rigs)
+    answered = max(concurrency["one at a time max ms"], concurrency["all at once max ms"])
+
+    out = sys.stdout
+    out.write(f"\n### Orchestrator ({image}, {os.cpu_count()} CPUs)\n\n")
+    out.write("| measure | value | target | met |\n|---|---:|---:|:-:|\n")
+    out.write(f"| request -> ready p50 (of {samples}) | {ready.p50 / 1000:.2f} s | | |\n")
+    out.write(f"| request -> ready p95 (of {samples}) | {ready.p95 / 1000:.2f} s | | |\n")
+    out.write(f"| sessions per minute, back to back | {per_minute:.1f} | | |\n")
+    out.write(f"| {rigs} rigs started together: all ready | {concurrency['all ready s']:.1f} s | | |\n")
+    for key in ("one at a time", "all at once"):
+        out.write(
+            f"| {rigs} idle rigs, list_windows {key} (fresh connection): p50 / max "
+            f"| {concurrency[f'{key} p50 ms']:.0f} / {concurrency[f'{key} max ms']:.0f} ms "
+            f"| {ANSWER_TARGET_MS:.0f} ms | {'yes' if concurrency[f'{key} max ms'] <= ANSWER_TARGET_MS else 'NO'} |\n"
+        )
+    out.write(f"| memory per idle rig | {concurrency['memory per rig MiB']:.0f} MiB | | |\n")
+    met = rigs >= RIGS_TARGET and answered <= ANSWER_TARGET_MS
+    out.write(
+        f"| N idle rigs each answering within 1 s | N = {rigs} | N >= {RIGS_TARGET} | {'yes' if met else 'NO'} |\n"
+    )
+    out.flush()
