@@ -65,7 +65,7 @@ class RecordingRegistry:
     def __init__(self, services: Services, display: str | None = None) -> None:
         self.services = services
         #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
-        self._a11y = A11yAccess(services.a11y.session_bus_address) if services.a11y else None
+        self.a11y = A11yAccess(services.a11y.session_bus_address) if services.a11y else None
         #: The X display ffmpeg grabs (default: $DISPLAY).
         self.display = display or os.environ.get("DISPLAY") or None
         self.boot: Recording | None = None
@@ -197,7 +197,7 @@ class RecordingRegistry:
         if not recordings:
             return None
         started = time.perf_counter()
-        before = None if refused is not None else await capture_moment(self.services, self._a11y, call.target)
+        before = None if refused is not None else await capture_moment(self.services, self.a11y, call.target)
         return PendingTurn(recordings, tool, dict(arguments), before, time.perf_counter() - started)
 
     async def end(
@@ -222,7 +222,7 @@ class RecordingRegistry:
 
     async def _capture_after(self, token: PendingTurn, call: CallInfo, action: dict[str, Any]) -> None:
         try:
-            after = await capture_moment(self.services, self._a11y, call.target)
+            after = await capture_moment(self.services, self.a11y, call.target)
         except Exception:  # the task has no caller to report to
             log.exception("capturing the state after %s failed", token.tool)
             return
