@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: How many clients' final recording states are kept (a rig may serve many short sessions).
+REMEMBERED_CLIENTS = 256
 #: How long a disconnect waits for the client's last "after" capture.
 AFTER_CAPTURE_GRACE = 2.0
 
@@ -114,7 +116,7 @@ class RecordingRegistry:
                 previous = self._sessions.get(client_id)
             self._check_free(output_dir, previous)
             if previous is not None:
-                self._stopped[client_id] = previous.stop()
+                self._remember(client_id, previous.stop())
             recording = Recording(output_dir, "session", owner=client_id)
             recording.start(self._video_source(), video)
             with self._lock:
@@ -128,8 +130,15 @@ class RecordingRegistry:
         if recording is None:
             return self._stopped.get(client_id) or self.session_state(client_id)
         state = recording.stop()
-        self._stopped[client_id] = state
+        self._remember(client_id, state)
         return state
+
+    def _remember(self, client_id: str, state: RecordingState) -> None:
+        with self._lock:
+            self._stopped.pop(client_id, None)
+            self._stopped[client_id] = state
+            while len(self._stopped) > REMEMBERED_CLIENTS:
+                del self._stopped[next(iter(self._stopped))]
 
     def session_state(self, client_id: str) -> RecordingState:
         with self._lock:
@@ -152,7 +161,7 @@ class RecordingRegistry:
         log.info("client %s is gone: finishing its recording in %s", client_id, recording.output_dir)
 
         def finish() -> None:
-            self._stopped[client_id] = recording.stop()
+            self._remember(client_id, recording.stop())
 
         thread = threading.Thread(target=finish, name="deskrig-recording-teardown")
         thread.start()
@@ -166,7 +175,7 @@ class RecordingRegistry:
             self._sessions.clear()
             teardowns = list(self._teardowns)
         for client_id, recording in sessions:
-            self._stopped[client_id] = recording.stop()
+            self._remember(client_id, recording.stop())
         if self.boot is not None:
             self.boot.stop()
         for thread in teardowns:

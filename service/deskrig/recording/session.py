@@ -92,7 +92,8 @@ class Recording:
         self.turns = 0
         self.video: VideoRecorder | None = None
         self.video_event: FileEntry | None = None
-        self._turn_error: str | None = None
+        #: The last failure of this recording itself (a turn not written, no display for video).
+        self._own_error: str | None = None
         self._next = 1
         self._earlier: list[int] = []
         self._events: list[TurnEvent] = []
@@ -101,6 +102,7 @@ class Recording:
         self._writer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stop_lock = threading.Lock()
+        self._video_lock = threading.Lock()
         self._subscribers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
     # ---- life cycle (blocking) -------------------------------------------------------------------
@@ -127,7 +129,7 @@ class Recording:
         self.active = True
         if video_wanted:
             if video is None:
-                self._turn_error = "no X display to record video from"
+                self._own_error = "no X display to record video from"
             else:
                 self.video = VideoRecorder(
                     video.display, video.width, video.height, free_video_path(self.output_dir)
@@ -159,10 +161,11 @@ class Recording:
         video = self.video
         if video is None:
             return None
-        video.stop()
-        if self.video_event is None and video.path.exists():
-            self.video_event = file_entry(self.output_dir, video.path.name)
-            self._notify()
+        with self._video_lock:
+            video.stop()
+            if self.video_event is None and video.path.exists():
+                self.video_event = file_entry(self.output_dir, video.path.name)
+                self._notify()
         return self.video_event
 
     def _write_turns(self) -> None:
@@ -178,7 +181,7 @@ class Recording:
             try:
                 event = write_turn(self.output_dir, number, record)
             except Exception as exc:  # a turn lost is reported, never the end of the recording
-                self._turn_error = f"turn {number} was not written: {exc}"
+                self._own_error = f"turn {number} was not written: {exc}"
                 log.exception("turn %d of %s", number, self.output_dir)
                 continue
             with self._lock:
@@ -192,7 +195,7 @@ class Recording:
     @property
     def last_error(self) -> str | None:
         video_error = self.video.last_error if self.video is not None else None
-        return self._turn_error or video_error
+        return self._own_error or video_error
 
     def state(self) -> RecordingState:
         video = self.video
