@@ -61,6 +61,8 @@ log = logging.getLogger("deskrig.orchestrator")
 #: The feed must have been quiet this long after finalize before the container goes.
 SETTLE_QUIET = 0.5
 LOG_TAIL = 30
+#: How long a running session outlives an engine that does not answer.
+ENGINE_GRACE = 30.0
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
 
@@ -153,6 +155,7 @@ class Orchestrator:
         self.runtime = runtime
         self._sessions: dict[str, _Session] = {}
         self._slots = Slots(self.config.max_sessions)
+        self._starting = anyio.Semaphore(self.config.max_starting)
         self._lease = Lease(self.config.state_dir, self.id)
         self.reaper = Reaper(self.runtime, self.id, self._live_ids)
         self._stack = contextlib.AsyncExitStack()
@@ -312,13 +315,15 @@ class Orchestrator:
             session.start_scope = start_scope
             await self._admit(session)
             info.state = SessionState.STARTING
-            info.phase = f"creating the rig from {info.spec.image} (pulling it if needed)"
-            session.handle = await self.runtime.create(self._request(session))
-            info.container = session.handle.name
-            info.mcp_url = session.handle.endpoint + "/mcp"
-            info.token = session.token
-            info.phase = "waiting for the rig's /readyz (display, window manager, app)"
-            await self.runtime.wait_ready(session.handle, session.timeout("ready_timeout", self.config))
+            info.phase = "waiting for a start-up slot (max_starting)"
+            async with self._starting:
+                info.phase = f"creating the rig from {info.spec.image} (pulling it if needed)"
+                session.handle = await self.runtime.create(self._request(session))
+                info.container = session.handle.name
+                info.mcp_url = session.handle.endpoint + "/mcp"
+                info.token = session.token
+                info.phase = "waiting for the rig's /readyz (display, window manager, app)"
+                await self.runtime.wait_ready(session.handle, session.timeout("ready_timeout", self.config))
         session.start_scope = None
         handle = session.handle
         if start_scope.cancelled_caught or session.stop_requested.is_set() or handle is None:
@@ -401,12 +406,24 @@ class Orchestrator:
         """Return when the session should stop (its ``stop_reason`` says why); raise if the rig died."""
         assert session.handle is not None
         idle_timeout = session.timeout("idle_timeout", self.config)
+        engine_lost_at: float | None = None
         while True:
             with anyio.move_on_after(self.config.watch_interval):
                 await session.stop_requested.wait()
             if session.stop_requested.is_set():
                 return
-            status = await self.runtime.status(session.handle)
+            try:
+                status = await self.runtime.status(session.handle)
+                engine_lost_at = None
+            except DeskrigError as exc:  # a restarting engine is not a dead rig, for a while
+                engine_lost_at = engine_lost_at or time.monotonic()
+                if (
+                    exc.code is not ErrorCode.RUNTIME_UNAVAILABLE
+                    or time.monotonic() - engine_lost_at > ENGINE_GRACE
+                ):
+                    raise
+                log.warning("session %s: %s", session.info.id, exc.message)
+                continue
             if not status.running:
                 logs = (await self.runtime.logs(session.handle, LOG_TAIL)).splitlines()
                 raise DeskrigError(

@@ -227,23 +227,26 @@ class DockerRuntime:
         return await anyio.to_thread.run_sync(self._list_by_label, labels)
 
     def _list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
+        # The low-level list: one call, no inspect per container (which races with removals).
         filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
         try:
-            containers = self._docker().containers.list(all=True, filters=filters)
+            found = self._docker().api.containers(all=True, filters=filters)
         except _ENGINE_ERRORS as exc:
             raise _engine_down(exc) from exc
         handles = []
-        for container in containers:
-            bindings = (container.ports or {}).get(f"{RIG_PORT}/tcp") or []
-            endpoint = (
-                f"http://{_url_host(self._config.bind_address)}:{bindings[0]['HostPort']}" if bindings else ""
-            )
+        for entry in found:
+            ports = [
+                p
+                for p in entry.get("Ports") or []
+                if p.get("PrivatePort") == RIG_PORT and p.get("PublicPort")
+            ]
+            host = _url_host(self._config.bind_address)
             handles.append(
                 RigHandle(
-                    id=container.id or container.name or "",
-                    name=container.name or "",
-                    endpoint=endpoint,
-                    labels=dict(container.labels),
+                    id=entry["Id"],
+                    name=(entry.get("Names") or ["/"])[0].lstrip("/"),
+                    endpoint=f"http://{host}:{ports[0]['PublicPort']}" if ports else "",
+                    labels=dict(entry.get("Labels") or {}),
                 )
             )
         return handles

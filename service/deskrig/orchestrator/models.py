@@ -39,6 +39,11 @@ def default_max_sessions() -> int:
     return max(1, min(cpus * _RIGS_PER_CPU, memory // _RIG_MEMORY_BUDGET))
 
 
+def default_max_starting() -> int:
+    """Rigs booting at once: a boot is CPU-bound (Python, X, the app), so a burst waits its turn."""
+    return max(2, 2 * (os.cpu_count() or 1))
+
+
 def default_artifacts_root() -> Path:
     """``$DESKRIG_ARTIFACTS_ROOT``, else ``$XDG_DATA_HOME/deskrig/sessions``."""
     if os.environ.get("DESKRIG_ARTIFACTS_ROOT"):
@@ -159,6 +164,7 @@ class OrchestratorConfig(BaseModel):
         default_factory=list, description="extra Host names clients use to reach rigs (non-loopback binds)"
     )
     max_sessions: int = Field(default_factory=default_max_sessions, ge=1)
+    max_starting: int = Field(default_factory=default_max_starting, ge=1)
     queue_timeout: float = Field(default=300.0, ge=0)
     ready_timeout: float = Field(default=60.0, gt=0)
     idle_timeout: float = Field(default=900.0, ge=0, description="0: no idle timeout")

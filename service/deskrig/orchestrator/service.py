@@ -9,8 +9,6 @@ SIGTERM, SIGINT and ``POST /shutdown`` stop every session, then the service.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import secrets
@@ -89,34 +87,39 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     url_host = f"[{host}]" if ":" in host else host
 
     async def run() -> None:
-        async with Orchestrator(config) as orchestrator:
-            server: uvicorn.Server | None = None
+        try:
+            async with Orchestrator(config) as orchestrator:
+                server: uvicorn.Server | None = None
 
-            def shut_down() -> None:
-                if server is not None:
-                    server.should_exit = True
+                def shut_down() -> None:
+                    if server is not None:
+                        server.should_exit = True
 
-            app = create_api(orchestrator, token=token, port=port, on_shutdown=shut_down)
-            server = uvicorn.Server(
-                uvicorn.Config(
-                    app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+                app = create_api(orchestrator, token=token, port=port, on_shutdown=shut_down)
+                server = uvicorn.Server(
+                    uvicorn.Config(
+                        app,
+                        log_level="warning",
+                        access_log=False,
+                        lifespan="off",
+                        timeout_graceful_shutdown=5,
+                    )
                 )
-            )
-            state = ServiceState(
-                url=f"http://{url_host}:{port}",
-                token=token,
-                pid=os.getpid(),
-                orchestrator_id=orchestrator.id,
-                started_at=time.time(),
-            )
-            _write_state(config.state_dir, state)
-            log.info("orchestrator %s serving on %s", orchestrator.id, state.url)
-            try:
+                state = ServiceState(
+                    url=f"http://{url_host}:{port}",
+                    token=token,
+                    pid=os.getpid(),
+                    orchestrator_id=orchestrator.id,
+                    started_at=time.time(),
+                )
+                _write_state(config.state_dir, state)
+                log.info("orchestrator %s serving on %s", orchestrator.id, state.url)
                 if not signalled:
                     await server.serve(sockets=[sock])
-            finally:
-                _remove_state(config.state_dir, os.getpid())
                 log.info("orchestrator %s stopping its sessions", orchestrator.id)
+        finally:
+            # Only now: `orchestrator stop` waits for this file to go, i.e. for the sessions to end.
+            _remove_state(config.state_dir, os.getpid())
 
     # uvicorn handles SIGINT/SIGTERM while it serves, then raises them again, which would end the
     # process before the orchestrator stops its sessions; these handlers take that second delivery
@@ -269,33 +272,29 @@ def stop_service(state_dir: Path, timeout: float = 120.0) -> bool:
         try:
             client.shutdown()
         except DeskrigError:
-            # Not answering: a service that died hard leaves a stale file (its rigs are reaped later).
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(state.pid, 15)
+            # Not answering: it hangs, or died hard (the next orchestrator reaps its rigs).
+            if _is_service(state.pid):
+                os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while read_state(state_dir) is not None and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         current = read_state(state_dir)
-        if current is not None and not _pid_alive(current.pid):
-            (state_dir / STATE_FILE).unlink(missing_ok=True)
-            break
+        if current is None or current.pid != state.pid:
+            return True
+        if not _is_service(state.pid):
+            (state_dir / STATE_FILE).unlink(missing_ok=True)  # left by a service that is gone
+            return True
         time.sleep(0.1)
-    return True
+    raise DeskrigError(
+        ErrorCode.RUNTIME_UNAVAILABLE,
+        f"the orchestrator service (pid {state.pid}) did not stop within {timeout:g} s",
+        remediation=f"Look at {state_dir / LOG_FILE}; `kill {state.pid}` ends it.",
+    )
 
 
-def _pid_alive(pid: int) -> bool:
+def _is_service(pid: int) -> bool:
+    """Whether ``pid`` is a live ``deskrig orchestrator serve`` (not a zombie, not a reused pid)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (our own unreaped child) is not alive
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return True
-
-
-def service_state_json(state_dir: Path) -> str:
-    state = read_state(state_dir)
-    return json.dumps(None if state is None else state.model_dump(exclude={"token"}))
+        return False
+    return b"orchestrator\0serve" in cmdline
