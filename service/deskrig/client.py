@@ -12,10 +12,14 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 @contextlib.asynccontextmanager
 async def connect(url: str, token: str | None = None) -> AsyncIterator[Client]:
-    """A connected :class:`mcp.Client` for the rig at ``url`` (``http://host:port/mcp``)."""
+    """A connected :class:`mcp.Client` for the rig at ``url`` (``http://host:port/mcp``).
+
+    It speaks the session-based (initialize handshake) protocol: a rig scopes recordings, rate
+    limits and the audit log by MCP session, which the stateless 2026-07-28 protocol does not have.
+    """
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with (
         create_mcp_http_client(headers=headers) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
     ):
         yield client

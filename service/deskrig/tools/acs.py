@@ -135,6 +135,7 @@ def _acs(name: str, description: str, model: type[BaseModel], handler: Any, capt
         captures=captures,
         profile="acs",
         error_body=acs_error_body,
+        omit_none=True,
     )
 
 
