@@ -165,7 +165,7 @@ class OrchestratorConfig(BaseModel):
     )
     max_sessions: int = Field(default_factory=default_max_sessions, ge=1)
     max_starting: int = Field(default_factory=default_max_starting, ge=1)
-    queue_timeout: float = Field(default=300.0, ge=0)
+    queue_timeout: float = Field(default=300.0, ge=0, description="0: fail at once when all slots are busy")
     ready_timeout: float = Field(default=60.0, gt=0)
     idle_timeout: float = Field(default=900.0, ge=0, description="0: no idle timeout")
     max_duration: float = Field(default=4 * 3600.0, ge=0, description="0: no limit")
