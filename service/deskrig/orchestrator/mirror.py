@@ -32,10 +32,11 @@ from urllib.parse import quote
 
 import anyio
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from deskrig.orchestrator.models import MirrorReport
 from deskrig.orchestrator.waits import Probe, poll
+from deskrig.recording.turns import FileEntry, TurnEvent
 
 log = logging.getLogger("deskrig.orchestrator.mirror")
 
@@ -44,18 +45,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: A feed that says nothing (not even a keepalive comment) for this long is treated as dropped.
 READ_TIMEOUT = 45.0
 DOWNLOAD_ATTEMPTS = 2
-
-
-class FeedFile(BaseModel):
-    path: str
-    size: int
-    sha256: str
-
-
-class TurnEvent(BaseModel):
-    seq: int
-    turn: str
-    files: list[FeedFile]
 
 
 class FeedError(Exception):
@@ -189,7 +178,7 @@ class ArtifactMirror:
             if event.kind == "turn":
                 await self._on_turn(http, TurnEvent.model_validate(payload))
             elif event.kind == "video":
-                await self._on_video(http, FeedFile.model_validate(payload))
+                await self._on_video(http, FileEntry.model_validate(payload))
         except (json.JSONDecodeError, ValidationError) as exc:
             raise FeedError(f"malformed {event.kind} event: {exc}") from exc
 
@@ -220,7 +209,7 @@ class ArtifactMirror:
         self._last_seq = turn.seq
         self.report.last_seq = turn.seq
 
-    async def _on_video(self, http: httpx.AsyncClient, video: FeedFile) -> None:
+    async def _on_video(self, http: httpx.AsyncClient, video: FileEntry) -> None:
         if video.sha256 == self._video_sha256:
             return  # a resumed stream repeats the video event
         rel = _safe_relative(video.path)
@@ -232,7 +221,7 @@ class ArtifactMirror:
         self.report.video = str(final)
         self._video_sha256 = video.sha256
 
-    async def _fetch(self, http: httpx.AsyncClient, entry: FeedFile, target: Path) -> None:
+    async def _fetch(self, http: httpx.AsyncClient, entry: FileEntry, target: Path) -> None:
         """Download one file to ``target``, verified; retried once on a mismatch."""
         target.parent.mkdir(parents=True, exist_ok=True)
         url = f"{self.endpoint}/recording/files/{quote(entry.path, safe='/')}"
