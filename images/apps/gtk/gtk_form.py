@@ -17,7 +17,6 @@ def main() -> None:
     name = Gtk.Entry()
     name.get_accessible().set_name("Name")
     greeting = Gtk.Label(label="Type a name and press Greet.")
-    greeting.get_accessible().set_name("Greeting")
     greet = Gtk.Button(label="Greet")
     greet.connect("clicked", lambda _: greeting.set_text(f"Hello, {name.get_text() or 'nobody'}!"))
     grid = Gtk.Grid(row_spacing=8, column_spacing=8, margin=12)

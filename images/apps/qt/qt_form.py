@@ -1,12 +1,12 @@
 """The Qt example app of deskrig/example-qt: a small form an agent can read and drive.
 
-A name field, a Greet button and a label that answers "Hello, NAME!". Debian's PyQt6 under
+A name field, a Greet button and a label that answers "Hello, NAME!". Debian's PyQt5 under
 /usr/bin/python3 (the rig's own venv is not involved).
 """
 
 import sys
 
-from PyQt6.QtWidgets import QApplication, QFormLayout, QLabel, QLineEdit, QPushButton, QWidget
+from PyQt5.QtWidgets import QApplication, QFormLayout, QLabel, QLineEdit, QPushButton, QWidget
 
 
 def main() -> int:
@@ -16,7 +16,6 @@ def main() -> int:
     name = QLineEdit()
     name.setAccessibleName("Name")
     greeting = QLabel("Type a name and press Greet.")
-    greeting.setAccessibleName("Greeting")
     greet = QPushButton("Greet")
     greet.clicked.connect(lambda: greeting.setText(f"Hello, {name.text() or 'nobody'}!"))
     form = QFormLayout(window)
