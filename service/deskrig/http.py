@@ -139,8 +139,10 @@ def create_app(
         allowed_hosts=patterns,
         allowed_origins=[f"http://{p}" for p in patterns] + [f"https://{p}" for p in patterns],
     )
+    # Plain JSON replies, not an SSE stream per call: tools send no progress mid-call, and the
+    # framing cost ~5 ms per screenshot.
     mcp_app = server.mcp.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=security, host=bind_host
+        json_response=True, streamable_http_path="/mcp", transport_security=security, host=bind_host
     )
     session_manager = server.mcp.session_manager
 
