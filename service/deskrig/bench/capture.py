@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import threading
+import time
 from typing import Any
 
 import anyio
@@ -28,8 +30,6 @@ DEMO_APP = ["gtk3-widget-factory"] if shutil.which("gtk3-widget-factory") else [
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -55,6 +55,18 @@ def _peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
     return measure(name, run, runs)
 
 
+def _wait_listening(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the benchmark's HTTP server did not listen on {port}") from None
+            time.sleep(0.05)
+
+
 def _over_http(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
     port = _free_port()
     stop = threading.Event()
@@ -65,20 +77,16 @@ def _over_http(server: DeskrigServer, arguments: dict[str, Any], name: str, runs
         daemon=True,
     )
     thread.start()
+    _wait_listening(port)
 
     async def run() -> Timing:
-        for _ in range(100):
-            try:
-                async with connect(f"http://127.0.0.1:{port}/mcp") as client:
+        async with connect(f"http://127.0.0.1:{port}/mcp") as client:
 
-                    async def call() -> None:
-                        result = await client.call_tool("screenshot_screen", arguments)
-                        assert not result.is_error, result
+            async def call() -> None:
+                result = await client.call_tool("screenshot_screen", arguments)
+                assert not result.is_error, result
 
-                    return await measure_async(name, call, runs)
-            except OSError:
-                await anyio.sleep(0.05)
-        raise RuntimeError("HTTP server did not come up")
+            return await measure_async(name, call, runs)
 
     try:
         return anyio.run(run)
