@@ -257,6 +257,12 @@ class TreeFetch:
                 raise
             self.notes.append(f"no AT-SPI Cache ({exc.error_name}); walked the tree instead")
             return False
+        if not items:
+            # Qt's bridge: an empty cache. Older Qt (5.15, 6.4) also crashes on Properties.GetAll
+            # instead of refusing it, so never send GetAll to such an app.
+            self.app.answers_get_all = False
+            self.notes.append("empty AT-SPI Cache (Qt); walked the tree, one property at a time")
+            return False
         for item in items:
             node = node_from_cache_item(item)
             if node.key.bus_name == self.app.bus_name:  # skip e.g. plugs embedded from another process
