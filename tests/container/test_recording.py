@@ -1,0 +1,63 @@
+"""Recording in the compose rig: turn folders on the host, and an mp4 that survives `docker stop`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.container.conftest import ComposeStack, call_tool, docker, poll
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def video_stack(rig_images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
+    stack = ComposeStack(tmp_path_factory.mktemp("compose-video"), extra_env={"DESKRIG_RECORD_VIDEO": "1"})
+    try:
+        stack.up()
+        yield stack
+    finally:
+        stack.down()
+
+
+def turns(artifacts: Path) -> list[Path]:
+    return sorted(p for p in artifacts.glob("turn-*") if (p / "action.json").exists())
+
+
+def test_actions_become_turn_folders_on_the_host(video_stack: ComposeStack) -> None:
+    before = len(turns(video_stack.artifacts))
+    for x, y in [(50, 60), (70, 80)]:
+        assert not call_tool(video_stack.url, video_stack.token, "click", {"x": x, "y": y}).is_error
+    def two_more() -> list[Path] | None:
+        folders = turns(video_stack.artifacts)
+        return folders if len(folders) >= before + 2 else None
+
+    folders = poll("two new turn folders", two_more)
+    action = json.loads((folders[-1] / "action.json").read_text())
+    assert action["tool"] == "click" and action["arguments"] == {"x": 70, "y": 80}
+    assert (folders[-1] / "click.png").stat().st_size > 0 and (folders[-1] / "after.png").exists()
+
+
+def test_docker_stop_leaves_a_decodable_video(video_stack: ComposeStack) -> None:
+    container = video_stack.container()
+    video = video_stack.artifacts / "recording.mp4"
+    poll("the video to grow", lambda: video.exists() and video.stat().st_size > 10_000)
+    assert docker("stop", "-t", "15", container).returncode == 0
+    probe = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "json", str(video)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert float(json.loads(probe.stdout)["format"]["duration"]) > 0.5
+    decoded = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(video), "-f", "null", "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert decoded.returncode == 0 and not decoded.stderr.strip(), decoded.stderr
