@@ -15,6 +15,7 @@ from typing import Any
 from deskrig import __version__
 from deskrig.config import Settings, load_settings
 from deskrig.errors import DeskrigError
+from deskrig.transport import Transport, resolve_token
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -103,9 +104,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, os.environ, overrides)
 
 
-def _transport(args: argparse.Namespace, settings: Settings) -> Any:
-    from deskrig.serving import Transport
-
+def _transport(args: argparse.Namespace, settings: Settings) -> Transport:
     if args.stdio:
         return Transport("stdio")
     return Transport.parse_http(args.http, no_auth=args.no_auth, allowed_hosts=settings.allowed_hosts)
@@ -114,7 +113,7 @@ def _transport(args: argparse.Namespace, settings: Settings) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
-    from deskrig.serving import build_server, resolve_token, serve, stop_on_signals
+    from deskrig.serving import build_server, serve, stop_on_signals
     from deskrig.tools.launcher import SubprocessLauncher
 
     settings = _settings(args)
@@ -146,10 +145,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_rig_run(args: argparse.Namespace) -> int:
-    from deskrig.desktop import open_desktop
-    from deskrig.http import Readiness
     from deskrig.rig import Rig, RigOptions, run_until_signal
-    from deskrig.serving import build_server, resolve_token, serve
 
     settings = _settings(args)
     transport = _transport(args, settings)
@@ -169,6 +165,9 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
     rig = Rig(options)
 
     def serve_rig(rig: Rig, stop: threading.Event) -> None:
+        from deskrig.desktop import open_desktop
+        from deskrig.http import Readiness
+        from deskrig.serving import build_server, serve
         from deskrig.tools.launcher import CallbackLauncher
 
         with open_desktop(settings.backend, rig.display) as desktop:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -23,7 +22,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from deskrig.errors import ConfigError
 from deskrig.recording.feed import recording_router
 from deskrig.server import DeskrigServer
 
@@ -38,26 +36,6 @@ class Readiness(BaseModel):
     ready: bool
     checks: dict[str, bool]
     details: dict[str, Any] = {}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, token: str | None, no_auth: bool) -> None:
-    """Refuse a configuration that would expose an unauthenticated rig beyond this machine."""
-    if no_auth and not is_loopback(host):
-        raise ConfigError(
-            f"--no-auth is only allowed on a loopback address, not {host!r}",
-            details={"bind": host},
-        )
-    if not no_auth and not token:
-        raise ConfigError("a token is required when auth is on")
 
 
 def host_patterns(port: int, allowed_hosts: list[str]) -> list[str]:

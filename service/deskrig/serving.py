@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import secrets
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -24,38 +21,19 @@ from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
-from deskrig.http import Readiness, check_bind, create_app
+from deskrig.http import Readiness, create_app
 from deskrig.recording.registry import RecordingRegistry, close_recordings
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
 from deskrig.server import DeskrigServer
 from deskrig.tools import Services
 from deskrig.tools.launcher import AppLauncher, SubprocessLauncher
+from deskrig.transport import Transport
 
 log = logging.getLogger("deskrig.serving")
 
 #: How often the stop event is polled from the event loop.
 STOP_POLL_SECONDS = 0.1
-
-
-@dataclass(frozen=True)
-class Transport:
-    """``stdio``, or ``http`` on host:port."""
-
-    kind: str
-    host: str = "127.0.0.1"
-    port: int = 0
-    no_auth: bool = False
-    allowed_hosts: list[str] = field(default_factory=list)
-
-    @classmethod
-    def parse_http(
-        cls, value: str, *, no_auth: bool = False, allowed_hosts: list[str] | None = None
-    ) -> Transport:
-        host, sep, port = value.rpartition(":")
-        if not sep or not port.isdigit() or not (0 < int(port) < 65536):
-            raise ConfigError(f"--http wants HOST:PORT, got {value!r}", details={"http": value})
-        return cls("http", host.strip("[]") or "127.0.0.1", int(port), no_auth, list(allowed_hosts or []))
 
 
 def build_server(
@@ -87,21 +65,6 @@ def build_server(
     if settings.record_dir:
         recordings.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)
     return server
-
-
-def resolve_token(settings: Settings, transport: Transport) -> str | None:
-    """The bearer token to require, generating one (announced on stderr) when none is configured."""
-    if transport.kind != "http":
-        return None  # stdio: whoever holds the pipes is the client
-    if transport.no_auth:
-        check_bind(transport.host, None, no_auth=True)
-        return None
-    token = settings.token
-    if not token:
-        token = secrets.token_urlsafe(24)
-        print(f"deskrig: generated bearer token: {token}", file=sys.stderr, flush=True)
-    check_bind(transport.host, token, False)
-    return token
 
 
 async def _wait_for(stop: threading.Event) -> None:

@@ -6,12 +6,13 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture, orchestrator, recording
+from deskrig.bench import actions, capture, images, orchestrator, recording
 
 SUITES = {
     "capture": capture.run,
     "actions": actions.run,
     "recording": recording.run,
+    "images": images.run,
     "orchestrator": orchestrator.run,
 }
 

@@ -21,8 +21,9 @@ from deskrig.desktop import open_desktop
 from deskrig.http import Readiness
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
-from deskrig.serving import Transport, build_server, serve
+from deskrig.serving import build_server, serve
 from deskrig.tools import CallInfo
+from deskrig.transport import Transport
 
 SIZES = ("1280x800", "1920x1080")
 #: A busy, realistic desktop to encode; xterm when GTK's demo is not installed.

@@ -1,0 +1,77 @@
+"""Image benchmark: cold start (container create to ``/readyz`` 200), idle memory of one rig, and
+image sizes. Runs hardened containers exactly as the orchestrator starts them."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import docker
+import httpx
+
+from deskrig.orchestrator.docker_backend import hardening
+from deskrig.orchestrator.models import OrchestratorConfig
+
+IMAGES = ("deskrig/rig:latest", "deskrig/example-gtk:latest", "deskrig/example-qt:latest")
+COLD_START_IMAGE = "deskrig/example-gtk:latest"
+COLD_STARTS = 5
+#: Settle time before idle memory is read: start-up transients (imports, font caches) are over.
+IDLE_SETTLE_S = 5.0
+MIB = 1024 * 1024
+
+
+def _host_port(container: docker.models.containers.Container) -> int:
+    container.reload()
+    return int(container.attrs["NetworkSettings"]["Ports"]["8765/tcp"][0]["HostPort"])
+
+
+def _cold_start(client: docker.DockerClient) -> tuple[float, int]:
+    """Seconds from create to /readyz 200, and the container's idle memory in bytes."""
+    started = time.perf_counter()
+    container = client.containers.run(
+        COLD_START_IMAGE,
+        detach=True,
+        # The published port is random, so the Host header is 127.0.0.1:<that port>.
+        environment={"DESKRIG_TOKEN": "bench", "DESKRIG_ALLOWED_HOSTS": "127.0.0.1,localhost"},
+        ports={"8765/tcp": ("127.0.0.1", None)},
+        **hardening(OrchestratorConfig()),
+    )
+    try:
+        url = f"http://127.0.0.1:{_host_port(container)}/readyz"
+        while True:
+            try:
+                if httpx.get(url, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.perf_counter() - started > 120:
+                raise RuntimeError(f"{COLD_START_IMAGE} not ready in 120 s: {container.logs(tail=20)!r}")
+            time.sleep(0.02)
+        ready_s = time.perf_counter() - started
+        time.sleep(IDLE_SETTLE_S)
+        stats = container.stats(stream=False)["memory_stats"]
+        # What the kernel cannot reclaim: usage less the page cache of files it could drop.
+        idle = int(stats["usage"]) - int(stats.get("stats", {}).get("inactive_file", 0))
+        return ready_s, idle
+    finally:
+        container.remove(force=True)
+
+
+def run(runs: int) -> None:
+    client = docker.from_env()
+    out = sys.stdout
+    out.write("\n### Rig images\n\n| measure | value | target | met |\n|---|---:|---:|:-:|\n")
+    for tag in IMAGES:
+        size = client.images.get(tag).attrs["Size"] / 1e6
+        out.write(f"| image size {tag} | {size:.0f} MB | | |\n")
+    samples = [_cold_start(client) for _ in range(COLD_STARTS)]
+    ready = statistics.median(s for s, _ in samples)
+    memory = statistics.median(m for _, m in samples) / MIB
+    out.write(
+        f"| cold start {COLD_START_IMAGE}, p50 of {COLD_STARTS} | {ready:.2f} s | ≤ 2 s | {'yes' if ready <= 2 else 'NO'} |\n"
+    )
+    out.write(
+        f"| idle memory, whole container | {memory:.0f} MiB | ≤ 150 MB | {'yes' if memory * MIB <= 150e6 else 'NO'} |\n"
+    )
+    out.flush()

@@ -1,0 +1,70 @@
+"""Where and how a server listens, checked before anything starts.
+
+Kept free of the MCP and HTTP stacks so that ``deskrig rig run`` can refuse a bad flag at once and
+import those (about a second) while the display and the app start.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import sys
+from dataclasses import dataclass, field
+
+from deskrig.config import Settings
+from deskrig.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Transport:
+    """``stdio``, or ``http`` on host:port."""
+
+    kind: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    no_auth: bool = False
+    allowed_hosts: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse_http(
+        cls, value: str, *, no_auth: bool = False, allowed_hosts: list[str] | None = None
+    ) -> Transport:
+        host, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or not (0 < int(port) < 65536):
+            raise ConfigError(f"--http wants HOST:PORT, got {value!r}", details={"http": value})
+        return cls("http", host.strip("[]") or "127.0.0.1", int(port), no_auth, list(allowed_hosts or []))
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None, no_auth: bool) -> None:
+    """Refuse a configuration that would expose an unauthenticated rig beyond this machine."""
+    if no_auth and not is_loopback(host):
+        raise ConfigError(
+            f"--no-auth is only allowed on a loopback address, not {host!r}",
+            details={"bind": host},
+        )
+    if not no_auth and not token:
+        raise ConfigError("a token is required when auth is on")
+
+
+def resolve_token(settings: Settings, transport: Transport) -> str | None:
+    """The bearer token to require, generating one (announced on stderr) when none is configured."""
+    if transport.kind != "http":
+        return None  # stdio: whoever holds the pipes is the client
+    if transport.no_auth:
+        check_bind(transport.host, None, no_auth=True)
+        return None
+    token = settings.token
+    if not token:
+        token = secrets.token_urlsafe(24)
+        print(f"deskrig: generated bearer token: {token}", file=sys.stderr, flush=True)
+    check_bind(transport.host, token, False)
+    return token
