@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, poll, read_events
+from tests.server.rigproc import FormRig, RigProcess, start_form
 
 T = TypeVar("T")
 
@@ -65,47 +65,11 @@ def in_session(rig: RigProcess, body: Callable[[Session], Awaitable[T]]) -> T:
     return anyio.run(run)
 
 
-class FormRig:
-    """A rig running the GTK form fixture; HOME (and the default allowed directory) under tmp."""
-
-    def __init__(self, rig: RigProcess, log: Path, tmp: Path) -> None:
-        self.rig = rig
-        self.log = log
-        self.tmp = tmp
-        self.allowed = tmp / "home" / "deskrig"
-
-    @property
-    def ready(self) -> dict[str, Any]:
-        return poll("form ready", lambda: read_events(self.log, "ready"))[-1]
-
-    @property
-    def pid(self) -> int:
-        return int(self.ready["pid"])
-
-    def widget_center(self, name: str) -> tuple[int, int]:
-        w = self.ready["widgets"][name]
-        return w["x"] + w["width"] // 2, w["y"] + w["height"] // 2
-
-    def wait_event(self, event: str, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        return poll(
-            f"{event} event",
-            lambda: next((e for e in reversed(read_events(self.log, event)) if predicate(e)), None),
-        )
-
-
-def form_app(log: Path, title: str = "GTK Form") -> list[str]:
-    return [SYSTEM_PYTHON, str(APPS / "gtk_form.py"), "--title", title, "--log", str(log)]
-
-
 @pytest.fixture(scope="package")
 def form_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
-    tmp = tmp_path_factory.mktemp("rec-form")
-    log = tmp / "form.log"
-    rig = RigProcess(app=form_app(log)).start(tmp)
-    form = FormRig(rig, log, tmp)
-    assert form.pid > 0
+    form = start_form(tmp_path_factory.mktemp("rec-form"), "gtk_form", "GTK Form")
     yield form
-    rig.stop()
+    form.rig.stop()
 
 
 def load_json(path: Path) -> Any:

@@ -175,3 +175,65 @@ class RigProcess:
                 return await fn(client)
 
         return anyio.run(run)
+
+
+class FormRig:
+    """A rig running one of the form fixtures (tests/apps/*_form.py), read through its JSON log."""
+
+    def __init__(self, rig: RigProcess, log: Path, tmp: Path | None = None) -> None:
+        self.rig = rig
+        self.log = log
+        self.tmp = tmp
+        #: The rig's default allowed directory (its HOME is tmp/home).
+        self.allowed = tmp / "home" / "deskrig" if tmp is not None else None
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        return poll("form ready", lambda: read_events(self.log, "ready"))[-1]
+
+    @property
+    def pid(self) -> int:
+        return int(self.ready["pid"])
+
+    def widget_center(self, name: str) -> tuple[int, int]:
+        w = self.ready["widgets"][name]
+        return w["x"] + w["width"] // 2, w["y"] + w["height"] // 2
+
+    def last(self, event: str) -> dict[str, Any] | None:
+        events = read_events(self.log, event)
+        return events[-1] if events else None
+
+    def wait_event(
+        self, event: str, predicate: Callable[[dict[str, Any]], bool] = lambda e: True
+    ) -> dict[str, Any]:
+        return poll(
+            f"{event} event",
+            lambda: next((e for e in reversed(read_events(self.log, event)) if predicate(e)), None),
+        )
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        return self.rig.call(tool, arguments)
+
+    def ok(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.call(tool, arguments)
+        assert not result.is_error, result.structured_content
+        return result.structured_content  # type: ignore[no-any-return]
+
+    def error(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.call(tool, arguments)
+        assert result.is_error, result.structured_content
+        return result.structured_content["error"]  # type: ignore[no-any-return]
+
+    def element(self, role: str, name: str | None = None) -> dict[str, Any]:
+        state = self.ok("get_app_state", {"pid": self.pid, "role": role, **({"name": name} if name else {})})
+        assert state["elements"], state["text"]
+        return {"snapshot_id": state["snapshot_id"], **state["elements"][0]}
+
+
+def start_form(tmp: Path, app: str, title: str, python: str = SYSTEM_PYTHON) -> FormRig:
+    """A rig around ``tests/apps/<app>.py --title TITLE --log tmp/form.log``, started and ready."""
+    log = tmp / "form.log"
+    rig = RigProcess(app=[python, str(APPS / f"{app}.py"), "--title", title, "--log", str(log)]).start(tmp)
+    form = FormRig(rig, log, tmp)
+    assert form.pid > 0
+    return form

@@ -7,84 +7,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, poll, read_events
+from tests.server.rigproc import APPS, SYSTEM_PYTHON, FormRig, read_events, start_form
 
 UNICODE = "Grüße, Ñandú — 東京 😀\nline 2"
 
 
-class FormRig:
-    def __init__(self, rig: RigProcess, log: Path) -> None:
-        self.rig = rig
-        self.log = log
-
-    @property
-    def ready(self) -> dict[str, Any]:
-        return poll("form ready", lambda: read_events(self.log, "ready"))[-1]
-
-    @property
-    def pid(self) -> int:
-        return int(self.ready["pid"])
-
-    def widget_center(self, name: str) -> tuple[int, int]:
-        w = self.ready["widgets"][name]
-        return w["x"] + w["width"] // 2, w["y"] + w["height"] // 2
-
-    def last(self, event: str) -> dict[str, Any] | None:
-        events = read_events(self.log, event)
-        return events[-1] if events else None
-
-    def wait_event(self, event: str, predicate: Any = lambda e: True) -> dict[str, Any]:
-        return poll(
-            f"{event} event",
-            lambda: next((e for e in reversed(read_events(self.log, event)) if predicate(e)), None),
-        )
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        return self.rig.call(tool, arguments)
-
-    def ok(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = self.call(tool, arguments)
-        assert not result.is_error, result.structured_content
-        return result.structured_content  # type: ignore[no-any-return]
-
-    def error(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = self.call(tool, arguments)
-        assert result.is_error, result.structured_content
-        return result.structured_content["error"]  # type: ignore[no-any-return]
-
-    def element(self, role: str, name: str | None = None) -> dict[str, Any]:
-        state = self.ok("get_app_state", {"pid": self.pid, "role": role, **({"name": name} if name else {})})
-        assert state["elements"], state["text"]
-        return {"snapshot_id": state["snapshot_id"], **state["elements"][0]}
-
-
 @pytest.fixture(scope="module")
 def gtk_form(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
-    tmp = tmp_path_factory.mktemp("gtk-form")
-    log = tmp / "form.log"
-    rig = RigProcess(
-        app=[SYSTEM_PYTHON, str(APPS / "gtk_form.py"), "--title", "GTK Form", "--log", str(log)]
-    ).start(tmp)
-    form = FormRig(rig, log)
-    assert form.pid > 0
+    form = start_form(tmp_path_factory.mktemp("gtk-form"), "gtk_form", "GTK Form")
     yield form
-    rig.stop()
+    form.rig.stop()
 
 
 @pytest.fixture(scope="module")
 def tk_form(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
-    tmp = tmp_path_factory.mktemp("tk-form")
-    log = tmp / "form.log"
-    rig = RigProcess(
-        app=[SYSTEM_PYTHON, str(APPS / "tk_form.py"), "--title", "Tk Form", "--log", str(log)]
-    ).start(tmp)
-    form = FormRig(rig, log)
-    assert form.pid > 0
+    form = start_form(tmp_path_factory.mktemp("tk-form"), "tk_form", "Tk Form")
     yield form
-    rig.stop()
+    form.rig.stop()
 
 
 def test_app_state_lists_the_form_with_bounds_the_app_reports(gtk_form: FormRig) -> None:

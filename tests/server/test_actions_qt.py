@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.server.rigproc import APPS, RigProcess
-from tests.server.test_actions import UNICODE, FormRig
+from tests.server.rigproc import FormRig, start_form
+from tests.server.test_actions import UNICODE
 
 #: How far accessibility bounds may stray from the geometry the app logs itself.
 BOUNDS_SLACK_PX = 3
@@ -21,16 +21,10 @@ BOUNDS_SLACK_PX = 3
 
 @pytest.fixture(scope="module")
 def qt_form(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
-    tmp = tmp_path_factory.mktemp("qt-form")
-    log = tmp / "form.log"
     # PySide6 is a dev dependency of the project, so the app runs in the tests' own interpreter.
-    rig = RigProcess(
-        app=[sys.executable, str(APPS / "qt_form.py"), "--title", "Qt Form", "--log", str(log)]
-    ).start(tmp)
-    form = FormRig(rig, log)
-    assert form.pid > 0
+    form = start_form(tmp_path_factory.mktemp("qt-form"), "qt_form", "Qt Form", python=sys.executable)
     yield form
-    rig.stop()
+    form.rig.stop()
 
 
 def by_role_and_name(elements: list[dict[str, Any]], role: str, name: str) -> dict[str, Any]:
