@@ -4,7 +4,7 @@ Usage::
 
     client = await AccessibilityClient.connect(session_bus_address)
     snapshot = await client.snapshot(pid)
-    print(snapshot.render_text())
+    text = snapshot.render_text()
     button = snapshot.resolve(ElementQuery(role="push button", name="OK"))
     await client.element_action(button, "click")
 """

@@ -46,7 +46,7 @@ PYATSPI_WALK = textwrap.dedent(
         started = time.perf_counter()
         nodes = walk(app)
         samples.append((time.perf_counter() - started) * 1000)
-    print(json.dumps({"samples": samples[2:], "nodes": nodes}))
+    sys.stdout.write(json.dumps({"samples": samples[2:], "nodes": nodes}))
     """
 )
 
