@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -150,6 +151,10 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     transport = _transport(args, settings)
     token = resolve_token(settings, transport)
+    # Importing the MCP and HTTP stacks takes longer than starting the whole desktop (about 1.5 s
+    # against 1.3 s): do it while the display, window manager, buses and app start.
+    importer = threading.Thread(target=importlib.import_module, args=("deskrig.serving",), daemon=True)
+    importer.start()
     app = list(args.app)
     if app and app[0] == "--":
         app = app[1:]
@@ -165,6 +170,7 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
     rig = Rig(options)
 
     def serve_rig(rig: Rig, stop: threading.Event) -> None:
+        importer.join()
         from deskrig.desktop import open_desktop
         from deskrig.http import Readiness
         from deskrig.serving import build_server, serve
