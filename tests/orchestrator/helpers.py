@@ -29,17 +29,6 @@ async def eventually(what: str, check: Callable[[], T | None], timeout: float = 
         await anyio.sleep(0.05)
 
 
-def wait_until(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
-        time.sleep(0.05)
-
-
 def containers(client: docker.DockerClient, **labels: str) -> list[Any]:
     """Containers (running or not) carrying the given deskrig labels: orchestrator=, session=."""
     names = {"orchestrator": LABEL_ORCHESTRATOR, "session": LABEL_SESSION}

@@ -15,7 +15,8 @@ import anyio
 import docker
 import httpx
 import pytest
-from tests.orchestrator.helpers import clicks, containers, wait_until
+from tests.orchestrator.helpers import clicks, containers
+from tests.server.rigproc import poll
 
 from deskrig.orchestrator.service import ServiceClient, read_state
 
@@ -70,7 +71,7 @@ def test_cli_sessions_across_separate_commands(
     listed = cli("session", "ls")
     assert session["id"] in listed.stdout and "ready" in listed.stdout and session["mcp_url"] in listed.stdout
     with ServiceClient(state.url, state.token) as api:
-        wait_until("the turn mirrored", lambda: api.get(session["id"]).turns == 1)
+        poll("the turn mirrored", lambda: api.get(session["id"]).turns == 1)
     assert json.loads(cli("session", "ls", "--json").stdout)[0]["mirror"]["turns"] == 1
     assert "MCP over HTTP" in cli("session", "logs", session["id"]).stdout
     listing = json.loads(cli("session", "artifacts", session["id"], "--json").stdout)
@@ -97,14 +98,14 @@ def test_sigkilled_orchestrator_leftovers_are_reaped_by_the_next(
     session = json.loads(cli("session", "start", "--image", rig_image, "--no-record", "--json").stdout)
 
     os.kill(first.pid, signal.SIGKILL)
-    wait_until("the service to die", lambda: not httpx_alive(first.url))
+    poll("the service to die", lambda: not httpx_alive(first.url))
     (leftover,) = containers(docker_client, session=session["id"])
     assert leftover.status == "running"
 
     cli("orchestrator", "serve", "--background")
     second = read_state(cli.state_dir)
     assert second is not None and second.orchestrator_id != first.orchestrator_id
-    wait_until("the leftover reaped", lambda: containers(docker_client, session=session["id"]) == [], 30)
+    poll("the leftover reaped", lambda: containers(docker_client, session=session["id"]) == [], 30)
 
 
 def httpx_alive(url: str) -> bool:

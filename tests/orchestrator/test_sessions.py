@@ -11,6 +11,7 @@ import docker
 import httpx
 import pytest
 from tests.orchestrator.helpers import CuttableProxy, call, clicks, containers, eventually, turn_folders
+from tests.server.rigproc import INITIALIZE
 
 from deskrig.errors import ErrorCode
 from deskrig.orchestrator.core import Orchestrator
@@ -19,17 +20,6 @@ from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, Session
 from deskrig.orchestrator.runtime import LABEL_EXPIRES, LABEL_ORCHESTRATOR, LABEL_SESSION
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 def _port(info: SessionInfo) -> int:

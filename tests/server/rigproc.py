@@ -27,6 +27,18 @@ DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
 
 T = TypeVar("T")
 
+#: A raw JSON-RPC ``initialize`` request, for tests that speak HTTP without an MCP client.
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "deskrig-tests", "version": "1"},
+    },
+}
+
 
 def free_port() -> int:
     with socket.socket() as sock:

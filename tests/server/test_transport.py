@@ -15,7 +15,7 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from tests.server.conftest import GREEN, GreenRig
-from tests.server.rigproc import DESKRIG, RigProcess, color_app, free_port, http_status, poll
+from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status, poll
 
 
 def test_http_requires_the_token(green_rig: GreenRig) -> None:
@@ -62,17 +62,7 @@ def test_allowed_host_and_generated_token(tmp_path: Path) -> None:
             "accept": "application/json, text/event-stream",
             "content-type": "application/json",
         }
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        assert httpx.post(f"http://127.0.0.1:{port}/mcp", json=init, headers=headers).status_code == 200
+        assert httpx.post(f"http://127.0.0.1:{port}/mcp", json=INITIALIZE, headers=headers).status_code == 200
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -101,16 +91,7 @@ def test_stdio_stdout_carries_only_protocol(tmp_path: Path) -> None:
     )
     assert proc.stdin and proc.stdout
     messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"},
-            },
-        },
+        INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {
             "jsonrpc": "2.0",
