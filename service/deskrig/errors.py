@@ -13,7 +13,9 @@ exactly one place (``deskrig.server``).
 
 from __future__ import annotations
 
+import errno
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -129,3 +131,12 @@ class ConfigError(DeskrigError):
 
 class BackendError(DeskrigError):
     """A platform library failed underneath a backend."""
+
+
+def file_system_error(action: str, path: Path, exc: OSError) -> DeskrigError:
+    """FILE_SYSTEM_ERROR for an OSError while doing ``action`` ("write", "create" ...) to ``path``."""
+    return DeskrigError(
+        ErrorCode.FILE_SYSTEM_ERROR,
+        f"cannot {action} {path}: {exc.strerror or exc}",
+        details={"path": str(path), "errno": exc.errno, "error": errno.errorcode.get(exc.errno or 0)},
+    )

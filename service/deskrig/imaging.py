@@ -14,7 +14,6 @@ than BILINEAR at the same legibility).
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import secrets
@@ -28,7 +27,7 @@ from typing import TypeVar, get_args
 from PIL import Image, ImageColor, ImageDraw
 from pydantic import BaseModel, ConfigDict
 
-from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.errors import DeskrigError, ErrorCode, file_system_error
 from deskrig.model import Bounds, ImageFormat
 
 SUPPORTED_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
@@ -327,14 +326,6 @@ def draw_click_marker(image: Image.Image, x: int, y: int) -> Image.Image:
     return marked
 
 
-def _file_error(action: str, path: Path, exc: OSError) -> DeskrigError:
-    return DeskrigError(
-        ErrorCode.FILE_SYSTEM_ERROR,
-        f"cannot {action} {path}: {exc.strerror or exc}",
-        details={"path": str(path), "errno": exc.errno, "error": errno.errorcode.get(exc.errno or 0)},
-    )
-
-
 def _write_temp(directory: Path, data: bytes) -> Path:
     """Write ``data`` to a new hidden temp file in ``directory`` (mode from the umask)."""
     while True:
@@ -360,12 +351,12 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         temp = _write_temp(path.parent, data)
     except OSError as exc:
-        raise _file_error("write", path, exc) from exc
+        raise file_system_error("write", path, exc) from exc
     try:
         os.replace(temp, path)
     except OSError as exc:
         temp.unlink(missing_ok=True)
-        raise _file_error("write", path, exc) from exc
+        raise file_system_error("write", path, exc) from exc
 
 
 def save_screenshot(data: bytes, save_dir: Path, fmt: str, now: datetime) -> Path:
@@ -383,7 +374,7 @@ def save_screenshot(data: bytes, save_dir: Path, fmt: str, now: datetime) -> Pat
         folder.mkdir(parents=True, exist_ok=True)
         temp = _write_temp(folder, data)
     except OSError as exc:
-        raise _file_error("write to", folder, exc) from exc
+        raise file_system_error("write to", folder, exc) from exc
     try:
         attempt = 0
         while True:
@@ -394,6 +385,6 @@ def save_screenshot(data: bytes, save_dir: Path, fmt: str, now: datetime) -> Pat
             except FileExistsError:
                 attempt += 1
             except OSError as exc:
-                raise _file_error("create", target, exc) from exc
+                raise file_system_error("create", target, exc) from exc
     finally:
         temp.unlink(missing_ok=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from deskrig.config import SecurityPolicy
-from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+from deskrig.errors import ConfigError, DeskrigError, ErrorCode, file_system_error
 from deskrig.model import WindowInfo
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,7 @@ class PathGuard:
                 try:
                     root.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
-                    raise DeskrigError(
-                        ErrorCode.FILE_SYSTEM_ERROR,
-                        f"cannot create allowed directory {root}: {exc.strerror or exc}",
-                        details={"path": str(root), "errno": exc.errno},
-                    ) from exc
+                    raise file_system_error("create allowed directory", root, exc) from exc
                 return real
         if not self.allowed_directories:
             raise self._reject(path, "no output directories are allowed by the rig's policy")
@@ -213,11 +209,7 @@ class AuditLog:
         try:
             self._file = path.open("a", encoding="utf-8", buffering=1)
         except OSError as exc:
-            raise DeskrigError(
-                ErrorCode.FILE_SYSTEM_ERROR,
-                f"cannot open audit log {path}: {exc.strerror or exc}",
-                details={"path": str(path), "errno": exc.errno},
-            ) from exc
+            raise file_system_error("open audit log", path, exc) from exc
         if _is_stdout(self._file):
             self._file.close()
             raise ConfigError(f"audit log {target!r} is the process's stdout; use '-' for stderr")

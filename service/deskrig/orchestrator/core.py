@@ -34,7 +34,7 @@ import httpx
 from anyio.abc import TaskGroup
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.errors import DeskrigError, ErrorCode, file_system_error
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import (
     RIG_RECORD_DIR,
@@ -217,11 +217,7 @@ class Orchestrator:
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise DeskrigError(
-                ErrorCode.FILE_SYSTEM_ERROR,
-                f"cannot create the session directory {directory}: {exc.strerror}",
-                details={"artifacts_dir": str(directory)},
-            ) from exc
+            raise file_system_error("create the session directory", directory, exc) from exc
         info = SessionInfo(
             id=session_id,
             state=SessionState.QUEUED,

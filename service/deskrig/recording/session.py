@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.errors import DeskrigError, file_system_error
 from deskrig.recording.turns import (
     FileEntry,
     TurnEvent,
@@ -118,11 +118,7 @@ class Recording:
             remove_stale_temps(self.output_dir)
             self._earlier = turn_numbers(self.output_dir)
         except OSError as exc:
-            raise DeskrigError(
-                ErrorCode.FILE_SYSTEM_ERROR,
-                f"cannot use {self.output_dir} for a recording: {exc.strerror or exc}",
-                details={"output_dir": str(self.output_dir)},
-            ) from exc
+            raise file_system_error("use for a recording", self.output_dir, exc) from exc
         self._next = self.first_turn = (self._earlier[-1] + 1) if self._earlier else 1
         self._writer = threading.Thread(target=self._write_turns, name="deskrig-turn-writer", daemon=True)
         self._writer.start()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.procs import read_proc
 
 
 class AppLauncher(Protocol):
@@ -98,17 +99,8 @@ class CallbackLauncher:
 
 def process_alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+    entry = read_proc(pid)
+    return entry is not None and not entry.dead
 
 
 def terminate(pid: int, sig: int = signal.SIGTERM) -> None:
