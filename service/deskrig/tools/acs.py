@@ -13,10 +13,11 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
+from deskrig import imaging
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.model import DisplayInfo, WindowInfo
 from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
-from deskrig.tools.capture import FORMATS, CaptureOptions, CaptureTarget
+from deskrig.tools.capture import CaptureOptions, CaptureTarget
 from deskrig.tools.screen import NoArguments, region_target, screen_target
 from deskrig.tools.windows import visible_windows, window_target
 
@@ -26,7 +27,7 @@ PII_MASKING_NOTE = "PII masking is not available yet; the image is not masked."
 class AcsCaptureInput(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    format: str = Field("png", json_schema_extra={"enum": list(FORMATS)})
+    format: str = Field("png", json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)})
     quality: int | None = Field(None, ge=1, le=100)
     savePath: str | None = Field(None, description="Directory (allowed by policy) to save the image under")
     enablePIIMasking: bool = Field(False, description="Accepted; masking is not available yet")

@@ -19,11 +19,8 @@ from pydantic import BaseModel, Field
 from deskrig import imaging
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
-from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, DisplayInfo, WindowInfo
 from deskrig.security import SecurityContext
-
-FORMATS = ("png", "jpeg", "webp", "bmp")
 
 
 class CaptureOptions(BaseModel):
@@ -32,7 +29,7 @@ class CaptureOptions(BaseModel):
     format: str = Field(
         "png",
         description="Image format: png, jpeg, webp or bmp",
-        json_schema_extra={"enum": list(FORMATS)},
+        json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)},
     )
     quality: int | None = Field(
         None, ge=1, le=100, description="JPEG/WebP quality 1-100 (default 80); PNG: 1-100 maps to compression"
@@ -120,15 +117,7 @@ class CapturePipeline:
 
     def run(self, target: CaptureTarget, options: CaptureOptions) -> tuple[ScreenshotMetadata, bytes]:
         """Blocking: run in a worker thread."""
-        fmt = options.format.lower()
-        if fmt == "jpg":
-            fmt = "jpeg"
-        if fmt not in FORMATS:
-            raise DeskrigError(
-                ErrorCode.UNSUPPORTED_FORMAT,
-                f"unsupported image format {options.format!r}",
-                details={"format": options.format, "supported": list(FORMATS)},
-            )
+        fmt = imaging.normalize_format(options.format)
         save_dir = self._security.paths.resolve(options.save_dir) if options.save_dir else None
         now = datetime.now(UTC)
         desktop = self._desktop
@@ -143,14 +132,14 @@ class CapturePipeline:
             encoded = cached[2]
         else:
             encoded = self._encode(target, fmt, options)
-            with self._lock:
-                self._cache = (key, serial, encoded)
+            if reusable:
+                with self._lock:
+                    self._cache = (key, serial, encoded)
 
         saved_path = None
         if save_dir is not None:
             saved_path = imaging.save_screenshot(encoded.full(), save_dir, encoded.fmt, now)
         inline = encoded.inline
-        origin_scale = inline.scale
         metadata = ScreenshotMetadata(
             source=target.source,
             width=inline.width,
@@ -161,7 +150,7 @@ class CapturePipeline:
             quality=inline.quality,
             timestamp=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             region=target.region,
-            scale=round(origin_scale, 6),
+            scale=round(inline.scale, 6),
             origin=Origin(x=target.region.x, y=target.region.y),
             display=target.display,
             window=target.window,
