@@ -14,9 +14,11 @@ exactly one place (``deskrig.server``).
 from __future__ import annotations
 
 import errno
+import json
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -89,6 +91,45 @@ class ErrorInfo(BaseModel):
     message: str
     details: dict[str, Any] | None = None
     remediation: str | None = None
+
+
+class ToolResultLike(Protocol):
+    """An MCP ``CallToolResult``, as far as :func:`tool_error` reads it."""
+
+    @property
+    def is_error(self) -> bool | None: ...
+
+    @property
+    def structured_content(self) -> Any: ...
+
+    @property
+    def content(self) -> Sequence[object]: ...
+
+
+def error_body(error: ErrorInfo) -> dict[str, Any]:
+    """A failed tool call's JSON: ``{"error": {code, message, details?, remediation?}}``."""
+    return {"error": error.model_dump(mode="json", exclude_none=True)}
+
+
+def tool_error(result: ToolResultLike) -> dict[str, Any] | None:
+    """The ``{code, message, details?, remediation?}`` of a failed tool call, or None if it succeeded.
+
+    The one reader of error results: the error is in the structured content when the tool's output
+    schema admits it (the acs envelope), and otherwise in the JSON of the result's text block.
+    """
+    if not result.is_error:
+        return None
+    texts = [text for block in result.content if isinstance(text := getattr(block, "text", None), str)]
+    for body in [result.structured_content, *texts]:
+        if isinstance(body, str):
+            try:
+                body = json.loads(body)
+            except ValueError:
+                continue
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict):
+            return error
+    return {"code": ErrorCode.INTERNAL_ERROR.value, "message": " ".join(texts) or "the tool call failed"}
 
 
 class DeskrigError(Exception):

@@ -1,8 +1,12 @@
 """The MCP server: registers the tool list for a profile and turns failures into tool errors.
 
 This is the one place where exceptions become protocol results. A :class:`DeskrigError` becomes
-``isError`` with ``{code, message, details?, remediation?}`` in structured content (and the same
-JSON as text); anything else becomes INTERNAL_ERROR with the traceback kept in the server log.
+``isError`` with ``{"error": {code, message, details?, remediation?}}`` as the JSON of a text block
+and no structured content: structured content must match the tool's output schema, which describes
+success (strict clients such as the MCP Inspector validate it and would drop the error). A tool
+whose output schema admits failures (the acs envelope) sends its failure as structured content too.
+Anything else becomes INTERNAL_ERROR with the traceback kept in the server log.
+:func:`deskrig.errors.tool_error` reads either shape back.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from deskrig import __version__
-from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, error_body
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
 from deskrig.tools.base import ActionObserver, AnyTool
 
@@ -179,10 +183,15 @@ class DeskrigServer:
     def _result(spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
         if error is not None or result is None:
             assert error is not None
-            body = spec.error_body(error)
+            envelope = spec.error_output(error) if spec.error_output is not None else None
+            body = (
+                envelope.model_dump(mode="json", exclude_none=spec.omit_none)
+                if envelope is not None
+                else error_body(error)
+            )
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=json.dumps(body))],
-                structured_content=body,
+                structured_content=body if envelope is not None else None,
                 is_error=True,
             )
         structured = result.structured.model_dump(mode="json", exclude_none=spec.omit_none)

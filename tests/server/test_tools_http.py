@@ -15,6 +15,8 @@ from PIL import Image
 from tests.server.conftest import GREEN, RED, GreenRig
 from tests.server.rigproc import APPS, RigProcess, color_app, read_events
 
+from deskrig.errors import tool_error
+
 
 def rgb(hex_color: str) -> tuple[int, int, int]:
     return tuple(int(hex_color[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
@@ -30,9 +32,9 @@ def image_of(result: Any) -> Image.Image:
 
 
 def error_of(result: Any) -> dict[str, Any]:
-    assert result.is_error, result
-    error = result.structured_content["error"]
-    assert json.loads(result.content[0].text)["error"] == error
+    error = tool_error(result)
+    assert error is not None, result
+    assert result.structured_content is None  # it would not match the output schema
     assert error["remediation"]
     return error
 

@@ -17,6 +17,8 @@ from mcp import Client, StdioServerParameters
 from tests.server.conftest import GREEN, GreenRig
 from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status, poll
 
+from deskrig.errors import tool_error
+
 
 def test_http_requires_the_token(green_rig: GreenRig) -> None:
     rig = green_rig.rig
@@ -143,7 +145,8 @@ def test_rate_limit_per_client(tmp_path: Path) -> None:
 
         results = rig.session(burst)
         assert [r.is_error for r in results] == [False, False, False, True]
-        error = results[-1].structured_content["error"]
+        error = tool_error(results[-1])
+        assert error is not None
         assert error["code"] == "RATE_LIMIT_EXCEEDED"
         assert error["details"]["limit"] == 3 and error["details"]["current"] >= 3
         assert error["details"]["reset_at"]

@@ -21,7 +21,7 @@ import anyio
 import mcp_types as types
 from pydantic import BaseModel, Field
 
-from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.errors import DeskrigError, ErrorCode, tool_error
 from deskrig.recording.turns import RECORDED_TOOLS, turn_name, turn_numbers
 
 if TYPE_CHECKING:
@@ -149,15 +149,15 @@ async def replay(
             await anyio.sleep(delay_ms / 1000)
         arguments, resolved_by = await retarget(services, action)
         result = await runner.call(spec, arguments, call)
-        body = result.structured_content or {}
-        if result.is_error:
+        error = tool_error(result)
+        if error is not None:
             steps.append(
                 ReplayStep(
                     turn=turn,
                     tool=tool,
                     status="error",
                     element_resolved_by=resolved_by,
-                    error=body.get("error", body),
+                    error=error,
                 )
             )
             if stop_on_error:
@@ -170,7 +170,7 @@ async def replay(
                     tool=tool,
                     status="ok",
                     element_resolved_by=resolved_by,
-                    effect=body.get("effect"),
+                    effect=(result.structured_content or {}).get("effect"),
                 )
             )
     return ReplayReport(

@@ -63,8 +63,9 @@ class AcsResponse(BaseModel):
     error: dict[str, Any] | None = None
 
 
-def acs_error_body(error: ErrorInfo) -> dict[str, Any]:
-    return {"status": "error", "error": error.model_dump(mode="json", exclude_none=True)}
+def acs_error(error: ErrorInfo) -> AcsResponse:
+    """A failure in the envelope: ``{status: "error", error: {code, message, details, remediation}}``."""
+    return AcsResponse(status="error", error=error.model_dump(mode="json", exclude_none=True))
 
 
 async def _capture(services: Services, target: CaptureTarget, args: AcsCaptureInput) -> ToolResult:
@@ -135,7 +136,7 @@ def _acs(name: str, description: str, model: type[BaseModel], handler: Any, capt
         handler,
         captures=captures,
         profile="acs",
-        error_body=acs_error_body,
+        error_output=acs_error,
         omit_none=True,
     )
 

@@ -97,11 +97,6 @@ Handler = Callable[[Services, CallInfo, InputT], Awaitable[ToolResult]]
 Resolver = Callable[[Services, CallInfo, InputT], Awaitable[ActionTarget]]
 
 
-def default_error_body(error: ErrorInfo) -> dict[str, Any]:
-    """The structured content of a failed call: ``{"error": {code, message, details, remediation}}``."""
-    return {"error": error.model_dump(mode="json", exclude_none=True)}
-
-
 @dataclass(frozen=True)
 class ToolSpec(Generic[InputT]):
     """One MCP tool, declared once."""
@@ -120,8 +115,11 @@ class ToolSpec(Generic[InputT]):
     title: str | None = None
     #: Leave null fields out of the structured result (the acs envelope has either data or filePath).
     omit_none: bool = False
-    #: How a failure is shaped in structured content (the acs profile has its own envelope).
-    error_body: Callable[[ErrorInfo], dict[str, Any]] = default_error_body
+    #: A failure in the shape of ``output_model``, for a tool whose output schema admits failures (the
+    #: acs envelope has ``status`` and ``error``): it is then the structured content of the error result.
+    #: Otherwise an error result has no structured content (it would not match the output schema,
+    #: and strict clients such as the MCP Inspector reject it); the error JSON is in its text block.
+    error_output: Callable[[ErrorInfo], BaseModel] | None = None
 
     @property
     def action(self) -> bool:
