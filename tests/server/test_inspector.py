@@ -11,21 +11,28 @@ from typing import Any
 import pytest
 from tests.server.conftest import GreenRig
 from tests.server.rigproc import DESKRIG, NODE, ROOT, RigProcess
+from tests.server.test_schemas import undescribed
 
 INSPECTOR = ROOT / ".tools" / "inspector" / "node_modules" / ".bin" / "inspector"
 #: The Inspector CLI's exit status when the tool result has isError.
 TOOL_IS_ERROR = 5
 
 
-def inspect(tmp: Path, target: list[str], tool: str, arguments: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
-    """Call one tool through the Inspector CLI: (exit status, the result as it printed it, stderr)."""
+def run_inspector(tmp: Path, target: list[str], *method: str) -> tuple[int, dict[str, Any], str]:
+    """One Inspector CLI call: (exit status, the result as it printed it, stderr)."""
     assert INSPECTOR.exists(), "scripts/setup installs the MCP Inspector"
-    argv = [str(NODE), str(INSPECTOR), "--cli", "--format", "json", "--method", "tools/call", "--tool-name", tool]
-    argv += ["--tool-args-json", json.dumps(arguments), *target]
+    argv = [str(NODE), str(INSPECTOR), "--cli", "--format", "json", *method, *target]
     # Its catalog and client config go to HOME.
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp)})
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp)}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     printed = json.loads(done.stdout) if done.stdout.strip() else {}
     return done.returncode, printed.get("result", printed), done.stderr
+
+
+def inspect(tmp: Path, target: list[str], tool: str, arguments: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
+    """Call one tool through the Inspector CLI."""
+    call = ["--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(arguments)]
+    return run_inspector(tmp, target, *call)
 
 
 def http_target(rig: RigProcess) -> list[str]:
@@ -102,3 +109,15 @@ def test_acs_error_envelope_is_valid_structured_content(tmp_path: Path) -> None:
     envelope = result["structuredContent"]
     assert envelope["status"] == "error" and envelope["error"]["code"] == "INVALID_REGION"
     assert json.loads(result["content"][0]["text"]) == envelope
+
+
+@pytest.mark.parametrize("profile", ["default", "acs"])
+def test_tool_schemas_are_portable_and_described(tmp_path: Path, profile: str) -> None:
+    # --strict: the Inspector's schema portability lint fails the run on an error-severity finding.
+    status, result, stderr = run_inspector(
+        tmp_path, stdio_target("--tool-profile", profile), "--method", "tools/list", "--strict"
+    )
+    assert status == 0, stderr
+    tools = result["tools"]
+    assert tools
+    assert [p for tool in tools for p in undescribed(tool["inputSchema"], tool["name"])] == []

@@ -48,7 +48,7 @@ class AppState(BaseModel):
 
 
 class SetValueInput(ActionOptions):
-    element: ElementTarget
+    element: ElementTarget = Field(description="The element to set: an entry, text view, slider or spin button")
     value: str | float = Field(description="Text for editable text, a number for sliders and spin buttons")
 
 

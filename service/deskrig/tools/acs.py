@@ -17,8 +17,8 @@ from deskrig import imaging
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.model import DisplayInfo, WindowInfo
 from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
-from deskrig.tools.capture import CaptureOptions, CaptureTarget
-from deskrig.tools.screen import NoArguments, region_target, screen_target
+from deskrig.tools.capture import FORMAT_DESCRIPTION, QUALITY_DESCRIPTION, CaptureOptions, CaptureTarget
+from deskrig.tools.screen import NoArguments, RegionArguments, region_target, screen_target
 from deskrig.tools.windows import visible_windows, window_target
 
 PII_MASKING_NOTE = "PII masking is not available yet; the image is not masked."
@@ -27,8 +27,10 @@ PII_MASKING_NOTE = "PII masking is not available yet; the image is not masked."
 class AcsCaptureInput(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    format: str = Field("png", json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)})
-    quality: int | None = Field(None, ge=1, le=100)
+    format: str = Field(
+        "png", description=FORMAT_DESCRIPTION, json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)}
+    )
+    quality: int | None = Field(None, ge=1, le=100, description=QUALITY_DESCRIPTION)
     savePath: str | None = Field(None, description="Directory (allowed by policy) to save the image under")
     enablePIIMasking: bool = Field(False, description="Accepted; masking is not available yet")
 
@@ -38,16 +40,15 @@ class AcsFullInput(AcsCaptureInput):
 
 
 class AcsWindowInput(AcsCaptureInput):
-    windowId: str | None = None
-    windowTitle: str | None = None
-    includeFrame: bool = False
+    windowId: str | None = Field(None, description="Window id from screenshot_list_windows (decimal or 0x-hex)")
+    windowTitle: str | None = Field(
+        None, description="Or a case-insensitive fuzzy title match; ambiguous matches are an error"
+    )
+    includeFrame: bool = Field(False, description="Include the window manager's decoration")
 
 
-class AcsRegionInput(AcsCaptureInput):
-    x: int
-    y: int
-    width: int
-    height: int
+class AcsRegionInput(AcsCaptureInput, RegionArguments):
+    pass
 
 
 class AcsResponse(BaseModel):

@@ -26,9 +26,9 @@ POLL_S = 0.05
 class LaunchAppInput(BaseModel):
     command: list[str] = Field(min_length=1, description="argv, e.g. ['gtk3-widget-factory']")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables")
-    cwd: str | None = None
+    cwd: str | None = Field(None, description="Working directory (default: the rig's)")
     wait_for_window: bool = Field(True, description="Return once a window of the app is mapped")
-    timeout_ms: int = Field(10_000, ge=100, le=MAX_WAIT_MS)
+    timeout_ms: int = Field(10_000, ge=100, le=MAX_WAIT_MS, description="How long to wait for its window")
 
 
 class LaunchResult(BaseModel):
@@ -37,7 +37,7 @@ class LaunchResult(BaseModel):
 
 
 class KillAppInput(BaseModel):
-    pid: int = Field(gt=0)
+    pid: int = Field(gt=0, description="Process id of the app (see list_apps or launch_app)")
     force: bool = Field(False, description="SIGKILL at once instead of SIGTERM with a grace period")
 
 
@@ -49,25 +49,29 @@ class KillResult(BaseModel):
 
 
 class FocusWindowInput(BaseModel):
-    window_id: int
+    window_id: int = Field(description="Window id from list_windows")
 
 
 class RegionCondition(BaseModel):
-    x: int
-    y: int
-    width: int = Field(gt=0)
-    height: int = Field(gt=0)
-    condition: str = Field("changed", json_schema_extra={"enum": ["changed", "stable"]})
+    x: int = Field(description="Left edge in screen pixels")
+    y: int = Field(description="Top edge in screen pixels")
+    width: int = Field(gt=0, description="Width in screen pixels")
+    height: int = Field(gt=0, description="Height in screen pixels")
+    condition: str = Field(
+        "changed",
+        json_schema_extra={"enum": ["changed", "stable"]},
+        description="changed: any pixel differs from when the wait began; stable: nothing changes for stable_ms",
+    )
     stable_ms: int = Field(500, ge=50, le=MAX_WAIT_MS, description="For stable: how long nothing may change")
 
 
 class WaitForInput(BaseModel):
     window_title: str | None = Field(None, description="Until a window whose title contains this appears")
     role: str | None = Field(None, description="Until an element with this role (and name) exists")
-    name: str | None = None
+    name: str | None = Field(None, description="Until an element with this name (and role) exists")
     pid: int | None = Field(None, description="The app to search for the element (default: any window's app)")
     region: RegionCondition | None = Field(None, description="Until a screen region changes or is stable")
-    timeout_ms: int = Field(5_000, ge=0, le=MAX_WAIT_MS)
+    timeout_ms: int = Field(5_000, ge=0, le=MAX_WAIT_MS, description="Give up (TIMEOUT) after this long")
 
     @model_validator(mode="after")
     def _one_condition(self) -> WaitForInput:

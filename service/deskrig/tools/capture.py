@@ -22,18 +22,17 @@ from deskrig.desktop import Desktop
 from deskrig.model import Bounds, DisplayInfo, WindowInfo
 from deskrig.security import SecurityContext
 
+FORMAT_DESCRIPTION = "Image format: png, jpeg, webp or bmp"
+QUALITY_DESCRIPTION = "JPEG/WebP quality 1-100 (default 80); PNG: 1-100 maps to compression"
+
 
 class CaptureOptions(BaseModel):
     """Encoding and output options shared by the screenshot tools."""
 
     format: str = Field(
-        "png",
-        description="Image format: png, jpeg, webp or bmp",
-        json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)},
+        "png", description=FORMAT_DESCRIPTION, json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)}
     )
-    quality: int | None = Field(
-        None, ge=1, le=100, description="JPEG/WebP quality 1-100 (default 80); PNG: 1-100 maps to compression"
-    )
+    quality: int | None = Field(None, ge=1, le=100, description=QUALITY_DESCRIPTION)
     max_width: int | None = Field(
         None, ge=16, description="Scale the image down to at most this width; never scaled otherwise"
     )

@@ -25,6 +25,8 @@ from deskrig.tools.targets import (
 )
 
 Button = Literal["left", "right", "middle"]
+BUTTON = "Mouse button: left, right or middle"
+MODIFIERS = "Keys held down meanwhile, e.g. ['ctrl'] or ['shift', 'alt']"
 #: How long a typed text may take to show up in the app's accessibility tree.
 READ_BACK_TIMEOUT_S = 1.5
 
@@ -53,39 +55,39 @@ class PointerTargetInput(ActionOptions):
 
 
 class ClickInput(PointerTargetInput):
-    button: Button = "left"
+    button: Button = Field("left", description=BUTTON)
     count: int = Field(1, ge=1, le=10, description="Number of clicks")
-    modifiers: list[str] = Field(default_factory=list, description="Keys held while clicking, e.g. ['ctrl']")
+    modifiers: list[str] = Field(default_factory=list, description=MODIFIERS)
 
 
 class DoubleClickInput(PointerTargetInput):
-    button: Button = "left"
-    modifiers: list[str] = Field(default_factory=list)
+    button: Button = Field("left", description=BUTTON)
+    modifiers: list[str] = Field(default_factory=list, description=MODIFIERS)
 
 
 class RightClickInput(PointerTargetInput):
-    modifiers: list[str] = Field(default_factory=list)
+    modifiers: list[str] = Field(default_factory=list, description=MODIFIERS)
 
 
 class MoveInput(ActionOptions):
-    x: int
-    y: int
+    x: int = Field(description="Screen x to move the pointer to")
+    y: int = Field(description="Screen y to move the pointer to")
 
 
 class DragInput(ActionOptions):
-    from_x: int
-    from_y: int
-    to_x: int
-    to_y: int
-    button: Button = "left"
-    duration_ms: int = Field(300, ge=0, le=60_000)
-    steps: int = Field(10, ge=1, le=1000)
+    from_x: int = Field(description="Screen x where the button is pressed")
+    from_y: int = Field(description="Screen y where the button is pressed")
+    to_x: int = Field(description="Screen x where the button is released")
+    to_y: int = Field(description="Screen y where the button is released")
+    button: Button = Field("left", description=BUTTON)
+    duration_ms: int = Field(300, ge=0, le=60_000, description="How long the move from start to end takes")
+    steps: int = Field(10, ge=1, le=1000, description="Intermediate pointer positions along the way")
 
 
 class ScrollInput(ActionOptions):
-    x: int | None = Field(None, description="Where to scroll; default: where the pointer is")
-    y: int | None = None
-    direction: Literal["up", "down", "left", "right"]
+    x: int | None = Field(None, description="Screen x to scroll at; default: where the pointer is")
+    y: int | None = Field(None, description="Screen y to scroll at (with x); default: where the pointer is")
+    direction: Literal["up", "down", "left", "right"] = Field(description="Which way to turn the wheel")
     amount: int = Field(3, ge=1, le=50, description="Wheel steps")
 
 
@@ -97,7 +99,7 @@ class TypeTextInput(ActionOptions):
 
 class PressKeyInput(ActionOptions):
     key: str = Field(description="A key or combination: Return, ctrl+s, F5, shift+Tab")
-    modifiers: list[str] = Field(default_factory=list)
+    modifiers: list[str] = Field(default_factory=list, description=MODIFIERS)
 
 
 class HotkeyInput(ActionOptions):

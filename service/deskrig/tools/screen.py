@@ -23,11 +23,17 @@ class ScreenshotScreenInput(CaptureOptions):
     display_id: int | None = Field(None, description="Capture one monitor (see list_displays); default: all")
 
 
-class ScreenshotRegionInput(CaptureOptions):
+class RegionArguments(BaseModel):
+    """A rectangle of the screen to capture."""
+
     x: int = Field(description="Left edge in screen pixels")
     y: int = Field(description="Top edge in screen pixels")
     width: int = Field(description="Width in screen pixels (> 0)")
     height: int = Field(description="Height in screen pixels (> 0)")
+
+
+class ScreenshotRegionInput(CaptureOptions, RegionArguments):
+    pass
 
 
 async def list_displays(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:

@@ -19,12 +19,12 @@ class ElementTarget(BaseModel):
     """An element from ``get_app_state`` (``snapshot_id`` + ``index``), or a query resolved fresh
     (``role`` and/or ``name``, in the app of ``pid`` or ``window_id``; default: the focused window's app)."""
 
-    snapshot_id: str | None = None
-    index: int | None = Field(None, ge=0)
-    role: str | None = None
-    name: str | None = None
-    pid: int | None = None
-    window_id: int | None = None
+    snapshot_id: str | None = Field(None, description="snapshot_id of a get_app_state result (with index)")
+    index: int | None = Field(None, ge=0, description="The element's index in that snapshot")
+    role: str | None = Field(None, description="Or find the element fresh: its role, e.g. 'push button'")
+    name: str | None = Field(None, description="... and/or its accessible name, e.g. 'Save'")
+    pid: int | None = Field(None, description="With role/name: the app to search (default: the focused window's)")
+    window_id: int | None = Field(None, description="With role/name: or the app owning this window")
 
     @model_validator(mode="after")
     def _one_way(self) -> ElementTarget:
