@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 ImageFormat = Literal["png", "jpeg", "webp", "bmp"]
+
+
+def without_nul(value: str) -> str:
+    # C strings end at NUL: argv, environment, paths and D-Bus strings cannot carry one.
+    if "\0" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+def _env_name(name: str) -> str:
+    if not name or "=" in name:
+        raise ValueError(f"{name!r} is not an environment variable name (empty, or contains '=')")
+    return without_nul(name)
+
+
+#: Text that goes to the OS or a C library (argv, environment, paths, accessibility strings).
+CText = Annotated[str, AfterValidator(without_nul)]
+#: An environment variable name: not empty, no '=' and no NUL.
+EnvName = Annotated[str, AfterValidator(_env_name)]
 
 
 class Bounds(BaseModel):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.server.rigproc import APPS, SYSTEM_PYTHON, FormRig, read_events, start_form
@@ -142,6 +143,36 @@ def test_bad_input_is_refused_and_changes_nothing(gtk_form: FormRig) -> None:
     assert stale["code"] == "ELEMENT_NOT_FOUND" and stale["details"]["reason"] == "unknown"
     assert gtk_form.error("click", {"x": 10})["code"] == "INVALID_ARGUMENT"
     assert len(read_events(gtk_form.log)) == events_before
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("launch_app", {"command": ["xterm"], "env": {"A=B": "1"}}, "env.A=B.[key]"),
+        ("launch_app", {"command": ["xterm"], "env": {"A\0B": "1"}}, "env.A\0B.[key]"),
+        ("launch_app", {"command": ["xterm"], "env": {"": "1"}}, "env..[key]"),
+        ("launch_app", {"command": ["xterm"], "env": {"A": "1\0"}}, "env.A"),
+        ("launch_app", {"command": ["xterm"], "cwd": "/tmp\0x"}, "cwd"),
+        ("launch_app", {"command": ["xterm\0"]}, "command.0"),
+        ("launch_app", {"command": ["xterm", "-T", "a\0b"]}, "command.2"),
+        ("launch_app", {"command": [""]}, "command"),
+        ("set_value", {"element": {"role": "text", "name": "Name", "pid": 1}, "value": "a\0b"}, "value"),
+    ],
+)
+def test_strings_the_os_cannot_take_are_invalid_arguments(
+    gtk_form: FormRig, tool: str, arguments: dict[str, Any], field: str
+) -> None:
+    events_before = len(read_events(gtk_form.log))
+    error = gtk_form.error(tool, {**arguments, "wait_for_window": False} if tool == "launch_app" else arguments)
+    assert error["code"] == "INVALID_ARGUMENT", error
+    assert [p["field"] for p in error["details"]["problems"]] == [field]
+    assert len(read_events(gtk_form.log)) == events_before
+
+
+def test_nul_in_typed_text_or_key_names_is_invalid_argument(gtk_form: FormRig) -> None:
+    assert gtk_form.error("type_text", {"text": "a\0b"})["code"] == "INVALID_ARGUMENT"
+    assert gtk_form.error("press_key", {"key": "a\0"})["code"] == "INVALID_ARGUMENT"
+    assert gtk_form.error("hotkey", {"keys": ["ctrl", "\0"]})["code"] == "INVALID_ARGUMENT"
 
 
 def test_launch_app_then_wait_for_its_window(gtk_form: FormRig, tmp_path: Path) -> None:

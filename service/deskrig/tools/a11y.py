@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import anyio
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from deskrig.a11y import Element, ElementQuery
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import ActionResult, ActionTarget, Effect
+from deskrig.model import ActionResult, ActionTarget, Effect, without_nul
 from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools.capture import CaptureOptions, CaptureTarget
 from deskrig.tools.input import ActionOptions, action_result, poll_until
@@ -50,6 +50,11 @@ class AppState(BaseModel):
 class SetValueInput(ActionOptions):
     element: ElementTarget = Field(description="The element to set: an entry, text view, slider or spin button")
     value: str | float = Field(description="Text for editable text, a number for sliders and spin buttons")
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _text_without_nul(cls, value: object) -> object:
+        return without_nul(value) if isinstance(value, str) else value
 
 
 async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInput) -> ToolResult:

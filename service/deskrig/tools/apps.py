@@ -7,11 +7,11 @@ import time
 
 import anyio
 from PIL import Image, ImageChops
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from deskrig.a11y import ElementQuery
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import ActionResult, ActionTarget, Bounds, WindowInfo
+from deskrig.model import ActionResult, ActionTarget, Bounds, CText, EnvName, WindowInfo
 from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.input import poll_until
 from deskrig.tools.launcher import process_alive, terminate
@@ -24,11 +24,18 @@ POLL_S = 0.05
 
 
 class LaunchAppInput(BaseModel):
-    command: list[str] = Field(min_length=1, description="argv, e.g. ['gtk3-widget-factory']")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables")
-    cwd: str | None = Field(None, description="Working directory (default: the rig's)")
+    command: list[CText] = Field(min_length=1, description="argv, e.g. ['gtk3-widget-factory']")
+    env: dict[EnvName, CText] = Field(default_factory=dict, description="Extra environment variables")
+    cwd: CText | None = Field(None, description="Working directory (default: the rig's)")
     wait_for_window: bool = Field(True, description="Return once a window of the app is mapped")
     timeout_ms: int = Field(10_000, ge=100, le=MAX_WAIT_MS, description="How long to wait for its window")
+
+    @field_validator("command")
+    @classmethod
+    def _program_named(cls, command: list[str]) -> list[str]:
+        if not command[0]:
+            raise ValueError("the program name (command[0]) is empty")
+        return command
 
 
 class LaunchResult(BaseModel):
