@@ -31,6 +31,7 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_AUDIT_LOG": ("security", "audit_log"),
     "DESKRIG_RECORD": (None, "record_dir"),
     "DESKRIG_RECORD_VIDEO": (None, "record_video"),
+    "DESKRIG_RECORDING_KEY_FILE": (None, "recording_key_file"),
 }
 
 
@@ -78,6 +79,9 @@ class Settings(BaseModel):
     record_dir: str | None = None
     #: ... and the display as recording.mp4 beside the turns.
     record_video: bool = False
+    #: The key that signs recorded turns (replay runs only turns it verifies); default: a random
+    #: key per server, so only its own recordings replay. Give rigs one file to share recordings.
+    recording_key_file: str | None = None
 
 
 def _split_env(key: str, value: str) -> list[str]:

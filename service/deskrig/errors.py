@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 
 class ErrorCode(StrEnum):
@@ -172,6 +172,22 @@ class ConfigError(DeskrigError):
 
 class BackendError(DeskrigError):
     """A platform library failed underneath a backend."""
+
+
+def invalid_argument(
+    exc: ValidationError, what: str = "invalid arguments", whole: str = "(arguments)"
+) -> DeskrigError:
+    """INVALID_ARGUMENT for input a pydantic model refused, with each problem's field in details
+    (``whole`` names a problem with the input as a whole)."""
+    problems = [
+        {"field": ".".join(str(part) for part in err["loc"]) or whole, "problem": err["msg"]}
+        for err in exc.errors(include_url=False)
+    ]
+    return DeskrigError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"{what}: " + "; ".join(f"{p['field']}: {p['problem']}" for p in problems),
+        details={"problems": problems},
+    )
 
 
 def file_system_error(action: str, path: Path, exc: OSError) -> DeskrigError:

@@ -26,7 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from deskrig import __version__
-from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, error_body
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, error_body, invalid_argument
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
 from deskrig.tools.base import ActionObserver, AnyTool
 
@@ -37,18 +37,6 @@ INSTRUCTIONS = (
     "screenshot states its scale and origin so points can be mapped back. Failures carry "
     "{code, message, details, remediation}."
 )
-
-
-def validation_error(exc: ValidationError) -> DeskrigError:
-    problems = [
-        {"field": ".".join(str(part) for part in err["loc"]) or "(arguments)", "problem": err["msg"]}
-        for err in exc.errors(include_url=False)
-    ]
-    return DeskrigError(
-        ErrorCode.INVALID_ARGUMENT,
-        "invalid arguments: " + "; ".join(f"{p['field']}: {p['problem']}" for p in problems),
-        details={"problems": problems},
-    )
 
 
 def client_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -129,7 +117,7 @@ class DeskrigServer:
             try:
                 args = spec.input_model.model_validate(arguments)
             except ValidationError as exc:
-                raise validation_error(exc) from exc
+                raise invalid_argument(exc) from exc
             if spec.captures:
                 self.services.security.rate_limiter.check(call.client_id)
             if spec.resolve is not None:

@@ -143,7 +143,7 @@ def test_recorded_turns_hold_every_documented_file(form_rig: FormRig) -> None:
     evidence = load_json(folders[3] / "evidence.json")
     assert {name: e["status"] for name, e in evidence.items()} == dict.fromkeys(ARTIFACTS, "not_applicable")
     assert {e["classification"] for e in evidence.values()} == {"refused_before_target"}
-    assert sorted(p.name for p in folders[3].iterdir()) == ["action.json", "evidence.json"]
+    assert sorted(p.name for p in folders[3].iterdir()) == ["action.json", "action.sig", "evidence.json"]
 
 
 def test_restart_continues_after_existing_turns_and_never_overwrites(form_rig: FormRig) -> None:

@@ -245,10 +245,13 @@ class FormRig:
         return {"snapshot_id": state["snapshot_id"], **state["elements"][0]}
 
 
-def start_form(tmp: Path, app: str, title: str, python: str = SYSTEM_PYTHON) -> FormRig:
+def start_form(
+    tmp: Path, app: str, title: str, python: str = SYSTEM_PYTHON, env: dict[str, str] | None = None
+) -> FormRig:
     """A rig around ``tests/apps/<app>.py --title TITLE --log tmp/form.log``, started and ready."""
     log = tmp / "form.log"
-    rig = RigProcess(app=[python, str(APPS / f"{app}.py"), "--title", title, "--log", str(log)]).start(tmp)
+    argv = [python, str(APPS / f"{app}.py"), "--title", title, "--log", str(log)]
+    rig = RigProcess(app=argv, env=env or {}).start(tmp)
     form = FormRig(rig, log, tmp)
     assert form.pid > 0
     return form

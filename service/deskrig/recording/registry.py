@@ -33,6 +33,7 @@ from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.recording.moments import capture_moment
 from deskrig.recording.replay import ToolRunner
 from deskrig.recording.session import Recording, RecordingState, VideoSource
+from deskrig.recording.signing import TurnSigner
 from deskrig.recording.turns import RECORDED_TOOLS, Moment, TurnRecord
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ class RecordingRegistry:
         self._after_tasks: set[asyncio.Task[None]] = set()
         #: The server's call path, for replay_trajectory (set once the server exists).
         self.runner: ToolRunner | None = None
+        #: Signs every turn written, and checks the turns replay_trajectory runs.
+        self.signer = TurnSigner.from_settings(services.settings)
 
     # ---- starting and stopping (blocking: call from a worker thread) ------------------------------
 
@@ -237,8 +240,7 @@ class RecordingRegistry:
             return
         self._hand_over(token, call, action, after)
 
-    @staticmethod
-    def _hand_over(token: PendingTurn, call: CallInfo, action: dict[str, Any], after: Moment | None) -> None:
+    def _hand_over(self, token: PendingTurn, call: CallInfo, action: dict[str, Any], after: Moment | None) -> None:
         target = call.target
         record = TurnRecord(
             tool=token.tool,
@@ -246,6 +248,7 @@ class RecordingRegistry:
             before=token.before,
             after=after,
             click_point=target.point if target is not None else None,
+            signer=self.signer,
         )
         for recording in token.recordings:
             recording.enqueue(record)

@@ -9,19 +9,25 @@ recorded pid if it still owns a window, else by the recorded window title.
 
 Turns whose call failed when recorded are skipped unless ``include_failed``: they changed nothing
 then (and a click on a dead element fails again).
+
+Only turns this rig can verify it recorded run (their ``action.sig`` checks with its recording key,
+see :mod:`deskrig.recording.signing`): the app under test may be able to write the folder. One turn
+that does not check refuses the whole replay before any step runs, unless ``accept_unsigned``.
 """
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import mcp_types as types
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from deskrig.errors import DeskrigError, ErrorCode, tool_error
+from deskrig.errors import DeskrigError, ErrorCode, invalid_argument, tool_error
+from deskrig.model import ElementSummary
+from deskrig.recording.signing import SIGNATURE_FILE, TurnFileError, TurnSigner, read_turn_file, recorded_mac
 from deskrig.recording.turns import RECORDED_TOOLS, turn_name, turn_numbers
 
 if TYPE_CHECKING:
@@ -41,10 +47,30 @@ class ToolRunner(Protocol):
     ) -> types.CallToolResult: ...
 
 
+class RecordedAction(BaseModel):
+    """What replay reads from a turn's action.json (it holds more)."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    is_error: bool = False
+    pid: int | None = None
+    window_title: str | None = None
+    element: ElementSummary | None = None
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    name: str
+    action: RecordedAction
+    #: Why the turn's signature does not check, or None when this rig recorded it.
+    unverified: str | None
+
+
 class ReplayStep(BaseModel):
     turn: str
     tool: str
     status: Literal["ok", "error", "skipped"]
+    verified: bool = Field(description="Its signature shows this rig (or one sharing its key) recorded it")
     reason: str | None = Field(default=None, description="Why the step was skipped")
     element_resolved_by: Literal["path", "query"] | None = Field(
         default=None, description="How the recorded element was found again"
@@ -59,51 +85,76 @@ class ReplayReport(BaseModel):
     succeeded: int
     failed: int
     skipped: int
+    unverified: int = Field(description="Steps run or skipped without a valid signature (accept_unsigned)")
     completed: bool = Field(description="False when stop_on_error ended the replay early")
 
 
-def _read_actions(folder: Path) -> list[tuple[str, dict[str, Any]]]:
-    actions = []
-    for number in turn_numbers(folder):
-        name = turn_name(number)
-        try:
-            actions.append((name, json.loads((folder / name / "action.json").read_text("utf-8"))))
-        except (OSError, ValueError) as exc:
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"{name}/action.json cannot be read: {exc}",
-                details={"dir": str(folder), "turn": name},
-            ) from exc
-    if not actions:
+def _read_signed(folder: Path, number: int, signer: TurnSigner) -> tuple[str, bytes, str | None]:
+    """A turn's name, the bytes of its action.json, and why its signature does not check (or None)."""
+    name = turn_name(number)
+    details = {"dir": str(folder), "turn": name}
+    try:
+        raw = read_turn_file(folder / name / "action.json")
+        signature = read_turn_file(folder / name / SIGNATURE_FILE)
+    except TurnFileError as exc:
+        raise DeskrigError(ErrorCode.INVALID_ARGUMENT, f"{name}: {exc}", details=details) from exc
+    if raw is None:
+        raise DeskrigError(ErrorCode.INVALID_ARGUMENT, f"{name} has no action.json", details=details)
+    return name, raw, signer.problem(name, recorded_mac(folder / turn_name(number - 1)), raw, signature)
+
+
+def read_recording(folder: Path, signer: TurnSigner, accept_unsigned: bool) -> list[RecordedTurn]:
+    """Blocking: every turn of a recording, checked; SECURITY_ERROR if one does not verify.
+
+    The bytes checked are the bytes parsed: nothing can swap a file in between.
+    """
+    signed = [_read_signed(folder, number, signer) for number in turn_numbers(folder)]
+    if not signed:
         raise DeskrigError(
             ErrorCode.INVALID_PATH,
             f"{folder} holds no turn folders",
             details={"dir": str(folder)},
             remediation="Pass the output_dir of a recording (it holds turn-00001/ ...).",
         )
-    return actions
+    unverified = [{"turn": name, "problem": problem} for name, _, problem in signed if problem]
+    if unverified and not accept_unsigned:
+        raise DeskrigError(
+            ErrorCode.SECURITY_ERROR,
+            f"{len(unverified)} of {len(signed)} turns in {folder} cannot be verified as recorded by this "
+            f"rig ({unverified[0]['turn']}: {unverified[0]['problem']}); nothing was replayed",
+            details={"dir": str(folder), "unverified": unverified},
+            remediation="Replay recordings this rig made, or give rigs the same recording_key_file "
+            "(DESKRIG_RECORDING_KEY_FILE). Pass accept_unsigned=true only for a folder you trust: "
+            "every step does what its action.json says.",
+        )
+    turns = []
+    for name, raw, problem in signed:
+        try:
+            turns.append(RecordedTurn(name, RecordedAction.model_validate_json(raw), problem))
+        except ValidationError as exc:
+            raise invalid_argument(exc, f"{name}/action.json is not a recorded action", "(action.json)") from exc
+    return turns
 
 
-def _current_pid(services: Services, action: dict[str, Any]) -> int | None:
+def _current_pid(services: Services, action: RecordedAction) -> int | None:
     """Blocking: the recorded app's pid now, by the recorded pid or window title."""
     windows = services.desktop.windows()
-    recorded = action.get("pid")
-    if recorded is not None and any(w.pid == recorded for w in windows):
-        return int(recorded)
-    title = action.get("window_title")
+    if action.pid is not None and any(w.pid == action.pid for w in windows):
+        return action.pid
+    title = action.window_title
     return next((w.pid for w in windows if title and w.title == title and w.pid is not None), None)
 
 
 async def retarget(
-    services: Services, action: dict[str, Any]
+    services: Services, action: RecordedAction
 ) -> tuple[dict[str, Any], Literal["path", "query"] | None]:
     """The recorded arguments, with an element target re-resolved against the app as it is now."""
-    arguments = dict(action.get("arguments") or {})
-    recorded = action.get("element")
-    if not isinstance(arguments.get("element"), dict) or not isinstance(recorded, dict):
+    arguments = dict(action.arguments)
+    recorded = action.element
+    if not isinstance(arguments.get("element"), dict) or recorded is None:
         return arguments, None
     pid = await anyio.to_thread.run_sync(_current_pid, services, action)
-    path = [(step["role"], step["name"], step.get("nth", 0)) for step in recorded.get("path") or []]
+    path = [(step.role, step.name, step.nth) for step in recorded.path]
     if pid is not None and path and services.a11y is not None:
         try:
             snapshot = await (await services.a11y.client()).snapshot(pid, max_elements=None)
@@ -114,7 +165,7 @@ async def retarget(
             if match is not None:
                 arguments["element"] = {"snapshot_id": snapshot.snapshot_id, "index": match.index}
                 return arguments, "path"
-    query: dict[str, Any] = {"role": recorded["role"], "name": recorded["name"]}
+    query: dict[str, Any] = {"role": recorded.role, "name": recorded.name}
     if pid is not None:
         query["pid"] = pid
     arguments["element"] = query
@@ -127,23 +178,26 @@ async def replay(
     call: CallInfo,
     folder: Path,
     *,
+    signer: TurnSigner,
     delay_ms: int,
     stop_on_error: bool,
     include_failed: bool,
+    accept_unsigned: bool,
 ) -> ReplayReport:
-    actions = await anyio.to_thread.run_sync(_read_actions, folder)
+    recording = await anyio.to_thread.run_sync(read_recording, folder, signer, accept_unsigned)
     steps: list[ReplayStep] = []
     completed = True
-    for index, (turn, action) in enumerate(actions):
-        tool = str(action.get("tool"))
+    for index, recorded in enumerate(recording):
+        turn, action, tool = recorded.name, recorded.action, recorded.action.tool
+        verified = recorded.unverified is None
         spec = runner.tools.get(tool)
         if spec is None or tool not in RECORDED_TOOLS:
-            steps.append(
-                ReplayStep(turn=turn, tool=tool, status="skipped", reason="not an action tool of this server")
-            )
+            reason = "not an action tool of this server"
+            steps.append(ReplayStep(turn=turn, tool=tool, status="skipped", verified=verified, reason=reason))
             continue
-        if action.get("is_error") and not include_failed:
-            steps.append(ReplayStep(turn=turn, tool=tool, status="skipped", reason="it failed when recorded"))
+        if action.is_error and not include_failed:
+            reason = "it failed when recorded"
+            steps.append(ReplayStep(turn=turn, tool=tool, status="skipped", verified=verified, reason=reason))
             continue
         if index and delay_ms:
             await anyio.sleep(delay_ms / 1000)
@@ -156,6 +210,7 @@ async def replay(
                     turn=turn,
                     tool=tool,
                     status="error",
+                    verified=verified,
                     element_resolved_by=resolved_by,
                     error=error,
                 )
@@ -169,6 +224,7 @@ async def replay(
                     turn=turn,
                     tool=tool,
                     status="ok",
+                    verified=verified,
                     element_resolved_by=resolved_by,
                     effect=(result.structured_content or {}).get("effect"),
                 )
@@ -179,5 +235,6 @@ async def replay(
         succeeded=sum(s.status == "ok" for s in steps),
         failed=sum(s.status == "error" for s in steps),
         skipped=sum(s.status == "skipped" for s in steps),
+        unverified=sum(not s.verified for s in steps),
         completed=completed,
     )

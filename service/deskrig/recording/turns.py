@@ -5,6 +5,7 @@ renamed to ``turn-00001`` when every file is written, so a reader (or the event 
 half-written turn. Files of one turn::
 
     action.json        tool, full arguments, result summary, error flag, pid, click point, time, duration
+    action.sig         HMAC of action.json with the rig's recording key (see deskrig.recording.signing)
     evidence.json      per artifact: captured | unavailable (classification) | not_applicable (why)
     before.png         target window (full screen without one) just before the action
     after.png          ... and just after
@@ -35,6 +36,7 @@ from pydantic import BaseModel
 
 from deskrig import imaging
 from deskrig.model import Bounds, Point
+from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
 #: The action tools whose calls become turns (the recording contract's list).
 RECORDED_TOOLS = frozenset(
@@ -179,6 +181,8 @@ class TurnRecord:
     before: Moment | None
     after: Moment | None
     click_point: Point | None
+    #: Signs action.json in each folder the turn is written to (the MAC covers the turn's name).
+    signer: TurnSigner | None = None
     _contents: tuple[dict[str, bytes], dict[str, str]] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -240,6 +244,9 @@ def write_turn(root: Path, number: int, record: TurnRecord) -> TurnEvent:
     final = root / name
     if final.exists():
         raise FileExistsError(f"{final} already exists")
+    if record.signer is not None:
+        previous = recorded_mac(root / turn_name(number - 1))
+        files = {**files, SIGNATURE_FILE: record.signer.signature(name, previous, files["action.json"])}
     temp = root / f".{name}.{secrets.token_hex(4)}.tmp"
     temp.mkdir()
     try:

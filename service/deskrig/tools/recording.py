@@ -41,6 +41,11 @@ class ReplayInput(BaseModel):
     include_failed: bool = Field(
         default=False, description="Also re-run turns whose call failed when recorded"
     )
+    accept_unsigned: bool = Field(
+        default=False,
+        description="Also run turns this rig cannot verify it recorded (unsigned, changed, or signed with "
+        "another key). Only for a folder you trust: each step does whatever its action.json says",
+    )
 
 
 async def start_recording(services: Services, call: CallInfo, args: StartRecordingInput) -> ToolResult:
@@ -76,9 +81,11 @@ async def replay_trajectory(services: Services, call: CallInfo, args: ReplayInpu
         registry.runner,
         call,
         folder,
+        signer=registry.signer,
         delay_ms=args.delay_ms,
         stop_on_error=args.stop_on_error,
         include_failed=args.include_failed,
+        accept_unsigned=args.accept_unsigned,
     )
     return ToolResult(report)
 
@@ -121,7 +128,9 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         "replay_trajectory",
         "Re-run a recorded trajectory, turn by turn. Element targets are found again by their recorded "
         "path of roles and names (then by role and name), never by stale indices. Turns that failed "
-        "when recorded are skipped unless include_failed. Writes turn folders of its own while this "
+        "when recorded are skipped unless include_failed. Runs only turns this rig signed when it "
+        "recorded them (an HMAC in each turn's action.sig): a folder with an unsigned or changed turn is "
+        "refused (SECURITY_ERROR) before any step runs, unless accept_unsigned. Writes turn folders of its own while this "
         "session records. Reports each step's outcome.",
         ReplayInput,
         ReplayReport,
