@@ -57,10 +57,15 @@ class Bounds(BaseModel):
         return self.x <= x < self.right and self.y <= y < self.bottom
 
 
+#: Displays are numbered from 1, the primary first, as in mss's monitor list (where 0 is all of them
+#: together) and the screenshot servers whose tools deskrig shares.
+FIRST_DISPLAY_ID = 1
+
+
 class DisplayInfo(BaseModel):
     """One monitor of the desktop."""
 
-    id: int = Field(description="Stable index, 0 is the first monitor")
+    id: int = Field(description="Display number from 1; 1 is the primary (main) display")
     name: str
     bounds: Bounds
     primary: bool
@@ -97,7 +102,7 @@ class ScreenSize(BaseModel):
 class CursorPosition(BaseModel):
     x: int
     y: int
-    display_id: int | None = None
+    display_id: int | None = Field(None, description="The display (numbered from 1) the pointer is on")
 
 
 class Diagnostic(BaseModel):

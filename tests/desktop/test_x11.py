@@ -45,7 +45,7 @@ def test_displays_are_the_randr_monitors(backend: X11Backend) -> None:
 
     assert len(displays) == 1
     (only,) = displays
-    assert (only.id, only.primary, only.scale) == (0, True, 1.0)
+    assert (only.id, only.primary, only.scale) == (1, True, 1.0)  # numbered from 1, as mss does
     assert only.name  # Xvfb names its one monitor "screen"
     assert only.bounds == Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
     assert backend.screen_bounds() == only.bounds
@@ -231,7 +231,7 @@ def test_pointer_root_focus_is_the_window_under_the_pointer(bare_desktop: Deskto
         xlib.sync()
 
         position = impl.cursor_position()
-        assert (position.x, position.y, position.display_id) == (target.x + 10, target.y + 10, 0)
+        assert (position.x, position.y, position.display_id) == (target.x + 10, target.y + 10, 1)
         assert [w.title for w in impl.windows() if w.focused] == [bare_desktop.gtk.title]
     finally:
         impl.close()

@@ -64,6 +64,22 @@ def test_displays_screen_size_cursor_and_apps(green_rig: GreenRig) -> None:
     assert any(app["pid"] == pid and app["windows"] for app in apps)
 
 
+def test_displays_are_numbered_from_one_as_screenshot_agents_expect(green_rig: GreenRig) -> None:
+    rig = green_rig.rig
+    (display,) = rig.call("list_displays").structured_content["displays"]
+    assert display["id"] == 1 and display["primary"]
+    assert rig.call("get_cursor_position").structured_content["display_id"] == 1
+    one = rig.call("screenshot_screen", {"display_id": 1, "max_width": 64}).structured_content
+    assert one["display"]["id"] == 1 and one["region"] == display["bounds"]
+    # 0 is every display together, as in mss's monitor list.
+    every = rig.call("screenshot_screen", {"display_id": 0, "max_width": 64}).structured_content
+    assert "display" not in every or every["display"] is None
+    assert every["region"] == {"x": 0, "y": 0, "width": 1280, "height": 800}
+    missing = error_of(rig.call("screenshot_screen", {"display_id": 2}))
+    assert missing["code"] == "DISPLAY_NOT_FOUND" and missing["details"]["available"] == [1]
+    assert error_of(rig.call("screenshot_screen", {"display_id": -1}))["code"] == "INVALID_ARGUMENT"
+
+
 def test_screen_capture_has_the_app_pixels_where_the_app_says(green_rig: GreenRig) -> None:
     app = green_rig.app_geometry()
     result = green_rig.rig.call("screenshot_screen", {})

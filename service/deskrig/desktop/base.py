@@ -75,7 +75,7 @@ class DesktopBackend(ABC):
 
     @abstractmethod
     def displays(self) -> list[DisplayInfo]:
-        """One entry per monitor, the primary first."""
+        """One entry per monitor, numbered from :data:`~deskrig.model.FIRST_DISPLAY_ID`, the primary first."""
 
     @abstractmethod
     def screen_bounds(self) -> Bounds:

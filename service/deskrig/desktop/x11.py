@@ -41,7 +41,7 @@ from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +104,8 @@ class X11Backend(DesktopBackend):
             monitors[0] = (name, bounds, True)
         monitors.sort(key=lambda monitor: not monitor[2])  # the primary first, stable otherwise
         return [
-            DisplayInfo(id=index, name=name, bounds=bounds, primary=primary, scale=1.0)
-            for index, (name, bounds, primary) in enumerate(monitors)
+            DisplayInfo(id=number, name=name, bounds=bounds, primary=primary, scale=1.0)
+            for number, (name, bounds, primary) in enumerate(monitors, start=FIRST_DISPLAY_ID)
         ]
 
     def screen_bounds(self) -> Bounds:

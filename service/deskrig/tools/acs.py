@@ -8,6 +8,8 @@ thin adapter over the default tools' building blocks.
 from __future__ import annotations
 
 import base64
+import os
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,16 +29,25 @@ PII_MASKING_NOTE = "PII masking is not available yet; the image is not masked."
 class AcsCaptureInput(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    format: str = Field(
-        "png", description=FORMAT_DESCRIPTION, json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)}
+    format: str | None = Field(
+        None,
+        description=FORMAT_DESCRIPTION + "; default: from savePath's extension, else png",
+        json_schema_extra={"enum": [*imaging.SUPPORTED_FORMATS, None]},
     )
     quality: int | None = Field(None, ge=1, le=100, description=QUALITY_DESCRIPTION)
-    savePath: str | None = Field(None, description="Directory (allowed by policy) to save the image under")
+    savePath: str | None = Field(
+        None,
+        description="Save the image to this file instead of returning it, e.g. '/home/user/screenshots/"
+        "desktop.png' (replaced if it exists). An existing directory, or a path ending in '/', gets a "
+        "new dated file under it: YYYY-MM-DD/YYYYMMDD_HHMMSS_mmm.png. Must lie in an allowed directory",
+    )
     enablePIIMasking: bool = Field(False, description="Accepted; masking is not available yet")
 
 
 class AcsFullInput(AcsCaptureInput):
-    display: str | None = Field(None, description="Display id from screenshot_list_displays")
+    display: str | None = Field(
+        None, description="Display id from screenshot_list_displays: 1 is the primary; 0 or absent: all displays"
+    )
 
 
 class AcsWindowInput(AcsCaptureInput):
@@ -69,9 +80,25 @@ def acs_error(error: ErrorInfo) -> AcsResponse:
     return AcsResponse(status="error", error=error.model_dump(mode="json", exclude_none=True))
 
 
+def _save_to(services: Services, args: AcsCaptureInput) -> tuple[CaptureOptions, Path | None]:
+    """Blocking: the capture options and, when savePath names a file, that file (policy-checked)."""
+    save_file = None
+    save_dir = args.savePath
+    if args.savePath is not None and not args.savePath.endswith(("/", os.sep)):
+        path = services.security.paths.resolve(args.savePath)
+        if not path.is_dir():
+            save_file, save_dir = path, None
+    fmt = args.format
+    if fmt is None:
+        # The server ACS agents were written for picks the format by the file's extension.
+        extension = save_file.suffix.lstrip(".") if save_file is not None else ""
+        fmt = imaging.normalize_format(extension) if extension else "png"
+    return CaptureOptions(format=fmt, quality=args.quality, save_dir=save_dir), save_file
+
+
 async def _capture(services: Services, target: CaptureTarget, args: AcsCaptureInput) -> ToolResult:
-    options = CaptureOptions(format=args.format, quality=args.quality, save_dir=args.savePath)
-    metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, options)
+    options, save_file = await anyio.to_thread.run_sync(_save_to, services, args)
+    metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, options, save_file)
     meta = metadata.model_dump(mode="json", exclude_none=True)
     meta["fileSize"] = metadata.saved_byte_size or metadata.byte_size
     if args.enablePIIMasking:

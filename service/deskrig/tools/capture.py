@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from PIL import Image
 from pydantic import BaseModel, Field
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 from deskrig import imaging
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
+from deskrig.errors import file_system_error
 from deskrig.model import Bounds, DisplayInfo, WindowInfo
 from deskrig.security import SecurityContext
 
@@ -114,8 +116,11 @@ class CapturePipeline:
         self._lock = threading.Lock()
         self._cache: tuple[object, int, _Encoded] | None = None
 
-    def run(self, target: CaptureTarget, options: CaptureOptions) -> tuple[ScreenshotMetadata, bytes]:
-        """Blocking: run in a worker thread."""
+    def run(
+        self, target: CaptureTarget, options: CaptureOptions, save_file: Path | None = None
+    ) -> tuple[ScreenshotMetadata, bytes]:
+        """Blocking: run in a worker thread. ``save_file``: also write the full-fidelity image to
+        exactly this path (already checked by the path guard), replacing it atomically."""
         fmt = imaging.normalize_format(options.format)
         save_dir = self._security.paths.resolve(options.save_dir) if options.save_dir else None
         now = datetime.now(UTC)
@@ -138,6 +143,13 @@ class CapturePipeline:
         saved_path = None
         if save_dir is not None:
             saved_path = imaging.save_screenshot(encoded.full(), save_dir, encoded.fmt, now)
+        elif save_file is not None:
+            try:
+                save_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise file_system_error("create", save_file.parent, exc) from exc
+            imaging.write_atomic(save_file, encoded.full())
+            saved_path = save_file
         inline = encoded.inline
         metadata = ScreenshotMetadata(
             source=target.source,

@@ -10,6 +10,9 @@ from deskrig.model import Bounds, CursorPosition, DisplayInfo, ScreenSize
 from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 
+#: display_id 0: every display together (mss's monitor 0), the same as no display_id.
+ALL_DISPLAYS = 0
+
 
 class NoArguments(BaseModel):
     pass
@@ -20,7 +23,12 @@ class DisplayList(BaseModel):
 
 
 class ScreenshotScreenInput(CaptureOptions):
-    display_id: int | None = Field(None, description="Capture one monitor (see list_displays); default: all")
+    display_id: int | None = Field(
+        None,
+        ge=0,
+        description="Capture one display, numbered from 1 (1 is the primary; see list_displays); "
+        "0 or absent: all displays, the whole screen",
+    )
 
 
 class RegionArguments(BaseModel):
@@ -63,7 +71,7 @@ def find_display(displays: list[DisplayInfo], display_id: int) -> DisplayInfo:
 
 def screen_target(services: Services, display_id: int | None) -> CaptureTarget:
     """Blocking: the capture target for the whole screen or one monitor."""
-    if display_id is None:
+    if display_id is None or display_id == ALL_DISPLAYS:
         return CaptureTarget(source="screen", region=services.desktop.screen_bounds())
     display = find_display(services.desktop.displays(), display_id)
     return CaptureTarget(source="screen", region=display.bounds, display=display)
