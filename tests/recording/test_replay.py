@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from tests.recording.conftest import FormRig, Session, in_session, load_json
 from tests.recording.test_turns import STALE_ELEMENT, element, turns
-from tests.server.rigproc import read_events, start_form
+from tests.server.rigproc import RigProcess, read_events, start_form
 
 
 def app_view(state: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -218,3 +218,16 @@ def test_rigs_sharing_a_key_file_replay_each_others_recordings(
     assert error["code"] == "SECURITY_ERROR"
     assert [u["turn"] for u in error["details"]["unverified"]] == ["turn-00001", "turn-00002", "turn-00003"]
     assert "another key" in error["details"]["unverified"][0]["problem"]
+
+
+@pytest.mark.parametrize(("content", "problem"), [(None, "cannot read"), ("too short", "at least 16 bytes")])
+def test_an_unusable_key_file_stops_the_rig_with_one_clear_line(
+    tmp_path: Path, content: str | None, problem: str
+) -> None:
+    key = tmp_path / "recording.key"
+    if content is not None:
+        key.write_text(content)
+    rig = RigProcess(app=["xterm"], env={"DESKRIG_RECORDING_KEY_FILE": str(key)}).start(tmp_path, wait=False)
+    assert rig.proc is not None and rig.proc.wait(timeout=60) == 2
+    errors = [line for line in rig.stderr().splitlines() if line.startswith("deskrig: ")]
+    assert problem in errors[0] and "Traceback" not in rig.stderr()
