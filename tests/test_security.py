@@ -11,8 +11,8 @@ import pytest
 
 from deskrig.config import SecurityPolicy
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, WindowInfo
 from deskrig.identity import ClientRef
+from deskrig.model import Bounds, WindowInfo
 from deskrig.security import AuditLog, PathGuard, RateLimiter, SecurityContext, WindowBlocklist
 
 # --- PathGuard --------------------------------------------------------------------------------
