@@ -170,7 +170,7 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         setting="recording_idle_timeout",
         type=float,
         metavar="SECONDS",
-        help="end a client's recording after this long without a call from it (default 600; 0: never)",
+        help="end a client's recording after this long without an action from it (default 600; 0: never)",
     )
     _option(
         parser,
@@ -238,9 +238,14 @@ def _env_switch(var: str, raw: str) -> bool:
 def apply_env(args: argparse.Namespace, env: Mapping[str, str]) -> None:
     """Fill flags that were not given from their ``DESKRIG_*`` variables (settings excluded:
     load_settings layers those between the config file and the flags)."""
+    if getattr(args, "app", None) and args.app[0] == "--":
+        args.app = args.app[1:]
+    transport_given = bool(args.stdio or args.http)  # a transport flag beats both variables
     for dest, var in FLAG_ENV.items():
         raw = env.get(var)
         if dest in SETTINGS_FLAGS or not hasattr(args, dest) or raw is None or raw == "":
+            continue
+        if dest in ("stdio", "http") and transport_given:
             continue
         given = getattr(args, dest)
         if given not in (None, False, []):
@@ -339,8 +344,6 @@ def cmd_rig_run(invocation: Invocation) -> int:
     importer = threading.Thread(target=importlib.import_module, args=("deskrig.serving",), daemon=True)
     importer.start()
     app = list(args.app)
-    if app and app[0] == "--":
-        app = app[1:]
     options = RigOptions(
         size=args.size or "1280x800",
         wm=None if args.no_wm else args.wm or "openbox",
