@@ -13,6 +13,7 @@ known by its identity only.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import re
@@ -126,7 +127,7 @@ class TokenTable:
                 )
             names.add(name)
             secrets.add(secret)
-            self._entries.append((name, secret.encode()))
+            self._entries.append((name, _digest(secret)))
         if not self._entries:
             raise ConfigError("no bearer token is configured")
 
@@ -135,14 +136,19 @@ class TokenTable:
         return [name for name, _ in self._entries]
 
     def identify(self, credential: str) -> str | None:
-        """The identity whose token ``credential`` is, or None. Compares against every token in
-        constant time, so the answer's timing says nothing about which token came close."""
-        supplied = credential.encode()
+        """The identity whose token ``credential`` is, or None. Compares digests (all of one length)
+        against every token in constant time, so the timing says nothing about which token came
+        close, nor how long the tokens are."""
+        supplied = _digest(credential)
         found: str | None = None
         for name, secret in self._entries:
             if hmac.compare_digest(supplied, secret):
                 found = name
         return found
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
 
 
 def token_table(specs: Sequence[str], tokens_file: str | None) -> TokenTable | None:
