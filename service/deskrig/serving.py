@@ -35,6 +35,9 @@ log = logging.getLogger("deskrig.serving")
 
 #: How often the stop event is polled from the event loop.
 STOP_POLL_SECONDS = 0.1
+#: How long a stopping server lets calls in flight finish before cancelling them (a long
+#: type_text would otherwise hold the shutdown for as long as the app takes to read it).
+GRACEFUL_SHUTDOWN_SECONDS = 3.0
 
 
 def build_server(
@@ -101,7 +104,13 @@ async def _serve_http(
         bind_host=transport.host,
     )
     config = uvicorn.Config(
-        app, host=transport.host, port=transport.port, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host=transport.host,
+        port=transport.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     http = uvicorn.Server(config)
 

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -154,3 +157,30 @@ def test_long_type_text_reports_progress(entry: FormRig, connector: Connect) -> 
     assert all(total == len(text) for _, total, _ in reports)
     assert reports[0][2] == f"{int(done[0])} of {len(text)} characters typed"
 
+
+
+def test_a_stopping_rig_does_not_wait_for_long_input(tmp_path: Path) -> None:
+    form = start_form(tmp_path, "gtk_form", "Stopping")
+    x, y = form.widget_center("entry")
+    form.ok("click", {"x": x, "y": y})
+
+    async def type_long() -> None:
+        with contextlib.suppress(Exception):  # the rig goes away under the call
+            async with connect(form.rig.url, form.rig.token) as client:
+                await client.call_tool("type_text", {"text": LONG_TEXT})
+
+    async def run() -> tuple[int, float]:
+        async with anyio.create_task_group() as typing:
+            typing.start_soon(type_long)
+            await anyio.sleep(2)
+            started = time.monotonic()
+            status = await anyio.to_thread.run_sync(form.rig.stop)  # SIGTERM
+            return status, time.monotonic() - started
+
+    try:
+        status, took = anyio.run(run)
+    finally:
+        assert form.rig.proc is not None
+        if form.rig.proc.poll() is None:
+            form.rig.stop(signal.SIGKILL)
+    assert status == 0 and took < 15

@@ -118,8 +118,8 @@ async def run_input(
     """Run ``fn`` with the input device in a worker thread, as ``call``'s client.
 
     Waits at most ``input_lock_timeout`` for another call's input (then BUSY), stops typing
-    within a chunk of keys when the call is cancelled or its client goes away, and reports how many of
-    ``total`` ``unit`` are done when the client asked for progress.
+    within a chunk of keys when the call is cancelled or its client goes away, and reports how
+    many of ``total`` ``unit`` are done when the client asked for progress.
     """
     job = InputJob(holder=call.client_id)
     timeout = services.settings.input_lock_timeout
