@@ -37,7 +37,7 @@ log = logging.getLogger("deskrig.serving")
 STOP_POLL_SECONDS = 0.1
 #: How long a stopping server lets calls in flight finish before cancelling them (a long
 #: type_text would otherwise hold the shutdown for as long as the app takes to read it).
-GRACEFUL_SHUTDOWN_SECONDS = 3.0
+GRACEFUL_SHUTDOWN_SECONDS = 3
 
 
 def build_server(
