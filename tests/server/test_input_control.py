@@ -27,7 +27,14 @@ LOCK_TIMEOUT_S = 1.0
 @pytest.fixture(scope="module")
 def form(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
     tmp = tmp_path_factory.mktemp("input-control")
-    flags = ["--input-lock-timeout", str(LOCK_TIMEOUT_S), "--token", f"alice={ALICE}", "--token", f"bob={BOB}"]
+    flags = [
+        "--input-lock-timeout",
+        str(LOCK_TIMEOUT_S),
+        "--token",
+        f"alice={ALICE}",
+        "--token",
+        f"bob={BOB}",
+    ]
     rig = start_form(tmp, "gtk_form", "Input Control", extra=flags)
     yield rig
     rig.rig.stop()
@@ -156,7 +163,6 @@ def test_long_type_text_reports_progress(entry: FormRig, connector: Connect) -> 
     assert done == sorted(done) and done[0] > 0 and done[-1] <= len(text)
     assert all(total == len(text) for _, total, _ in reports)
     assert reports[0][2] == f"{int(done[0])} of {len(text)} characters typed"
-
 
 
 def test_a_stopping_rig_does_not_wait_for_long_input(tmp_path: Path) -> None:

@@ -166,7 +166,9 @@ class RecordingRegistry:
     def _watch_idle(self) -> None:
         if self._idle_timeout <= 0 or self._idle_watch is not None:
             return
-        self._idle_watch = threading.Thread(target=self._stop_idle, name="deskrig-recording-idle", daemon=True)
+        self._idle_watch = threading.Thread(
+            target=self._stop_idle, name="deskrig-recording-idle", daemon=True
+        )
         self._idle_watch.start()
 
     def _stop_idle(self) -> None:
