@@ -11,6 +11,7 @@ import pytest
 
 from deskrig.config import SecurityPolicy
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.identity import ClientRef
 from deskrig.model import Bounds, WindowInfo
 from deskrig.security import AuditLog, PathGuard, RateLimiter, SecurityContext, WindowBlocklist
 
@@ -237,7 +238,7 @@ def test_audit_log_writes_one_json_line_per_call_without_image_data(tmp_path: Pa
     audit = AuditLog(str(path))
     png_base64 = "iVBORw0KGgo" + "A" * 5000
     audit.record(
-        "client-1",
+        ClientRef("alice", "s1"),
         "screenshot_screen",
         {"format": "png", "data": "abc", "nested": {"imageData": png_base64}, "blob": b"\x89PNG" * 10},
         "ok",
@@ -246,13 +247,13 @@ def test_audit_log_writes_one_json_line_per_call_without_image_data(tmp_path: Pa
     # Each line is on disk as soon as it is recorded, before close.
     first = read_lines(path)
     assert len(first) == 1
-    audit.record("client-2", "click", {"x": 1, "y": 2, "text": "x" * 3000}, "error", "INVALID_REGION")
+    audit.record(ClientRef("client-2"), "click", {"x": 1, "y": 2, "text": "x" * 3000}, "error", "INVALID_REGION")
     audit.close()
 
     entries = read_lines(path)
     assert [e["tool"] for e in entries] == ["screenshot_screen", "click"]
     shot, click = entries
-    assert shot["client"] == "client-1"
+    assert (shot["client"], shot["identity"], shot["session"]) == ("alice/s1", "alice", "s1")
     assert shot["outcome"] == "ok"
     assert shot["error_code"] is None
     assert shot["duration_ms"] == 12.346
@@ -272,7 +273,7 @@ def test_audit_log_appends_to_an_existing_file(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     path.write_text('{"earlier": true}\n')
     audit = AuditLog(str(path))
-    audit.record("c", "list_windows", {}, "ok")
+    audit.record(ClientRef("c"), "list_windows", {}, "ok")
     audit.close()
     assert read_lines(path)[0] == {"earlier": True}
     assert read_lines(path)[1]["tool"] == "list_windows"
@@ -280,7 +281,7 @@ def test_audit_log_appends_to_an_existing_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("target", ["-", "stderr"])
 def test_audit_log_to_stderr_never_touches_stdout(target: str, capsys: pytest.CaptureFixture[str]) -> None:
-    AuditLog(target).record("c", "get_screen_size", {"png": "xyz"}, "ok")
+    AuditLog(target).record(ClientRef("c"), "get_screen_size", {"png": "xyz"}, "ok")
     captured = capsys.readouterr()
     assert captured.out == ""
     entry = json.loads(captured.err)
@@ -291,7 +292,7 @@ def test_audit_log_to_stderr_never_touches_stdout(target: str, capsys: pytest.Ca
 def test_disabled_audit_log_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     audit = AuditLog(None)
     assert not audit.enabled
-    audit.record("c", "click", {}, "ok")
+    audit.record(ClientRef("c"), "click", {}, "ok")
     assert capsys.readouterr() == ("", "")
 
 
@@ -334,7 +335,7 @@ def test_context_is_built_from_the_policy(tmp_path: Path) -> None:
         with pytest.raises(DeskrigError):
             context.rate_limiter.check("c")
         assert context.blocklist.is_blocked("Top Secret")
-        context.audit.record("c", "list_windows", {}, "ok")
+        context.audit.record(ClientRef("c"), "list_windows", {}, "ok")
     finally:
         context.close()
     assert read_lines(tmp_path / "audit.jsonl")[0]["tool"] == "list_windows"

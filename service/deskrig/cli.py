@@ -10,49 +10,189 @@ import os
 import shlex
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from deskrig import __version__
-from deskrig.config import Settings, load_settings
-from deskrig.errors import DeskrigError
-from deskrig.transport import Transport, resolve_token
+from deskrig.config import ENV_KEYS, Settings, load_settings
+from deskrig.errors import ConfigError, DeskrigError
+from deskrig.transport import Transport, resolve_tokens
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
+#: The ``DESKRIG_*`` variable of every ``serve`` / ``rig run`` flag, by argparse dest. Those backed
+#: by a setting (config.ENV_KEYS) are read by load_settings; the others by :func:`apply_env`.
+FLAG_ENV: dict[str, str] = {}
+#: Flag dests that are settings, and the settings key each overrides (dotted: security.*).
+SETTINGS_FLAGS: dict[str, str] = {}
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+def _option(
+    parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup,
+    *names: str,
+    env: str,
+    setting: str | None = None,
+    **kwargs: Any,
+) -> None:
+    """Add a flag whose ``DESKRIG_*`` equivalent is ``env`` (named in --help)."""
+    action = parser.add_argument(*names, **kwargs)
+    action.help = f"{action.help or ''} [env {env}]".strip()
+    FLAG_ENV[action.dest] = env
+    if setting is not None:
+        SETTINGS_FLAGS[action.dest] = setting
+        if env not in ENV_KEYS:
+            raise AssertionError(f"{env} is not a settings variable")
+
+
 def _server_options(parser: argparse.ArgumentParser) -> None:
-    transport = parser.add_mutually_exclusive_group(required=True)
-    transport.add_argument("--stdio", action="store_true", help="serve MCP on stdin/stdout")
-    transport.add_argument("--http", metavar="HOST:PORT", help="serve MCP over Streamable HTTP at /mcp")
-    parser.add_argument("--config", metavar="FILE", help="TOML settings file")
-    parser.add_argument("--token", help="bearer token for HTTP (default: $DESKRIG_TOKEN, else generated)")
-    parser.add_argument("--no-auth", action="store_true", help="no token; only on a loopback bind")
-    parser.add_argument(
+    transport = parser.add_mutually_exclusive_group()
+    _option(transport, "--stdio", env="DESKRIG_STDIO", action="store_true", help="serve MCP on stdin/stdout")
+    _option(
+        transport,
+        "--http",
+        env="DESKRIG_HTTP",
+        metavar="HOST:PORT",
+        help="serve MCP over Streamable HTTP at /mcp",
+    )
+    _option(parser, "--config", env="DESKRIG_CONFIG", metavar="FILE", help="TOML settings file")
+    _option(
+        parser,
+        "--token",
+        env="DESKRIG_TOKEN",
+        setting="token",
+        action="append",
+        metavar="[NAME=]SECRET",
+        help="bearer token for HTTP; NAME=SECRET names the identity it authenticates (repeatable; "
+        "default: generated for the identity 'default')",
+    )
+    _option(
+        parser,
+        "--tokens-file",
+        env="DESKRIG_TOKENS_FILE",
+        setting="tokens_file",
+        metavar="FILE",
+        help="more tokens, one NAME=SECRET per line (mode 600)",
+    )
+    _option(
+        parser,
+        "--no-auth",
+        env="DESKRIG_NO_AUTH",
+        action="store_true",
+        help="no token; only on a loopback bind",
+    )
+    _option(
+        parser,
         "--allowed-host",
+        env="DESKRIG_ALLOWED_HOSTS",
+        setting="allowed_hosts",
         action="append",
         metavar="HOST[:PORT]",
-        help="extra Host header to accept (repeatable)",
+        help="extra Host header to accept (repeatable; env: comma-separated)",
     )
-    parser.add_argument("--tool-profile", choices=["default", "acs", "all"], help="which tool set to expose")
-    parser.add_argument("--backend", help="desktop backend: auto, x11")
-    parser.add_argument(
-        "--allowed-dir", action="append", metavar="DIR", help="allowed output directory (repeatable)"
+    _option(
+        parser,
+        "--tool-profile",
+        env="DESKRIG_TOOL_PROFILE",
+        setting="tool_profile",
+        choices=["default", "acs", "all"],
+        help="which tool set to expose",
     )
-    parser.add_argument("--max-captures-per-minute", type=int, metavar="N")
-    parser.add_argument(
-        "--blocked-window", action="append", metavar="REGEX", help="hide windows whose title matches"
+    _option(parser, "--backend", env="DESKRIG_BACKEND", setting="backend", help="desktop backend: auto, x11")
+    _option(
+        parser,
+        "--allowed-dir",
+        env="DESKRIG_ALLOWED_DIRS",
+        setting="security.allowed_directories",
+        action="append",
+        metavar="DIR",
+        help="allowed output directory (repeatable; env: ':'-separated)",
     )
-    parser.add_argument("--audit-log", metavar="FILE", help="audit log file, or - for stderr")
-    parser.add_argument(
-        "--max-inline-bytes", type=int, metavar="N", help="largest inline image (default 1 MiB)"
+    _option(
+        parser,
+        "--max-captures-per-minute",
+        env="DESKRIG_MAX_CAPTURES_PER_MINUTE",
+        setting="security.max_captures_per_minute",
+        type=int,
+        metavar="N",
+        help="capture rate limit per client identity",
     )
-    parser.add_argument(
-        "--record", metavar="DIR", help="record every client's actions as turn folders in DIR from start-up"
+    _option(
+        parser,
+        "--blocked-window",
+        env="DESKRIG_BLOCKED_WINDOWS",
+        setting="security.blocked_window_patterns",
+        action="append",
+        metavar="REGEX",
+        help="hide windows whose title matches (repeatable; env: comma-separated)",
     )
-    parser.add_argument("--record-video", action="store_true", help="with --record: also DIR/recording.mp4")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    _option(
+        parser,
+        "--audit-log",
+        env="DESKRIG_AUDIT_LOG",
+        setting="security.audit_log",
+        metavar="FILE",
+        help="audit log file, or - for stderr",
+    )
+    _option(
+        parser,
+        "--max-inline-bytes",
+        env="DESKRIG_MAX_INLINE_BYTES",
+        setting="max_inline_bytes",
+        type=int,
+        metavar="N",
+        help="largest inline image (default 1 MiB)",
+    )
+    _option(
+        parser,
+        "--record",
+        env="DESKRIG_RECORD",
+        setting="record_dir",
+        metavar="DIR",
+        help="record every client's actions as turn folders in DIR from start-up",
+    )
+    _option(
+        parser,
+        "--record-video",
+        env="DESKRIG_RECORD_VIDEO",
+        setting="record_video",
+        action="store_true",
+        help="with --record: also DIR/recording.mp4",
+    )
+    _option(
+        parser,
+        "--recording-idle-timeout",
+        env="DESKRIG_RECORDING_IDLE_TIMEOUT",
+        setting="recording_idle_timeout",
+        type=float,
+        metavar="SECONDS",
+        help="end a client's recording after this long without an action from it (default 600; 0: never)",
+    )
+    _option(
+        parser,
+        "--recording-key-file",
+        env="DESKRIG_RECORDING_KEY_FILE",
+        setting="recording_key_file",
+        metavar="FILE",
+        help="key that signs recorded turns; rigs sharing it replay each other's recordings "
+        "(default: a random key per rig)",
+    )
+    _option(
+        parser,
+        "--input-lock-timeout",
+        env="DESKRIG_INPUT_LOCK_TIMEOUT",
+        setting="input_lock_timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long an input call waits for another client's input before BUSY (default 10)",
+    )
+    _option(
+        parser, "-v", "--verbose", env="DESKRIG_VERBOSE", action="store_true", help="debug logging on stderr"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,20 +202,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="attach to the current $DISPLAY and serve MCP")
     _server_options(serve)
-    serve.add_argument("--display", help="X display to attach to (default: $DISPLAY)")
+    _option(serve, "--display", env="DESKRIG_DISPLAY", help="X display to attach to (default: $DISPLAY)")
 
     rig = commands.add_parser("rig", help="run a rig: virtual display, window manager, app and MCP server")
     rig_commands = rig.add_subparsers(dest="rig_command", required=True)
     run = rig_commands.add_parser("run", help="start a rig around APP and serve MCP until it ends")
     _server_options(run)
-    run.add_argument(
-        "--size", default=None, metavar="WxH", help="screen size (default $DESKRIG_SIZE or 1280x800)"
+    _option(run, "--size", env="DESKRIG_SIZE", metavar="WxH", help="screen size (default 1280x800)")
+    _option(run, "--wm", env="DESKRIG_WM", help="window manager (default openbox)")
+    _option(run, "--no-wm", env="DESKRIG_NO_WM", action="store_true", help="run without a window manager")
+    _option(
+        run,
+        "--no-a11y",
+        env="DESKRIG_NO_A11Y",
+        action="store_true",
+        help="do not start the accessibility bus",
     )
-    run.add_argument("--wm", default="openbox", help="window manager (default openbox)")
-    run.add_argument("--no-wm", action="store_true", help="run without a window manager")
-    run.add_argument("--no-a11y", action="store_true", help="do not start the accessibility bus")
-    run.add_argument("--startup-timeout", type=float, default=30.0, metavar="SECONDS")
-    run.add_argument("app", nargs=argparse.REMAINDER, help="-- APP [ARGS...] (default: $DESKRIG_APP)")
+    _option(
+        run,
+        "--startup-timeout",
+        env="DESKRIG_STARTUP_TIMEOUT",
+        type=float,
+        metavar="SECONDS",
+        help="how long each part may take to start (default 30)",
+    )
+    _option(run, "app", env="DESKRIG_APP", nargs=argparse.REMAINDER, help="-- APP [ARGS...]")
 
     doctor = commands.add_parser("doctor", help="check the display and show backend diagnostics")
     doctor.add_argument("--display", help="X display (default: $DISPLAY)")
@@ -86,40 +237,87 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {
-        "token": args.token,
-        "tool_profile": args.tool_profile,
-        "backend": args.backend,
-        "allowed_hosts": args.allowed_host,
-        "max_inline_bytes": args.max_inline_bytes,
-        "record_dir": args.record,
-        "record_video": True if args.record_video else None,
-        "security": {
-            "allowed_directories": args.allowed_dir,
-            "max_captures_per_minute": args.max_captures_per_minute,
-            "blocked_window_patterns": args.blocked_window,
-            "audit_log": args.audit_log,
-        },
-    }
-    return load_settings(args.config, os.environ, overrides)
+def _env_switch(var: str, raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ConfigError(f"{var}={raw!r} is not a switch: use 1/true/yes/on or 0/false/no/off")
 
 
-def _transport(args: argparse.Namespace, settings: Settings) -> Transport:
+def apply_env(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """Fill flags that were not given from their ``DESKRIG_*`` variables (settings excluded:
+    load_settings layers those between the config file and the flags)."""
+    if getattr(args, "app", None) and args.app[0] == "--":
+        args.app = args.app[1:]
+    transport_given = bool(args.stdio or args.http)  # a transport flag beats both variables
+    for dest, var in FLAG_ENV.items():
+        raw = env.get(var)
+        if dest in SETTINGS_FLAGS or not hasattr(args, dest) or raw is None or raw == "":
+            continue
+        if dest in ("stdio", "http") and transport_given:
+            continue
+        given = getattr(args, dest)
+        if given not in (None, False, []):
+            continue
+        if isinstance(given, bool):
+            setattr(args, dest, _env_switch(var, raw))
+        elif dest == "app":
+            args.app = shlex.split(raw)
+        elif dest == "startup_timeout":
+            try:
+                args.startup_timeout = float(raw)
+            except ValueError:
+                raise ConfigError(f"{var}={raw!r} is not a number of seconds") from None
+        else:
+            setattr(args, dest, raw)
+    if args.stdio and args.http:
+        raise ConfigError("give one transport: --stdio (DESKRIG_STDIO) or --http (DESKRIG_HTTP), not both")
+    if not args.stdio and not args.http:
+        raise ConfigError(
+            "no transport: give --stdio or --http HOST:PORT (or DESKRIG_STDIO=1 / DESKRIG_HTTP)"
+        )
+
+
+def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
+    overrides: dict[str, Any] = {"security": {}}
+    for dest, key in SETTINGS_FLAGS.items():
+        value = getattr(args, dest)
+        if value is False:
+            value = None  # a switch not given does not override
+        section, _, name = key.rpartition(".")
+        (overrides[section] if section else overrides)[name] = value
+    return load_settings(args.config, env, overrides)
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A ``serve`` or ``rig run`` command line with its ``DESKRIG_*`` variables applied."""
+
+    args: argparse.Namespace
+    settings: Settings
+    transport: Transport
+
+
+def prepare(args: argparse.Namespace, env: Mapping[str, str]) -> Invocation:
+    apply_env(args, env)
+    settings = _settings(args, env)
     if args.stdio:
-        return Transport("stdio")
-    return Transport.parse_http(args.http, no_auth=args.no_auth, allowed_hosts=settings.allowed_hosts)
+        transport = Transport("stdio")
+    else:
+        transport = Transport.parse_http(
+            args.http, no_auth=args.no_auth, allowed_hosts=settings.allowed_hosts
+        )
+    return Invocation(args, settings, transport)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(invocation: Invocation) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
     from deskrig.serving import build_server, serve, stop_on_signals
     from deskrig.tools.launcher import SubprocessLauncher
 
-    settings = _settings(args)
-    transport = _transport(args, settings)
-    token = resolve_token(settings, transport)
+    args, settings, transport = invocation.args, invocation.settings, invocation.transport
+    tokens = resolve_tokens(settings, transport)
 
     with open_desktop(settings.backend, args.display) as desktop:
         launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
@@ -141,31 +339,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         stop = threading.Event()
         with stop_on_signals(stop):
-            serve(server, transport, token, readiness, stop)
+            serve(server, transport, tokens, readiness, stop)
     return 0
 
 
-def cmd_rig_run(args: argparse.Namespace) -> int:
+def cmd_rig_run(invocation: Invocation) -> int:
     from deskrig.rig import Rig, RigOptions, run_until_signal
 
-    settings = _settings(args)
-    transport = _transport(args, settings)
-    token = resolve_token(settings, transport)
+    args, settings, transport = invocation.args, invocation.settings, invocation.transport
+    tokens = resolve_tokens(settings, transport)
     # Importing the MCP and HTTP stacks takes longer than starting the whole desktop (about 1.5 s
     # against 1.3 s): do it while the display, window manager, buses and app start.
     importer = threading.Thread(target=importlib.import_module, args=("deskrig.serving",), daemon=True)
     importer.start()
     app = list(args.app)
-    if app and app[0] == "--":
-        app = app[1:]
-    if not app and os.environ.get("DESKRIG_APP"):
-        app = shlex.split(os.environ["DESKRIG_APP"])
     options = RigOptions(
-        size=args.size or os.environ.get("DESKRIG_SIZE") or "1280x800",
-        wm=None if args.no_wm else args.wm,
+        size=args.size or "1280x800",
+        wm=None if args.no_wm else args.wm or "openbox",
         app=app,
         a11y=not args.no_a11y,
-        startup_timeout=args.startup_timeout,
+        startup_timeout=args.startup_timeout or 30.0,
     )
     rig = Rig(options)
 
@@ -192,7 +385,7 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
                     checks["window_manager"] = status.wm_up
                 return Readiness(ready=status.ready, checks=checks, details=status.model_dump(mode="json"))
 
-            serve(server, transport, token, readiness, stop)
+            serve(server, transport, tokens, readiness, stop)
 
     return run_until_signal(rig, serve_rig)
 
@@ -214,16 +407,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
-        if args.command == "serve":
-            return cmd_serve(args)
-        if args.command == "rig":
-            return cmd_rig_run(args)
+        invocation = prepare(args, os.environ) if args.command in ("serve", "rig") else None
+        logging.basicConfig(
+            level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        if invocation is not None:
+            return cmd_serve(invocation) if args.command == "serve" else cmd_rig_run(invocation)
         if args.command in ("session", "orchestrator"):
             from deskrig.orchestrator.cli import run
 

@@ -23,6 +23,7 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_BACKEND": (None, "backend"),
     "DESKRIG_TOOL_PROFILE": (None, "tool_profile"),
     "DESKRIG_TOKEN": (None, "token"),
+    "DESKRIG_TOKENS_FILE": (None, "tokens_file"),
     "DESKRIG_ALLOWED_HOSTS": (None, "allowed_hosts"),
     "DESKRIG_MAX_INLINE_BYTES": (None, "max_inline_bytes"),
     "DESKRIG_ALLOWED_DIRS": ("security", "allowed_directories"),
@@ -32,6 +33,8 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_RECORD": (None, "record_dir"),
     "DESKRIG_RECORD_VIDEO": (None, "record_video"),
     "DESKRIG_RECORDING_KEY_FILE": (None, "recording_key_file"),
+    "DESKRIG_RECORDING_IDLE_TIMEOUT": (None, "recording_idle_timeout"),
+    "DESKRIG_INPUT_LOCK_TIMEOUT": (None, "input_lock_timeout"),
 }
 
 
@@ -69,7 +72,10 @@ class Settings(BaseModel):
 
     backend: str = "auto"
     tool_profile: ToolProfile = "default"
-    token: str | None = None
+    #: Bearer tokens: ``SECRET`` (the identity ``default``) or ``NAME=SECRET``, see deskrig.identity.
+    token: list[str] = Field(default_factory=list)
+    #: More ``NAME=SECRET`` tokens, one per line.
+    tokens_file: str | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     max_inline_bytes: int = Field(1024 * 1024, ge=16 * 1024)
     #: Reuse the encoding of an unchanged screen (the backend's damage tracking says when).
@@ -82,6 +88,16 @@ class Settings(BaseModel):
     #: The key that signs recorded turns (replay runs only turns it verifies); default: a random
     #: key per server, so only its own recordings replay. Give rigs one file to share recordings.
     recording_key_file: str | None = None
+    #: A session recording ends after this many seconds without a call from its owner (0: never).
+    #: The only end a stateless client's recording has besides stop_recording and the rig stopping.
+    recording_idle_timeout: float = Field(600.0, ge=0)
+    #: How long an input call waits for another client's input to finish before BUSY.
+    input_lock_timeout: float = Field(10.0, ge=0)
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _one_token_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
 
 
 def _split_env(key: str, value: str) -> list[str]:

@@ -44,6 +44,8 @@ class ErrorCode(StrEnum):
     RECORDING_ERROR = "RECORDING_ERROR"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     TIMEOUT = "TIMEOUT"
+    BUSY = "BUSY"
+    CANCELLED = "CANCELLED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     # Host orchestrator (deskrig.orchestrator)
     SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
@@ -76,6 +78,10 @@ REMEDIATION: dict[ErrorCode, str] = {
     ErrorCode.RECORDING_ERROR: "Check get_recording_state for the last error.",
     ErrorCode.INVALID_ARGUMENT: "Fix the argument named in details and call again.",
     ErrorCode.TIMEOUT: "The condition did not hold in time; check details.observed, then wait longer or retry.",
+    ErrorCode.BUSY: "Another client's input is still being delivered (see details.holder); retry after "
+    "details.retry_after_seconds, or ask the rig operator to raise input_lock_timeout.",
+    ErrorCode.CANCELLED: "The call was cancelled by its client or its client went away; nothing more was "
+    "delivered (details say how far it got).",
     ErrorCode.INTERNAL_ERROR: "An unexpected failure inside the rig; see the rig's log.",
     ErrorCode.SESSION_NOT_FOUND: "Run `deskrig session ls` for the sessions this orchestrator knows.",
     ErrorCode.QUEUE_TIMEOUT: "All rig slots stayed busy; stop a session, raise max_sessions or the queue timeout.",

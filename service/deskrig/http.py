@@ -4,24 +4,28 @@ Security, outermost first:
 
 1. Host check (DNS-rebinding protection): only loopback names and the configured
    ``allowed_hosts`` may appear in the ``Host`` header; anything else gets 421 before any routing.
-2. Bearer token on everything but the two probes, compared in constant time; 401 otherwise.
-   ``no_auth`` turns the token off and is only accepted on a loopback bind.
+2. Bearer token on everything but the two probes, compared in constant time against every
+   configured token; 401 otherwise. The token's name is the request's identity (see
+   ``deskrig.identity``), left in the ASGI scope for the MCP layer. ``no_auth`` turns tokens off
+   (every client is ``anonymous``) and is only accepted on a loopback bind.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
 from deskrig.recording.feed import recording_router
 from deskrig.server import DeskrigServer
 
@@ -61,12 +65,19 @@ def host_allowed(host: str, patterns: list[str]) -> bool:
     return False
 
 
+def _is_stateless(scope: Scope) -> bool:
+    """A 2026-07-28-era request: the SDK's own rule, any MCP-Protocol-Version header that is not
+    a handshake-era version."""
+    version = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-protocol-version"), None)
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
 class GuardMiddleware:
     """Host check, then bearer auth, as a plain ASGI middleware so streaming responses pass untouched."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, host_patterns: list[str]) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: TokenTable | None, host_patterns: list[str]) -> None:
         self.app = app
-        self.token = token.encode() if token else None
+        self.tokens = tokens
         self.host_patterns = host_patterns
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -78,10 +89,11 @@ class GuardMiddleware:
         if not host_allowed(host, self.host_patterns):
             await _reject(send, 421, "MISDIRECTED_REQUEST", f"Host {host!r} is not allowed for this rig", {})
             return
-        if self.token is not None and scope["path"] not in PUBLIC_PATHS:
-            supplied = headers.get("authorization", "")
-            scheme, _, credential = supplied.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
+        identity: str | None = ANONYMOUS_IDENTITY
+        if self.tokens is not None and scope["path"] not in PUBLIC_PATHS:
+            scheme, _, credential = headers.get("authorization", "").partition(" ")
+            identity = self.tokens.identify(credential.strip()) if scheme.lower() == "bearer" else None
+            if identity is None:
                 await _reject(
                     send,
                     401,
@@ -90,6 +102,7 @@ class GuardMiddleware:
                     {"www-authenticate": 'Bearer realm="deskrig"'},
                 )
                 return
+        scope[SCOPE_KEY] = identity
         await self.app(scope, receive, send)
 
 
@@ -104,29 +117,41 @@ async def _reject(send: Send, status: int, code: str, message: str, extra_header
 def create_app(
     server: DeskrigServer,
     *,
-    token: str | None,
+    tokens: TokenTable | None,
     port: int,
     allowed_hosts: list[str] | None = None,
     readiness: Callable[[], Readiness],
     bind_host: str = "127.0.0.1",
 ) -> FastAPI:
-    """The rig's ASGI app. ``token=None`` means no auth (loopback only; checked by the caller)."""
+    """The rig's ASGI app. ``tokens=None`` means no auth (loopback only; checked by the caller)."""
     patterns = host_patterns(port, allowed_hosts or [])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=patterns,
         allowed_origins=[f"http://{p}" for p in patterns] + [f"https://{p}" for p in patterns],
     )
-    # Plain JSON replies, not an SSE stream per call: tools send no progress mid-call, and the
-    # framing cost ~5 ms per screenshot.
+    # Handshake-era sessions get plain JSON replies: an SSE stream per call costs about 5 ms, and
+    # their progress notifications ride the session's standalone GET stream instead (see
+    # deskrig.server.call_info). Stateless (2026-07-28) calls have no such stream, so they are served
+    # by a second manager in SSE mode, which the SDK answers as plain JSON unless the call
+    # reports progress or runs long; it also cancels the call when its client closes the request.
     mcp_app = server.mcp.streamable_http_app(
         json_response=True, streamable_http_path="/mcp", transport_security=security, host=bind_host
     )
     session_manager = server.mcp.session_manager
+    stateless_manager = StreamableHTTPSessionManager(
+        app=server.mcp, json_response=False, security_settings=security
+    )
+
+    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/mcp" and _is_stateless(scope):
+            await stateless_manager.handle_request(scope, receive, send)
+        else:
+            await mcp_app(scope, receive, send)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with session_manager.run():
+        async with session_manager.run(), stateless_manager.run():
             yield
 
     app = FastAPI(title="deskrig rig", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
@@ -143,6 +168,6 @@ def create_app(
         return JSONResponse(report.model_dump(mode="json"), status_code=200 if report.ready else 503)
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
-    app.mount("/", mcp_app)
-    app.add_middleware(GuardMiddleware, token=token, host_patterns=patterns)
+    app.mount("/", mcp_endpoint)
+    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns)
     return app

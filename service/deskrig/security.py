@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from deskrig.config import SecurityPolicy
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode, file_system_error
+from deskrig.identity import ClientRef
 from deskrig.model import WindowInfo
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class PathGuard:
 
 
 class RateLimiter:
-    """At most ``max_per_minute`` calls per client in any sliding 60-second window.
+    """At most ``max_per_minute`` calls per client identity in any sliding 60-second window.
 
     Refused calls do not count, so a client that keeps retrying is let in as soon as its oldest
     call leaves the window. ``clock`` returns Unix time in seconds (injectable for tests).
@@ -220,7 +221,7 @@ class AuditLog:
 
     def record(
         self,
-        client: str,
+        client: ClientRef,
         tool: str,
         arguments: Mapping[str, Any],
         outcome: str,
@@ -231,7 +232,9 @@ class AuditLog:
             return
         entry = {
             "time": _utc_iso(time.time()),
-            "client": client,
+            "client": client.key,
+            "identity": client.identity,
+            "session": client.session,
             "tool": tool,
             "arguments": sanitize_arguments(arguments),
             "outcome": outcome,

@@ -12,12 +12,14 @@ Anything else becomes INTERNAL_ERROR with the traceback kept in the server log.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import time
 from dataclasses import replace
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -27,8 +29,9 @@ from pydantic import ValidationError
 
 from deskrig import __version__
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, error_body, invalid_argument
+from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, STDIO_IDENTITY, ClientRef
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
-from deskrig.tools.base import ActionObserver, AnyTool
+from deskrig.tools.base import ActionObserver, AnyTool, ProgressReporter
 
 log = logging.getLogger("deskrig.server")
 
@@ -39,24 +42,35 @@ INSTRUCTIONS = (
 )
 
 
-def client_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
-    """The HTTP session id when there is one; otherwise one id per connection."""
+def client_of(ctx: ServerRequestContext[Any, Any]) -> ClientRef:
+    """Who sent this request: the identity its bearer token names (left in the ASGI scope by the
+    HTTP guard; ``anonymous`` without auth), plus its MCP session id where the protocol has one.
+    Outside HTTP (stdio) there is one peer, the identity ``stdio``."""
     request = ctx.request
-    headers = getattr(request, "headers", None)
-    if headers is not None:
-        session_id = headers.get("mcp-session-id")
-        if session_id:
-            return f"http:{session_id}"
-        client = getattr(request, "client", None)
-        if client is not None:
-            return f"http:{client.host}"
-    # ctx.session is built anew for every request; a handshake-era connection lives as long as
-    # its client. A 2026-07-28 connection lasts one request and says nothing about who calls, but
-    # outside HTTP (stdio) there is only one peer: they share one id.
-    connection = getattr(ctx.session, "_connection", None)
-    if connection is None or connection.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return "conn:local"
-    return f"conn:{id(connection):x}"
+    scope = getattr(request, "scope", None)
+    if request is None or scope is None:
+        return ClientRef(STDIO_IDENTITY)
+    session = request.headers.get("mcp-session-id") or None
+    return ClientRef(str(scope.get(SCOPE_KEY, ANONYMOUS_IDENTITY)), session)
+
+
+def call_info(ctx: ServerRequestContext[Any, Any]) -> CallInfo:
+    """The call context handed to a tool: its client, how to report progress (when the client sent
+    a progressToken) and how to notice the client has gone (over HTTP)."""
+    meta = (ctx.params or {}).get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    progress: ProgressReporter | None = None
+    if token is not None:
+        progress = ctx.session.report_progress
+        if ctx.request is not None and ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # A handshake-era HTTP call is answered as plain JSON (deskrig.http), so its progress
+            # goes out on the session's standalone stream, correlated by the client's token.
+            progress = functools.partial(ctx.session.send_progress_notification, token)
+    return CallInfo(
+        client=client_of(ctx),
+        progress=progress,
+        disconnected=getattr(ctx.request, "is_disconnected", None),
+    )
 
 
 class DeskrigServer:
@@ -104,14 +118,16 @@ class DeskrigServer:
         spec = self.tools.get(params.name)
         if spec is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        return await self.call(spec, params.arguments or {}, CallInfo(client_id=client_id_of(ctx)))
+        return await self.call(spec, params.arguments or {}, call_info(ctx))
 
     async def call(self, spec: AnyTool, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:
-        """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises."""
+        """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises
+        but a cancellation, which is observed and audited (CANCELLED) before it propagates."""
         self.last_activity = time.time()
         started = time.perf_counter()
         result: ToolResult | None = None
         error: ErrorInfo | None = None
+        cancelled: BaseException | None = None
         tokens: list[tuple[ActionObserver, object]] = []
         try:
             try:
@@ -119,16 +135,36 @@ class DeskrigServer:
             except ValidationError as exc:
                 raise invalid_argument(exc) from exc
             if spec.captures:
-                self.services.security.rate_limiter.check(call.client_id)
+                # Per identity, not per session: a new MCP session does not reset the count.
+                self.services.security.rate_limiter.check(call.client.identity)
             if spec.resolve is not None:
                 call = replace(call, target=await spec.resolve(self.services, call, args))
                 tokens = await self._begin(call, spec, arguments, None)
             result = await spec.handler(self.services, call, args)
+        except anyio.get_cancelled_exc_class() as exc:
+            cancelled = exc
+            error = ErrorInfo(code=ErrorCode.CANCELLED, message=f"{spec.name} was cancelled by its client")
         except Exception as exc:
             error = self._error_info(spec, exc)
             if spec.action and not tokens:
                 # Refused before the target was resolved: observers still see the attempt.
                 tokens = await self._begin(call, spec, arguments, error)
+        with anyio.CancelScope(shield=cancelled is not None):
+            await self._finish(spec, arguments, call, tokens, result, error, started)
+        if cancelled is not None:
+            raise cancelled
+        return self._result(spec, result, error)
+
+    async def _finish(
+        self,
+        spec: AnyTool,
+        arguments: dict[str, Any],
+        call: CallInfo,
+        tokens: list[tuple[ActionObserver, object]],
+        result: ToolResult | None,
+        error: ErrorInfo | None,
+        started: float,
+    ) -> None:
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         for observer, token in tokens:
             try:
@@ -136,14 +172,13 @@ class DeskrigServer:
             except Exception:
                 log.exception("observer %r failed after %s", observer, spec.name)
         self.services.security.audit.record(
-            client=call.client_id,
+            client=call.client,
             tool=spec.name,
             arguments=arguments,
-            outcome="ok" if error is None else "error",
+            outcome="ok" if error is None else "cancelled" if error.code is ErrorCode.CANCELLED else "error",
             error_code=None if error is None else error.code.value,
             duration_ms=duration_ms,
         )
-        return self._result(spec, result, error)
 
     async def _begin(
         self,

@@ -22,6 +22,7 @@ from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
 from deskrig.http import Readiness, create_app
+from deskrig.identity import TokenTable
 from deskrig.recording.registry import RecordingRegistry, close_recordings
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
@@ -34,6 +35,9 @@ log = logging.getLogger("deskrig.serving")
 
 #: How often the stop event is polled from the event loop.
 STOP_POLL_SECONDS = 0.1
+#: How long a stopping server lets calls in flight finish before cancelling them (a long
+#: type_text would otherwise hold the shutdown for as long as the app takes to read it).
+GRACEFUL_SHUTDOWN_SECONDS = 3
 
 
 def build_server(
@@ -87,20 +91,26 @@ async def _serve_stdio(server: DeskrigServer, stop: threading.Event) -> None:
 async def _serve_http(
     server: DeskrigServer,
     transport: Transport,
-    token: str | None,
+    tokens: TokenTable | None,
     readiness: Callable[[], Readiness],
     stop: threading.Event,
 ) -> None:
     app = create_app(
         server,
-        token=token,
+        tokens=tokens,
         port=transport.port,
         allowed_hosts=transport.allowed_hosts,
         readiness=readiness,
         bind_host=transport.host,
     )
     config = uvicorn.Config(
-        app, host=transport.host, port=transport.port, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host=transport.host,
+        port=transport.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     http = uvicorn.Server(config)
 
@@ -133,7 +143,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
 def serve(
     server: DeskrigServer,
     transport: Transport,
-    token: str | None,
+    tokens: TokenTable | None,
     readiness: Callable[[], Readiness],
     stop: threading.Event,
 ) -> None:
@@ -142,7 +152,7 @@ def serve(
         if transport.kind == "stdio":
             anyio.run(_serve_stdio, server, stop)
         else:
-            anyio.run(_serve_http, server, transport, token, readiness, stop)
+            anyio.run(_serve_http, server, transport, tokens, readiness, stop)
     finally:
         stop.set()
         close_recordings(server.services)  # finalise the turn folders and mp4s before exit

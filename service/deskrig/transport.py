@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from deskrig.config import Settings
 from deskrig.errors import ConfigError
+from deskrig.identity import DEFAULT_IDENTITY, TokenTable, token_table
 
 
 @dataclass(frozen=True)
@@ -44,27 +45,31 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None, no_auth: bool) -> None:
+def check_bind(host: str, tokens: TokenTable | None, no_auth: bool) -> None:
     """Refuse a configuration that would expose an unauthenticated rig beyond this machine."""
     if no_auth and not is_loopback(host):
         raise ConfigError(
             f"--no-auth is only allowed on a loopback address, not {host!r}",
             details={"bind": host},
         )
-    if not no_auth and not token:
+    if not no_auth and tokens is None:
         raise ConfigError("a token is required when auth is on")
 
 
-def resolve_token(settings: Settings, transport: Transport) -> str | None:
-    """The bearer token to require, generating one (announced on stderr) when none is configured."""
+def resolve_tokens(settings: Settings, transport: Transport) -> TokenTable | None:
+    """The bearer tokens to accept, generating one for the identity ``default`` (announced on
+    stderr) when none is configured. None means no auth: stdio, or ``--no-auth``."""
     if transport.kind != "http":
         return None  # stdio: whoever holds the pipes is the client
     if transport.no_auth:
         check_bind(transport.host, None, no_auth=True)
+        if settings.token or settings.tokens_file:
+            print("deskrig: --no-auth: the configured tokens are not checked", file=sys.stderr, flush=True)
         return None
-    token = settings.token
-    if not token:
+    tokens = token_table(settings.token, settings.tokens_file)
+    if tokens is None:
         token = secrets.token_urlsafe(24)
         print(f"deskrig: generated bearer token: {token}", file=sys.stderr, flush=True)
-    check_bind(transport.host, token, False)
-    return token
+        tokens = TokenTable([(DEFAULT_IDENTITY, token)])
+    check_bind(transport.host, tokens, False)
+    return tokens

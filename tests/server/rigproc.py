@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,14 +10,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import httpx
+import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from deskrig.client import connect
 from deskrig.errors import tool_error
@@ -41,6 +44,18 @@ INITIALIZE: dict[str, Any] = {
         "clientInfo": {"name": "deskrig-tests", "version": "1"},
     },
 }
+
+
+@contextlib.asynccontextmanager
+async def connect_stateless(url: str, token: str) -> AsyncIterator[Client]:
+    """An MCP client speaking the stateless 2026-07-28 protocol (no session id), as MCP 2.x
+    clients do by default."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client,
+    ):
+        yield client
 
 
 def free_port() -> int:
@@ -246,12 +261,18 @@ class FormRig:
 
 
 def start_form(
-    tmp: Path, app: str, title: str, python: str = SYSTEM_PYTHON, env: dict[str, str] | None = None
+    tmp: Path,
+    app: str,
+    title: str,
+    python: str = SYSTEM_PYTHON,
+    env: dict[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> FormRig:
-    """A rig around ``tests/apps/<app>.py --title TITLE --log tmp/form.log``, started and ready."""
+    """A rig around ``tests/apps/<app>.py --title TITLE --log tmp/form.log``, started and ready;
+    ``extra`` are more ``deskrig rig run`` flags."""
     log = tmp / "form.log"
     argv = [python, str(APPS / f"{app}.py"), "--title", title, "--log", str(log)]
-    rig = RigProcess(app=argv, env=env or {}).start(tmp)
+    rig = RigProcess(app=argv, env=env or {}, extra=list(extra)).start(tmp)
     form = FormRig(rig, log, tmp)
     assert form.pid > 0
     return form

@@ -14,6 +14,7 @@ import anyio
 from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
+from deskrig.identity import ClientRef
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
 from deskrig.serving import build_server
@@ -53,7 +54,7 @@ PYATSPI_WALK = textwrap.dedent(
 
 async def _call(server: DeskrigServer, tool: str, arguments: dict[str, Any]) -> Any:
     spec = server.tools[tool]
-    result = await server.call(spec, arguments, CallInfo("bench"))
+    result = await server.call(spec, arguments, CallInfo(ClientRef("bench")))
     assert not result.is_error, result.structured_content
     return result.structured_content
 

@@ -19,6 +19,7 @@ from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
 from deskrig.http import Readiness
+from deskrig.identity import ClientRef
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
 from deskrig.serving import build_server, serve
@@ -42,7 +43,7 @@ def _in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, run
     validated = spec.input_model.model_validate(arguments)
 
     async def call() -> None:
-        result = await spec.handler(server.services, CallInfo("bench"), validated)
+        result = await spec.handler(server.services, CallInfo(ClientRef("bench")), validated)
         assert result.images
 
     return anyio.run(measure_async, name, call, runs)

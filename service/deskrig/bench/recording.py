@@ -28,6 +28,7 @@ import anyio
 from deskrig.bench.stats import Timing
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
+from deskrig.identity import ClientRef
 from deskrig.model import ActionTarget, Point
 from deskrig.recording.moments import grab_frame
 from deskrig.recording.registry import registry_of
@@ -91,7 +92,7 @@ def _latency(runs: int) -> list[tuple[Timing, Timing | None]]:
 
         def action(point: dict[str, int]) -> Callable[[], Awaitable[None]]:
             async def move() -> None:
-                result = await server.call(server.tools["move_cursor"], point, CallInfo("bench"))
+                result = await server.call(server.tools["move_cursor"], point, CallInfo(ClientRef("bench")))
                 assert not result.is_error, result.structured_content
 
             return move

@@ -9,8 +9,10 @@ and :meth:`Desktop.close` runs the backend's ``close()`` exactly once.
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
 from PIL import Image
@@ -19,6 +21,29 @@ from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
 
 T = TypeVar("T")
+
+
+@dataclass
+class InputJob:
+    """One input call holding the device: whose it is, how to stop it, how far it got.
+
+    A device checks :meth:`check` between chunks of keystrokes, so setting ``stop`` (the client
+    cancelled or went away) ends a long ``type_text`` within a chunk; ``done`` counts what was
+    delivered, for progress reports.
+    """
+
+    holder: str = ""
+    stop: threading.Event = field(default_factory=threading.Event)
+    done: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def check(self, total: int | None = None) -> None:
+        if self.stop.is_set():
+            raise DeskrigError(
+                ErrorCode.CANCELLED,
+                "input cancelled" + (f" after {self.done} of {total}" if total is not None else ""),
+                details={"delivered": self.done, "total": total},
+            )
 
 
 class InputDevice(Protocol):
@@ -54,7 +79,7 @@ class InputDevice(Protocol):
 
     def hotkey(self, keys: Sequence[str]) -> None: ...
 
-    def type_text(self, text: str, delay_ms: int = 0) -> TypeReport: ...
+    def type_text(self, text: str, delay_ms: int = 0, job: InputJob | None = None) -> TypeReport: ...
 
     def close(self) -> None: ...
 
@@ -128,6 +153,7 @@ class Desktop:
         self._input = input_device
         self._lock = threading.RLock()
         self._input_lock = threading.Lock()
+        self._input_job: InputJob | None = None
         self._closed = False
 
     @property
@@ -169,14 +195,49 @@ class Desktop:
     def activate_window(self, window_id: int) -> None:
         self._call(lambda: self._backend.activate_window(window_id))
 
-    def with_input(self, fn: Callable[[InputDevice], T]) -> T:
-        """Run ``fn`` with the input device, serialised with other input."""
+    def with_input(
+        self, fn: Callable[[InputDevice], T], job: InputJob | None = None, timeout: float | None = None
+    ) -> T:
+        """Run ``fn`` with the input device, serialised with other input.
+
+        Waits at most ``timeout`` seconds (None: for ever) for another call's input to finish,
+        then raises BUSY naming its holder. A ``job`` stopped while waiting never starts.
+        """
         if self._input is None:
             raise DeskrigError(ErrorCode.INPUT_FAILED, f"the {self.backend_name} backend has no input device")
-        with self._input_lock:
+        job = job or InputJob()
+        if not self._input_lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise self._busy(timeout or 0.0)
+        try:
             if self._closed:
                 raise DeskrigError(ErrorCode.INPUT_FAILED, "the desktop connection is closed")
+            job.check()
+            self._input_job = job
             return fn(self._input)
+        finally:
+            self._input_job = None
+            self._input_lock.release()
+
+    def _busy(self, waited: float) -> DeskrigError:
+        holder = self._input_job
+        details: dict[str, object] = {"waited_seconds": waited, "retry_after_seconds": 1}
+        if holder is not None:
+            details["holder"] = holder.holder
+            details["held_for_seconds"] = round(time.monotonic() - holder.started, 3)
+        return DeskrigError(
+            ErrorCode.BUSY,
+            f"the keyboard and pointer stayed in use by another call for {waited:g} s"
+            + (f" (held by {holder.holder})" if holder is not None and holder.holder else ""),
+            details=details,
+        )
+
+    def cancel_input(self, holder: str) -> bool:
+        """Stop the input ``holder`` is delivering, if any; True when there was some."""
+        job = self._input_job
+        if job is None or job.holder != holder:
+            return False
+        job.stop.set()
+        return True
 
     def close(self) -> None:
         with self._lock, self._input_lock:

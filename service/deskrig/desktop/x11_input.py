@@ -24,10 +24,12 @@ from Xlib import error as xerror
 from Xlib.display import Display
 from Xlib.ext import xtest
 
+from deskrig.desktop.base import InputJob
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
 from deskrig.desktop.x11_binding import MAPPING_GRACE_S, ClientSync, KeysymBindings
 from deskrig.desktop.x11_keymap import Keymap, keysym_for_char, keysym_for_key, untypeable_chars
 from deskrig.desktop.x11_mapping_watch import MappingWatch
+from deskrig.desktop.x11_pace import AppPacer
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Diagnostic, TypeReport
 
@@ -47,6 +49,8 @@ POINTER_THAW_TIMEOUT_S = 5.0
 #: How long a click waits for a click-to-focus window manager to focus the clicked window.
 FOCUS_SETTLE_TIMEOUT_S = 0.25
 MAX_TEXT_LENGTH = 100_000
+#: type_text hands keystrokes to the X server (and checks for cancellation) this many at a time.
+TYPE_CHUNK = 32
 MAX_CLICKS = 10
 MAX_SCROLL = 50
 MAX_DRAG_STEPS = 1000
@@ -90,6 +94,8 @@ class X11Input:
         self._keymap = Keymap(self._display)
         self._watch: MappingWatch | None = None
         self._watch_unavailable = False
+        self._pacer: AppPacer | None = None
+        self._pacer_unavailable = False
         self._sync = ClientSync(target=None, watch=None, note=self._note)
         self._window_manager_seen = False
         self._closed = False
@@ -348,8 +354,14 @@ class X11Input:
     def _shift_keycode(self) -> int:
         return self._modifier_keycodes(["Shift_L"])[0]
 
-    def type_text(self, text: str, delay_ms: int = 0) -> TypeReport:
-        """Type ``text`` exactly, whatever the layout (``\\n`` is Return, ``\\t`` is Tab)."""
+    def type_text(self, text: str, delay_ms: int = 0, job: InputJob | None = None) -> TypeReport:
+        """Type ``text`` exactly, whatever the layout (``\\n`` is Return, ``\\t`` is Tab).
+
+        Keys go out in chunks, each waited for until the focused app has read it (see
+        ``x11_pace``). With a ``job``, stops after the chunk during which it was stopped (raising
+        CANCELLED, with every key released and the mapping restored) and counts the characters
+        typed in it.
+        """
         if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
             raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
         _check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
@@ -361,6 +373,8 @@ class X11Input:
             self._refresh_keymap()
             shift = self._shift_keycode()
             with self._neutral_modifiers(), self._bindings() as bindings:
+                typed = 0
+                pace = self._pace_target()
                 for segment in bindings.segments(keysyms):
                     strokes = bindings.bind(segment)
                     for keysym in segment:
@@ -368,10 +382,39 @@ class X11Input:
                         with self._holding([shift] if stroke.shift else []):
                             self._key(stroke.keycode, True)
                             self._key(stroke.keycode, False)
+                        typed += 1
                         if delay_ms:
                             self._display.flush()
                             time.sleep(delay_ms / 1000)
+                        if typed % TYPE_CHUNK == 0 or delay_ms:
+                            pace = self._paced(job, typed, len(keysyms), pace)
         return TypeReport(chars=len(text), remapped_keysyms=len(bindings.remapped), path="xtest")
+
+    def _paced(self, job: InputJob | None, typed: int, total: int, pace: int | None) -> int | None:
+        """Hand what was typed so far to the X server (python-xlib only sends on a flush), wait
+        until the focused app has read it (``x11_pace``), count it, and stop here if the job was
+        cancelled. Returns the window to pace by next time (None once it stops answering)."""
+        self._display.sync()
+        if pace is not None and self._pacer is not None and not self._pacer.wait(pace):
+            self._note(f"window 0x{pace:x} did not answer _NET_WM_PING: typing without waiting for the app")
+            pace = None
+        if job is not None:
+            job.done = typed
+            job.check(total)
+        return pace
+
+    def _pace_target(self) -> int | None:
+        """The focused window that answers pings, connecting the pacer on first use."""
+        if self._pacer is None and not self._pacer_unavailable:
+            try:
+                self._pacer = AppPacer(self._display_name)
+            except (xerror.XError, xerror.DisplayError, OSError) as exc:
+                self._pacer_unavailable = True
+                self._note(f"cannot pace typing by the app ({exc}): long texts may run ahead of it")
+        focus = self._display.get_input_focus().focus
+        if self._pacer is None or isinstance(focus, int):
+            return None
+        return self._pacer.target(focus.id)
 
     @contextmanager
     def _neutral_modifiers(self) -> Iterator[None]:
@@ -436,4 +479,6 @@ class X11Input:
         self._closed = True
         if self._watch is not None:
             self._watch.close()
+        if self._pacer is not None:
+            self._pacer.close()
         self._display.close()

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.http import GuardMiddleware, host_patterns
+from deskrig.identity import DEFAULT_IDENTITY, TokenTable
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.mirror import INCOMING
 from deskrig.orchestrator.models import SessionInfo, SessionSpec, SessionState
@@ -144,5 +145,6 @@ def create_api(
         on_shutdown()
         return {"status": "shutting down"}
 
-    app.add_middleware(GuardMiddleware, token=token, host_patterns=host_patterns(port, allowed_hosts or []))
+    tokens = TokenTable([(DEFAULT_IDENTITY, token)])
+    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=host_patterns(port, allowed_hosts or []))
     return app

@@ -4,10 +4,14 @@ Two kinds of recording:
 
 - the **boot** recording (``--record DIR`` / ``DESKRIG_RECORD``) takes every action of every client
   from start-up until the server stops;
-- a **session** recording (``start_recording``) belongs to the MCP client that started it and
-  takes only that client's actions. It lives beside the boot recording (a client that starts one
-  on a rig recording from boot gets both) and ends with ``stop_recording``, a new
-  ``start_recording`` (which replaces it), or the client's disconnect.
+- a **session** recording (``start_recording``) belongs to the client that started it (its
+  identity, plus its MCP session where the protocol has one: see ``deskrig.identity``) and takes
+  only that client's actions. It lives beside the boot recording (a client that starts one on a
+  rig recording from boot gets both) and ends with ``stop_recording``, a new ``start_recording``
+  (which replaces it), the client's disconnect (session protocols only), or
+  ``recording_idle_timeout`` seconds without an action from its owner (reading its state does not
+  count): the one end a stateless (2026-07-28) client's forgotten recording has before the server
+  stops.
 
 Each action is captured once (before: synchronously, ahead of the action; after: right after it)
 and the same turn is handed to every recording that wants it; encoding and writing happen on the
@@ -32,7 +36,7 @@ from deskrig.a11y.access import A11yAccess
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.recording.moments import capture_moment
 from deskrig.recording.replay import ToolRunner
-from deskrig.recording.session import Recording, RecordingState, VideoSource
+from deskrig.recording.session import EndReason, Recording, RecordingState, VideoSource
 from deskrig.recording.signing import TurnSigner
 from deskrig.recording.turns import RECORDED_TOOLS, Moment, TurnRecord
 
@@ -45,6 +49,8 @@ log = logging.getLogger(__name__)
 REMEMBERED_CLIENTS = 256
 #: How long a disconnect waits for the client's last "after" capture.
 AFTER_CAPTURE_GRACE = 2.0
+#: The idle watchdog looks at most this often (and at least four times per timeout).
+IDLE_CHECK_SECONDS = 1.0
 
 
 @dataclass
@@ -73,6 +79,11 @@ class RecordingRegistry:
         self.display = display or os.environ.get("DISPLAY") or None
         self.boot: Recording | None = None
         self._sessions: dict[str, Recording] = {}
+        #: Monotonic time of each session recording's start or its owner's last action.
+        self._last_used: dict[str, float] = {}
+        self._idle_timeout = services.settings.recording_idle_timeout
+        self._idle_watch: threading.Thread | None = None
+        self._closing = threading.Event()
         #: The final state of each client's last stopped recording, for ``stop_recording`` twice.
         self._stopped: dict[str, RecordingState] = {}
         self._lock = threading.Lock()
@@ -119,29 +130,62 @@ class RecordingRegistry:
                 previous = self._sessions.get(client_id)
             self._check_free(output_dir, previous)
             if previous is not None:
-                self._remember(client_id, previous.stop())
+                self._remember(client_id, previous.stop(), "restarted")
             recording = Recording(output_dir, "session", owner=client_id)
             recording.start(self._video_source(), video)
             with self._lock:
                 self._sessions[client_id] = recording
+                self._last_used[client_id] = time.monotonic()
+            self._watch_idle()
             return recording.state()
 
     def stop_session(self, client_id: str) -> RecordingState:
         """Stop the client's recording; its final state (also when it was already stopped)."""
-        with self._lock:
-            recording = self._sessions.pop(client_id, None)
+        recording = self._take(client_id)
         if recording is None:
             return self._stopped.get(client_id) or self.session_state(client_id)
-        state = recording.stop()
-        self._remember(client_id, state)
-        return state
+        return self._remember(client_id, recording.stop(), "stop_recording")
 
-    def _remember(self, client_id: str, state: RecordingState) -> None:
+    def _take(self, client_id: str) -> Recording | None:
+        with self._lock:
+            self._last_used.pop(client_id, None)
+            return self._sessions.pop(client_id, None)
+
+    def _remember(self, client_id: str, state: RecordingState, ended_by: EndReason) -> RecordingState:
+        state = state.model_copy(update={"ended_by": ended_by})
         with self._lock:
             self._stopped.pop(client_id, None)
             self._stopped[client_id] = state
             while len(self._stopped) > REMEMBERED_CLIENTS:
                 del self._stopped[next(iter(self._stopped))]
+        return state
+
+    def touch(self, client_id: str) -> None:
+        """``client_id`` made an action: its recording is not idle."""
+        with self._lock:
+            if client_id in self._last_used:
+                self._last_used[client_id] = time.monotonic()
+
+    def _watch_idle(self) -> None:
+        if self._idle_timeout <= 0 or self._idle_watch is not None:
+            return
+        self._idle_watch = threading.Thread(
+            target=self._stop_idle, name="deskrig-recording-idle", daemon=True
+        )
+        self._idle_watch.start()
+
+    def _stop_idle(self) -> None:
+        """Stop session recordings whose owner made no action for ``recording_idle_timeout``."""
+        interval = min(IDLE_CHECK_SECONDS, self._idle_timeout / 4)
+        while not self._closing.wait(interval):
+            cutoff = time.monotonic() - self._idle_timeout
+            with self._lock:
+                idle = [client for client, used in self._last_used.items() if used <= cutoff]
+            for client_id in idle:
+                recording = self._take(client_id)
+                if recording is not None:
+                    log.info("recording of %s idle for %gs: stopping it", client_id, self._idle_timeout)
+                    self._remember(client_id, recording.stop(), "idle_timeout")
 
     def session_state(self, client_id: str) -> RecordingState:
         with self._lock:
@@ -157,14 +201,13 @@ class RecordingRegistry:
         """The client disconnected (or its session ended): finish its recording in the background."""
         with anyio.move_on_after(AFTER_CAPTURE_GRACE):
             await self.settle()  # its last turn
-        with self._lock:
-            recording = self._sessions.pop(client_id, None)
+        recording = self._take(client_id)
         if recording is None:
             return
         log.info("client %s is gone: finishing its recording in %s", client_id, recording.output_dir)
 
         def finish() -> None:
-            self._remember(client_id, recording.stop())
+            self._remember(client_id, recording.stop(), "disconnect")
 
         thread = threading.Thread(target=finish, name="deskrig-recording-teardown")
         thread.start()
@@ -173,12 +216,14 @@ class RecordingRegistry:
 
     def close(self) -> None:
         """Stop every recording, the boot one included, and wait until all are final."""
+        self._closing.set()
         with self._lock:
             sessions = list(self._sessions.items())
             self._sessions.clear()
+            self._last_used.clear()
             teardowns = list(self._teardowns)
         for client_id, recording in sessions:
-            self._remember(client_id, recording.stop())
+            self._remember(client_id, recording.stop(), "server_stop")
         if self.boot is not None:
             self.boot.stop()
         for thread in teardowns:
@@ -203,6 +248,7 @@ class RecordingRegistry:
     ) -> PendingTurn | None:
         # No action may change the screen while the previous one's "after" is being captured.
         await self.settle()
+        self.touch(call.client_id)
         if tool not in RECORDED_TOOLS:
             return None
         recordings = self._recordings_for(call.client_id)

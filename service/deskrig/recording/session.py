@@ -39,6 +39,9 @@ from deskrig.recording.video import VideoRecorder
 log = logging.getLogger(__name__)
 
 Scope = Literal["session", "boot"]
+#: stop_recording, a new start_recording, the client's disconnect, no call from its owner for
+#: recording_idle_timeout seconds, or the server stopping.
+EndReason = Literal["stop_recording", "restarted", "disconnect", "idle_timeout", "server_stop"]
 #: Niceness of the turn writer threads (10: well behind the server's own work).
 WRITER_NICENESS = 10
 
@@ -59,6 +62,9 @@ class RecordingState(BaseModel):
         description="Number of the first turn folder written; above 1 when the folder already held turns",
     )
     video_recording: bool = Field(default=False, description="ffmpeg is running")
+    ended_by: EndReason | None = Field(
+        default=None, description="Why a stopped session recording ended (null while it runs)"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,15 @@
-"""Noticing that an MCP client has gone, so its recording ends with it.
+"""Noticing that an MCP client has gone, so its recording and its held input end with it.
 
 mcp 2.x unwinds a connection's ``exit_stack`` when the connection closes: stdio EOF, an HTTP
 session's DELETE, its idle timeout, or the server shutting down. This context-tier middleware
-registers the recorder's ``client_closed`` there, once per connection, on the first tool call
-(by then an HTTP request carries its ``mcp-session-id``, which the client id is made of).
+registers the recorder's ``client_closed`` and the desktop's ``cancel_input`` there, once per
+connection, on the first tool call (by then an HTTP request carries its ``mcp-session-id``,
+which the client id is made of).
 
-Connections of the stateless 2026-07-28 protocol last one request each; they are not watched, so
-a recording started over that protocol lasts until ``stop_recording`` or the server stops.
+Connections of the stateless 2026-07-28 protocol last one request each; they are not watched. A
+recording started over that protocol ends with ``stop_recording``, after the rig's
+``recording_idle_timeout`` without a call from its identity, or when the server stops; its input
+stops when its request is cancelled or closed (``deskrig.tools.input``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskrig.recording.registry import RecordingRegistry
-from deskrig.server import client_id_of
+from deskrig.server import client_of
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +29,7 @@ _WATCHED = "deskrig.recording.watched"
 
 
 class DisconnectWatch:
-    """Calls ``registry.client_closed(client_id)`` when a client's connection closes."""
+    """Ends a client's recording and stops its input when its connection closes."""
 
     def __init__(self, registry: RecordingRegistry) -> None:
         self.registry = registry
@@ -46,4 +49,6 @@ class DisconnectWatch:
         if connection.protocol_version in MODERN_PROTOCOL_VERSIONS or connection.state.get(_WATCHED):
             return
         connection.state[_WATCHED] = True
-        connection.exit_stack.push_async_callback(self.registry.client_closed, client_id_of(ctx))
+        client_id = client_of(ctx).key
+        connection.exit_stack.push_async_callback(self.registry.client_closed, client_id)
+        connection.exit_stack.callback(self.registry.services.desktop.cancel_input, client_id)

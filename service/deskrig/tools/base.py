@@ -18,6 +18,7 @@ from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ErrorInfo
+from deskrig.identity import ClientRef
 from deskrig.model import ActionTarget
 from deskrig.security import SecurityContext
 from deskrig.tools.capture import CapturePipeline
@@ -43,13 +44,28 @@ class ToolResult:
     images: list[ImagePart] = field(default_factory=list)
 
 
+#: Reports progress on the current call: (progress, total, message), as MCP progress notifications.
+ProgressReporter = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class CallInfo:
-    """Who is calling (the rate limiter, audit log and recordings key on ``client_id``) and, for
-    an action, the target its resolver found before it ran."""
+    """Who is calling and, for an action, the target its resolver found before it ran.
 
-    client_id: str
+    The rate limiter keys on ``client.identity``; recordings, held input and the audit log on
+    ``client_id`` (the identity plus the MCP session, where there is one).
+    """
+
+    client: ClientRef
     target: ActionTarget | None = None
+    #: Set when the client asked for progress (sent a progressToken).
+    progress: ProgressReporter | None = None
+    #: Whether the client has gone (its HTTP request closed); None when the transport cannot tell.
+    disconnected: Callable[[], Awaitable[bool]] | None = None
+
+    @property
+    def client_id(self) -> str:
+        return self.client.key
 
 
 class ActionObserver(Protocol):

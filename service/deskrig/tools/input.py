@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel, Field, model_validator
 
 from deskrig.a11y import Element
+from deskrig.desktop.base import InputDevice, InputJob
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Effect, Point
 from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
@@ -27,6 +28,9 @@ from deskrig.tools.targets import (
 Button = Literal["left", "right", "middle"]
 BUTTON = "Mouse button: left, right or middle"
 MODIFIERS = "Keys held down meanwhile, e.g. ['ctrl'] or ['shift', 'alt']"
+T = TypeVar("T")
+#: How often a long input call reports progress and checks that its client is still there.
+FOLLOW_INTERVAL_S = 0.25
 #: How long a typed text may take to show up in the app's accessibility tree.
 READ_BACK_TIMEOUT_S = 1.5
 
@@ -106,9 +110,62 @@ class HotkeyInput(ActionOptions):
     keys: list[str] = Field(description="Two or more keys pressed together, e.g. ['ctrl', 'a']")
 
 
-async def deliver(services: Services, fn: Callable[..., object], *args: object) -> None:
-    """Run one input call on the device in a worker thread."""
-    await anyio.to_thread.run_sync(lambda: services.desktop.with_input(lambda device: fn(device, *args)))
+async def run_input(
+    services: Services,
+    call: CallInfo,
+    fn: Callable[[InputDevice, InputJob], T],
+    total: int | None = None,
+    unit: str = "steps",
+) -> T:
+    """Run ``fn`` with the input device in a worker thread, as ``call``'s client.
+
+    Waits at most ``input_lock_timeout`` for another call's input (then BUSY), stops typing
+    within a chunk of keys when the call is cancelled or its client goes away, and reports how
+    many of ``total`` ``unit`` are done when the client asked for progress.
+    """
+    job = InputJob(holder=call.client_id)
+    timeout = services.settings.input_lock_timeout
+
+    def work() -> T:
+        return services.desktop.with_input(lambda device: fn(device, job), job, timeout)
+
+    done: list[T] = []
+    failed: list[Exception] = []  # raised after the task group, which would wrap it in a group
+    async with anyio.create_task_group() as followers:
+        if call.progress is not None or call.disconnected is not None:
+            followers.start_soon(_follow, call, job, total, unit)
+        try:
+            # Not shielded: a cancelled call returns at once and its job stops within a chunk.
+            done.append(await anyio.to_thread.run_sync(work, abandon_on_cancel=True))
+        except anyio.get_cancelled_exc_class():
+            job.stop.set()
+            raise
+        except Exception as exc:
+            failed.append(exc)
+        finally:
+            followers.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    return done[0]
+
+
+async def _follow(call: CallInfo, job: InputJob, total: int | None, unit: str) -> None:
+    """While ``job`` runs: report progress, and stop it when the client's request has gone."""
+    reported = 0
+    while True:
+        await anyio.sleep(FOLLOW_INTERVAL_S)
+        if call.disconnected is not None and await call.disconnected():
+            job.stop.set()
+            return
+        if call.progress is not None and job.done != reported:
+            reported = job.done
+            message = f"{reported} of {total} {unit}" if total is not None else f"{reported} {unit}"
+            await call.progress(float(reported), None if total is None else float(total), message)
+
+
+async def deliver(services: Services, call: CallInfo, fn: Callable[..., object], *args: object) -> None:
+    """Run one input call on the device in a worker thread (see :func:`run_input`)."""
+    await run_input(services, call, lambda device, job: fn(device, *args))
 
 
 async def after_screenshot(
@@ -211,7 +268,7 @@ async def _click(
     modifiers: list[str],
 ) -> ToolResult:
     point = _point(call)
-    await deliver(services, lambda d, *a: d.button(*a), point.x, point.y, button, count, modifiers)
+    await deliver(services, call, lambda d, *a: d.button(*a), point.x, point.y, button, count, modifiers)
     evidence = [
         f"{button} button x{count} delivered at ({point.x}, {point.y})",
         *await _pointer_evidence(services, point),
@@ -234,7 +291,7 @@ async def right_click(services: Services, call: CallInfo, args: RightClickInput)
 
 
 async def move_cursor(services: Services, call: CallInfo, args: MoveInput) -> ToolResult:
-    await deliver(services, lambda d, *a: d.move(*a), args.x, args.y)
+    await deliver(services, call, lambda d, *a: d.move(*a), args.x, args.y)
     cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
     effect: Effect = "confirmed" if (cursor.x, cursor.y) == (args.x, args.y) else "unverifiable"
     return await action_result(
@@ -245,6 +302,7 @@ async def move_cursor(services: Services, call: CallInfo, args: MoveInput) -> To
 async def drag(services: Services, call: CallInfo, args: DragInput) -> ToolResult:
     await deliver(
         services,
+        call,
         lambda d, *a: d.drag(*a),
         (args.from_x, args.from_y),
         (args.to_x, args.to_y),
@@ -261,7 +319,7 @@ async def drag(services: Services, call: CallInfo, args: DragInput) -> ToolResul
 
 async def scroll(services: Services, call: CallInfo, args: ScrollInput) -> ToolResult:
     point = _point(call)
-    await deliver(services, lambda d, *a: d.scroll(*a), point.x, point.y, args.direction, args.amount)
+    await deliver(services, call, lambda d, *a: d.scroll(*a), point.x, point.y, args.direction, args.amount)
     evidence = [f"{args.amount} wheel step(s) {args.direction} at ({point.x}, {point.y})"]
     return await action_result(services, call, args, "unverifiable", evidence)
 
@@ -293,10 +351,14 @@ async def type_text(services: Services, call: CallInfo, args: TypeTextInput) -> 
     evidence: list[str] = []
     if args.element is not None:
         point = _point(call)
-        await deliver(services, lambda d, *a: d.button(*a), point.x, point.y, "left", 1, [])
+        await deliver(services, call, lambda d, *a: d.button(*a), point.x, point.y, "left", 1, [])
         evidence.append(f"clicked element at ({point.x}, {point.y}) to focus it")
-    report = await anyio.to_thread.run_sync(
-        lambda: services.desktop.with_input(lambda device: device.type_text(args.text, args.delay_ms))
+    report = await run_input(
+        services,
+        call,
+        lambda device, job: device.type_text(args.text, args.delay_ms, job),
+        total=len(args.text),
+        unit="characters typed",
     )
     evidence.append(f"typed {len(args.text)} characters via {report.path} ({report.model_dump_json()})")
     effect: Effect = "unverifiable"
@@ -325,13 +387,13 @@ async def type_text(services: Services, call: CallInfo, args: TypeTextInput) -> 
 
 
 async def press_key(services: Services, call: CallInfo, args: PressKeyInput) -> ToolResult:
-    await deliver(services, lambda d, *a: d.press_key(*a), args.key, args.modifiers)
+    await deliver(services, call, lambda d, *a: d.press_key(*a), args.key, args.modifiers)
     combo = "+".join([*args.modifiers, args.key])
     return await action_result(services, call, args, "unverifiable", [f"pressed {combo}"])
 
 
 async def hotkey(services: Services, call: CallInfo, args: HotkeyInput) -> ToolResult:
-    await deliver(services, lambda d, *a: d.hotkey(*a), args.keys)
+    await deliver(services, call, lambda d, *a: d.hotkey(*a), args.keys)
     return await action_result(
         services, call, args, "unverifiable", [f"pressed {'+'.join(args.keys)} together"]
     )
