@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     verbose = getattr(args, "verbose", False)
-    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.DEBUG if verbose else logging.WARNING)
     if args.command == "orchestrator":
         return {"serve": _serve, "stop": _service_stop, "status": _service_status}[args.orchestrator_command](
             args

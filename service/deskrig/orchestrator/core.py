@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 
 import anyio
-import httpx
+import httpx2
 from anyio.abc import TaskGroup
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -160,14 +160,14 @@ class Orchestrator:
         self.reaper = Reaper(self.runtime, self.id, self._live_ids)
         self._stack = contextlib.AsyncExitStack()
         self._tg: TaskGroup | None = None
-        self._http: httpx.AsyncClient | None = None
+        self._http: httpx2.AsyncClient | None = None
 
     # --- lifetime ----------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Orchestrator:
         self._lease.acquire()
         try:
-            self._http = await self._stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
+            self._http = await self._stack.enter_async_context(httpx2.AsyncClient(timeout=10.0))
             self._tg = await self._stack.enter_async_context(anyio.create_task_group())
             await self.reaper.sweep()
             self._tg.start_soon(self._reap_periodically)
@@ -452,7 +452,7 @@ class Orchestrator:
             )
             if response.status_code == 200:
                 return max(float(response.json()["last_activity"]), fallback)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        except (httpx2.HTTPError, ValueError, KeyError, TypeError):
             pass
         return fallback
 
@@ -473,7 +473,7 @@ class Orchestrator:
                     mirror.report.errors.append(
                         f"finalize: HTTP {response.status_code} {response.text[:200]}"
                     )
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 mirror.report.errors.append(f"finalize: {type(exc).__name__}: {exc}")
             settled = await mirror.settle(
                 quiet=SETTLE_QUIET, timeout=timeout, want_video=session.info.spec.video

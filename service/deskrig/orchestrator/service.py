@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 from pydantic import BaseModel, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
@@ -138,7 +138,7 @@ class ServiceClient:
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url
-        self._http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
+        self._http = httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
 
     def close(self) -> None:
         self._http.close()
@@ -149,10 +149,10 @@ class ServiceClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+    def _request(self, method: str, path: str, **kwargs: object) -> httpx2.Response:
         try:
             response = self._http.request(method, path, **kwargs)  # type: ignore[arg-type]
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise DeskrigError(
                 ErrorCode.RUNTIME_UNAVAILABLE,
                 f"the orchestrator service at {self.url} does not answer: {exc}",
