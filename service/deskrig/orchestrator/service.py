@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.orchestrator.api import ArtifactListing
-from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec
+from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -40,7 +40,7 @@ class ServiceState(BaseModel):
     token: str
     pid: int
     orchestrator_id: str
-    started_at: float
+    started_at: Timestamp
 
 
 def read_state(state_dir: Path) -> ServiceState | None:
