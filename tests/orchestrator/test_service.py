@@ -1,5 +1,5 @@
 """The CLI and the background service: start/ls/logs/artifacts/stop from separate commands, and
-the reaper cleaning up after an orchestrator killed with SIGKILL."""
+a restarted service settling what an orchestrator killed with SIGKILL left behind."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ import anyio
 import docker
 import httpx
 import pytest
-from tests.orchestrator.helpers import clicks, containers
+from tests.orchestrator.helpers import clicks, containers, turn_folders
 from tests.server.rigproc import poll
 
+from deskrig.orchestrator.reaper import Lease
+from deskrig.orchestrator.runtime import LABEL_LEASE
 from deskrig.orchestrator.service import ServiceClient, read_state
 
 pytestmark = pytest.mark.docker
@@ -89,23 +91,53 @@ def test_cli_sessions_across_separate_commands(
     assert cli("orchestrator", "status", check=False).returncode == 1
 
 
-def test_sigkilled_orchestrator_leftovers_are_reaped_by_the_next(
+def test_a_sigkilled_orchestrators_sessions_are_readopted_or_failed_by_the_next(
     rig_image: str, cli: Cli, docker_client: docker.DockerClient
 ) -> None:
     cli("orchestrator", "serve", "--background")
     first = read_state(cli.state_dir)
     assert first is not None
-    session = json.loads(cli("session", "start", "--image", rig_image, "--no-record", "--json").stdout)
+    live = json.loads(cli("session", "start", "--image", rig_image, "--name", "live", "--json").stdout)
+    lost = json.loads(cli("session", "start", "--image", rig_image, "--no-record", "--json").stdout)
+    anyio.run(clicks, live["mcp_url"], live["token"], [(120, 80)])
+    with ServiceClient(first.url, first.token) as api:
+        poll("the first turn mirrored", lambda: api.get(live["id"]).turns == 1)
 
     os.kill(first.pid, signal.SIGKILL)
     poll("the service to die", lambda: not httpx_alive(first.url))
-    (leftover,) = containers(docker_client, session=session["id"])
-    assert leftover.status == "running"
+    (dying,) = containers(docker_client, session=lost["id"])
+    dying.kill()  # this rig dies while no orchestrator watches it
 
     cli("orchestrator", "serve", "--background")
     second = read_state(cli.state_dir)
     assert second is not None and second.orchestrator_id != first.orchestrator_id
-    poll("the leftover reaped", lambda: containers(docker_client, session=session["id"]) == [], 30)
+    # Settled at start-up: the dead rig's session failed, with why; its container saved and removed.
+    failed = json.loads((Path(lost["artifacts_dir"]) / "session.json").read_text())
+    assert failed["state"] == "failed"
+    assert failed["reason"] == "orchestrator restarted: its rig container had exited with code 137"
+    assert failed["error"]["code"] == "RIG_FAILED" and failed["ended_at"].endswith("Z")
+    assert containers(docker_client, session=lost["id"]) == []
+    assert (Path(lost["artifacts_dir"]) / "rig.log").exists()
+
+    # The live rig was re-adopted: listed, held under a lease no reaper takes for an orphan's ...
+    status = json.loads(cli("orchestrator", "status", "--json").stdout)
+    assert status["orchestrator_id"] == second.orchestrator_id and status["sessions"] == 1
+    (adopted,) = json.loads(cli("session", "ls", "--json").stdout)
+    assert (adopted["id"], adopted["state"], adopted["mcp_url"]) == (live["id"], "ready", live["mcp_url"])
+    assert adopted["spec"]["name"] == "live" and "live" in cli("session", "ls").stdout
+    (container,) = containers(docker_client, session=live["id"])
+    assert Lease.held(Path(container.labels[LABEL_LEASE]))
+    # ... and its recording carries on where the mirror had got to.
+    anyio.run(clicks, live["mcp_url"], live["token"], [(130, 90)])
+    with ServiceClient(second.url, second.token) as api:
+        poll("the second turn mirrored", lambda: api.get(live["id"]).turns == 2)
+    assert turn_folders(Path(live["artifacts_dir"])) == ["turn-00001", "turn-00002"]
+
+    assert f"{live['id']} stopped" in cli("session", "stop", live["id"]).stdout
+    assert containers(docker_client, session=live["id"]) == []
+    record = json.loads((Path(live["artifacts_dir"]) / "session.json").read_text())
+    assert (record["state"], record["reason"]) == ("stopped", "stopped by request")
+    assert all(record[key].endswith("Z") for key in ("created_at", "ready_at", "ended_at"))
 
 
 def httpx_alive(url: str) -> bool:

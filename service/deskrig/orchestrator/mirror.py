@@ -41,6 +41,7 @@ from deskrig.recording.turns import FileEntry, TurnEvent
 log = logging.getLogger("deskrig.orchestrator.mirror")
 
 INCOMING = ".incoming"
+_TURN = re.compile(r"^turn-([0-9]+)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: A feed that says nothing (not even a keepalive comment) for this long is treated as dropped.
 READ_TIMEOUT = 45.0
@@ -112,6 +113,14 @@ class ArtifactMirror:
                     await anyio.sleep(delay)
                     delay = min(delay * 2, self._max_retry_delay)
         shutil.rmtree(self.dest / INCOMING, ignore_errors=True)
+
+    def resume(self) -> None:
+        """Carry on after the turns already in ``dest`` (a re-adopted rig's): the feed is asked only
+        for later ones. A turn folder's number is its seq."""
+        seqs = [int(match[1]) for path in self.dest.glob("turn-*") if (match := _TURN.match(path.name))]
+        if seqs:
+            self._last_seq = self.report.last_seq = max(seqs)
+            self.report.turns = len(seqs)
 
     def close(self) -> None:
         """Stop following (a turn being copied is dropped; its folder never appears half-done)."""

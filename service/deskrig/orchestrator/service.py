@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.orchestrator.api import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
+from deskrig.orchestrator.state import write_atomic
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -52,11 +53,7 @@ def read_state(state_dir: Path) -> ServiceState | None:
 
 def _write_state(state_dir: Path, state: ServiceState) -> None:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = state_dir / f".{STATE_FILE}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(state.model_dump_json(indent=2))
-    os.replace(tmp, state_dir / STATE_FILE)
+    write_atomic(state_dir / STATE_FILE, state.model_dump_json(indent=2).encode(), mode=0o600)
 
 
 def _remove_state(state_dir: Path, pid: int) -> None:
