@@ -18,6 +18,8 @@ import pytest
 from tests.orchestrator.helpers import clicks, containers, turn_folders
 from tests.server.rigproc import poll
 
+from deskrig.orchestrator.core import Orchestrator
+from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import Lease
 from deskrig.orchestrator.runtime import LABEL_LEASE
 from deskrig.orchestrator.service import ServiceClient, read_state
@@ -138,6 +140,41 @@ def test_a_sigkilled_orchestrators_sessions_are_readopted_or_failed_by_the_next(
     record = json.loads((Path(live["artifacts_dir"]) / "session.json").read_text())
     assert (record["state"], record["reason"]) == ("stopped", "stopped by request")
     assert all(record[key].endswith("Z") for key in ("created_at", "ready_at", "ended_at"))
+
+
+def test_an_orchestrator_that_does_not_adopt_fails_a_sigkilled_ones_sessions(
+    rig_image: str, cli: Cli, docker_client: docker.DockerClient
+) -> None:
+    cli("orchestrator", "serve", "--background")
+    first = read_state(cli.state_dir)
+    assert first is not None
+    with ServiceClient(first.url, first.token) as api:
+        ready = api.start(SessionSpec(image=rig_image, record=False))
+        starting = api.start(SessionSpec(image=rig_image, record=False), wait=False)
+        poll("its container created", lambda: api.get(starting.id).container is not None)
+        assert api.get(starting.id).state is SessionState.STARTING
+    os.kill(first.pid, signal.SIGKILL)
+    poll("the service to die", lambda: not httpx_alive(first.url))
+
+    # An in-process orchestrator (a pytest run's, say) does not adopt: its clients are its own.
+    config = OrchestratorConfig(state_dir=cli.state_dir, artifacts_root=cli.artifacts_root)
+    assert not config.adopt_rigs
+
+    async def restart() -> None:
+        async with Orchestrator(config) as second:
+            assert second.list() == []
+
+    anyio.run(restart)
+    reasons = {
+        info.id: json.loads((Path(info.artifacts_dir) / "session.json").read_text())["reason"]
+        for info in (ready, starting)
+    }
+    assert reasons == {
+        ready.id: "orchestrator restarted: this orchestrator does not re-adopt rigs (adopt_rigs is off), "
+        "so its rig was removed",
+        starting.id: "orchestrator restarted: the session was still starting when its orchestrator stopped",
+    }
+    assert containers(docker_client, session=ready.id) == containers(docker_client, session=starting.id) == []
 
 
 def httpx_alive(url: str) -> bool:

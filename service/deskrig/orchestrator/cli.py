@@ -466,6 +466,7 @@ def _serve(args: argparse.Namespace) -> int:
     host, _, port = (args.listen or DEFAULT_LISTEN).rpartition(":")
     fields: dict[str, Any] = {
         "state_dir": state_dir,
+        "adopt_rigs": True,  # its clients hold the URLs of the rigs a crashed predecessor started
         "max_sessions": args.max_sessions,
         "artifacts_root": args.artifacts_root,
         "bind_address": args.rig_bind,

@@ -194,7 +194,7 @@ class Orchestrator:
     async def _recover(self) -> None:
         """Re-adopt the rigs of dead predecessors that still serve; the rest are marked failed."""
         assert self._tg is not None and self._http is not None
-        recovery = Recovery(self._journal, self.runtime, self._http)
+        recovery = Recovery(self._journal, self.runtime, self._http, adopt=self.config.adopt_rigs)
         adoptable = await recovery.run()
         self._adopted_leases = recovery.leases
         for found in adoptable:
@@ -349,6 +349,8 @@ class Orchestrator:
                 info.mcp_url = session.handle.endpoint + "/mcp"
                 info.token = session.token
                 info.phase = "waiting for the rig's /readyz (display, window manager, app)"
+                with contextlib.suppress(OSError):
+                    self._save(session)  # names the container, should this orchestrator die now
                 await self.runtime.wait_ready(session.handle, session.timeout("ready_timeout", self.config))
         session.start_scope = None
         if start_scope.cancelled_caught or session.stop_requested.is_set() or session.handle is None:

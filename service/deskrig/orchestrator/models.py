@@ -193,6 +193,11 @@ class OrchestratorConfig(BaseModel):
     idle_timeout: float = Field(default=900.0, ge=0, description="0: no idle timeout")
     max_duration: float = Field(default=4 * 3600.0, ge=0, description="0: no limit")
     reap_interval: float = Field(default=30.0, gt=0)
+    adopt_rigs: bool = Field(
+        default=False,
+        description="re-adopt a dead predecessor's rigs that still serve (the service does: its clients "
+        "hold their URLs); otherwise they are removed and their sessions marked failed",
+    )
     #: How often a running session checks its container, its idle time and its deadline.
     watch_interval: float = Field(default=1.0, gt=0)
     #: Finalizing the video and draining the feed on stop.

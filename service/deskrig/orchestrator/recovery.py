@@ -3,7 +3,9 @@
 Each unfinished session in a dead orchestrator's journal (see :mod:`deskrig.orchestrator.state`)
 is settled one of two ways:
 
-- its rig still runs and answers ``/readyz``: it is *adoptable*. The new orchestrator serves it on
+- its rig still runs and answers ``/readyz``, and the new orchestrator adopts rigs (the service
+  does: its clients hold the rigs' URLs, whereas an in-process orchestrator's died with it): it is
+  *adoptable*. The new orchestrator serves it on
   (mirror resumed after the turns already copied, same deadline) and holds the dead one's lease,
   which the rig's labels name, so that no reaper on the host takes it for an orphan;
 - anything else (the container gone or exited, a rig that does not answer, a session that was
@@ -55,8 +57,9 @@ class Adoptable:
 class Recovery:
     """Settles the unfinished sessions of dead orchestrators that used the same state directory."""
 
-    def __init__(self, journal: Journal, runtime: Runtime, http: httpx2.AsyncClient) -> None:
+    def __init__(self, journal: Journal, runtime: Runtime, http: httpx2.AsyncClient, *, adopt: bool) -> None:
         self.journal = journal
+        self.adopt = adopt
         self.runtime = runtime
         self.http = http
         #: The dead orchestrators' leases this one holds, by path: those its adopted rigs name.
@@ -93,6 +96,8 @@ class Recovery:
             problem = f"the session was still {state} when its orchestrator stopped"
         elif handle is None:
             problem = "its rig container was gone"
+        elif not self.adopt:
+            problem = "this orchestrator does not re-adopt rigs (adopt_rigs is off), so its rig was removed"
         else:
             problem = await self._serving(handle, entry.token)
             if problem is None:
