@@ -88,6 +88,14 @@ def test_cli_sessions_across_separate_commands(
     assert containers(docker_client, session=session["id"]) == []
     assert (Path(session["artifacts_dir"]) / "rig.log").exists()
 
+    # A rig that cannot start: one line saying so, and where its log is (-v adds the details).
+    failed = cli("session", "start", "--image", rig_image, "--app", "/bin/false", "-v", check=False)
+    assert failed.returncode == 1 and failed.stdout == ""
+    (line,) = (line for line in failed.stderr.splitlines() if line.startswith("deskrig: RIG_FAILED: "))
+    failed_id = line.removeprefix("deskrig: RIG_FAILED: session ").split()[0]
+    assert line.endswith(f"`deskrig session logs {failed_id}` shows the rig's log.")
+    assert "deskrig: details: " in failed.stderr
+
     cli("orchestrator", "stop")
     assert read_state(cli.state_dir) is None
     assert cli("orchestrator", "status", check=False).returncode == 1

@@ -92,16 +92,18 @@ class _Flags:
             env = f"{env_prefix}_{name.replace('-', '_').upper()}"
             self.value(f"--{name}", env=env, type=float, metavar="S", help=help_text + what)
 
-    def state_dir(self) -> None:
+    def json(self, what: str = "print JSON for scripts") -> None:
+        self.switch("--json", env="DESKRIG_JSON", help=what)
+
+    def common(self) -> None:
+        """The flags every subcommand has: where the service's state lives, and verbosity."""
         self.value(
             "--state-dir",
             env="DESKRIG_STATE_DIR",
             metavar="DIR",
             help="where the service's address file lives",
         )
-
-    def json(self, what: str = "print JSON for scripts") -> None:
-        self.switch("--json", env="DESKRIG_JSON", help=what)
+        self.switch("-v", "--verbose", env="DESKRIG_VERBOSE", help="debug logging; errors with their details")
 
 
 def apply_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
@@ -147,23 +149,23 @@ def register(commands: Any) -> None:
     )
     start.timeouts("DESKRIG_SESSION", "")
     start.json("print {id, mcp_url, token, artifacts_dir}")
-    start.state_dir()
+    start.common()
 
     stop = _Flags(
         sessions.add_parser("stop", help="stop sessions: finalize the video, keep artifacts, remove the rig")
     )
     stop.parser.add_argument("ids", nargs="+", metavar="ID")
     stop.json()
-    stop.state_dir()
+    stop.common()
 
     ls = _Flags(sessions.add_parser("ls", help="sessions with name, state, age, endpoint and turn count"))
     ls.json()
-    ls.state_dir()
+    ls.common()
 
     logs = _Flags(sessions.add_parser("logs", help="the rig's log"))
     logs.parser.add_argument("id", metavar="ID")
     logs.value("--tail", env="DESKRIG_LOGS_TAIL", type=int, metavar="N", help="last N lines only")
-    logs.state_dir()
+    logs.common()
 
     artifacts = _Flags(sessions.add_parser("artifacts", help="list a session's artifacts, or fetch one"))
     artifacts.parser.add_argument("id", metavar="ID")
@@ -172,7 +174,7 @@ def register(commands: Any) -> None:
         "-o", "--output", env="DESKRIG_ARTIFACT_OUTPUT", metavar="FILE", help="write the file here"
     )
     artifacts.json()
-    artifacts.state_dir()
+    artifacts.common()
 
     orchestrator = commands.add_parser(
         "orchestrator", help="the orchestrator service the session commands use"
@@ -209,13 +211,12 @@ def register(commands: Any) -> None:
         help="address rig ports are published on (default 127.0.0.1)",
     )
     serve.timeouts("DESKRIG_ORCHESTRATOR", " (default for sessions)")
-    serve.switch("-v", "--verbose", env="DESKRIG_VERBOSE", help="debug logging")
-    serve.state_dir()
+    serve.common()
     service_stop = _Flags(service.add_parser("stop", help="stop the service and all its sessions"))
-    service_stop.state_dir()
+    service_stop.common()
     status = _Flags(service.add_parser("status", help="whether the service runs, and where"))
     status.json("print {running, url, pid, orchestrator_id, started_at, sessions, state_dir}")
-    status.state_dir()
+    status.common()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -348,11 +349,15 @@ def _start(args: argparse.Namespace) -> int:
             return 130
     if info.state is not SessionState.READY:
         error = info.error
+        code = error.code if error else ErrorCode.RIG_FAILED
         raise DeskrigError(
-            error.code if error else ErrorCode.RIG_FAILED,
+            code,
             f"session {info.id} {info.state.value}: {info.reason}",
             details=error.details if error else None,
-            remediation=error.remediation if error else None,
+            # The rig's last lines are in details (-v), and all of them here:
+            remediation=f"`deskrig session logs {info.id}` shows the rig's log."
+            if code is ErrorCode.RIG_FAILED or error is None
+            else error.remediation,
         )
     if args.json:
         _print_json(
