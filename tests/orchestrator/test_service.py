@@ -22,7 +22,7 @@ from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import Lease
 from deskrig.orchestrator.runtime import LABEL_LEASE
-from deskrig.orchestrator.service import ServiceClient, read_state
+from deskrig.orchestrator.service import ServiceClient, ServiceState, read_state
 
 pytestmark = pytest.mark.docker
 
@@ -48,6 +48,18 @@ class Cli:
         if check:
             assert done.returncode == 0, f"deskrig {' '.join(args)}: {done.returncode}\n{done.stderr}"
         return done
+
+    def serve(self) -> ServiceState:
+        """Start the service in the background; where it runs."""
+        self("orchestrator", "serve", "--background")
+        state = read_state(self.state_dir)
+        assert state is not None
+        return state
+
+
+def kill_hard(service: ServiceState) -> None:
+    os.kill(service.pid, signal.SIGKILL)
+    poll("the service to die", lambda: not httpx_alive(service.url))
 
 
 @pytest.fixture
@@ -104,23 +116,19 @@ def test_cli_sessions_across_separate_commands(
 def test_a_sigkilled_orchestrators_sessions_are_readopted_or_failed_by_the_next(
     rig_image: str, cli: Cli, docker_client: docker.DockerClient
 ) -> None:
-    cli("orchestrator", "serve", "--background")
-    first = read_state(cli.state_dir)
-    assert first is not None
+    first = cli.serve()
     live = json.loads(cli("session", "start", "--image", rig_image, "--name", "live", "--json").stdout)
     lost = json.loads(cli("session", "start", "--image", rig_image, "--no-record", "--json").stdout)
     anyio.run(clicks, live["mcp_url"], live["token"], [(120, 80)])
     with ServiceClient(first.url, first.token) as api:
         poll("the first turn mirrored", lambda: api.get(live["id"]).turns == 1)
 
-    os.kill(first.pid, signal.SIGKILL)
-    poll("the service to die", lambda: not httpx_alive(first.url))
+    kill_hard(first)
     (dying,) = containers(docker_client, session=lost["id"])
     dying.kill()  # this rig dies while no orchestrator watches it
 
-    cli("orchestrator", "serve", "--background")
-    second = read_state(cli.state_dir)
-    assert second is not None and second.orchestrator_id != first.orchestrator_id
+    second = cli.serve()
+    assert second.orchestrator_id != first.orchestrator_id
     # Settled at start-up: the dead rig's session failed, with why; its container saved and removed.
     failed = json.loads((Path(lost["artifacts_dir"]) / "session.json").read_text())
     assert failed["state"] == "failed"
@@ -153,16 +161,13 @@ def test_a_sigkilled_orchestrators_sessions_are_readopted_or_failed_by_the_next(
 def test_an_orchestrator_that_does_not_adopt_fails_a_sigkilled_ones_sessions(
     rig_image: str, cli: Cli, docker_client: docker.DockerClient
 ) -> None:
-    cli("orchestrator", "serve", "--background")
-    first = read_state(cli.state_dir)
-    assert first is not None
+    first = cli.serve()
     with ServiceClient(first.url, first.token) as api:
         ready = api.start(SessionSpec(image=rig_image, record=False))
         starting = api.start(SessionSpec(image=rig_image, record=False), wait=False)
         poll("its container created", lambda: api.get(starting.id).container is not None)
         assert api.get(starting.id).state is SessionState.STARTING
-    os.kill(first.pid, signal.SIGKILL)
-    poll("the service to die", lambda: not httpx_alive(first.url))
+    kill_hard(first)
 
     # An in-process orchestrator (a pytest run's, say) does not adopt: its clients are its own.
     config = OrchestratorConfig(state_dir=cli.state_dir, artifacts_root=cli.artifacts_root)
