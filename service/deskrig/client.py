@@ -5,9 +5,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+
+#: The MCP SDK's own transport defaults: 30 s to connect, write or wait for the pool, and 5 min
+#: to read, because a server may hold a response stream open that long.
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+
+def rig_http_client(token: str | None = None) -> httpx2.AsyncClient:
+    """An HTTP client for a rig's MCP endpoint, sending ``token`` as its bearer token."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT)
 
 
 @contextlib.asynccontextmanager
@@ -17,9 +27,8 @@ async def connect(url: str, token: str | None = None) -> AsyncIterator[Client]:
     It speaks the session-based (initialize handshake) protocol: a rig scopes recordings, rate
     limits and the audit log by MCP session, which the stateless 2026-07-28 protocol does not have.
     """
-    headers = {"Authorization": f"Bearer {token}"} if token else None
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        rig_http_client(token) as http,
         Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
     ):
         yield client

@@ -17,10 +17,9 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from tests.server.rigproc import FormRig, RigProcess, start_form
 
+from deskrig.client import connect
 from deskrig.errors import tool_error
 
 T = TypeVar("T")
@@ -49,11 +48,7 @@ class Session:
 @contextlib.asynccontextmanager
 async def session(rig: RigProcess) -> AsyncIterator[Session]:
     """A session that ends (HTTP DELETE) when the block exits."""
-    headers = {"Authorization": f"Bearer {rig.token}"} if rig.token else None
-    async with (
-        create_mcp_http_client(headers=headers) as http,
-        Client(streamable_http_client(rig.url, http_client=http), mode="legacy") as client,
-    ):
+    async with connect(rig.url, rig.token) as client:
         yield Session(client)
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 import docker
-import httpx
+import httpx2
 
 from deskrig.orchestrator.docker_backend import hardening
 from deskrig.orchestrator.models import OrchestratorConfig
@@ -41,9 +41,9 @@ def _cold_start(client: docker.DockerClient) -> tuple[float, int]:
         url = f"http://127.0.0.1:{_host_port(container)}/readyz"
         while True:
             try:
-                if httpx.get(url, timeout=1).status_code == 200:
+                if httpx2.get(url, timeout=1).status_code == 200:
                     break
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 pass
             if time.perf_counter() - started > 120:
                 raise RuntimeError(f"{COLD_START_IMAGE} not ready in 120 s: {container.logs(tail=20)!r}")

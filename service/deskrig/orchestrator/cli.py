@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,23 +25,101 @@ if TYPE_CHECKING:
 
 #: How often ``session start`` polls the service while it shows progress.
 PROGRESS_POLL = 0.2
+DEFAULT_LISTEN = "127.0.0.1:0"
 
 
-def _timeouts(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--ready-timeout", type=float, metavar="S", help=f"seconds a rig may take to be ready{what}"
-    )
-    parser.add_argument(
-        "--queue-timeout", type=float, metavar="S", help=f"seconds to wait for a free slot{what}"
-    )
-    parser.add_argument(
-        "--idle-timeout", type=float, metavar="S", help=f"stop after S s without MCP activity{what}"
-    )
-    parser.add_argument("--max-duration", type=float, metavar="S", help=f"stop after S s at most{what}")
+def _boolean(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("want 1/true/yes/on or 0/false/no/off")
 
 
-def _state_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state-dir", metavar="DIR", help="where the service's address file lives")
+#: What a variable of each kind must hold, for the error when it does not.
+_WANTS: dict[Callable[[str], object], str] = {int: "want a whole number", float: "want a number"}
+
+
+@dataclass(frozen=True)
+class EnvFlag:
+    """A flag's DESKRIG_* variable: used when the flag is not given (the flag wins)."""
+
+    dest: str
+    env: str
+    parse: Callable[[str], object]
+
+
+class _Flags:
+    """One subcommand's flags, each settable by its DESKRIG_* variable too (named in its help)."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+        self.env_flags: list[EnvFlag] = []
+        parser.set_defaults(env_flags=self.env_flags)
+
+    def value(
+        self,
+        *names: str,
+        env: str,
+        help: str,
+        type: Callable[[str], object] = str,
+        metavar: str | None = None,
+    ) -> None:
+        action = self.parser.add_argument(*names, type=type, metavar=metavar, help=f"{help} [${env}]")
+        self.env_flags.append(EnvFlag(action.dest, env, type))
+
+    def switch(self, *names: str, env: str, help: str) -> None:
+        action = self.parser.add_argument(
+            *names, action="store_true", default=None, help=f"{help} [${env}=1]"
+        )
+        self.env_flags.append(EnvFlag(action.dest, env, _boolean))
+
+    def many(self, *names: str, env: str, help: str, metavar: str) -> None:
+        """A repeatable flag; its variable holds several values, split like a shell would."""
+        action = self.parser.add_argument(
+            *names, action="append", metavar=metavar, help=f"{help} (repeatable) [${env}, space-separated]"
+        )
+        self.env_flags.append(EnvFlag(action.dest, env, shlex.split))
+
+    def timeouts(self, env_prefix: str, what: str) -> None:
+        for name, help_text in (
+            ("ready-timeout", "seconds a rig may take to be ready"),
+            ("queue-timeout", "seconds to wait for a free slot"),
+            ("idle-timeout", "stop after S s without MCP activity"),
+            ("max-duration", "stop after S s at most"),
+        ):
+            env = f"{env_prefix}_{name.replace('-', '_').upper()}"
+            self.value(f"--{name}", env=env, type=float, metavar="S", help=help_text + what)
+
+    def json(self, what: str = "print JSON for scripts") -> None:
+        self.switch("--json", env="DESKRIG_JSON", help=what)
+
+    def common(self) -> None:
+        """The flags every subcommand has: where the service's state lives, and verbosity."""
+        self.value(
+            "--state-dir",
+            env="DESKRIG_STATE_DIR",
+            metavar="DIR",
+            help="where the service's address file lives",
+        )
+        self.switch("-v", "--verbose", env="DESKRIG_VERBOSE", help="debug logging; errors with their details")
+
+
+def apply_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """Fill each flag that was not given from its DESKRIG_* variable, when that is set."""
+    from deskrig.errors import ConfigError
+
+    for flag in getattr(args, "env_flags", []):
+        raw = environ.get(flag.env, "")
+        if getattr(args, flag.dest) is not None or not raw:
+            continue
+        try:
+            value = flag.parse(raw)
+        except ValueError as exc:
+            wants = _WANTS.get(flag.parse, str(exc))
+            raise ConfigError(f"${flag.env}={raw!r} is not valid: {wants}") from None
+        setattr(args, flag.dest, value)
 
 
 def register(commands: Any) -> None:
@@ -47,82 +129,114 @@ def register(commands: Any) -> None:
     )
     sessions = session.add_subparsers(dest="session_command", required=True)
 
-    start = sessions.add_parser("start", help="start a rig (starts the orchestrator service if none runs)")
-    start.add_argument("--image", help="rig image (default deskrig/rig:latest)")
-    start.add_argument("--app", metavar="CMD", help="app command line (default: the image's)")
-    start.add_argument("--size", metavar="WxH", help="screen size")
-    start.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="rig environment")
-    start.add_argument("--no-record", action="store_true", help="do not record turn folders")
-    start.add_argument("--video", action="store_true", help="also record an mp4 of the session")
-    start.add_argument("--name", help="a label for the session")
-    start.add_argument("--artifacts-dir", metavar="DIR", help="host directory for the session's artifacts")
-    _timeouts(start, "")
-    start.add_argument("--json", action="store_true", help="print {id, mcp_url, token, artifacts_dir}")
-    _state_dir(start)
-
-    stop = sessions.add_parser(
-        "stop", help="stop sessions: finalize the video, keep artifacts, remove the rig"
+    start = _Flags(
+        sessions.add_parser("start", help="start a rig (starts the orchestrator service if none runs)")
     )
-    stop.add_argument("ids", nargs="+", metavar="ID")
-    stop.add_argument("--json", action="store_true")
-    _state_dir(stop)
+    start.value("--image", env="DESKRIG_SESSION_IMAGE", help="rig image (default deskrig/rig:latest)")
+    start.value(
+        "--app", env="DESKRIG_SESSION_APP", metavar="CMD", help="app command line (default: the image's)"
+    )
+    start.value("--size", env="DESKRIG_SESSION_SIZE", metavar="WxH", help="screen size")
+    start.many("--env", env="DESKRIG_SESSION_ENV", metavar="NAME=VALUE", help="rig environment")
+    start.switch("--no-record", env="DESKRIG_SESSION_NO_RECORD", help="do not record turn folders")
+    start.switch("--video", env="DESKRIG_SESSION_VIDEO", help="also record an mp4 of the session")
+    start.value("--name", env="DESKRIG_SESSION_NAME", help="a label for the session")
+    start.value(
+        "--artifacts-dir",
+        env="DESKRIG_SESSION_ARTIFACTS_DIR",
+        metavar="DIR",
+        help="host directory for the session's artifacts",
+    )
+    start.timeouts("DESKRIG_SESSION", "")
+    start.json("print {id, mcp_url, token, artifacts_dir}")
+    start.common()
 
-    ls = sessions.add_parser("ls", help="sessions with state, age, endpoint and turn count")
-    ls.add_argument("--json", action="store_true")
-    _state_dir(ls)
+    stop = _Flags(
+        sessions.add_parser("stop", help="stop sessions: finalize the video, keep artifacts, remove the rig")
+    )
+    stop.parser.add_argument("ids", nargs="+", metavar="ID")
+    stop.json()
+    stop.common()
 
-    logs = sessions.add_parser("logs", help="the rig's log")
-    logs.add_argument("id", metavar="ID")
-    logs.add_argument("--tail", type=int, metavar="N", help="last N lines only")
-    _state_dir(logs)
+    ls = _Flags(sessions.add_parser("ls", help="sessions with name, state, age, endpoint and turn count"))
+    ls.json()
+    ls.common()
 
-    artifacts = sessions.add_parser("artifacts", help="list a session's artifacts, or fetch one")
-    artifacts.add_argument("id", metavar="ID")
-    artifacts.add_argument("path", nargs="?", help="one file to write to stdout (or -o FILE)")
-    artifacts.add_argument("-o", "--output", metavar="FILE", help="write the file here")
-    artifacts.add_argument("--json", action="store_true")
-    _state_dir(artifacts)
+    logs = _Flags(sessions.add_parser("logs", help="the rig's log"))
+    logs.parser.add_argument("id", metavar="ID")
+    logs.value("--tail", env="DESKRIG_LOGS_TAIL", type=int, metavar="N", help="last N lines only")
+    logs.common()
+
+    artifacts = _Flags(sessions.add_parser("artifacts", help="list a session's artifacts, or fetch one"))
+    artifacts.parser.add_argument("id", metavar="ID")
+    artifacts.parser.add_argument("path", nargs="?", help="one file to write to stdout (or -o FILE)")
+    artifacts.value(
+        "-o", "--output", env="DESKRIG_ARTIFACT_OUTPUT", metavar="FILE", help="write the file here"
+    )
+    artifacts.json()
+    artifacts.common()
 
     orchestrator = commands.add_parser(
         "orchestrator", help="the orchestrator service the session commands use"
     )
     service = orchestrator.add_subparsers(dest="orchestrator_command", required=True)
-    serve = service.add_parser("serve", help="run the orchestrator service (foreground unless --background)")
-    serve.add_argument(
+    serve = _Flags(
+        service.add_parser("serve", help="run the orchestrator service (foreground unless --background)")
+    )
+    serve.value(
         "--listen",
-        default="127.0.0.1:0",
+        env="DESKRIG_ORCHESTRATOR_LISTEN",
         metavar="HOST:PORT",
-        help="API address (default: loopback, any port)",
+        help=f"API address (default {DEFAULT_LISTEN}: loopback, any port)",
     )
-    serve.add_argument("--background", action="store_true", help="start detached and return once it answers")
-    serve.add_argument(
-        "--max-sessions", type=int, metavar="N", help="rigs at once (default from CPUs and memory)"
+    serve.switch(
+        "--background",
+        env="DESKRIG_ORCHESTRATOR_BACKGROUND",
+        help="start detached and return once it answers",
     )
-    serve.add_argument("--artifacts-root", metavar="DIR", help="where session directories go")
-    serve.add_argument(
-        "--rig-bind", metavar="ADDR", help="address rig ports are published on (default 127.0.0.1)"
+    serve.value(
+        "--max-sessions",
+        env="DESKRIG_MAX_SESSIONS",
+        type=int,
+        metavar="N",
+        help="rigs at once (default from CPUs and memory)",
     )
-    _timeouts(serve, " (default for sessions)")
-    serve.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    _state_dir(serve)
-    service_stop = service.add_parser("stop", help="stop the service and all its sessions")
-    _state_dir(service_stop)
-    status = service.add_parser("status", help="whether the service runs, and where")
-    _state_dir(status)
+    serve.value(
+        "--artifacts-root", env="DESKRIG_ARTIFACTS_ROOT", metavar="DIR", help="where session directories go"
+    )
+    serve.value(
+        "--rig-bind",
+        env="DESKRIG_RIG_BIND",
+        metavar="ADDR",
+        help="address rig ports are published on (default 127.0.0.1)",
+    )
+    serve.timeouts("DESKRIG_ORCHESTRATOR", " (default for sessions)")
+    serve.common()
+    service_stop = _Flags(service.add_parser("stop", help="stop the service and all its sessions"))
+    service_stop.common()
+    status = _Flags(service.add_parser("status", help="whether the service runs, and where"))
+    status.json("print {running, url, pid, orchestrator_id, started_at, sessions, state_dir}")
+    status.common()
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch a ``session`` or ``orchestrator`` command."""
+    """Dispatch a ``session`` or ``orchestrator`` command; a failure is one line on stderr."""
     import logging
 
-    verbose = getattr(args, "verbose", False)
-    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
-    if args.command == "orchestrator":
-        return {"serve": _serve, "stop": _service_stop, "status": _service_status}[args.orchestrator_command](
-            args
-        )
-    handlers = {"start": _start, "stop": _stop, "ls": _ls, "logs": _logs, "artifacts": _artifacts}
-    return handlers[args.session_command](args)
+    from deskrig.cli_errors import report_cli_error
+    from deskrig.errors import DeskrigError
+
+    try:
+        apply_environment(args, os.environ)
+        verbose = bool(getattr(args, "verbose", False))
+        logging.getLogger("httpx2").setLevel(logging.DEBUG if verbose else logging.WARNING)
+        if args.command == "orchestrator":
+            handlers = {"serve": _serve, "stop": _service_stop, "status": _service_status}
+            return handlers[args.orchestrator_command](args)
+        handlers = {"start": _start, "stop": _stop, "ls": _ls, "logs": _logs, "artifacts": _artifacts}
+        return handlers[args.session_command](args)
+    except DeskrigError as exc:
+        return report_cli_error(exc, verbose=bool(getattr(args, "verbose", False)))
 
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -171,11 +285,13 @@ def _print_json(value: Any) -> None:
 
 
 def _spec(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
     from deskrig.errors import ConfigError
     from deskrig.orchestrator.models import SessionSpec
 
     env = {}
-    for item in args.env:
+    for item in args.env or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise ConfigError(f"--env wants NAME=VALUE, got {item!r}")
@@ -196,8 +312,13 @@ def _spec(args: argparse.Namespace) -> Any:
     }
     try:
         return SessionSpec.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValueError as exc:
-        raise ConfigError(f"invalid session options: {exc}") from exc
+    except ValidationError as exc:
+        problems = [
+            f"--{'.'.join(str(part) for part in err['loc']).replace('_', '-')}: "
+            + err["msg"].removeprefix("Value error, ")
+            for err in exc.errors(include_url=False)
+        ]
+        raise ConfigError("; ".join(problems)) from None
 
 
 def _progress_text(info: SessionInfo) -> str:
@@ -228,11 +349,15 @@ def _start(args: argparse.Namespace) -> int:
             return 130
     if info.state is not SessionState.READY:
         error = info.error
+        code = error.code if error else ErrorCode.RIG_FAILED
         raise DeskrigError(
-            error.code if error else ErrorCode.RIG_FAILED,
+            code,
             f"session {info.id} {info.state.value}: {info.reason}",
             details=error.details if error else None,
-            remediation=error.remediation if error else None,
+            # The rig's last lines are in details (-v), and all of them here:
+            remediation=f"`deskrig session logs {info.id}` shows the rig's log."
+            if code is ErrorCode.RIG_FAILED or error is None
+            else error.remediation,
         )
     if args.json:
         _print_json(
@@ -272,11 +397,12 @@ def _ls(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([info.model_dump(mode="json", exclude={"token"}) for info in sessions])
         return 0
-    table = Table("ID", "STATE", "AGE", "ENDPOINT", "TURNS", "IMAGE", "REASON", box=None)
+    table = Table("ID", "NAME", "STATE", "AGE", "ENDPOINT", "TURNS", "IMAGE", "REASON", box=None)
     now = time.time()
     for info in sessions:
         table.add_row(
             info.id,
+            info.spec.name or "",
             info.state.value,
             _age((info.ended_at or now) - info.created_at),
             info.mcp_url or "",
@@ -342,9 +468,10 @@ def _serve(args: argparse.Namespace) -> int:
             sys.stdout.write(f"orchestrator service at {client.url} (state: {state_dir})\n")
         return 0
     logging.getLogger("deskrig").setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    host, _, port = args.listen.rpartition(":")
+    host, _, port = (args.listen or DEFAULT_LISTEN).rpartition(":")
     fields: dict[str, Any] = {
         "state_dir": state_dir,
+        "adopt_rigs": True,  # its clients hold the URLs of the rigs a crashed predecessor started
         "max_sessions": args.max_sessions,
         "artifacts_root": args.artifacts_root,
         "bind_address": args.rig_bind,
@@ -371,11 +498,18 @@ def _service_status(args: argparse.Namespace) -> int:
     client = connect_service(state_dir)
     state = read_state(state_dir)
     if client is None or state is None:
-        sys.stdout.write("not running\n")
+        if args.json:
+            _print_json({"running": False, "state_dir": str(state_dir)})
+        else:
+            sys.stdout.write("not running\n")
         return 1
     with client:
         count = len(client.list())
-    sys.stdout.write(
-        f"running: {state.url} pid {state.pid} orchestrator {state.orchestrator_id}, {count} sessions\n"
-    )
+    if args.json:
+        shown = state.model_dump(mode="json", exclude={"token"})
+        _print_json({"running": True, **shown, "sessions": count, "state_dir": str(state_dir)})
+    else:
+        sys.stdout.write(
+            f"running: {state.url} pid {state.pid} orchestrator {state.orchestrator_id}, {count} sessions\n"
+        )
     return 0

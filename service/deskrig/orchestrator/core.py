@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
-import os
 import secrets
 import shlex
-import tempfile
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 import anyio
-import httpx
+import httpx2
 from anyio.abc import TaskGroup
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -44,6 +42,7 @@ from deskrig.orchestrator.models import (
     SessionState,
 )
 from deskrig.orchestrator.reaper import Lease, Reaper, host_id
+from deskrig.orchestrator.recovery import Recovery, save_log_and_remove
 from deskrig.orchestrator.runtime import (
     LABEL_EXPIRES,
     LABEL_HOST,
@@ -55,6 +54,7 @@ from deskrig.orchestrator.runtime import (
     RigRequest,
     Runtime,
 )
+from deskrig.orchestrator.state import Journal, JournalEntry, write_session_record
 
 log = logging.getLogger("deskrig.orchestrator")
 
@@ -64,20 +64,6 @@ LOG_TAIL = 30
 #: How long a running session outlives an engine that does not answer.
 ENGINE_GRACE = 30.0
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)  # like the mirrored turn files, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class Slots:
@@ -93,6 +79,10 @@ class Slots:
             if queued == key:
                 return index + 1
         return None
+
+    def hold(self, key: str) -> None:
+        """Count ``key`` as a holder at once, even past capacity: its rig already runs."""
+        self._holders.add(key)
 
     def request(self, key: str) -> anyio.Event:
         """Join the line (at once, so the order is the order of requests); the event fires with a slot."""
@@ -123,6 +113,7 @@ class _Session:
     mirror: ArtifactMirror | None = None
     stop_reason: str = "stopped by request"
     start_scope: anyio.CancelScope | None = None
+    adopted: bool = False  # taken over from a dead orchestrator, already running
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
     settled: anyio.Event = field(default_factory=anyio.Event)  # ready, or ended
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -157,18 +148,22 @@ class Orchestrator:
         self._slots = Slots(self.config.max_sessions)
         self._starting = anyio.Semaphore(self.config.max_starting)
         self._lease = Lease(self.config.state_dir, self.id)
+        #: Dead orchestrators' leases, held while rigs that name them run under this one.
+        self._adopted_leases: dict[Path, Lease] = {}
+        self._journal = Journal(self.config.state_dir, self.id)
         self.reaper = Reaper(self.runtime, self.id, self._live_ids)
         self._stack = contextlib.AsyncExitStack()
         self._tg: TaskGroup | None = None
-        self._http: httpx.AsyncClient | None = None
+        self._http: httpx2.AsyncClient | None = None
 
     # --- lifetime ----------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Orchestrator:
         self._lease.acquire()
         try:
-            self._http = await self._stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
+            self._http = await self._stack.enter_async_context(httpx2.AsyncClient(timeout=10.0))
             self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+            await self._recover()  # before the sweep, which would reap the rigs it re-adopts
             await self.reaper.sweep()
             self._tg.start_soon(self._reap_periodically)
         except BaseException:
@@ -191,7 +186,33 @@ class Orchestrator:
             await self._stack.aclose()
         finally:
             await self.runtime.close()
+            for lease in self._adopted_leases.values():
+                lease.release()
+            self._journal.close()
             self._lease.release()
+
+    async def _recover(self) -> None:
+        """Re-adopt the rigs of dead predecessors that still serve; the rest are marked failed."""
+        assert self._tg is not None and self._http is not None
+        recovery = Recovery(self._journal, self.runtime, self._http, adopt=self.config.adopt_rigs)
+        adoptable = await recovery.run()
+        self._adopted_leases = recovery.leases
+        for found in adoptable:
+            info, handle = found.info, found.handle
+            info.container = handle.name
+            info.mcp_url = handle.endpoint + "/mcp"
+            info.token = found.token
+            slot = anyio.Event()
+            slot.set()
+            self._slots.hold(info.id)
+            session = _Session(info=info, token=found.token, slot=slot, handle=handle, adopted=True)
+            self._sessions[info.id] = session
+            self._journal.record(
+                JournalEntry(session_id=info.id, artifacts_dir=info.artifacts_dir, token=found.token)
+            )
+            self.reaper.adopted_owners.add(handle.labels.get(LABEL_ORCHESTRATOR, ""))
+            log.warning("session %s: re-adopted its rig %s from a dead orchestrator", info.id, handle.name)
+            self._tg.start_soon(self._lifecycle, session, self._serve, name=f"session {info.id}")
 
     async def _reap_periodically(self) -> None:
         while True:
@@ -225,9 +246,18 @@ class Orchestrator:
             created_at=time.time(),
             artifacts_dir=str(directory.resolve()),
         )
-        session = _Session(info=info, token=secrets.token_urlsafe(32), slot=self._slots.request(session_id))
+        token = secrets.token_urlsafe(32)
+        try:  # written first, so that a restarted orchestrator can say how this one ended
+            self._journal.record(
+                JournalEntry(session_id=session_id, artifacts_dir=info.artifacts_dir, token=token)
+            )
+        except OSError as exc:
+            raise file_system_error("write the session journal in", self._journal.dir, exc) from exc
+        session = _Session(info=info, token=token, slot=self._slots.request(session_id))
         self._sessions[session_id] = session
-        self._tg.start_soon(self._lifecycle, session, name=f"session {session_id}")
+        with contextlib.suppress(OSError):
+            self._save(session)
+        self._tg.start_soon(self._lifecycle, session, self._run, name=f"session {session_id}")
         if wait:
             return await self.wait(session_id)
         return self.get(session_id)
@@ -293,9 +323,9 @@ class Orchestrator:
 
     # --- one session's life ------------------------------------------------------------------------
 
-    async def _lifecycle(self, session: _Session) -> None:
+    async def _lifecycle(self, session: _Session, body: Callable[[_Session], Awaitable[None]]) -> None:
         try:
-            await self._run(session)
+            await body(session)
         except DeskrigError as exc:
             self._fail(session, exc)
         except Exception as exc:  # a bug in one session must not take the orchestrator down
@@ -319,19 +349,29 @@ class Orchestrator:
                 info.mcp_url = session.handle.endpoint + "/mcp"
                 info.token = session.token
                 info.phase = "waiting for the rig's /readyz (display, window manager, app)"
+                with contextlib.suppress(OSError):
+                    self._save(session)  # names the container, should this orchestrator die now
                 await self.runtime.wait_ready(session.handle, session.timeout("ready_timeout", self.config))
         session.start_scope = None
-        handle = session.handle
-        if start_scope.cancelled_caught or session.stop_requested.is_set() or handle is None:
+        if start_scope.cancelled_caught or session.stop_requested.is_set() or session.handle is None:
             return
+        await self._serve(session)
+
+    async def _serve(self, session: _Session) -> None:
+        """A running rig, from ready until it stops or crashes."""
+        info = session.info
+        handle = session.handle
+        assert handle is not None
         info.state = SessionState.READY
         info.phase = None
-        info.ready_at = time.time()
+        info.ready_at = info.ready_at or time.time()
         log.info("session %s ready at %s", info.id, info.mcp_url)
         self._save(session)
         session.settled.set()
         if info.spec.record:
             session.mirror = self.runtime.stream_artifacts(handle, session.token, session.dir)
+            if session.adopted:
+                session.mirror.resume()
         crash: DeskrigError | None = None  # raised outside the task group, which would wrap it
         async with anyio.create_task_group() as tg:
             if session.mirror is not None:
@@ -452,7 +492,7 @@ class Orchestrator:
             )
             if response.status_code == 200:
                 return max(float(response.json()["last_activity"]), fallback)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        except (httpx2.HTTPError, ValueError, KeyError, TypeError):
             pass
         return fallback
 
@@ -473,7 +513,7 @@ class Orchestrator:
                     mirror.report.errors.append(
                         f"finalize: HTTP {response.status_code} {response.text[:200]}"
                     )
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 mirror.report.errors.append(f"finalize: {type(exc).__name__}: {exc}")
             settled = await mirror.settle(
                 quiet=SETTLE_QUIET, timeout=timeout, want_video=session.info.spec.video
@@ -495,9 +535,7 @@ class Orchestrator:
                 info.state = SessionState.STOPPING
             info.phase = "saving the rig's log and removing it"
             try:
-                logs = await self.runtime.logs(session.handle)
-                write_atomic(session.dir / "rig.log", logs.encode())
-                await self.runtime.destroy(session.handle)
+                await save_log_and_remove(self.runtime, session.handle, session.dir)
             except (DeskrigError, OSError) as exc:
                 log.warning(
                     "session %s: cleaning up %s: %s (the reaper will retry)",
@@ -513,14 +551,13 @@ class Orchestrator:
         info.phase = None
         with contextlib.suppress(OSError):
             self._save(session)
+            self._journal.forget(info.id)
         log.info("session %s %s: %s", info.id, info.state.value, info.reason)
         session.settled.set()
         session.done.set()
 
     def _save(self, session: _Session) -> None:
-        """``session.json`` beside the turns: what ran, how it ended (never the token)."""
-        record = self.get(session.info.id).model_dump(mode="json", exclude={"token", "queue_position"})
-        write_atomic(session.dir / "session.json", json.dumps(record, indent=2).encode())
+        write_session_record(self.get(session.info.id))
 
 
 class BlockingOrchestrator:

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import docker
-import httpx
+import httpx2
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
@@ -70,7 +70,7 @@ def _url_host(address: str) -> str:
 class _Target:
     """A rig as the wait strategies see it."""
 
-    def __init__(self, runtime: DockerRuntime, handle: RigHandle, http: httpx.AsyncClient) -> None:
+    def __init__(self, runtime: DockerRuntime, handle: RigHandle, http: httpx2.AsyncClient) -> None:
         self.runtime = runtime
         self.handle = handle
         self.endpoint = handle.endpoint
@@ -166,7 +166,7 @@ class DockerRuntime:
         return RigHandle(id=container.id or name, name=name, endpoint=endpoint, labels=dict(request.labels))
 
     async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
-        async with httpx.AsyncClient() as http:
+        async with httpx2.AsyncClient() as http:
             await wait_for(_Target(self, handle, http), rig_ready(), timeout)
 
     def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:

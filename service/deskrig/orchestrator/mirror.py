@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 import anyio
-import httpx
+import httpx2
 from pydantic import ValidationError
 
 from deskrig.orchestrator.models import MirrorReport
@@ -41,6 +41,7 @@ from deskrig.recording.turns import FileEntry, TurnEvent
 log = logging.getLogger("deskrig.orchestrator.mirror")
 
 INCOMING = ".incoming"
+_TURN = re.compile(r"^turn-([0-9]+)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: A feed that says nothing (not even a keepalive comment) for this long is treated as dropped.
 READ_TIMEOUT = 45.0
@@ -95,23 +96,31 @@ class ArtifactMirror:
     async def run(self) -> None:
         """Follow the feed until :meth:`close`, reconnecting after every drop."""
         self.dest.mkdir(parents=True, exist_ok=True)
-        timeout = httpx.Timeout(10.0, read=READ_TIMEOUT)
+        timeout = httpx2.Timeout(10.0, read=READ_TIMEOUT)
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self._closed:
                 scope.cancel()
-            async with httpx.AsyncClient(headers=self._headers, timeout=timeout) as http:
+            async with httpx2.AsyncClient(headers=self._headers, timeout=timeout) as http:
                 delay = self._retry_delay
                 while True:
                     try:
                         await self._follow(http)
                         delay = self._retry_delay  # the rig ended the stream: resume promptly
-                    except (httpx.HTTPError, FeedError, OSError) as exc:
+                    except (httpx2.HTTPError, FeedError, OSError) as exc:
                         self._note_error(f"feed: {type(exc).__name__}: {exc}")
                     self.report.reconnects += 1
                     await anyio.sleep(delay)
                     delay = min(delay * 2, self._max_retry_delay)
         shutil.rmtree(self.dest / INCOMING, ignore_errors=True)
+
+    def resume(self) -> None:
+        """Carry on after the turns already in ``dest`` (a re-adopted rig's): the feed is asked only
+        for later ones. A turn folder's number is its seq."""
+        seqs = [int(match[1]) for path in self.dest.glob("turn-*") if (match := _TURN.match(path.name))]
+        if seqs:
+            self._last_seq = self.report.last_seq = max(seqs)
+            self.report.turns = len(seqs)
 
     def close(self) -> None:
         """Stop following (a turn being copied is dropped; its folder never appears half-done)."""
@@ -135,7 +144,7 @@ class ArtifactMirror:
 
     # --- the feed --------------------------------------------------------------------------------
 
-    async def _follow(self, http: httpx.AsyncClient) -> None:
+    async def _follow(self, http: httpx2.AsyncClient) -> None:
         params = {} if self._last_seq is None else {"after": str(self._last_seq)}
         headers = {} if self._last_seq is None else {"Last-Event-ID": str(self._last_seq)}
         url = self.endpoint + "/recording/events"
@@ -152,7 +161,7 @@ class ArtifactMirror:
                     self._busy = False
                     self._last_event = time.monotonic()
 
-    async def _events(self, response: httpx.Response) -> AsyncIterator[_Event]:
+    async def _events(self, response: httpx2.Response) -> AsyncIterator[_Event]:
         kind, event_id = "message", None
         data: list[str] = []
         async for line in response.aiter_lines():
@@ -172,7 +181,7 @@ class ArtifactMirror:
                 elif name == "id":
                     event_id = value
 
-    async def _handle(self, http: httpx.AsyncClient, event: _Event) -> None:
+    async def _handle(self, http: httpx2.AsyncClient, event: _Event) -> None:
         try:
             payload = json.loads(event.data)
             if event.kind == "turn":
@@ -182,7 +191,7 @@ class ArtifactMirror:
         except (json.JSONDecodeError, ValidationError) as exc:
             raise FeedError(f"malformed {event.kind} event: {exc}") from exc
 
-    async def _on_turn(self, http: httpx.AsyncClient, turn: TurnEvent) -> None:
+    async def _on_turn(self, http: httpx2.AsyncClient, turn: TurnEvent) -> None:
         if self._last_seq is not None and turn.seq <= self._last_seq:
             return  # replayed after a reconnect: already here
         expected = 1 if self._last_seq is None else self._last_seq + 1
@@ -209,7 +218,7 @@ class ArtifactMirror:
         self._last_seq = turn.seq
         self.report.last_seq = turn.seq
 
-    async def _on_video(self, http: httpx.AsyncClient, video: FileEntry) -> None:
+    async def _on_video(self, http: httpx2.AsyncClient, video: FileEntry) -> None:
         if video.sha256 == self._video_sha256:
             return  # a resumed stream repeats the video event
         rel = _safe_relative(video.path)
@@ -221,7 +230,7 @@ class ArtifactMirror:
         self.report.video = str(final)
         self._video_sha256 = video.sha256
 
-    async def _fetch(self, http: httpx.AsyncClient, entry: FileEntry, target: Path) -> None:
+    async def _fetch(self, http: httpx2.AsyncClient, entry: FileEntry, target: Path) -> None:
         """Download one file to ``target``, verified; retried once on a mismatch."""
         target.parent.mkdir(parents=True, exist_ok=True)
         url = f"{self.endpoint}/recording/files/{quote(entry.path, safe='/')}"

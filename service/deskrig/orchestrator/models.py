@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
 from deskrig.errors import ErrorInfo
 
@@ -27,6 +29,27 @@ _MIB = 1024 * 1024
 #: sliver of CPU; eight of them share a core without missing a 1 s answer.
 _RIG_MEMORY_BUDGET = 512 * _MIB
 _RIGS_PER_CPU = 8
+
+
+def iso_utc(timestamp: float) -> str:
+    """Epoch seconds as ISO-8601 UTC with a ``Z``, to the millisecond: ``2026-11-30T18:18:09.870Z``."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _epoch_seconds(value: object) -> object:
+    """ISO-8601 text as epoch seconds; anything else is left to the float validator (numbers are
+    what session.json and orchestrator.json held before they were written in ISO-8601)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+#: A moment: epoch seconds in Python, ISO-8601 UTC (``...Z``) in JSON.
+Timestamp = Annotated[float, BeforeValidator(_epoch_seconds), PlainSerializer(iso_utc, when_used="json")]
 
 
 def default_max_sessions() -> int:
@@ -103,7 +126,7 @@ class SessionSpec(BaseModel):
     @classmethod
     def _size_shape(cls, size: str | None) -> str | None:
         if size is not None and not _SIZE.match(size):
-            raise ValueError(f"size wants WxH such as 1280x800, got {size!r}")
+            raise ValueError(f"want WxH such as 1280x800, got {size!r}")
         return size
 
     @field_validator("env")
@@ -133,10 +156,10 @@ class SessionInfo(BaseModel):
     id: str
     state: SessionState
     spec: SessionSpec
-    created_at: float
-    ready_at: float | None = None
-    ended_at: float | None = None
-    expires_at: float | None = None
+    created_at: Timestamp
+    ready_at: Timestamp | None = None
+    ended_at: Timestamp | None = None
+    expires_at: Timestamp | None = None
     queue_position: int | None = Field(default=None, description="1 = next in line, while queued")
     phase: str | None = Field(default=None, description="what a starting or stopping session is doing")
     mcp_url: str | None = None
@@ -170,6 +193,11 @@ class OrchestratorConfig(BaseModel):
     idle_timeout: float = Field(default=900.0, ge=0, description="0: no idle timeout")
     max_duration: float = Field(default=4 * 3600.0, ge=0, description="0: no limit")
     reap_interval: float = Field(default=30.0, gt=0)
+    adopt_rigs: bool = Field(
+        default=False,
+        description="re-adopt a dead predecessor's rigs that still serve (the service does: its clients "
+        "hold their URLs); otherwise they are removed and their sessions marked failed",
+    )
     #: How often a running session checks its container, its idle time and its deadline.
     watch_interval: float = Field(default=1.0, gt=0)
     #: Finalizing the video and draining the feed on stop.

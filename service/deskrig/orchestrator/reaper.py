@@ -50,11 +50,29 @@ class Lease:
         self.path = state_dir / "leases" / f"{orchestrator_id}.lock"
         self._fd: int | None = None
 
+    @classmethod
+    def at(cls, path: Path) -> Lease:
+        """The lease whose file is ``path`` (as a rig's lease label names it)."""
+        return cls(path.parent.parent, path.name.removesuffix(".lock"))
+
     def acquire(self) -> None:
+        """Take the lease; BlockingIOError when a live orchestrator holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
+
+    def try_acquire(self) -> bool:
+        """Take the lease unless a live orchestrator holds it (a dead one's lock is free)."""
+        try:
+            self.acquire()
+        except BlockingIOError:
+            return False
+        return True
 
     def release(self) -> None:
         if self._fd is not None:
@@ -96,6 +114,8 @@ class Reaper:
         self.orchestrator_id = orchestrator_id
         self.live_sessions = live_sessions
         self.host = host_id()
+        #: Dead orchestrators whose rigs this one took over (their rigs still carry their id).
+        self.adopted_owners: set[str] = set()
 
     def verdict(self, handle: RigHandle, now: float) -> str | None:
         """Why ``handle`` should go, or None to leave it."""
@@ -107,7 +127,7 @@ class Reaper:
             expires = 0.0
         if expires and now > expires + EXPIRY_GRACE:
             return f"expired {now - expires:.0f} s ago"
-        if owner == self.orchestrator_id:
+        if owner == self.orchestrator_id or owner in self.adopted_owners:
             if labels.get(LABEL_SESSION) not in self.live_sessions():
                 return "orphan: no live session of this orchestrator claims it"
             return None

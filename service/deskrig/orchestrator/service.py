@@ -19,12 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 from pydantic import BaseModel, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.orchestrator.api import ArtifactListing
-from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec
+from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
+from deskrig.orchestrator.state import write_atomic
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -40,7 +41,7 @@ class ServiceState(BaseModel):
     token: str
     pid: int
     orchestrator_id: str
-    started_at: float
+    started_at: Timestamp
 
 
 def read_state(state_dir: Path) -> ServiceState | None:
@@ -52,11 +53,7 @@ def read_state(state_dir: Path) -> ServiceState | None:
 
 def _write_state(state_dir: Path, state: ServiceState) -> None:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = state_dir / f".{STATE_FILE}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(state.model_dump_json(indent=2))
-    os.replace(tmp, state_dir / STATE_FILE)
+    write_atomic(state_dir / STATE_FILE, state.model_dump_json(indent=2).encode(), mode=0o600)
 
 
 def _remove_state(state_dir: Path, pid: int) -> None:
@@ -138,7 +135,7 @@ class ServiceClient:
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url
-        self._http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
+        self._http = httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
 
     def close(self) -> None:
         self._http.close()
@@ -149,10 +146,10 @@ class ServiceClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+    def _request(self, method: str, path: str, **kwargs: object) -> httpx2.Response:
         try:
             response = self._http.request(method, path, **kwargs)  # type: ignore[arg-type]
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise DeskrigError(
                 ErrorCode.RUNTIME_UNAVAILABLE,
                 f"the orchestrator service at {self.url} does not answer: {exc}",

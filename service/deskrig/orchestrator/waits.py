@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
-import httpx
+import httpx2
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.runtime import RigStatus
@@ -45,7 +45,7 @@ class WaitTarget(Protocol):
     """What strategies can look at: the rig's HTTP endpoint, its state and its logs."""
 
     endpoint: str
-    http: httpx.AsyncClient
+    http: httpx2.AsyncClient
 
     async def status(self) -> RigStatus: ...
 
@@ -84,7 +84,7 @@ class HttpStatus:
     async def probe(self, target: WaitTarget) -> Probe:
         try:
             response = await target.http.get(target.endpoint + self.path, timeout=2.0)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             return Probe(done=False, observed=f"GET {self.path}: {type(exc).__name__} {exc}".strip())
         body = response.text[:300].strip()
         return Probe(
