@@ -48,13 +48,14 @@ class Target(BaseModel):
     y: int
 
     def arguments(self, tool: str) -> dict[str, Any]:
-        return {
+        by_tool: dict[str, dict[str, Any]] = {
             "get_app_state": {"pid": self.pid},
             "screenshot_window": {"window_id": self.window_id},
             "click": {"x": self.x, "y": self.y},
             "type_text": {"text": "ab"},
             "move_cursor": {"x": self.x, "y": self.y},
-        }.get(tool, {})
+        }
+        return by_tool.get(tool, {})
 
 
 class LoadReport(BaseModel):
@@ -91,7 +92,22 @@ async def _target(rig: BenchRig) -> Target:
     return Target(pid=pid, window_id=window["id"], x=right - 4, y=bottom - 4)
 
 
-async def _load(rig: BenchRig, clients: int, calls: int, rounds: int, timeout: float, seed: int) -> LoadReport:
+async def _client(
+    rig: BenchRig, target: Target, tools: list[str], timeout: float, report: LoadReport, this_round: Tally
+) -> None:
+    """One client: its own connection, its calls one after another."""
+    async with connect(rig.url, rig.token) as client:
+        schemas = await output_schemas(client)
+        for tool in tools:
+            outcome = await call_once(client, tool, target.arguments(tool), timeout, schemas)
+            report.per_tool.setdefault(tool, Tally()).add(outcome)
+            report.latencies_ms.setdefault(tool, []).append(outcome.ms)
+            this_round.add(outcome)
+
+
+async def _load(
+    rig: BenchRig, clients: int, calls: int, rounds: int, timeout: float, seed: int
+) -> LoadReport:
     report = LoadReport(clients=clients, calls_per_client=calls, rounds=rounds)
     target = await _target(rig)
     tools = [tool for tool, _ in MIX]
@@ -100,20 +116,12 @@ async def _load(rig: BenchRig, clients: int, calls: int, rounds: int, timeout: f
     started = anyio.current_time()
     for round_index in range(rounds):
         this_round = Tally()
-
-        async def client_run(client_index: int, round_index: int = round_index) -> None:
-            rng = random.Random(seed * 1_000_003 + round_index * 1009 + client_index)
-            async with connect(rig.url, rig.token) as client:
-                schemas = await output_schemas(client)
-                for tool in rng.choices(tools, weights, k=calls):
-                    outcome = await call_once(client, tool, target.arguments(tool), timeout, schemas)
-                    report.per_tool.setdefault(tool, Tally()).add(outcome)
-                    report.latencies_ms.setdefault(tool, []).append(outcome.ms)
-                    this_round.add(outcome)
-
         async with anyio.create_task_group() as group:
             for client_index in range(clients):
-                group.start_soon(client_run, client_index)
+                rng = random.Random(seed * 1_000_003 + round_index * 1009 + client_index)
+                group.start_soon(
+                    _client, rig, target, rng.choices(tools, weights, k=calls), timeout, report, this_round
+                )
         # Every call of the mix is valid: anything but ok is a failure.
         report.failures_per_round.append(this_round.calls - this_round.ok)
     report.seconds = anyio.current_time() - started

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import anyio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.types import TextContent
 from pydantic import BaseModel, Field
 
 from deskrig.client import connect
@@ -242,7 +243,7 @@ async def call_once(
         return done("protocol", type(exc).__name__)
     if not result.is_error:
         return done("ok")
-    text = next((block.text for block in result.content if getattr(block, "type", "") == "text"), None)
+    text = next((block.text for block in result.content if isinstance(block, TextContent)), None)
     schema = output_schemas.get(tool)
     valid = None if schema is None else _matches(result.structured_content, schema)
     return done("error", error_code(result.structured_content, text), valid)
@@ -318,7 +319,10 @@ class Tally(BaseModel):
         self.ok += other.ok
         self.hangs += other.hangs
         self.errors_off_schema += other.errors_off_schema
-        for mine, theirs in ((self.errors_by_code, other.errors_by_code), (self.protocol_errors, other.protocol_errors)):
+        for mine, theirs in (
+            (self.errors_by_code, other.errors_by_code),
+            (self.protocol_errors, other.protocol_errors),
+        ):
             for key, count in theirs.items():
                 _bump(mine, key, count)
 
