@@ -164,7 +164,7 @@ def print_faults(reports: list[FaultReport]) -> None:
         ]
         for r in reports
     ]
-    table("reliability: faults (kill -9 of one process per fresh rig)", header, rows)
+    table("reliability: faults (kill -9 of one process per fresh rig)", header, rows, len(header))
     notes = [f"- {r.victim}: {r.note}" for r in reports if r.note]
     seen = Tally()
     for report in reports:

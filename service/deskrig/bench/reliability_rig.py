@@ -341,10 +341,10 @@ def write(text: str) -> None:
     sys.stdout.flush()
 
 
-def table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    """A Markdown table; the first column left-aligned, the rest right-aligned."""
+def table(title: str, header: list[str], rows: list[list[str]], numeric_from: int = 1) -> None:
+    """A Markdown table; columns from ``numeric_from`` on are right-aligned."""
     lines = [f"\n### {title}\n", "| " + " | ".join(header) + " |"]
-    lines.append("|---|" + "---:|" * (len(header) - 1))
+    lines.append("|" + "---|" * numeric_from + "---:|" * (len(header) - numeric_from))
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     write("\n".join(lines) + "\n")
 
