@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,9 @@ import anyio
 import httpx
 from mcp import Client
 
+# INITIALIZE: a raw JSON-RPC initialize request, re-exported for the tests that speak plain HTTP.
+from deskrig.bench.reliability_rig import INITIALIZE as INITIALIZE
+from deskrig.bench.reliability_rig import free_port
 from deskrig.client import connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,24 +28,6 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
 
 T = TypeVar("T")
-
-#: A raw JSON-RPC ``initialize`` request, for tests that speak HTTP without an MCP client.
-INITIALIZE: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "deskrig-tests", "version": "1"},
-    },
-}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def poll(what: str, check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05) -> T:

@@ -54,8 +54,12 @@ class FaultReport(BaseModel):
     @property
     def clean(self) -> bool:
         """Each call answered (a result, a structured error, or a refused connection once the rig
-        has ended), no traceback, nothing left behind."""
-        unexpected = set(self.seen.protocol_errors) - {REFUSED}
+        has ended; a killed server breaks its connections), no traceback, nothing left behind."""
+        unexpected = {
+            code
+            for code in self.seen.protocol_errors
+            if code != REFUSED and not (self.victim == "server" and code.startswith("connection: "))
+        }
         return (
             self.seen.hangs == 0
             and not unexpected
@@ -83,14 +87,20 @@ async def _fault(rig: BenchRig, victim: str, timeout: float, known: set[int]) ->
     pids = rig.pids()
     known.update(pids.values(), rig.family())
     calls = _calls(pids["app"])
+    tool, arguments = calls.pop(0)
+    in_flight = False
     try:
         async with connect(rig.url, rig.token) as client:
             await call_once(client, "list_windows", {}, timeout, {})
             os.kill(pids[victim], signal.SIGKILL)
             report.killed_at = time.monotonic()
-            tool, arguments = calls.pop(0)
+            in_flight = True
             _record(report, await call_once(client, tool, arguments, timeout, {}))
-    except Exception as exc:  # the session broke under the client
+            in_flight = False
+    except Exception as exc:  # the session broke under the client, with the call in flight
+        broken = f"connection: {leaf_exception(exc)}"
+        if in_flight:
+            _record(report, Outcome(tool=tool, kind="protocol", code=broken, ms=0.0))
         report.note = f"the open session ended with {leaf_exception(exc)}"
     for tool, arguments in calls:
         _record(report, await call_fresh(rig, tool, arguments, timeout))
@@ -132,6 +142,13 @@ def _describe(pid: int) -> str:
         return str(pid)
 
 
+def _ending(report: FaultReport) -> str:
+    if report.ended_after_s is None:
+        return "on SIGTERM"
+    how = "killed" if report.victim == "server" else "by itself"
+    return f"{how}, after {report.ended_after_s:.1f} s"
+
+
 def run_faults(victims: list[str], timeout: float) -> list[FaultReport]:
     return [run_fault(victim, timeout) for victim in victims]
 
@@ -155,7 +172,7 @@ def print_faults(reports: list[FaultReport]) -> None:
             str(r.seen.calls),
             ", ".join(r.sequence) or "-",
             str(r.seen.hangs),
-            "on SIGTERM" if r.ended_after_s is None else f"by itself after {r.ended_after_s:.1f} s",
+            _ending(r),
             "killed" if r.exit_status is None else str(r.exit_status),
             "YES" if r.traceback_in_log else "no",
             ", ".join(r.leftover_processes) or "-",

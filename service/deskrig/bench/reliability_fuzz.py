@@ -10,12 +10,14 @@ report says how.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import random
 from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp import Client
 from pydantic import BaseModel, Field
 
 from deskrig.bench.reliability_rig import (
@@ -57,6 +59,8 @@ SAFETY_NOTES = [
     "start_recording never records video (no ffmpeg per call)",
     "type_text is at most 64 characters; durations are capped: "
     + ", ".join(f"{k} <= {v}" for k, v in DURATION_CAPS.items()),
+    "ids (pid, window_id, snapshot_id, index ...), coordinates and key names are biased towards "
+    "real ones (never a key that quits the app)",
     "everything runs in a throwaway rig on loopback with its own HOME as the allowed directory",
 ]
 
@@ -89,13 +93,71 @@ class FuzzReport(BaseModel):
         return total
 
 
-def narrowed(tool: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with the tool's safety overrides and the duration caps applied."""
+def narrowed(
+    tool: str, schema: dict[str, Any], real: dict[str, list[Any]] | None = None, filled: bool = False
+) -> dict[str, Any]:
+    """``schema`` biased towards ``real`` values, with the tool's safety overrides and the
+    duration caps applied, and no properties it does not declare (invalid calls add those).
+    ``filled`` requires every declared property: most tools need a few together (x and y, an
+    element's snapshot_id and index), which optional properties drawn one by one seldom give."""
     schema = copy.deepcopy(schema)
+    _bias(schema, real or {})
+    _close(schema, filled)
     for name, override in safety_overrides().get(tool, {}).items():
         schema.setdefault("properties", {})[name] = override
     _cap_durations(schema)
     return schema
+
+
+def _close(node: Any, filled: bool) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("properties"), dict):
+            node.setdefault("additionalProperties", False)
+            if filled:
+                node["required"] = list(node["properties"])
+        for value in node.values():
+            _close(value, filled)
+    elif isinstance(node, list):
+        for item in node:
+            _close(item, filled)
+
+
+def _bias(node: Any, real: dict[str, list[Any]]) -> None:
+    """Let each property named in ``real`` (``$defs`` included) also take one of its real values:
+    random ids rarely name a live window, app or snapshot, and the calls would stop at the lookup."""
+    if isinstance(node, dict):
+        properties = node.get("properties", {})
+        for name, prop in properties.items():
+            if real.get(name):
+                properties[name] = {"anyOf": [prop, {"enum": real[name]}]}
+        for value in node.values():
+            _bias(value, real)
+    elif isinstance(node, list):
+        for item in node:
+            _bias(item, real)
+
+
+async def real_values(client: Client, app_pid: int) -> dict[str, list[Any]]:
+    """Ids of the rig's live app, its windows and one accessibility snapshot, points and sizes on
+    its screen, and key names, by property name."""
+    windows = await client.call_tool("list_windows", {})
+    state = await client.call_tool("get_app_state", {"pid": app_pid, "max_elements": 50})
+    window_ids = [w["id"] for w in (windows.structured_content or {}).get("windows", [])]
+    snapshot = state.structured_content or {}
+    return {
+        "pid": [app_pid],
+        "window_id": window_ids,
+        "windowId": [str(i) for i in window_ids],
+        "snapshot_id": [snapshot["snapshot_id"]] if "snapshot_id" in snapshot else [],
+        "index": list(range(min(20, snapshot.get("element_count", 0)))),
+        "display_id": [0, 1],
+        **{axis: [5, 300, 640] for axis in ("x", "y", "from_x", "from_y", "to_x", "to_y")},
+        **{side: [10, 200] for side in ("width", "height")},
+        # Key names a random string never spells (none that quits the app, like ctrl+q).
+        "key": ["Return", "a", "F5", "shift+Tab"],
+        "keys": [["ctrl", "a"], ["shift", "Tab"]],
+        "modifiers": [[], ["shift"], ["ctrl"]],
+    }
 
 
 def _cap_durations(node: Any) -> None:
@@ -157,15 +219,20 @@ async def _fuzz(rig: BenchRig, calls: int, invalid_share: float, timeout: float,
     async with connect(rig.url, rig.token) as client:
         listed = (await client.list_tools()).tools
         schemas = await output_schemas(client)
+        real = await real_values(client, rig.app_pid())
         per_tool = max(1, calls // len(listed))
         plan: list[tuple[str, dict[str, Any], bool]] = []
         for index, tool in enumerate(listed):
-            schema = narrowed(tool.name, tool.input_schema)
+            schema = narrowed(tool.name, tool.input_schema, real)
+            filled = narrowed(tool.name, tool.input_schema, real, filled=True)
             try:
-                valid = await anyio.to_thread.run_sync(generate, schema, per_tool, seed + index)
+                valid = await anyio.to_thread.run_sync(generate, schema, (per_tool + 1) // 2, seed + index)
+                valid += await anyio.to_thread.run_sync(generate, filled, per_tool // 2, seed + index)
             except Exception as exc:  # hypothesis-jsonschema cannot handle every schema construct
                 report.ungenerated[tool.name] = f"{type(exc).__name__}: {exc}"[:200]
                 valid = [{}]
+            # A small schema has fewer distinct examples than the share; repeat them to fill it.
+            valid = list(itertools.islice(itertools.cycle(valid), per_tool))
             for arguments in valid:
                 bad = rng.random() < invalid_share
                 plan.append((tool.name, invalidate(arguments, schema, rng) if bad else arguments, bad))

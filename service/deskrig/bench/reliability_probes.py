@@ -17,21 +17,9 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from deskrig.bench.reliability_rig import BenchRig, call_fresh, table, write
+from deskrig.bench.reliability_rig import INITIALIZE, BenchRig, call_fresh, table, write
 
-#: A JSON-RPC ``initialize``: the first request any MCP client sends.
-INITIALIZE = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "deskrig-bench", "version": "1"},
-        },
-    }
-).encode()
+INITIALIZE_BODY = json.dumps(INITIALIZE).encode()
 SLOW_CLIENTS = 5
 
 
@@ -73,7 +61,7 @@ def http_request(
         connection.close()
 
 
-def mcp_post(rig: BenchRig, headers: dict[str, str], body: bytes = INITIALIZE) -> Answer:
+def mcp_post(rig: BenchRig, headers: dict[str, str], body: bytes = INITIALIZE_BODY) -> Answer:
     base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     return http_request(rig, "POST", "/mcp", {**base, **headers}, body)
 
@@ -186,7 +174,7 @@ def _http_probes(rig: BenchRig, body_mib: int, wait: float) -> list[ProbeResult]
             lambda a: a.error != "TimeoutError" and (a.status is None or _client_error(a)),
         ),
     ]
-    results = []
+    results = [_readyz_without_token(rig)]
     for group, name, expected, probe, check in cases:
         started = time.monotonic()
         answer = probe()
@@ -194,7 +182,6 @@ def _http_probes(rig: BenchRig, body_mib: int, wait: float) -> list[ProbeResult]
         results.append(
             ProbeResult(group=group, probe=name, expected=expected, observed=observed, met=check(answer))
         )
-    results.append(_readyz_without_token(rig))
     healthy = rig.readyz() is not None
     results.append(
         ProbeResult(
@@ -210,7 +197,7 @@ def _http_probes(rig: BenchRig, body_mib: int, wait: float) -> list[ProbeResult]
 
 def _query_token(rig: BenchRig) -> Answer:
     base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    return http_request(rig, "POST", f"/mcp?token={rig.token}", base, INITIALIZE)
+    return http_request(rig, "POST", f"/mcp?token={rig.token}", base, INITIALIZE_BODY)
 
 
 def _short_body(rig: BenchRig, headers: dict[str, str], wait: float) -> Answer:

@@ -40,6 +40,18 @@ READY_TIMEOUT = 60.0
 
 OutcomeKind = Literal["ok", "error", "hang", "protocol"]
 
+#: A raw JSON-RPC ``initialize`` request, for speaking HTTP to a rig without an MCP client.
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "deskrig-tests", "version": "1"},
+    },
+}
+
 
 def free_port() -> int:
     with socket.socket() as sock:
