@@ -18,7 +18,7 @@ from deskrig.bench.reliability_faults import run_fault
 from deskrig.bench.reliability_fuzz import generate, narrowed
 from deskrig.bench.reliability_load import run_load
 from deskrig.bench.reliability_probes import run_probes
-from deskrig.bench.reliability_rig import BenchRig, Tally, call_once, output_schemas
+from deskrig.bench.reliability_rig import BenchRig, Outcome, Tally, call_all, call_once, output_schemas
 from deskrig.client import connect
 from deskrig.tools import tools_for_profile
 
@@ -58,6 +58,24 @@ def test_outcomes_are_counted_by_error_code(rig: BenchRig) -> None:
     assert tally.protocol_errors == {}
     assert tally.internal_errors == 0
     assert tally.failures == 1  # the hang
+
+
+def test_a_broken_session_counts_as_a_protocol_error_and_the_run_goes_on(tmp_path: Path) -> None:
+    victim = BenchRig(app=["xterm"], extra=["--no-a11y"]).start()
+    outcomes: list[Outcome] = []
+
+    def record(index: int, outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        if index == 0:
+            assert victim.proc is not None
+            victim.proc.kill()  # the server dies between two calls of one session
+
+    try:
+        anyio.run(call_all, victim, [("list_windows", {})] * 3, 30.0, record)
+    finally:
+        victim.cleanup()
+    assert [o.kind for o in outcomes] == ["ok", "protocol", "protocol"]
+    assert all((o.code or "").startswith("connection: ") for o in outcomes[1:]), outcomes
 
 
 def test_dangerous_tools_are_fuzzed_only_with_safe_arguments(rig: BenchRig) -> None:
@@ -149,6 +167,7 @@ def test_scripts_bench_reliability_prints_tables_and_writes_json(tmp_path: Path)
     report = json.loads(out.read_text())
     assert report["load"] is None and report["faults"] is None and report["probes"] is None
     assert set(report["fuzz"]["per_tool"]) == tools
+    assert report["fuzz"]["ungenerated"] == {}  # hypothesis-jsonschema took every schema
     tallies = report["fuzz"]["per_tool"].values()
     assert (
         sum(t["calls"] for t in tallies)

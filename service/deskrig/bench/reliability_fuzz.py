@@ -13,8 +13,9 @@ import copy
 import itertools
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 from mcp import Client
@@ -24,9 +25,9 @@ from deskrig.bench.reliability_rig import (
     GTK_APP,
     TALLY_HEADER,
     BenchRig,
+    Outcome,
     Tally,
-    call_once,
-    output_schemas,
+    call_all,
     table,
     tally_row,
     write,
@@ -66,6 +67,12 @@ SAFETY_NOTES = [
 
 #: Values of each JSON type, for wrong-type mutations.
 WRONG_VALUES: list[Any] = [None, "fuzz", 2**70, -1, 1.5, True, [], {"x": 1}]
+
+
+class Planned(NamedTuple):
+    tool: str
+    arguments: dict[str, Any]
+    invalid: bool
 
 
 class FuzzFinding(BaseModel):
@@ -109,32 +116,33 @@ def narrowed(
     return schema
 
 
-def _close(node: Any, filled: bool) -> None:
+def _object_schemas(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object schema with declared properties inside ``node`` (``$defs`` included)."""
     if isinstance(node, dict):
         if isinstance(node.get("properties"), dict):
-            node.setdefault("additionalProperties", False)
-            if filled:
-                node["required"] = list(node["properties"])
-        for value in node.values():
-            _close(value, filled)
+            yield node
+        for value in list(node.values()):
+            yield from _object_schemas(value)
     elif isinstance(node, list):
         for item in node:
-            _close(item, filled)
+            yield from _object_schemas(item)
 
 
-def _bias(node: Any, real: dict[str, list[Any]]) -> None:
-    """Let each property named in ``real`` (``$defs`` included) also take one of its real values:
-    random ids rarely name a live window, app or snapshot, and the calls would stop at the lookup."""
-    if isinstance(node, dict):
-        properties = node.get("properties", {})
+def _close(schema: dict[str, Any], filled: bool) -> None:
+    for node in _object_schemas(schema):
+        node.setdefault("additionalProperties", False)
+        if filled:
+            node["required"] = list(node["properties"])
+
+
+def _bias(schema: dict[str, Any], real: dict[str, list[Any]]) -> None:
+    """Let each property named in ``real`` also take one of its real values: random ids rarely
+    name a live window, app or snapshot, and the calls would stop at the lookup."""
+    for node in list(_object_schemas(schema)):
+        properties = node["properties"]
         for name, prop in properties.items():
             if real.get(name):
                 properties[name] = {"anyOf": [prop, {"enum": real[name]}]}
-        for value in node.values():
-            _bias(value, real)
-    elif isinstance(node, list):
-        for item in node:
-            _bias(item, real)
 
 
 async def real_values(client: Client, app_pid: int) -> dict[str, list[Any]]:
@@ -160,16 +168,11 @@ async def real_values(client: Client, app_pid: int) -> dict[str, list[Any]]:
     }
 
 
-def _cap_durations(node: Any) -> None:
-    if isinstance(node, dict):
-        for name, prop in node.get("properties", {}).items():
+def _cap_durations(schema: dict[str, Any]) -> None:
+    for node in _object_schemas(schema):
+        for name, prop in node["properties"].items():
             if name in DURATION_CAPS and isinstance(prop, dict) and prop.get("type") == "integer":
                 prop["maximum"] = min(prop.get("maximum", DURATION_CAPS[name]), DURATION_CAPS[name])
-        for value in node.values():
-            _cap_durations(value)
-    elif isinstance(node, list):
-        for item in node:
-            _cap_durations(item)
 
 
 def generate(schema: dict[str, Any], count: int, seed: int) -> list[dict[str, Any]]:
@@ -213,42 +216,48 @@ def invalidate(arguments: dict[str, Any], schema: dict[str, Any], rng: random.Ra
     return broken
 
 
-async def _fuzz(rig: BenchRig, calls: int, invalid_share: float, timeout: float, seed: int) -> FuzzReport:
-    report = FuzzReport()
+async def _plan(
+    rig: BenchRig, calls: int, invalid_share: float, seed: int, report: FuzzReport
+) -> list[Planned]:
+    """The fuzz's calls, shuffled: generated per tool from its listed schema, some made invalid."""
     rng = random.Random(seed)
     async with connect(rig.url, rig.token) as client:
         listed = (await client.list_tools()).tools
-        schemas = await output_schemas(client)
         real = await real_values(client, rig.app_pid())
-        per_tool = max(1, calls // len(listed))
-        plan: list[tuple[str, dict[str, Any], bool]] = []
-        for index, tool in enumerate(listed):
-            schema = narrowed(tool.name, tool.input_schema, real)
-            filled = narrowed(tool.name, tool.input_schema, real, filled=True)
-            try:
-                valid = await anyio.to_thread.run_sync(generate, schema, (per_tool + 1) // 2, seed + index)
+    per_tool = max(1, calls // len(listed))
+    plan: list[Planned] = []
+    for index, tool in enumerate(listed):
+        schema = narrowed(tool.name, tool.input_schema, real)
+        filled = narrowed(tool.name, tool.input_schema, real, filled=True)
+        try:
+            valid = await anyio.to_thread.run_sync(generate, schema, (per_tool + 1) // 2, seed + index)
+            if per_tool > 1:
                 valid += await anyio.to_thread.run_sync(generate, filled, per_tool // 2, seed + index)
-            except Exception as exc:  # hypothesis-jsonschema cannot handle every schema construct
-                report.ungenerated[tool.name] = f"{type(exc).__name__}: {exc}"[:200]
-                valid = [{}]
-            # A small schema has fewer distinct examples than the share; repeat them to fill it.
-            valid = list(itertools.islice(itertools.cycle(valid), per_tool))
-            for arguments in valid:
-                bad = rng.random() < invalid_share
-                plan.append((tool.name, invalidate(arguments, schema, rng) if bad else arguments, bad))
-        rng.shuffle(plan)
-        for tool_name, arguments, bad in plan:
-            outcome = await call_once(client, tool_name, arguments, timeout, schemas)
-            report.per_tool.setdefault(tool_name, Tally()).add(outcome)
-            (report.invalid if bad else report.valid).add(outcome)
-            if outcome.kind in ("hang", "protocol") or outcome.code == "INTERNAL_ERROR":
-                report.findings.append(
-                    FuzzFinding(
-                        tool=tool_name,
-                        arguments=json.dumps(arguments)[:300],
-                        outcome=f"{outcome.kind} {outcome.code or ''}".strip(),
-                    )
-                )
+        except Exception as exc:  # hypothesis-jsonschema cannot handle every schema construct
+            report.ungenerated[tool.name] = f"{type(exc).__name__}: {exc}"[:200]
+            valid = [{}]
+        # A small schema has fewer distinct examples than the share; repeat them to fill it.
+        for arguments in itertools.islice(itertools.cycle(valid), per_tool):
+            bad = rng.random() < invalid_share
+            plan.append(Planned(tool.name, invalidate(arguments, schema, rng) if bad else arguments, bad))
+    rng.shuffle(plan)
+    return plan
+
+
+async def _fuzz(rig: BenchRig, calls: int, invalid_share: float, timeout: float, seed: int) -> FuzzReport:
+    report = FuzzReport()
+    plan = await _plan(rig, calls, invalid_share, seed, report)
+
+    def record(index: int, outcome: Outcome) -> None:
+        planned = plan[index]
+        report.per_tool.setdefault(planned.tool, Tally()).add(outcome)
+        (report.invalid if planned.invalid else report.valid).add(outcome)
+        if outcome.kind in ("hang", "protocol") or outcome.code == "INTERNAL_ERROR":
+            finding = f"{outcome.kind} {outcome.code or ''}".strip()
+            arguments = json.dumps(planned.arguments)[:300]
+            report.findings.append(FuzzFinding(tool=planned.tool, arguments=arguments, outcome=finding))
+
+    await call_all(rig, [(p.tool, p.arguments) for p in plan], timeout, record)
     app = rig.pids().get("app")
     report.app_alive_after = app is not None and Path(f"/proc/{app}").exists()
     answer = rig.readyz()

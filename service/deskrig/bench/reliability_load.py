@@ -17,9 +17,9 @@ from deskrig.bench.reliability_rig import (
     GTK_APP,
     TALLY_HEADER,
     BenchRig,
+    Outcome,
     Tally,
-    call_once,
-    output_schemas,
+    call_all,
     table,
     tally_row,
     write,
@@ -96,13 +96,13 @@ async def _client(
     rig: BenchRig, target: Target, tools: list[str], timeout: float, report: LoadReport, this_round: Tally
 ) -> None:
     """One client: its own connection, its calls one after another."""
-    async with connect(rig.url, rig.token) as client:
-        schemas = await output_schemas(client)
-        for tool in tools:
-            outcome = await call_once(client, tool, target.arguments(tool), timeout, schemas)
-            report.per_tool.setdefault(tool, Tally()).add(outcome)
-            report.latencies_ms.setdefault(tool, []).append(outcome.ms)
-            this_round.add(outcome)
+
+    def record(_: int, outcome: Outcome) -> None:
+        report.per_tool.setdefault(outcome.tool, Tally()).add(outcome)
+        report.latencies_ms.setdefault(outcome.tool, []).append(outcome.ms)
+        this_round.add(outcome)
+
+    await call_all(rig, [(tool, target.arguments(tool)) for tool in tools], timeout, record)
 
 
 async def _load(

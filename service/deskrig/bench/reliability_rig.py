@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -259,6 +260,35 @@ async def call_once(
     schema = output_schemas.get(tool)
     valid = None if schema is None else _matches(result.structured_content, schema)
     return done("error", error_code(result.structured_content, text), valid)
+
+
+async def call_all(
+    rig: BenchRig,
+    calls: list[tuple[str, dict[str, Any]]],
+    timeout: float,
+    record: Callable[[int, Outcome], None],
+) -> None:
+    """Make ``calls`` in order over one connection, passing each outcome to ``record`` with its
+    index. When the session breaks under a call (the server dropped the connection), that call is
+    a protocol error and the rest go over a new connection: one broken session is a figure, not
+    the end of the run."""
+    done = 0
+    while done < len(calls):
+        started = time.perf_counter()
+        try:
+            async with connect(rig.url, rig.token) as client:
+                schemas = await output_schemas(client)
+                while done < len(calls):
+                    tool, arguments = calls[done]
+                    started = time.perf_counter()
+                    outcome = await call_once(client, tool, arguments, timeout, schemas)
+                    record(done, outcome)
+                    done += 1
+        except Exception as exc:
+            ms = (time.perf_counter() - started) * 1000
+            code = f"connection: {leaf_exception(exc)}"
+            record(done, Outcome(tool=calls[done][0], kind="protocol", code=code, ms=ms))
+            done += 1
 
 
 async def call_fresh(rig: BenchRig, tool: str, arguments: dict[str, Any], timeout: float) -> Outcome:
