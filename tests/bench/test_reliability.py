@@ -18,7 +18,7 @@ from deskrig.bench.reliability_faults import run_fault
 from deskrig.bench.reliability_fuzz import generate, narrowed
 from deskrig.bench.reliability_load import run_load
 from deskrig.bench.reliability_probes import run_probes
-from deskrig.bench.reliability_rig import BenchRig, Outcome, Tally, call_all, call_once, output_schemas
+from deskrig.bench.reliability_rig import BenchRig, Outcome, Tally, call_all
 from deskrig.client import connect
 from deskrig.tools import tools_for_profile
 
@@ -33,24 +33,21 @@ def rig() -> Iterator[BenchRig]:
 
 
 def test_outcomes_are_counted_by_error_code(rig: BenchRig) -> None:
-    calls: list[tuple[str, dict[str, Any], float]] = [
-        ("list_windows", {}, 30.0),
-        ("screenshot_window", {"window_id": 999_999}, 30.0),
-        ("screenshot_capture_window", {"windowId": "999999"}, 30.0),  # the acs error shape
-        ("screenshot_window", {"window_id": "not a number"}, 30.0),
-        ("move_cursor", {"x": 1}, 30.0),
-        ("wait_for", {"window_title": "never shown", "timeout_ms": 5000}, 0.5),
+    answered: list[tuple[str, dict[str, Any]]] = [
+        ("list_windows", {}),
+        ("screenshot_window", {"window_id": 999_999}),
+        ("screenshot_capture_window", {"windowId": "999999"}),  # the acs error shape
+        ("screenshot_window", {"window_id": "not a number"}),
+        ("move_cursor", {"x": 1}),
     ]
+    unanswered = [("wait_for", {"window_title": "never shown", "timeout_ms": 5000})]
+    tally = Tally()
 
-    async def run() -> Tally:
-        tally = Tally()
-        async with connect(rig.url, rig.token) as client:
-            schemas = await output_schemas(client)
-            for tool, arguments, timeout in calls:
-                tally.add(await call_once(client, tool, arguments, timeout, schemas))
-        return tally
+    def record(_: int, outcome: Outcome) -> None:
+        tally.add(outcome)
 
-    tally = anyio.run(run)
+    anyio.run(call_all, rig, answered, 30.0, record)
+    anyio.run(call_all, rig, unanswered, 0.5, record)
     assert tally.calls == 6
     assert tally.ok == 1
     assert tally.errors_by_code == {"WINDOW_NOT_FOUND": 2, "INVALID_ARGUMENT": 2}

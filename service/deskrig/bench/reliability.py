@@ -17,7 +17,10 @@ failed call under load, an unclean fault run, or a probe answered other than exp
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 from pydantic import BaseModel
 
@@ -48,6 +51,8 @@ class ReliabilityReport(BaseModel):
             )
         if self.load is not None and (failed := sum(self.load.failures_per_round)):
             found.append(f"load: {failed} failed calls")
+        if self.load is not None and self.load.leftover_processes:
+            found.append(f"load: the stopped rig left {', '.join(self.load.leftover_processes)} running")
         if self.faults is not None and (unclean := [f.victim for f in self.faults if not f.clean]):
             found.append(f"faults: unclean after kill -9 of {', '.join(unclean)}")
         if self.probes is not None and (missed := [p.probe for p in self.probes if not p.met]):
@@ -91,6 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--slow-wait", type=float, default=10.0, help="probes: seconds a stalled request may stay open"
     )
     group.add_argument("--body-mib", type=int, default=16, help="probes: size of the oversized body")
+    group.add_argument(
+        "--budget", type=float, default=600.0, help="fuzz, load: seconds of calls before a part stops early"
+    )
     group.add_argument("--seed", type=int, default=1, help="fuzz and load: random seed")
     group.add_argument("--check", action="store_true", help="exit 1 if any part found a defect")
     group.add_argument("--json", type=Path, metavar="FILE", help="also write the full report as JSON")
@@ -106,13 +114,27 @@ def parse_parts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         setattr(args, option, chosen)
 
 
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
+    raise SystemExit(128 + signum)  # unwinds through each part's finally, which stops its rigs
+
+
 def run(args: argparse.Namespace) -> int:
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     report = ReliabilityReport()
     if "fuzz" in args.parts:
-        report.fuzz = run_fuzz(args.fuzz_calls, args.fuzz_invalid, args.call_timeout, args.seed)
+        report.fuzz = run_fuzz(args.fuzz_calls, args.fuzz_invalid, args.call_timeout, args.seed, args.budget)
         print_fuzz(report.fuzz)
     if "load" in args.parts:
-        report.load = run_load(args.clients, args.calls, args.rounds, args.call_timeout, args.seed)
+        report.load = run_load(
+            args.clients, args.calls, args.rounds, args.call_timeout, args.seed, args.budget
+        )
         print_load(report.load)
     if "faults" in args.parts:
         report.faults = run_faults(args.victims, args.call_timeout)

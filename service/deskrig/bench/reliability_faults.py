@@ -80,12 +80,11 @@ def _calls(app_pid: int) -> list[tuple[str, dict[str, object]]]:
     ]
 
 
-async def _fault(rig: BenchRig, victim: str, timeout: float, known: set[int]) -> FaultReport:
+async def _fault(rig: BenchRig, victim: str, timeout: float) -> FaultReport:
     """Kill ``victim`` under a connected client, then call: first on that client's session, then
-    each call on a fresh connection. ``known`` gets the rig's pids (to find leftovers later)."""
+    each call on a fresh connection."""
     report = FaultReport(victim=victim)
     pids = rig.pids()
-    known.update(pids.values(), rig.family())
     calls = _calls(pids["app"])
     tool, arguments = calls.pop(0)
     in_flight = False
@@ -114,32 +113,21 @@ def _record(report: FaultReport, outcome: Outcome) -> None:
 
 def run_fault(victim: str, timeout: float) -> FaultReport:
     rig = BenchRig(app=GTK_APP)
-    known: set[int] = set()
     try:
         rig.start()
-        report = anyio.run(_fault, rig, victim, timeout, known)
+        report = anyio.run(_fault, rig, victim, timeout)
         assert rig.proc is not None
         deadline = report.killed_at + EXIT_GRACE
         while rig.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         if rig.proc.poll() is not None:
             report.ended_after_s = time.monotonic() - report.killed_at
-        report.exit_status = rig.stop()
-        time.sleep(1.0)  # death signals reach the children
-        report.leftover_processes = [_describe(pid) for pid in rig.family(known)]
+        report.exit_status, report.leftover_processes = rig.stop_and_leftovers()
         report.leftover_dirs = rig.leftover_dirs()
         report.traceback_in_log = "Traceback" in rig.stderr_path.read_text(errors="replace")
         return report
     finally:
-        rig.cleanup(known)
-
-
-def _describe(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as comm:
-            return f"{comm.read().strip()} ({pid})"
-    except OSError:
-        return str(pid)
+        rig.cleanup()
 
 
 def _ending(report: FaultReport) -> str:

@@ -13,6 +13,7 @@ import copy
 import itertools
 import json
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -89,6 +90,8 @@ class FuzzReport(BaseModel):
     invalid: Tally = Field(default_factory=Tally)
     ungenerated: dict[str, str] = Field(default_factory=dict)
     findings: list[FuzzFinding] = Field(default_factory=list)
+    #: Calls not made because the time budget ran out.
+    unmade: int = 0
     app_alive_after: bool = True
     rig_ready_after: bool = True
 
@@ -244,9 +247,12 @@ async def _plan(
     return plan
 
 
-async def _fuzz(rig: BenchRig, calls: int, invalid_share: float, timeout: float, seed: int) -> FuzzReport:
+async def _fuzz(
+    rig: BenchRig, calls: int, invalid_share: float, timeout: float, seed: int, budget: float
+) -> FuzzReport:
     report = FuzzReport()
     plan = await _plan(rig, calls, invalid_share, seed, report)
+    deadline = time.monotonic() + budget
 
     def record(index: int, outcome: Outcome) -> None:
         planned = plan[index]
@@ -257,7 +263,7 @@ async def _fuzz(rig: BenchRig, calls: int, invalid_share: float, timeout: float,
             arguments = json.dumps(planned.arguments)[:300]
             report.findings.append(FuzzFinding(tool=planned.tool, arguments=arguments, outcome=finding))
 
-    await call_all(rig, [(p.tool, p.arguments) for p in plan], timeout, record)
+    report.unmade = await call_all(rig, [(p.tool, p.arguments) for p in plan], timeout, record, deadline)
     app = rig.pids().get("app")
     report.app_alive_after = app is not None and Path(f"/proc/{app}").exists()
     answer = rig.readyz()
@@ -265,12 +271,14 @@ async def _fuzz(rig: BenchRig, calls: int, invalid_share: float, timeout: float,
     return report
 
 
-def run_fuzz(calls: int, invalid_share: float, timeout: float, seed: int) -> FuzzReport:
+def run_fuzz(
+    calls: int, invalid_share: float, timeout: float, seed: int, budget: float = 600.0
+) -> FuzzReport:
     """Fuzz every tool of the ``all`` profile (default and acs together) in a fresh GTK rig."""
     rig = BenchRig(app=GTK_APP, extra=["--tool-profile", "all", "--max-captures-per-minute", "100000"])
     try:
         rig.start()
-        return anyio.run(_fuzz, rig, calls, invalid_share, timeout, seed)
+        return anyio.run(_fuzz, rig, calls, invalid_share, timeout, seed, budget)
     finally:
         rig.cleanup()
 
@@ -295,6 +303,8 @@ def print_fuzz(report: FuzzReport) -> None:
         "- kept safe: " + "; ".join(SAFETY_NOTES),
     ]
     lines += [f"- no arguments generated for {tool}: {why}" for tool, why in report.ungenerated.items()]
+    if report.unmade:
+        lines.append(f"- stopped at the time budget: {report.unmade} calls not made")
     if report.findings:
         lines.append(f"- defects to reproduce ({len(report.findings)}, first 20):")
         lines += [f"  - `{f.tool}` {f.arguments} -> {f.outcome}" for f in report.findings[:20]]

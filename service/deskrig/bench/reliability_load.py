@@ -8,6 +8,8 @@ this measures the server under load, not its policy.
 from __future__ import annotations
 
 import random
+import sys
+import time
 from typing import Any
 
 import anyio
@@ -68,6 +70,11 @@ class LoadReport(BaseModel):
     failures_per_round: list[int] = Field(default_factory=list)
     rss_before_kib: int | None = None
     rss_after_kib: int | None = None
+    #: Calls not made because the time budget ran out.
+    unmade: int = 0
+    #: The rig's exit status on SIGTERM after the load, and what of it was still alive a second later.
+    exit_status: int | None = None
+    leftover_processes: list[str] = Field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -93,7 +100,13 @@ async def _target(rig: BenchRig) -> Target:
 
 
 async def _client(
-    rig: BenchRig, target: Target, tools: list[str], timeout: float, report: LoadReport, this_round: Tally
+    rig: BenchRig,
+    target: Target,
+    tools: list[str],
+    timeout: float,
+    deadline: float,
+    report: LoadReport,
+    this_round: Tally,
 ) -> None:
     """One client: its own connection, its calls one after another."""
 
@@ -102,39 +115,52 @@ async def _client(
         report.latencies_ms.setdefault(outcome.tool, []).append(outcome.ms)
         this_round.add(outcome)
 
-    await call_all(rig, [(tool, target.arguments(tool)) for tool in tools], timeout, record)
+    calls = [(tool, target.arguments(tool)) for tool in tools]
+    report.unmade += await call_all(rig, calls, timeout, record, deadline)
 
 
 async def _load(
-    rig: BenchRig, clients: int, calls: int, rounds: int, timeout: float, seed: int
+    rig: BenchRig, clients: int, calls: int, rounds: int, timeout: float, seed: int, budget: float
 ) -> LoadReport:
     report = LoadReport(clients=clients, calls_per_client=calls, rounds=rounds)
     target = await _target(rig)
     tools = [tool for tool, _ in MIX]
     weights = [weight for _, weight in MIX]
     report.rss_before_kib = rig.server_rss_kib()
-    started = anyio.current_time()
+    started = time.monotonic()
+    deadline = started + budget
     for round_index in range(rounds):
+        if time.monotonic() >= deadline:
+            break
         this_round = Tally()
         async with anyio.create_task_group() as group:
             for client_index in range(clients):
                 rng = random.Random(seed * 1_000_003 + round_index * 1009 + client_index)
-                group.start_soon(
-                    _client, rig, target, rng.choices(tools, weights, k=calls), timeout, report, this_round
-                )
+                mix = rng.choices(tools, weights, k=calls)
+                group.start_soon(_client, rig, target, mix, timeout, deadline, report, this_round)
         # Every call of the mix is valid: anything but ok is a failure.
-        report.failures_per_round.append(this_round.calls - this_round.ok)
-    report.seconds = anyio.current_time() - started
+        failed = this_round.calls - this_round.ok
+        report.failures_per_round.append(failed)
+        # Progress of a long run, on stderr beside the logs; stdout is the report.
+        sys.stderr.write(
+            f"load: round {round_index + 1} of {rounds}: {this_round.calls} calls, {failed} failed\n"
+        )
+    report.unmade += (rounds - len(report.failures_per_round)) * clients * calls
+    report.seconds = time.monotonic() - started
     await anyio.sleep(1.0)  # let the last connections' teardown finish before reading RSS
     report.rss_after_kib = rig.server_rss_kib()
     return report
 
 
-def run_load(clients: int, calls: int, rounds: int, timeout: float, seed: int) -> LoadReport:
+def run_load(
+    clients: int, calls: int, rounds: int, timeout: float, seed: int, budget: float = 600.0
+) -> LoadReport:
     rig = BenchRig(app=GTK_APP, extra=["--max-captures-per-minute", "1000000"])
     try:
         rig.start()
-        return anyio.run(_load, rig, clients, calls, rounds, timeout, seed)
+        report = anyio.run(_load, rig, clients, calls, rounds, timeout, seed, budget)
+        report.exit_status, report.leftover_processes = rig.stop_and_leftovers()
+        return report
     finally:
         rig.cleanup()
 
@@ -159,9 +185,16 @@ def print_load(report: LoadReport) -> None:
     rows.append([*tally_row("**all**", total), f"{overall.p50:.0f}", f"{overall.p99:.0f}"])
     table(title, header, rows)
     rounds_clean = sum(1 for n in report.failures_per_round if n == 0)
+    rounds_run = len(report.failures_per_round)
     write(
-        f"\n- rounds without a failed call: {rounds_clean} of {report.rounds} "
+        f"\n- rounds without a failed call: {rounds_clean} of {rounds_run} run "
         f"(failed calls per round: {report.failures_per_round})\n"
         f"- server RSS before / after: {_mib(report.rss_before_kib)} / {_mib(report.rss_after_kib)} MiB\n"
         f"- throughput: {total.calls / max(report.seconds, 1e-9):.0f} calls/s\n"
+    )
+    if report.unmade:
+        write(f"- stopped at the time budget: {report.unmade} calls not made\n")
+    leftovers = ", ".join(report.leftover_processes) or "none"
+    write(
+        f"- the rig after the load: exit status {report.exit_status} on SIGTERM; left running: {leftovers}\n"
     )

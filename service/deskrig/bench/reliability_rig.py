@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -82,6 +83,9 @@ class BenchRig:
     proc: subprocess.Popen[bytes] | None = None
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="deskrig-bench-")))
     leader: ProcEntry | None = None
+    #: The rig's processes as /readyz listed them once it was up: each runs in a session of its
+    #: own, so they are followed by pid, not found by the runner's session.
+    known: set[int] = field(default_factory=set)
 
     @property
     def base(self) -> str:
@@ -116,12 +120,18 @@ class BenchRig:
         argv += [*self.extra, "--", *self.app]
         env = {**os.environ, "HOME": str(self.home), "TMPDIR": str(self.tmpdir)}
         with self.stderr_path.open("wb") as stderr:
+            # Its own session: the rig's whole family is found by session id after a kill -9.
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=env,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         self.leader = read_proc(self.proc.pid)
         self.wait_ready()
+        self.known.update(self.pids().values())
         return self
 
     def readyz(self, token: bool = True) -> tuple[int, dict[str, Any]] | None:
@@ -131,8 +141,9 @@ class BenchRig:
         try:
             with urllib.request.urlopen(request, timeout=5) as response:
                 return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
+        except urllib.error.HTTPError as exc:  # 503 while not ready; its body says why
+            body = _json_or_none(exc.read().decode(errors="replace"))
+            return exc.code, body if isinstance(body, dict) else {}
         except (OSError, ValueError):
             return None
 
@@ -151,8 +162,10 @@ class BenchRig:
     def pids(self) -> dict[str, int]:
         """Process name -> pid as the rig started them (xvfb, wm, dbus, at-spi, app), plus the server."""
         answer = self.readyz()
-        assert self.proc is not None and answer is not None
-        named = answer[1].get("details", {}).get("pids", {})
+        assert self.proc is not None
+        named = {} if answer is None else answer[1].get("details", {}).get("pids", {})
+        if not named:
+            raise RuntimeError(f"the rig's /readyz lists no pids (answer: {answer})")
         return {"server": self.proc.pid, **{str(k): int(v) for k, v in named.items()}}
 
     def app_pid(self) -> int:
@@ -166,9 +179,13 @@ class BenchRig:
         text = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def family(self, known: set[int] | None = None) -> dict[int, ProcEntry]:
-        """Live processes of this rig: the runner's session and every descendant."""
-        return {} if self.leader is None else process_family(self.leader, known or set())
+    def family(self) -> dict[int, ProcEntry]:
+        """Live processes of this rig: the runner's session, its known processes, their descendants."""
+        if self.leader is None:
+            return {}
+        family = process_family(self.leader, self.known)
+        self.known.update(family)
+        return family
 
     def leftover_dirs(self) -> list[str]:
         """``deskrig-*`` dirs the rig left in its TMPDIR."""
@@ -188,14 +205,27 @@ class BenchRig:
             self.proc.wait()
             return None
 
-    def cleanup(self, known: set[int] | None = None) -> None:
+    def stop_and_leftovers(self) -> tuple[int | None, list[str]]:
+        """Stop the rig; its exit status and the processes of its family still alive a second later."""
+        status = self.stop()
+        time.sleep(1.0)  # death signals reach the children
+        return status, [describe_process(pid) for pid in self.family()]
+
+    def cleanup(self) -> None:
         """Stop the rig, SIGKILL whatever of its family is still alive, and remove its dirs."""
         if self.proc is not None:
             self.stop()
-        for pid in self.family(known):
+        for pid in self.family():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def describe_process(pid: int) -> str:
+    try:
+        return f"{Path(f'/proc/{pid}/comm').read_text().strip()} ({pid})"
+    except OSError:
+        return str(pid)
 
 
 class Outcome(BaseModel):
@@ -267,28 +297,38 @@ async def call_all(
     calls: list[tuple[str, dict[str, Any]]],
     timeout: float,
     record: Callable[[int, Outcome], None],
-) -> None:
+    deadline: float = math.inf,
+) -> int:
     """Make ``calls`` in order over one connection, passing each outcome to ``record`` with its
-    index. When the session breaks under a call (the server dropped the connection), that call is
-    a protocol error and the rest go over a new connection: one broken session is a figure, not
-    the end of the run."""
+    index, until the ``time.monotonic()`` deadline; returns how many calls were left unmade.
+
+    When the session breaks under a call (the server dropped the connection), that call is a
+    protocol error and the rest go over a new connection: one broken session is a figure, not the
+    end of the run."""
     done = 0
-    while done < len(calls):
+
+    def more() -> bool:
+        return done < len(calls) and time.monotonic() < deadline
+
+    while more():
         started = time.perf_counter()
         try:
             async with connect(rig.url, rig.token) as client:
                 schemas = await output_schemas(client)
-                while done < len(calls):
+                while more():
                     tool, arguments = calls[done]
                     started = time.perf_counter()
                     outcome = await call_once(client, tool, arguments, timeout, schemas)
                     record(done, outcome)
                     done += 1
         except Exception as exc:
+            if done == len(calls):
+                break  # the client library failed closing a session whose calls were all answered
             ms = (time.perf_counter() - started) * 1000
             code = f"connection: {leaf_exception(exc)}"
             record(done, Outcome(tool=calls[done][0], kind="protocol", code=code, ms=ms))
             done += 1
+    return len(calls) - done
 
 
 async def call_fresh(rig: BenchRig, tool: str, arguments: dict[str, Any], timeout: float) -> Outcome:
