@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,14 @@ def test_a_broken_session_counts_as_a_protocol_error_and_the_run_goes_on(tmp_pat
         victim.cleanup()
     assert [o.kind for o in outcomes] == ["ok", "protocol", "protocol"]
     assert all((o.code or "").startswith("connection: ") for o in outcomes[1:]), outcomes
+
+
+def test_calls_stop_at_the_deadline(rig: BenchRig) -> None:
+    outcomes: list[Outcome] = []
+    unmade = anyio.run(
+        call_all, rig, [("list_windows", {})] * 3, 30.0, lambda _, o: outcomes.append(o), time.monotonic()
+    )
+    assert unmade == 3 and outcomes == []
 
 
 def test_dangerous_tools_are_fuzzed_only_with_safe_arguments(rig: BenchRig) -> None:

@@ -81,7 +81,7 @@ class ReliabilityReport(BaseModel):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("reliability suite (runs only when named)")
     group.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, any of {', '.join(PARTS)}")
-    group.add_argument("--fuzz-calls", type=int, default=320, help="fuzz calls, shared equally by all tools")
+    group.add_argument("--fuzz-calls", type=int, default=640, help="fuzz calls, shared equally by all tools")
     group.add_argument("--fuzz-invalid", type=float, default=0.2, help="share of fuzz calls made invalid")
     group.add_argument("--clients", type=int, default=10, help="load: concurrent clients")
     group.add_argument("--calls", type=int, default=20, help="load: calls per client per round")

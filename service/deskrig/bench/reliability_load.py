@@ -172,7 +172,7 @@ def _mib(kib: int | None) -> str:
 def print_load(report: LoadReport) -> None:
     total = report.total
     title = (
-        f"reliability: load ({report.rounds} rounds of {report.clients} clients x "
+        f"reliability: load ({report.rounds} round{'s' if report.rounds != 1 else ''} of {report.clients} clients x "
         f"{report.calls_per_client} mixed calls, {report.seconds:.0f} s)"
     )
     header = [*TALLY_HEADER, "p50 ms", "p99 ms"]
