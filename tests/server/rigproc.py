@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,9 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+# INITIALIZE: a raw JSON-RPC initialize request, re-exported for the tests that speak plain HTTP.
+from deskrig.bench.reliability_rig import INITIALIZE as INITIALIZE
+from deskrig.bench.reliability_rig import free_port
 from deskrig.client import connect
 from deskrig.errors import tool_error
 
@@ -33,19 +35,6 @@ DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
 
 T = TypeVar("T")
 
-#: A raw JSON-RPC ``initialize`` request, for tests that speak HTTP without an MCP client.
-INITIALIZE: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "deskrig-tests", "version": "1"},
-    },
-}
-
-
 @contextlib.asynccontextmanager
 async def connect_stateless(url: str, token: str) -> AsyncIterator[Client]:
     """An MCP client speaking the stateless 2026-07-28 protocol (no session id), as MCP 2.x
@@ -57,11 +46,6 @@ async def connect_stateless(url: str, token: str) -> AsyncIterator[Client]:
     ):
         yield client
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def poll(what: str, check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05) -> T:

@@ -1,4 +1,8 @@
-"""``python -m deskrig.bench [SUITE ...]``: run benchmark suites and print their tables."""
+"""``python -m deskrig.bench [SUITE ...]``: run benchmark suites and print their tables.
+
+The timing suites run by default; ``reliability`` (the fuzz, load, fault and probe campaign) runs
+only when named.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture, images, orchestrator, recording
+from deskrig.bench import actions, capture, images, orchestrator, recording, reliability
 
 SUITES = {
     "capture": capture.run,
@@ -20,17 +24,27 @@ SUITES = {
 def main() -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
     parser.add_argument(
-        "suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(SUITES)} (default: all)"
+        "suites",
+        nargs="*",
+        metavar="SUITE",
+        help=f"any of {', '.join(SUITES)}, reliability (default: all but reliability)",
     )
     parser.add_argument("--runs", type=int, default=30, help="samples per case")
+    reliability.add_arguments(parser)
     args = parser.parse_args()
-    unknown = sorted(set(args.suites) - set(SUITES))
+    known = [*SUITES, "reliability"]
+    unknown = sorted(set(args.suites) - set(known))
     if unknown:
-        parser.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}")
+        parser.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    reliability.parse_parts(parser, args)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    status = 0
     for name in args.suites or SUITES:
-        SUITES[name](args.runs)
-    return 0
+        if name == "reliability":
+            status = max(status, reliability.run(args))
+        else:
+            SUITES[name](args.runs)
+    return status
 
 
 if __name__ == "__main__":

@@ -18,10 +18,18 @@ class Timing:
     def p50(self) -> float:
         return statistics.median(self.samples_ms)
 
+    def percentile(self, share: float) -> float:
+        """The sample at ``share`` (0..1) of the sorted samples, nearest rank."""
+        ordered = sorted(self.samples_ms)
+        return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
     @property
     def p95(self) -> float:
-        ordered = sorted(self.samples_ms)
-        return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+        return self.percentile(0.95)
+
+    @property
+    def p99(self) -> float:
+        return self.percentile(0.99)
 
 
 def measure(name: str, fn: Callable[[], object], runs: int, warmup: int = 2) -> Timing:
