@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
 import os
 import shlex
+import socket
 import sys
 import threading
 from collections.abc import Sequence
@@ -16,7 +18,7 @@ from typing import Any
 from deskrig import __version__
 from deskrig.config import Settings, load_settings
 from deskrig.errors import DeskrigError
-from deskrig.transport import Transport, resolve_token
+from deskrig.transport import Transport, bind_listener, resolve_token
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -34,6 +36,12 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="HOST[:PORT]",
         help="extra Host header to accept (repeatable)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close an HTTP connection whose request headers are not complete by then (default 10)",
     )
     parser.add_argument("--tool-profile", choices=["default", "acs", "all"], help="which tool set to expose")
     parser.add_argument("--backend", help="desktop backend: auto, x11")
@@ -93,6 +101,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "backend": args.backend,
         "allowed_hosts": args.allowed_host,
         "max_inline_bytes": args.max_inline_bytes,
+        "header_timeout": args.header_timeout,
         "record_dir": args.record,
         "record_video": True if args.record_video else None,
         "security": {
@@ -111,6 +120,13 @@ def _transport(args: argparse.Namespace, settings: Settings) -> Transport:
     return Transport.parse_http(args.http, no_auth=args.no_auth, allowed_hosts=settings.allowed_hosts)
 
 
+def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.socket | None]:
+    """The bound HTTP socket (None for stdio), claimed before a desktop or rig starts."""
+    if transport.kind != "http":
+        return contextlib.nullcontext()
+    return contextlib.closing(bind_listener(transport))
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
@@ -121,7 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     transport = _transport(args, settings)
     token = resolve_token(settings, transport)
 
-    with open_desktop(settings.backend, args.display) as desktop:
+    with _listener(transport) as listener, open_desktop(settings.backend, args.display) as desktop:
         launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
         server = build_server(
             desktop,
@@ -141,7 +157,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         stop = threading.Event()
         with stop_on_signals(stop):
-            serve(server, transport, token, readiness, stop)
+            serve(server, transport, listener, token, readiness, stop)
     return 0
 
 
@@ -169,7 +185,7 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
     )
     rig = Rig(options)
 
-    def serve_rig(rig: Rig, stop: threading.Event) -> None:
+    def serve_rig(rig: Rig, stop: threading.Event, listener: socket.socket | None) -> None:
         importer.join()
         from deskrig.desktop import open_desktop
         from deskrig.http import Readiness
@@ -192,9 +208,10 @@ def cmd_rig_run(args: argparse.Namespace) -> int:
                     checks["window_manager"] = status.wm_up
                 return Readiness(ready=status.ready, checks=checks, details=status.model_dump(mode="json"))
 
-            serve(server, transport, token, readiness, stop)
+            serve(server, transport, listener, token, readiness, stop)
 
-    return run_until_signal(rig, serve_rig)
+    with _listener(transport) as listener:
+        return run_until_signal(rig, lambda rig, stop: serve_rig(rig, stop, listener))
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -2,10 +2,12 @@
 
 Security, outermost first:
 
-1. Host check (DNS-rebinding protection): only loopback names and the configured
+1. Host check (DNS-rebinding protection): only loopback names (on any port: a published port
+   such as ``docker run -p 127.0.0.1:9000:8765`` differs from the bound one) and the configured
    ``allowed_hosts`` may appear in the ``Host`` header; anything else gets 421 before any routing.
 2. Bearer token on everything but the two probes, compared in constant time; 401 otherwise.
-   ``no_auth`` turns the token off and is only accepted on a loopback bind.
+   ``no_auth`` turns the token off and is only accepted on a loopback bind. The probes answer
+   anyone, but ``/readyz`` shows its details (paths, pids, diagnostics) only with the token.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel
@@ -28,22 +30,27 @@ from deskrig.server import DeskrigServer
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: Key in the ASGI scope's ``state``: whether the request carried the token (or needs none).
+AUTHORIZED = "deskrig_authorized"
 
 
 class Readiness(BaseModel):
-    """What /readyz reports. ``ready`` is the verdict; the rest says why."""
+    """What /readyz reports. ``ready`` is the verdict; ``checks`` says which part is up or down;
+    ``details`` (only shown with the token) says where and how."""
 
     ready: bool
     checks: dict[str, bool]
     details: dict[str, Any] = {}
 
 
-def host_patterns(port: int, allowed_hosts: list[str]) -> list[str]:
-    """Host header values accepted: loopback on the bound port, plus the configured ones as given.
+def host_patterns(allowed_hosts: list[str]) -> list[str]:
+    """Host header values accepted: loopback names on any port, plus the configured ones as given.
 
-    A configured entry without a port (``rig1``) accepts any port (``rig1:*``).
+    A name that resolves to loopback cannot carry a DNS-rebinding attack, whatever the port (and
+    behind a port mapping the client's port is not ours). A configured entry without a port
+    (``rig1``) accepts any port (``rig1:*``).
     """
-    patterns = [f"{name}:{port}" for name in LOOPBACK_NAMES] + list(LOOPBACK_NAMES)
+    patterns = [f"{name}:*" for name in LOOPBACK_NAMES] + list(LOOPBACK_NAMES)
     for entry in allowed_hosts:
         patterns.append(entry if ":" in entry.lstrip("[") or entry.endswith("]") else f"{entry}:*")
         if ":" not in entry:
@@ -78,19 +85,23 @@ class GuardMiddleware:
         if not host_allowed(host, self.host_patterns):
             await _reject(send, 421, "MISDIRECTED_REQUEST", f"Host {host!r} is not allowed for this rig", {})
             return
-        if self.token is not None and scope["path"] not in PUBLIC_PATHS:
-            supplied = headers.get("authorization", "")
-            scheme, _, credential = supplied.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
-                await _reject(
-                    send,
-                    401,
-                    "PERMISSION_DENIED",
-                    "missing or wrong bearer token",
-                    {"www-authenticate": 'Bearer realm="deskrig"'},
-                )
-                return
+        authorized = self.token is None or self._has_token(headers.get("authorization", ""))
+        if not authorized and scope["path"] not in PUBLIC_PATHS:
+            await _reject(
+                send,
+                401,
+                "PERMISSION_DENIED",
+                "missing or wrong bearer token",
+                {"www-authenticate": 'Bearer realm="deskrig"'},
+            )
+            return
+        scope.setdefault("state", {})[AUTHORIZED] = authorized
         await self.app(scope, receive, send)
+
+    def _has_token(self, supplied: str) -> bool:
+        assert self.token is not None
+        scheme, _, credential = supplied.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(credential.strip().encode(), self.token)
 
 
 async def _reject(send: Send, status: int, code: str, message: str, extra_headers: dict[str, str]) -> None:
@@ -105,13 +116,12 @@ def create_app(
     server: DeskrigServer,
     *,
     token: str | None,
-    port: int,
     allowed_hosts: list[str] | None = None,
     readiness: Callable[[], Readiness],
     bind_host: str = "127.0.0.1",
 ) -> FastAPI:
     """The rig's ASGI app. ``token=None`` means no auth (loopback only; checked by the caller)."""
-    patterns = host_patterns(port, allowed_hosts or [])
+    patterns = host_patterns(allowed_hosts or [])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=patterns,
@@ -137,10 +147,13 @@ def create_app(
         return {"status": "ok"}
 
     @app.get("/readyz")
-    async def readyz() -> JSONResponse:
-        """Readiness: display, window manager and app are all up."""
+    async def readyz(request: Request) -> JSONResponse:
+        """Readiness: display, window manager and app are all up; the details need the token."""
         report = readiness()
-        return JSONResponse(report.model_dump(mode="json"), status_code=200 if report.ready else 503)
+        hidden = None if request.scope.get("state", {}).get(AUTHORIZED) else {"details"}
+        return JSONResponse(
+            report.model_dump(mode="json", exclude=hidden), status_code=200 if report.ready else 503
+        )
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
     app.mount("/", mcp_app)

@@ -6,13 +6,15 @@ import those (about a second) while the display and the app start.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import secrets
+import socket
 import sys
 from dataclasses import dataclass, field
 
 from deskrig.config import Settings
-from deskrig.errors import ConfigError
+from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,26 @@ def resolve_token(settings: Settings, transport: Transport) -> str | None:
         print(f"deskrig: generated bearer token: {token}", file=sys.stderr, flush=True)
     check_bind(transport.host, token, False)
     return token
+
+
+def bind_listener(transport: Transport) -> socket.socket:
+    """Claim the HTTP address before anything else starts, so that a port in use fails at once
+    (one line, nothing started) rather than after the display and the app are up.
+
+    The socket is bound but not listening: until the server starts, connections are refused
+    rather than queued behind a rig that is still starting."""
+    family = socket.AF_INET6 if ":" in transport.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous run's TIME_WAIT
+        sock.bind((transport.host, transport.port))
+    except OSError as exc:
+        sock.close()
+        where = f"{transport.host}:{transport.port}"
+        hint = (
+            " (another rig or server uses it; choose another port)" if exc.errno == errno.EADDRINUSE else ""
+        )
+        message = f"cannot listen on {where}: {exc.strerror or exc}{hint}"
+        # The message says it all: one line on the command line, no generic remediation after it.
+        raise DeskrigError(ErrorCode.INVALID_ARGUMENT, message, remediation="") from exc
+    return sock

@@ -140,10 +140,17 @@ class RigProcess:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path else ""
 
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
+
     def readyz(self) -> dict[str, Any] | None:
-        if http_status(f"{self.base}/readyz") != 200:
+        """The rig's /readyz with its details (which need the token), once it says ready."""
+        try:
+            response = httpx.get(f"{self.base}/readyz", headers=self.auth, timeout=2)
+        except httpx.HTTPError:
             return None
-        return httpx.get(f"{self.base}/readyz", timeout=2).json()
+        return response.json() if response.status_code == 200 else None
 
     def wait_ready(self, timeout: float = 40.0) -> dict[str, Any]:
         def ready() -> dict[str, Any] | None:

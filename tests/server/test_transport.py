@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +18,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from tests.server.conftest import GREEN, GreenRig
 from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status, poll
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def test_http_requires_the_token(green_rig: GreenRig) -> None:
@@ -39,6 +43,36 @@ def test_foreign_host_header_is_refused(green_rig: GreenRig) -> None:
     assert response.status_code == 421
     auth = {"authorization": f"Bearer {rig.token}", "host": "attacker.test"}
     assert httpx.post(rig.url, json={}, headers=auth).status_code == 421
+    for host in ("evil.example:8765", "127.0.0.1.evil.example:9000", "localhostx:9000"):
+        assert (
+            httpx.post(
+                rig.url, json=INITIALIZE, headers={**MCP_HEADERS, **rig.auth, "host": host}
+            ).status_code
+            == 421
+        )
+
+
+def test_loopback_host_on_any_port_is_accepted(green_rig: GreenRig) -> None:
+    """As behind `docker run -p 127.0.0.1:9000:8765`: the client's port is not the bound one."""
+    rig = green_rig.rig
+    for host in ("127.0.0.1:9000", "localhost:1", "[::1]:9000", "localhost", f"127.0.0.1:{rig.port}"):
+        headers = {**MCP_HEADERS, **rig.auth, "host": host, "origin": f"http://{host}"}
+        assert httpx.post(rig.url, json=INITIALIZE, headers=headers).status_code == 200, host
+        assert httpx.get(f"{rig.base}/readyz", headers={"host": host}).status_code == 200, host
+
+
+def test_readyz_shows_details_only_with_the_token(green_rig: GreenRig) -> None:
+    rig = green_rig.rig
+    for auth in ({}, {"authorization": "Bearer wrong-token"}):
+        anonymous = httpx.get(f"{rig.base}/readyz", headers=auth)
+        assert anonymous.status_code == 200
+        assert anonymous.json() == {
+            "ready": True,
+            "checks": {"display": True, "app": True, "window_manager": True},
+        }
+    detailed = httpx.get(f"{rig.base}/readyz", headers=rig.auth).json()
+    assert detailed["ready"] is True and detailed["details"]["display"].startswith(":")
+    assert {"xvfb", "app"} <= set(detailed["details"]["pids"])
 
 
 def test_allowed_host_and_generated_token(tmp_path: Path) -> None:
@@ -66,6 +100,78 @@ def test_allowed_host_and_generated_token(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_port_in_use_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    """Nothing starts (no Xvfb, no app) when the listen address is taken."""
+    started = tmp_path / "started"
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    xvfb = fake_bin / "Xvfb"  # records that it ran, then is the real Xvfb
+    xvfb.write_text(f'#!/bin/sh\ntouch {started}-xvfb\nexec {shutil.which("Xvfb")} "$@"\n')
+    xvfb.chmod(0o755)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        app = ["sh", "-c", f"touch {started}-app; sleep 60"]
+        result = subprocess.run(
+            [*DESKRIG, "rig", "run", "--http", f"127.0.0.1:{port}", "--token", "t", "--", *app],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "HOME": str(tmp_path)},
+        )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"deskrig: INVALID_ARGUMENT: cannot listen on 127.0.0.1:{port}: Address already in use"
+        " (another rig or server uses it; choose another port)"
+    ]
+    assert not list(tmp_path.glob("started-*"))
+
+
+def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
+    """Slowloris: partial request heads (sent at once, trickled, or after a keep-alive request)
+    and silent connections are closed after --header-timeout; other clients are served meanwhile."""
+    rig = RigProcess(app=["xterm"], extra=["--header-timeout", "1", "--no-a11y"]).start(tmp_path)
+    head = f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{rig.port}\r\n".encode()
+    try:
+        partial = [socket.create_connection(("127.0.0.1", rig.port)) for _ in range(5)]
+        for sock in partial:
+            sock.sendall(head)
+        silent = socket.create_connection(("127.0.0.1", rig.port))
+        trickle = socket.create_connection(("127.0.0.1", rig.port))
+        keep_alive = socket.create_connection(("127.0.0.1", rig.port))
+        keep_alive.sendall(head + b"\r\n")
+        first_response = b""
+        while not first_response.endswith(b'{"status":"ok"}'):
+            first_response += keep_alive.recv(4096)
+        assert first_response.startswith(b"HTTP/1.1 200"), first_response
+        keep_alive.sendall(head)  # the next request on the same connection stops half-way
+        started = time.monotonic()
+        for byte in head:  # one byte at a time, well inside the timeout each: still cut off
+            try:
+                trickle.send(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.1)
+        assert http_status(f"{rig.base}/healthz") == 200  # the server still serves others
+        for sock in [*partial, trickle, keep_alive]:
+            assert _read_until_closed(sock, timeout=5).startswith(b"HTTP/1.1 408 "), sock
+        assert _read_until_closed(silent, timeout=5) == b""
+        assert time.monotonic() - started < 8
+    finally:
+        rig.stop()
+
+
+def _read_until_closed(sock: socket.socket, timeout: float) -> bytes:
+    """Everything the server sends until it closes the connection; fails if it stays open."""
+    sock.settimeout(timeout)
+    data = b""
+    with sock:
+        while chunk := sock.recv(4096):
+            data += chunk
+    return data
 
 
 def test_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:

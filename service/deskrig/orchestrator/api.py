@@ -78,7 +78,6 @@ def create_api(
     orchestrator: Orchestrator,
     *,
     token: str,
-    port: int,
     allowed_hosts: list[str] | None = None,
     on_shutdown: Callable[[], None] = lambda: None,
 ) -> FastAPI:
@@ -144,5 +143,5 @@ def create_api(
         on_shutdown()
         return {"status": "shutting down"}
 
-    app.add_middleware(GuardMiddleware, token=token, host_patterns=host_patterns(port, allowed_hosts or []))
+    app.add_middleware(GuardMiddleware, token=token, host_patterns=host_patterns(allowed_hosts or []))
     return app

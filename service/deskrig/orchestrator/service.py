@@ -95,7 +95,7 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
                     if server is not None:
                         server.should_exit = True
 
-                app = create_api(orchestrator, token=token, port=port, on_shutdown=shut_down)
+                app = create_api(orchestrator, token=token, on_shutdown=shut_down)
                 server = uvicorn.Server(
                     uvicorn.Config(
                         app,
