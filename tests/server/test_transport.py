@@ -19,6 +19,8 @@ from mcp import Client, StdioServerParameters
 from tests.server.conftest import GREEN, GreenRig
 from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status, poll
 
+from deskrig.rig import EXIT_DISPLAY_LOST
+
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -329,6 +331,26 @@ def test_signal_tears_everything_down(tmp_path: Path, sig: int) -> None:
     assert _rig_processes(display)
     assert rig.stop(sig) == 0
     poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+
+
+@pytest.mark.parametrize("app", [[], ["xterm", "-e", "sh", "-c", "sleep 300"]], ids=["bare", "xterm"])
+def test_display_death_stops_the_runner_cleanly(tmp_path: Path, app: list[str]) -> None:
+    """Xvfb killed under a running rig: the runner stops with EXIT_DISPLAY_LOST, quietly, leaving
+    nothing behind (before, a bare rig ran on without a display, and a rig with an app died in
+    teardown on Xlib's ConnectionClosedError)."""
+    rig = RigProcess(app=app).start(tmp_path)
+    try:
+        details = rig.wait_ready()["details"]
+        display = details["display"]
+        runtime_dir = Path(details["a11y_bus"].split(",")[0].removeprefix("unix:path=")).parents[1]
+        os.kill(details["pids"]["xvfb"], signal.SIGKILL)
+        assert rig.proc is not None and rig.proc.wait(timeout=30) == EXIT_DISPLAY_LOST
+    finally:
+        rig.stop()
+    stderr = rig.stderr()
+    assert "Traceback" not in stderr and "the X server (Xvfb" in stderr, stderr
+    poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+    assert not Path(runtime_dir).exists()
 
 
 def test_app_exit_ends_the_runner_with_its_status(tmp_path: Path) -> None:

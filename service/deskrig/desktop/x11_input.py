@@ -26,6 +26,7 @@ from Xlib.ext import xtest
 
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
 from deskrig.desktop.x11_binding import MAPPING_GRACE_S, ClientSync, KeysymBindings
+from deskrig.desktop.x11_conn import close_display
 from deskrig.desktop.x11_keymap import Keymap, keysym_for_char, keysym_for_key, untypeable_chars
 from deskrig.desktop.x11_mapping_watch import MappingWatch
 from deskrig.errors import DeskrigError, ErrorCode
@@ -434,6 +435,8 @@ class X11Input:
         if self._closed:
             return
         self._closed = True
-        if self._watch is not None:
-            self._watch.close()
-        self._display.close()
+        try:
+            if self._watch is not None:
+                self._watch.close()
+        finally:
+            close_display(self._display, "input")
