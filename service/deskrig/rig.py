@@ -32,7 +32,6 @@ import re
 import secrets
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -57,6 +56,7 @@ from deskrig.procs import (
     wm_check_window,
     write_xauthority,
 )
+from deskrig.rundirs import make_rig_dir, sweep_stale_dirs
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -344,10 +344,11 @@ class Rig:
     # --- start-up stages ---
 
     def _make_dirs(self) -> None:
+        sweep_stale_dirs()  # what SIGKILLed rigs left behind
         # A fresh 0700 dir per rig: its bus socket, a11y bus socket and cookie are nobody else's.
-        self._runtime_dir = Path(tempfile.mkdtemp(prefix="deskrig-xdg-"))
+        self._runtime_dir = make_rig_dir("xdg")
         if self.options.run_dir is None:
-            self._run_dir = Path(tempfile.mkdtemp(prefix="deskrig-rig-"))
+            self._run_dir = make_rig_dir("rig")
         else:
             self._run_dir = Path(self.options.run_dir)
             self._run_dir.mkdir(parents=True, exist_ok=True)
