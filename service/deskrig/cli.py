@@ -124,7 +124,7 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
     """The bound HTTP socket (None for stdio), claimed before a desktop or rig starts."""
     if transport.kind != "http":
         return contextlib.nullcontext()
-    return contextlib.closing(bind_listener(transport))
+    return contextlib.closing(bind_listener(transport.host, transport.port))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -39,6 +39,10 @@ def default_allowed_directories() -> list[str]:
     return [str(Path.home() / "deskrig")]
 
 
+#: Seconds an HTTP client has to send a request's headers (``--header-timeout``).
+DEFAULT_HEADER_TIMEOUT = 10.0
+
+
 class SecurityPolicy(BaseModel):
     """What a client may touch: output paths, capture rate, windows, and what is audited."""
 
@@ -73,7 +77,7 @@ class Settings(BaseModel):
     allowed_hosts: list[str] = Field(default_factory=list)
     max_inline_bytes: int = Field(1024 * 1024, ge=16 * 1024)
     #: Seconds an HTTP client has to send a request's headers before its connection is closed.
-    header_timeout: float = Field(10.0, gt=0, le=3600)
+    header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0, le=3600)
     #: Reuse the encoding of an unchanged screen (the backend's damage tracking says when).
     reuse_unchanged_captures: bool = True
     security: SecurityPolicy = Field(default_factory=SecurityPolicy)

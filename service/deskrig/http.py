@@ -12,18 +12,22 @@ Security, outermost first:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import h11
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from deskrig.config import DEFAULT_HEADER_TIMEOUT
 from deskrig.recording.feed import recording_router
 from deskrig.server import DeskrigServer
 
@@ -110,6 +114,59 @@ async def _reject(send: Send, status: int, code: str, message: str, extra_header
     headers += [(k.encode(), v.encode()) for k, v in extra_headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class HeaderDeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request's headers.
+
+    uvicorn only times out idle keep-alive connections: a client that sends nothing, or a request
+    head a byte at a time, holds a connection (and its memory) for ever. Here the head must be
+    complete within ``header_timeout`` seconds of the connection opening or of the request's first
+    byte; otherwise a partial head gets ``408 Request Timeout`` and the connection is closed.
+    A request body and the response are not bounded by this.
+    """
+
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # a whole request head has arrived
+            self._disarm()
+        elif self._deadline is None:  # the first bytes of a request after a keep-alive pause
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._deadline = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        partial, _ = self.conn.trailing_data
+        if partial:
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+            )
+        self.transport.close()
+
+
+def header_deadline_protocol(header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> type[H11Protocol]:
+    """The protocol class to give ``uvicorn.Config(http=...)``, with this deadline."""
+    return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
 
 
 def create_app(

@@ -6,7 +6,6 @@ supervisor). Both stop on a :class:`threading.Event`, set by a signal or by the 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import signal
@@ -16,16 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
-import h11
 import uvicorn
 from mcp.server.stdio import stdio_server
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
-from deskrig.http import Readiness, create_app
+from deskrig.http import Readiness, create_app, header_deadline_protocol
 from deskrig.recording.registry import RecordingRegistry, close_recordings
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
@@ -88,58 +85,6 @@ async def _serve_stdio(server: DeskrigServer, stop: threading.Event) -> None:
         tg.cancel_scope.cancel()
 
 
-class HeaderDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's headers.
-
-    uvicorn only times out idle keep-alive connections: a client that sends nothing, or a request
-    head a byte at a time, holds a connection (and its memory) for ever. Here the head must be
-    complete within ``header_timeout`` seconds of the connection opening or of the request's first
-    byte; otherwise a partial head gets ``408 Request Timeout`` and the connection is closed.
-    A request body and the response are not bounded by this.
-    """
-
-    header_timeout: float = 10.0
-    _deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:  # a whole request head has arrived
-            self._disarm()
-        elif self._deadline is None:  # the first bytes of a request after a keep-alive pause
-            self._arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        self._deadline = self.loop.call_later(self.header_timeout, self._expired)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expired(self) -> None:
-        self._deadline = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
-            return
-        partial, _ = self.conn.trailing_data
-        if partial:
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
-            )
-        self.transport.close()
-
-
-def _http_protocol(header_timeout: float) -> type[H11Protocol]:
-    return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
-
-
 async def _serve_http(
     server: DeskrigServer,
     transport: Transport,
@@ -159,7 +104,7 @@ async def _serve_http(
         app,
         host=transport.host,
         port=transport.port,
-        http=_http_protocol(server.services.settings.header_timeout),
+        http=header_deadline_protocol(server.services.settings.header_timeout),
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -72,24 +72,23 @@ def resolve_token(settings: Settings, transport: Transport) -> str | None:
     return token
 
 
-def bind_listener(transport: Transport) -> socket.socket:
+def bind_listener(host: str, port: int) -> socket.socket:
     """Claim the HTTP address before anything else starts, so that a port in use fails at once
     (one line, nothing started) rather than after the display and the app are up.
 
     The socket is bound but not listening: until the server starts, connections are refused
-    rather than queued behind a rig that is still starting."""
-    family = socket.AF_INET6 if ":" in transport.host else socket.AF_INET
+    rather than queued behind a rig that is still starting. Port 0 picks a free port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous run's TIME_WAIT
-        sock.bind((transport.host, transport.port))
+        sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        where = f"{transport.host}:{transport.port}"
         hint = (
             " (another rig or server uses it; choose another port)" if exc.errno == errno.EADDRINUSE else ""
         )
-        message = f"cannot listen on {where}: {exc.strerror or exc}{hint}"
+        message = f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}"
         # The message says it all: one line on the command line, no generic remediation after it.
         raise DeskrigError(ErrorCode.INVALID_ARGUMENT, message, remediation="") from exc
     return sock

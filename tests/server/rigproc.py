@@ -65,6 +65,17 @@ def http_status(url: str) -> int | None:
         return None
 
 
+def read_until_closed(sock: socket.socket, timeout: float) -> bytes:
+    """Everything a server sends on ``sock`` until it closes the connection; fails (socket
+    timeout) if the server keeps it open longer than ``timeout``."""
+    sock.settimeout(timeout)
+    data = b""
+    with sock:
+        while chunk := sock.recv(4096):
+            data += chunk
+    return data
+
+
 def color_app(
     title: str, color: str, log: Path, *, toolkit: str = "gtk", size: str = "300x200", pos: str = ""
 ) -> list[str]:

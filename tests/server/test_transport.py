@@ -17,7 +17,16 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from tests.server.conftest import GREEN, GreenRig
-from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status, poll
+from tests.server.rigproc import (
+    DESKRIG,
+    INITIALIZE,
+    RigProcess,
+    color_app,
+    free_port,
+    http_status,
+    poll,
+    read_until_closed,
+)
 
 from deskrig.rig import EXIT_DISPLAY_LOST
 
@@ -159,21 +168,11 @@ def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
             time.sleep(0.1)
         assert http_status(f"{rig.base}/healthz") == 200  # the server still serves others
         for sock in [*partial, trickle, keep_alive]:
-            assert _read_until_closed(sock, timeout=5).startswith(b"HTTP/1.1 408 "), sock
-        assert _read_until_closed(silent, timeout=5) == b""
+            assert read_until_closed(sock, timeout=5).startswith(b"HTTP/1.1 408 "), sock
+        assert read_until_closed(silent, timeout=5) == b""
         assert time.monotonic() - started < 8
     finally:
         rig.stop()
-
-
-def _read_until_closed(sock: socket.socket, timeout: float) -> bytes:
-    """Everything the server sends until it closes the connection; fails if it stays open."""
-    sock.settimeout(timeout)
-    data = b""
-    with sock:
-        while chunk := sock.recv(4096):
-            data += chunk
-    return data
 
 
 def test_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.orchestrator.api import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec
+from deskrig.transport import bind_listener
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -70,19 +70,12 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     import anyio
     import uvicorn
 
+    from deskrig.http import header_deadline_protocol
     from deskrig.orchestrator.api import create_api
     from deskrig.orchestrator.core import Orchestrator
 
     token = secrets.token_urlsafe(32)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        raise DeskrigError(
-            ErrorCode.INVALID_ARGUMENT, f"cannot listen on {host}:{port}: {exc.strerror}"
-        ) from exc
+    sock = bind_listener(host, port)
     port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
 
@@ -99,6 +92,7 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
                 server = uvicorn.Server(
                     uvicorn.Config(
                         app,
+                        http=header_deadline_protocol(),
                         log_level="warning",
                         access_log=False,
                         lifespan="off",
