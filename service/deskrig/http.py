@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import h11
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
@@ -34,6 +35,8 @@ from deskrig.server import DeskrigServer
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: Seconds an idle keep-alive connection stays open (see :func:`uvicorn_config`).
+KEEP_ALIVE_TIMEOUT = 30
 #: Key in the ASGI scope's ``state``: whether the request carried the token (or needs none).
 AUTHORIZED = "deskrig_authorized"
 
@@ -164,9 +167,25 @@ class HeaderDeadlineProtocol(H11Protocol):
         self.transport.close()
 
 
-def header_deadline_protocol(header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> type[H11Protocol]:
-    """The protocol class to give ``uvicorn.Config(http=...)``, with this deadline."""
-    return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
+def uvicorn_config(
+    app: ASGIApp, *, header_timeout: float = DEFAULT_HEADER_TIMEOUT, **options: Any
+) -> uvicorn.Config:
+    """The uvicorn settings every deskrig HTTP server shares, plus ``options``.
+
+    The header deadline above, and a keep-alive timeout well beyond clients' idle expiry (httpx,
+    under the MCP SDK: 5 s, uvicorn's own default too): with equal timeouts a server under load
+    closed an idle connection just as its client reused it, and the request died with a reset
+    (``ReadError``). Now the client always drops an idle connection first.
+    """
+    protocol = type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
+    return uvicorn.Config(
+        app,
+        http=protocol,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+        log_level="warning",
+        access_log=False,
+        **options,
+    )
 
 
 def create_app(

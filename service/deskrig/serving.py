@@ -22,7 +22,7 @@ from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
-from deskrig.http import Readiness, create_app, header_deadline_protocol
+from deskrig.http import Readiness, create_app, uvicorn_config
 from deskrig.recording.registry import RecordingRegistry, close_recordings
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
@@ -100,13 +100,11 @@ async def _serve_http(
         readiness=readiness,
         bind_host=transport.host,
     )
-    config = uvicorn.Config(
+    config = uvicorn_config(
         app,
+        header_timeout=server.services.settings.header_timeout,
         host=transport.host,
         port=transport.port,
-        http=header_deadline_protocol(server.services.settings.header_timeout),
-        log_level="warning",
-        access_log=False,
         lifespan="on",
     )
     http = uvicorn.Server(config)

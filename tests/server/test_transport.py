@@ -153,11 +153,7 @@ def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
         silent = socket.create_connection(("127.0.0.1", rig.port))
         trickle = socket.create_connection(("127.0.0.1", rig.port))
         keep_alive = socket.create_connection(("127.0.0.1", rig.port))
-        keep_alive.sendall(head + b"\r\n")
-        first_response = b""
-        while not first_response.endswith(b'{"status":"ok"}'):
-            first_response += keep_alive.recv(4096)
-        assert first_response.startswith(b"HTTP/1.1 200"), first_response
+        assert _healthz_on(keep_alive, rig.port).startswith(b"HTTP/1.1 200")
         keep_alive.sendall(head)  # the next request on the same connection stops half-way
         started = time.monotonic()
         for byte in head:  # one byte at a time, well inside the timeout each: still cut off
@@ -173,6 +169,26 @@ def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
         assert time.monotonic() - started < 8
     finally:
         rig.stop()
+
+
+def test_idle_connections_outlive_the_clients_keep_alive(green_rig: GreenRig) -> None:
+    """The server keeps an idle connection open longer than httpx (the MCP SDK's client) does (5 s):
+    with equal timeouts, a loaded server closed connections as clients reused them (ReadError)."""
+    rig = green_rig.rig
+    with socket.create_connection(("127.0.0.1", rig.port)) as sock:
+        assert _healthz_on(sock, rig.port).startswith(b"HTTP/1.1 200")
+        time.sleep(6)
+        assert _healthz_on(sock, rig.port).startswith(b"HTTP/1.1 200")
+
+
+def _healthz_on(sock: socket.socket, port: int) -> bytes:
+    """GET /healthz on an open keep-alive connection; the whole response, or what came before EOF."""
+    sock.sendall(f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\r\n".encode())
+    sock.settimeout(5)
+    response = b""
+    while not response.endswith(b'{"status":"ok"}') and (chunk := sock.recv(4096)):
+        response += chunk
+    return response
 
 
 def test_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     import anyio
     import uvicorn
 
-    from deskrig.http import header_deadline_protocol
+    from deskrig.http import uvicorn_config
     from deskrig.orchestrator.api import create_api
     from deskrig.orchestrator.core import Orchestrator
 
@@ -90,11 +90,8 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
 
                 app = create_api(orchestrator, token=token, on_shutdown=shut_down)
                 server = uvicorn.Server(
-                    uvicorn.Config(
+                    uvicorn_config(
                         app,
-                        http=header_deadline_protocol(),
-                        log_level="warning",
-                        access_log=False,
                         lifespan="off",
                         timeout_graceful_shutdown=5,
                     )
