@@ -84,6 +84,8 @@ SIZE_LIMITS = (64, 8192)
 #: :func:`run_until_signal`'s status when the X server died under a running rig (sysexits'
 #: EX_UNAVAILABLE): the app usually dies with it, but the display is the cause.
 EXIT_DISPLAY_LOST = 69
+#: How long ``serve`` may take to return once asked to stop before the rig is stopped under it.
+SERVE_STOP_GRACE = 5.0
 
 
 def parse_size(size: str) -> tuple[int, int]:
@@ -604,6 +606,18 @@ def _require(executable: str, stage: str, code: ErrorCode, remediation: str) -> 
         )
 
 
+def _stop_rig_if_serving_hangs(rig: Rig, stop_event: threading.Event, served: threading.Event) -> None:
+    """A wedged X server (alive, not answering) blocks tool calls in X reads, and with them the
+    server's shutdown and the desktop's close, while the rig's stop, which would end it, only
+    comes after them: then stop the rig first, so that the blocked calls fail and serving ends."""
+    stop_event.wait()
+    if not served.wait(SERVE_STOP_GRACE):
+        log.warning(
+            "serving has not ended %g s after the stop (X server wedged?): stopping the rig", SERVE_STOP_GRACE
+        )
+        rig.stop()
+
+
 def run_until_signal(rig: Rig, serve: Callable[[Rig, threading.Event], None]) -> int:
     """Start ``rig``, run ``serve(rig, stop_event)``, then stop the rig. Main thread only.
 
@@ -642,7 +656,16 @@ def run_until_signal(rig: Rig, serve: Callable[[Rig, threading.Event], None]) ->
                 return 0
             raise
         if not stop_event.is_set():
-            serve(rig, stop_event)
+            served = threading.Event()
+            watch = threading.Thread(
+                target=_stop_rig_if_serving_hangs, args=(rig, stop_event, served), name="deskrig-stop-watch"
+            )
+            watch.daemon = True
+            watch.start()
+            try:
+                serve(rig, stop_event)
+            finally:
+                served.set()
     finally:
         rig.stop()
         for sig, handler in previous.items():

@@ -110,8 +110,11 @@ async def _serve_http(
     http = uvicorn.Server(config)
 
     async def stop_when_asked() -> None:
-        await _wait_for(stop)
+        # uvicorn takes SIGINT/SIGTERM itself while it serves: pass its stop on, as ours to it.
+        while not (stop.is_set() or http.should_exit):
+            await anyio.sleep(STOP_POLL_SECONDS)
         http.should_exit = True
+        stop.set()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(stop_when_asked)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -366,6 +368,29 @@ def test_display_death_stops_the_runner_cleanly(tmp_path: Path, app: list[str]) 
     assert "Traceback" not in stderr and "the X server (Xvfb" in stderr, stderr
     poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
     assert not Path(runtime_dir).exists()
+
+
+def test_sigterm_tears_down_a_rig_whose_display_is_wedged(tmp_path: Path) -> None:
+    """Xvfb alive but not answering (here: stopped), a tool call blocked on it: SIGTERM still ends
+    the runner and every process (before, shutdown waited on the call for ever)."""
+    rig = RigProcess(app=["xterm"]).start(tmp_path)
+    details = rig.wait_ready()["details"]
+    try:
+        os.kill(details["pids"]["xvfb"], signal.SIGSTOP)
+        results: list[bool] = []
+        call = threading.Thread(target=lambda: results.append(rig.call("list_windows").is_error), daemon=True)
+        call.start()
+        time.sleep(1)
+        assert rig.stop(timeout=40) == 0
+        call.join(timeout=10)
+        assert results == [True]
+        poll("no stray processes", lambda: not _rig_processes(details["display"]), timeout=10)
+        assert "Traceback" not in rig.stderr()
+    finally:  # on failure: the others die with the runner, but a stopped Xvfb only by SIGKILL
+        if rig.proc is not None and rig.proc.poll() is None:
+            rig.proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(details["pids"]["xvfb"], signal.SIGKILL)
 
 
 def test_app_exit_ends_the_runner_with_its_status(tmp_path: Path) -> None:
