@@ -49,6 +49,7 @@ def sample(action: argparse.Action, tmp: Path) -> tuple[list[str], str]:
         "audit_log": "-",
         "record": "/srv/turns",
         "recording_key_file": "/srv/recording.key",
+        "header_timeout": "30",
         "display": ":7",
         "size": "640x480",
         "wm": "xfwm4",
@@ -112,3 +113,14 @@ def test_flags_win_over_variables_and_bad_values_are_refused() -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             effect(words, [], bad)
+
+
+def test_rig_cli_errors_are_one_line_for_a_person(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad flag is one stderr line with a shell hint, not the MCP advice ("call again")."""
+    from deskrig.cli import main
+
+    assert main(["rig", "run", "--stdio", "--size", "10x", "--", "xterm"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("deskrig: INVALID_ARGUMENT: invalid screen size '10x'")
+    assert "call" not in lines[0].lower().split() and "--help" in lines[0]

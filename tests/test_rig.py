@@ -31,6 +31,7 @@ from Xlib.display import Display
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.procs import mapped_windows
 from deskrig.rig import Rig, RigOptions, RigStartupError
+from deskrig.rundirs import OWNER_FILE, UNRECORDED_GRACE, DirOwner, Kind, make_rig_dir, sweep_stale_dirs
 
 APPS = Path(__file__).parent / "apps"
 HARNESS = APPS / "rig_harness.py"
@@ -443,13 +444,62 @@ def test_app_exit_ends_the_runner_with_the_apps_status(
     assert live_rig_processes(ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())) == {}
 
 
-def test_rig_dies_with_a_sigkilled_runner(harness: Callable[..., Harness]) -> None:
+def test_rig_dies_with_a_sigkilled_runner_and_the_next_rig_sweeps_its_dirs(
+    harness: Callable[..., Harness],
+) -> None:
     run, ready = _start_xterm_with_grandchild(harness)
+    left_behind = [Path(ready["env"]["XDG_RUNTIME_DIR"]), Path(ready["run_dir"])]
     run.proc.kill()
     run.proc.wait(timeout=5)
     try:
         assert_all_gone(ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values()))
+        assert all(path.is_dir() for path in left_behind)  # a SIGKILLed runner cannot clean up
+        with Rig(RigOptions(wm=None, a11y=False)) as later:
+            assert not any(path.exists() for path in left_behind)
+            own = [Path(later.env["XDG_RUNTIME_DIR"]), later.run_dir]
+            assert all(path is not None and path.is_dir() for path in own)
     finally:
-        # A SIGKILLed runner cannot clean up after itself.
-        shutil.rmtree(ready["env"]["XDG_RUNTIME_DIR"], ignore_errors=True)
-        shutil.rmtree(ready["run_dir"], ignore_errors=True)
+        for path in left_behind:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _owned_dir(root: Path, kind: Kind, **owner_changes: Any) -> Path:
+    """A rig directory under ``root`` whose owner record differs from this process's as given."""
+    path = make_rig_dir(kind, root)
+    owner = DirOwner.current().model_copy(update=owner_changes)
+    (path / OWNER_FILE).write_text(owner.model_dump_json())
+    return path
+
+
+def test_sweep_removes_only_dirs_whose_owner_is_certainly_gone(tmp_path: Path) -> None:
+    me = DirOwner.current()
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    dead_pid = exited.pid
+    sleeper = subprocess.Popen(["sleep", "60"], env={"XDG_RUNTIME_DIR": str(tmp_path / "deskrig-xdg-inuse")})
+    try:
+        kept = {
+            "live owner": _owned_dir(tmp_path, "xdg"),
+            "live owner, run dir": _owned_dir(tmp_path, "rig"),
+            "other pid namespace": _owned_dir(tmp_path, "xdg", pid=dead_pid, pid_namespace="pid:[1]"),
+            "unrecorded, recent": tmp_path / "deskrig-xdg-recent",
+            "unrecorded, in use": tmp_path / "deskrig-xdg-inuse",
+            "unrecorded run dir": tmp_path / "deskrig-rig-old",
+            "another prefix": tmp_path / "deskrig-bench-old",
+        }
+        removed = {
+            "dead owner": _owned_dir(tmp_path, "xdg", pid=dead_pid),
+            "reused pid": _owned_dir(tmp_path, "rig", start_time=me.start_time - 1),
+            "before a reboot": _owned_dir(tmp_path, "xdg", boot_id="another-boot"),
+            "unrecorded, old, unused": tmp_path / "deskrig-xdg-old",
+        }
+        long_ago = time.time() - 2 * UNRECORDED_GRACE
+        for name, path in [*kept.items(), *removed.items()]:
+            path.mkdir(exist_ok=True)
+            if name != "unrecorded, recent":
+                os.utime(path, (long_ago, long_ago))
+        assert sorted(sweep_stale_dirs(tmp_path)) == sorted(removed.values())
+        assert all(path.is_dir() for path in kept.values())
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
 import os
 import shlex
+import socket
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -15,12 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from deskrig import __version__
+from deskrig.cli_errors import report_cli_error
 from deskrig.config import ENV_KEYS, Settings, load_settings
 from deskrig.errors import ConfigError, DeskrigError
-from deskrig.transport import Transport, resolve_tokens
+from deskrig.transport import Transport, bind_listener, resolve_tokens
 
-EXIT_ERROR = 1
-EXIT_USAGE = 2
 
 
 #: The ``DESKRIG_*`` variable of every ``serve`` / ``rig run`` flag, by argparse dest. Those backed
@@ -93,6 +94,15 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="HOST[:PORT]",
         help="extra Host header to accept (repeatable; env: comma-separated)",
+    )
+    _option(
+        parser,
+        "--header-timeout",
+        env="DESKRIG_HEADER_TIMEOUT",
+        setting="header_timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close an HTTP connection whose request headers are not complete by then (default 10)",
     )
     _option(
         parser,
@@ -310,6 +320,13 @@ def prepare(args: argparse.Namespace, env: Mapping[str, str]) -> Invocation:
     return Invocation(args, settings, transport)
 
 
+def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.socket | None]:
+    """The bound HTTP socket (None for stdio), claimed before a desktop or rig starts."""
+    if transport.kind != "http":
+        return contextlib.nullcontext()
+    return contextlib.closing(bind_listener(transport.host, transport.port))
+
+
 def cmd_serve(invocation: Invocation) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
@@ -319,7 +336,7 @@ def cmd_serve(invocation: Invocation) -> int:
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
 
-    with open_desktop(settings.backend, args.display) as desktop:
+    with _listener(transport) as listener, open_desktop(settings.backend, args.display) as desktop:
         launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
         server = build_server(
             desktop,
@@ -339,7 +356,7 @@ def cmd_serve(invocation: Invocation) -> int:
 
         stop = threading.Event()
         with stop_on_signals(stop):
-            serve(server, transport, tokens, readiness, stop)
+            serve(server, transport, listener, tokens, readiness, stop)
     return 0
 
 
@@ -362,7 +379,7 @@ def cmd_rig_run(invocation: Invocation) -> int:
     )
     rig = Rig(options)
 
-    def serve_rig(rig: Rig, stop: threading.Event) -> None:
+    def serve_rig(rig: Rig, stop: threading.Event, listener: socket.socket | None) -> None:
         importer.join()
         from deskrig.desktop import open_desktop
         from deskrig.http import Readiness
@@ -385,9 +402,10 @@ def cmd_rig_run(invocation: Invocation) -> int:
                     checks["window_manager"] = status.wm_up
                 return Readiness(ready=status.ready, checks=checks, details=status.model_dump(mode="json"))
 
-            serve(server, transport, tokens, readiness, stop)
+            serve(server, transport, listener, tokens, readiness, stop)
 
-    return run_until_signal(rig, serve_rig)
+    with _listener(transport) as listener:
+        return run_until_signal(rig, lambda rig, stop: serve_rig(rig, stop, listener))
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -422,13 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(args)
         return cmd_doctor(args)
     except DeskrigError as exc:
-        print(f"deskrig: {exc.code.value}: {exc.message}", file=sys.stderr)
-        if exc.details:
-            print(f"deskrig: details: {json.dumps(exc.details, default=str)}", file=sys.stderr)
-        if exc.remediation:
-            print(f"deskrig: {exc.remediation}", file=sys.stderr)
-        return EXIT_USAGE if exc.code.value == "INVALID_ARGUMENT" else EXIT_ERROR
-
+        return report_cli_error(exc, verbose=getattr(args, "verbose", False))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,6 +26,8 @@ CLI_HINTS: dict[ErrorCode, str] = {
     ErrorCode.RECORDING_ERROR: "Check that the recording directory (--record) is writable.",
     ErrorCode.INVALID_ARGUMENT: "Fix the flag or DESKRIG_* variable named above; --help lists them.",
     ErrorCode.TIMEOUT: "It did not happen in time; raise the timeout or look at the log.",
+    ErrorCode.BUSY: "Another client's input was still being delivered; try again shortly.",
+    ErrorCode.CANCELLED: "It was stopped before it finished; nothing more was done.",
     ErrorCode.INTERNAL_ERROR: "This is a bug in deskrig; rerun with -v and report the log.",
 }
 

@@ -26,6 +26,7 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_TOKENS_FILE": (None, "tokens_file"),
     "DESKRIG_ALLOWED_HOSTS": (None, "allowed_hosts"),
     "DESKRIG_MAX_INLINE_BYTES": (None, "max_inline_bytes"),
+    "DESKRIG_HEADER_TIMEOUT": (None, "header_timeout"),
     "DESKRIG_ALLOWED_DIRS": ("security", "allowed_directories"),
     "DESKRIG_MAX_CAPTURES_PER_MINUTE": ("security", "max_captures_per_minute"),
     "DESKRIG_BLOCKED_WINDOWS": ("security", "blocked_window_patterns"),
@@ -40,6 +41,10 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
 
 def default_allowed_directories() -> list[str]:
     return [str(Path.home() / "deskrig")]
+
+
+#: Seconds an HTTP client has to send a request's headers (``--header-timeout``).
+DEFAULT_HEADER_TIMEOUT = 10.0
 
 
 class SecurityPolicy(BaseModel):
@@ -78,6 +83,8 @@ class Settings(BaseModel):
     tokens_file: str | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     max_inline_bytes: int = Field(1024 * 1024, ge=16 * 1024)
+    #: Seconds an HTTP client has to send a request's headers before its connection is closed.
+    header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0, le=3600)
     #: Reuse the encoding of an unchanged screen (the backend's damage tracking says when).
     reuse_unchanged_captures: bool = True
     security: SecurityPolicy = Field(default_factory=SecurityPolicy)

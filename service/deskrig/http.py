@@ -2,29 +2,36 @@
 
 Security, outermost first:
 
-1. Host check (DNS-rebinding protection): only loopback names and the configured
+1. Host check (DNS-rebinding protection): only loopback names (on any port: a published port
+   such as ``docker run -p 127.0.0.1:9000:8765`` differs from the bound one) and the configured
    ``allowed_hosts`` may appear in the ``Host`` header; anything else gets 421 before any routing.
 2. Bearer token on everything but the two probes, compared in constant time against every
    configured token; 401 otherwise. The token's name is the request's identity (see
    ``deskrig.identity``), left in the ASGI scope for the MCP layer. ``no_auth`` turns tokens off
-   (every client is ``anonymous``) and is only accepted on a loopback bind.
+   (every client is ``anonymous``) and is only accepted on a loopback bind. The probes answer
+   anyone, but ``/readyz`` shows its details (paths, pids, diagnostics) only with a token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import FastAPI
+import h11
+import uvicorn
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from deskrig.config import DEFAULT_HEADER_TIMEOUT
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
 from deskrig.recording.feed import recording_router
 from deskrig.server import DeskrigServer
@@ -32,22 +39,29 @@ from deskrig.server import DeskrigServer
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: Seconds an idle keep-alive connection stays open (see :func:`uvicorn_config`).
+KEEP_ALIVE_TIMEOUT = 30
+#: Key in the ASGI scope's ``state``: whether the request carried the token (or needs none).
+AUTHORIZED = "deskrig_authorized"
 
 
 class Readiness(BaseModel):
-    """What /readyz reports. ``ready`` is the verdict; the rest says why."""
+    """What /readyz reports. ``ready`` is the verdict; ``checks`` says which part is up or down;
+    ``details`` (only shown with the token) says where and how."""
 
     ready: bool
     checks: dict[str, bool]
     details: dict[str, Any] = {}
 
 
-def host_patterns(port: int, allowed_hosts: list[str]) -> list[str]:
-    """Host header values accepted: loopback on the bound port, plus the configured ones as given.
+def host_patterns(allowed_hosts: list[str]) -> list[str]:
+    """Host header values accepted: loopback names on any port, plus the configured ones as given.
 
-    A configured entry without a port (``rig1``) accepts any port (``rig1:*``).
+    A name that resolves to loopback cannot carry a DNS-rebinding attack, whatever the port (and
+    behind a port mapping the client's port is not ours). A configured entry without a port
+    (``rig1``) accepts any port (``rig1:*``).
     """
-    patterns = [f"{name}:{port}" for name in LOOPBACK_NAMES] + list(LOOPBACK_NAMES)
+    patterns = [f"{name}:*" for name in LOOPBACK_NAMES] + list(LOOPBACK_NAMES)
     for entry in allowed_hosts:
         patterns.append(entry if ":" in entry.lstrip("[") or entry.endswith("]") else f"{entry}:*")
         if ":" not in entry:
@@ -90,19 +104,21 @@ class GuardMiddleware:
             await _reject(send, 421, "MISDIRECTED_REQUEST", f"Host {host!r} is not allowed for this rig", {})
             return
         identity: str | None = ANONYMOUS_IDENTITY
-        if self.tokens is not None and scope["path"] not in PUBLIC_PATHS:
+        if self.tokens is not None:
             scheme, _, credential = headers.get("authorization", "").partition(" ")
             identity = self.tokens.identify(credential.strip()) if scheme.lower() == "bearer" else None
-            if identity is None:
-                await _reject(
-                    send,
-                    401,
-                    "PERMISSION_DENIED",
-                    "missing or wrong bearer token",
-                    {"www-authenticate": 'Bearer realm="deskrig"'},
-                )
-                return
-        scope[SCOPE_KEY] = identity
+        if identity is None and scope["path"] not in PUBLIC_PATHS:
+            await _reject(
+                send,
+                401,
+                "PERMISSION_DENIED",
+                "missing or wrong bearer token",
+                {"www-authenticate": 'Bearer realm="deskrig"'},
+            )
+            return
+        if identity is not None:
+            scope[SCOPE_KEY] = identity
+        scope.setdefault("state", {})[AUTHORIZED] = identity is not None
         await self.app(scope, receive, send)
 
 
@@ -114,17 +130,85 @@ async def _reject(send: Send, status: int, code: str, message: str, extra_header
     await send({"type": "http.response.body", "body": body})
 
 
+class HeaderDeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request's headers.
+
+    uvicorn only times out idle keep-alive connections: a client that sends nothing, or a request
+    head a byte at a time, holds a connection (and its memory) for ever. Here the head must be
+    complete within ``header_timeout`` seconds of the connection opening or of the request's first
+    byte; otherwise a partial head gets ``408 Request Timeout`` and the connection is closed.
+    A request body and the response are not bounded by this.
+    """
+
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # a whole request head has arrived
+            self._disarm()
+        elif self._deadline is None:  # the first bytes of a request after a keep-alive pause
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._deadline = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        partial, _ = self.conn.trailing_data
+        if partial:
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+            )
+        self.transport.close()
+
+
+def uvicorn_config(
+    app: ASGIApp, *, header_timeout: float = DEFAULT_HEADER_TIMEOUT, **options: Any
+) -> uvicorn.Config:
+    """The uvicorn settings every deskrig HTTP server shares, plus ``options``.
+
+    The header deadline above, and a keep-alive timeout well beyond clients' idle expiry (httpx,
+    under the MCP SDK: 5 s, uvicorn's own default too): with equal timeouts a server under load
+    closed an idle connection just as its client reused it, and the request died with a reset
+    (``ReadError``). Now the client always drops an idle connection first.
+    """
+    protocol = type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
+    return uvicorn.Config(
+        app,
+        http=protocol,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+        log_level="warning",
+        access_log=False,
+        **options,
+    )
+
+
 def create_app(
     server: DeskrigServer,
     *,
     tokens: TokenTable | None,
-    port: int,
     allowed_hosts: list[str] | None = None,
     readiness: Callable[[], Readiness],
     bind_host: str = "127.0.0.1",
 ) -> FastAPI:
     """The rig's ASGI app. ``tokens=None`` means no auth (loopback only; checked by the caller)."""
-    patterns = host_patterns(port, allowed_hosts or [])
+    patterns = host_patterns(allowed_hosts or [])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=patterns,
@@ -162,10 +246,13 @@ def create_app(
         return {"status": "ok"}
 
     @app.get("/readyz")
-    async def readyz() -> JSONResponse:
-        """Readiness: display, window manager and app are all up."""
+    async def readyz(request: Request) -> JSONResponse:
+        """Readiness: display, window manager and app are all up; the details need the token."""
         report = readiness()
-        return JSONResponse(report.model_dump(mode="json"), status_code=200 if report.ready else 503)
+        hidden = None if request.scope.get("state", {}).get(AUTHORIZED) else {"details"}
+        return JSONResponse(
+            report.model_dump(mode="json", exclude=hidden), status_code=200 if report.ready else 503
+        )
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
     app.mount("/", mcp_endpoint)

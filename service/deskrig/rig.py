@@ -32,7 +32,6 @@ import re
 import secrets
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -57,6 +56,7 @@ from deskrig.procs import (
     wm_check_window,
     write_xauthority,
 )
+from deskrig.rundirs import make_rig_dir, sweep_stale_dirs
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,6 +81,11 @@ X_EXTENSIONS = ("Composite", "DAMAGE", "RANDR", "X-Resource", "MIT-SHM")
 POLL_INTERVAL = 0.05
 STOP_GRACE = 3.0
 SIZE_LIMITS = (64, 8192)
+#: :func:`run_until_signal`'s status when the X server died under a running rig (sysexits'
+#: EX_UNAVAILABLE): the app usually dies with it, but the display is the cause.
+EXIT_DISPLAY_LOST = 69
+#: How long ``serve`` may take to return once asked to stop before the rig is stopped under it.
+SERVE_STOP_GRACE = 5.0
 
 
 def parse_size(size: str) -> tuple[int, int]:
@@ -177,7 +182,8 @@ class Rig:
         self._app: ManagedProcess | None = None
         self._wm_ready = False
         self._app_window: int | None = None
-        self._app_callbacks: list[Callable[[int], None]] = []
+        #: Who to tell when the display ("xvfb") or the app ("app") exits on its own.
+        self._exit_callbacks: dict[str, list[Callable[[int], None]]] = {"xvfb": [], "app": []}
 
     # --- public API ---
 
@@ -314,12 +320,19 @@ class Rig:
     def on_app_exit(self, callback: Callable[[int], None]) -> None:
         """Call ``callback(status)`` from a watcher thread when the app exits on its own (not when
         :meth:`stop` ends it). Called at once if that already happened."""
+        self._on_exit("app", callback)
+
+    def on_display_exit(self, callback: Callable[[int], None]) -> None:
+        """Like :meth:`on_app_exit`, for the X server: the rig has no display any more."""
+        self._on_exit("xvfb", callback)
+
+    def _on_exit(self, name: str, callback: Callable[[int], None]) -> None:
         with self._lock:
-            app = self._app
-            if app is None or app.alive or self._stopping:
-                self._app_callbacks.append(callback)
+            proc = {"xvfb": self._xvfb, "app": self._app}[name]
+            if proc is None or proc.alive or self._stopping:
+                self._exit_callbacks[name].append(callback)
                 return
-        callback(app.exit_status or 0)
+        callback(proc.exit_status or 0)
 
     def __enter__(self) -> Rig:
         self.start()
@@ -333,10 +346,11 @@ class Rig:
     # --- start-up stages ---
 
     def _make_dirs(self) -> None:
+        sweep_stale_dirs()  # what SIGKILLed rigs left behind
         # A fresh 0700 dir per rig: its bus socket, a11y bus socket and cookie are nobody else's.
-        self._runtime_dir = Path(tempfile.mkdtemp(prefix="deskrig-xdg-"))
+        self._runtime_dir = make_rig_dir("xdg")
         if self.options.run_dir is None:
-            self._run_dir = Path(tempfile.mkdtemp(prefix="deskrig-rig-"))
+            self._run_dir = make_rig_dir("rig")
         else:
             self._run_dir = Path(self.options.run_dir)
             self._run_dir.mkdir(parents=True, exist_ok=True)
@@ -358,6 +372,7 @@ class Rig:
             self._xvfb = xvfb = self._spawn(
                 "xvfb", argv, self.launch_environment(), pass_fds=[pipe.write_fd], death_signal=signal.SIGTERM
             )
+            xvfb.on_exit(lambda status: self._exited(xvfb, status))
             number = self._poll("the display number on -displayfd", pipe.poll, xvfb, lambda: "nothing yet")
         finally:
             pipe.close()
@@ -461,7 +476,7 @@ class Rig:
             ) from exc
         with self._lock:
             self._app = app
-        app.on_exit(self._app_exited)
+        app.on_exit(lambda status: self._exited(app, status))
 
         def own_window() -> int | None:
             for wid, pid, _ in mapped_windows(conn):
@@ -482,12 +497,18 @@ class Rig:
 
     # --- helpers ---
 
-    def _app_exited(self, status: int) -> None:
+    def _exited(self, proc: ManagedProcess, status: int) -> None:
+        """``proc`` (the display or the app) exited on its own: tell whoever asked."""
         with self._lock:
             if self._stopping:
                 return
-            callbacks = list(self._app_callbacks)
-        log.info("the app (pid %s) exited with status %d", self._app.pid if self._app else "?", status)
+            callbacks = list(self._exit_callbacks[proc.name])
+        if proc.name == "app":
+            log.info("the app (pid %d) exited with status %d", proc.pid, status)
+        else:
+            log.error(
+                "the X server (Xvfb, pid %d) exited with status %d: the rig has no display", proc.pid, status
+            )
         for callback in callbacks:
             try:
                 callback(status)
@@ -585,31 +606,49 @@ def _require(executable: str, stage: str, code: ErrorCode, remediation: str) -> 
         )
 
 
+def _stop_rig_if_serving_hangs(rig: Rig, stop_event: threading.Event, served: threading.Event) -> None:
+    """A wedged X server (alive, not answering) blocks tool calls in X reads, and with them the
+    server's shutdown and the desktop's close, while the rig's stop, which would end it, only
+    comes after them: then stop the rig first, so that the blocked calls fail and serving ends."""
+    stop_event.wait()
+    if not served.wait(SERVE_STOP_GRACE):
+        log.warning(
+            "serving has not ended %g s after the stop (X server wedged?): stopping the rig", SERVE_STOP_GRACE
+        )
+        rig.stop()
+
+
 def run_until_signal(rig: Rig, serve: Callable[[Rig, threading.Event], None]) -> int:
     """Start ``rig``, run ``serve(rig, stop_event)``, then stop the rig. Main thread only.
 
-    ``stop_event`` is set on SIGINT/SIGTERM or when the app exits; ``serve`` must return once it
-    is set. Returns 0 after a signal (also one that interrupted start-up), else the app's exit
-    status if it exited on its own, else 0. Raises :class:`RigStartupError` if start-up fails.
+    ``stop_event`` is set on SIGINT/SIGTERM, when the app exits or when the X server dies;
+    ``serve`` must return once it is set. Returns 0 after a signal (also one that interrupted
+    start-up), else :data:`EXIT_DISPLAY_LOST` if the X server died, else the app's exit status if
+    it exited on its own, else 0. Raises :class:`RigStartupError` if start-up fails.
     """
     if threading.current_thread() is not threading.main_thread():
         raise DeskrigError(ErrorCode.INVALID_ARGUMENT, "run_until_signal must be called from the main thread")
     stop_event = threading.Event()
     signals: list[int] = []
     app_statuses: list[int] = []
+    display_statuses: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         signals.append(signum)
         stop_event.set()
         rig._abort.set()  # a start-up in progress gives up at its next poll
 
-    def on_app_exit(status: int) -> None:
-        app_statuses.append(status)
-        stop_event.set()
+    def stop_on_exit(statuses: list[int]) -> Callable[[int], None]:
+        def record(status: int) -> None:
+            statuses.append(status)
+            stop_event.set()
+
+        return record
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        rig.on_app_exit(on_app_exit)
+        rig.on_app_exit(stop_on_exit(app_statuses))
+        rig.on_display_exit(stop_on_exit(display_statuses))
         try:
             rig.start()
         except RigStartupError:
@@ -617,9 +656,22 @@ def run_until_signal(rig: Rig, serve: Callable[[Rig, threading.Event], None]) ->
                 return 0
             raise
         if not stop_event.is_set():
-            serve(rig, stop_event)
+            served = threading.Event()
+            watch = threading.Thread(
+                target=_stop_rig_if_serving_hangs, args=(rig, stop_event, served), name="deskrig-stop-watch"
+            )
+            watch.daemon = True
+            watch.start()
+            try:
+                serve(rig, stop_event)
+            finally:
+                served.set()
     finally:
         rig.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return app_statuses[0] if app_statuses and not signals else 0
+    if signals:
+        return 0
+    if display_statuses:
+        return EXIT_DISPLAY_LOST
+    return app_statuses[0] if app_statuses else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
-from deskrig.http import Readiness, create_app
+from deskrig.http import Readiness, create_app, uvicorn_config
 from deskrig.identity import TokenTable
 from deskrig.recording.registry import RecordingRegistry, close_recordings
 from deskrig.recording.watch import DisconnectWatch
@@ -91,6 +92,7 @@ async def _serve_stdio(server: DeskrigServer, stop: threading.Event) -> None:
 async def _serve_http(
     server: DeskrigServer,
     transport: Transport,
+    listener: socket.socket,
     tokens: TokenTable | None,
     readiness: Callable[[], Readiness],
     stop: threading.Event,
@@ -98,30 +100,31 @@ async def _serve_http(
     app = create_app(
         server,
         tokens=tokens,
-        port=transport.port,
         allowed_hosts=transport.allowed_hosts,
         readiness=readiness,
         bind_host=transport.host,
     )
-    config = uvicorn.Config(
+    config = uvicorn_config(
         app,
+        header_timeout=server.services.settings.header_timeout,
         host=transport.host,
         port=transport.port,
-        log_level="warning",
-        access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     http = uvicorn.Server(config)
 
     async def stop_when_asked() -> None:
-        await _wait_for(stop)
+        # uvicorn takes SIGINT/SIGTERM itself while it serves: pass its stop on, as ours to it.
+        while not (stop.is_set() or http.should_exit):
+            await anyio.sleep(STOP_POLL_SECONDS)
         http.should_exit = True
+        stop.set()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(stop_when_asked)
         log.info("MCP over HTTP on http://%s:%d/mcp", transport.host, transport.port)
-        await http.serve()
+        await http.serve(sockets=[listener])
         tg.cancel_scope.cancel()
     if not http.started:
         raise ConfigError(f"could not serve HTTP on {transport.host}:{transport.port} (port in use?)")
@@ -143,16 +146,19 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
 def serve(
     server: DeskrigServer,
     transport: Transport,
+    listener: socket.socket | None,
     tokens: TokenTable | None,
     readiness: Callable[[], Readiness],
     stop: threading.Event,
 ) -> None:
-    """Block serving MCP until ``stop`` is set (or the stdio client hangs up, which sets it)."""
+    """Block serving MCP until ``stop`` is set (or the stdio client hangs up, which sets it).
+
+    HTTP serves on ``listener``, bound beforehand by :func:`deskrig.transport.bind_listener`."""
     try:
-        if transport.kind == "stdio":
+        if listener is None:
             anyio.run(_serve_stdio, server, stop)
         else:
-            anyio.run(_serve_http, server, transport, tokens, readiness, stop)
+            anyio.run(_serve_http, server, transport, listener, tokens, readiness, stop)
     finally:
         stop.set()
         close_recordings(server.services)  # finalise the turn folders and mp4s before exit

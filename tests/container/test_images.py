@@ -1,9 +1,14 @@
-"""What the built images are: non-root, health-checked, no build tools, no build secrets."""
+"""What the built images are: non-root, health-checked, no build tools, no build secrets, no
+setuid/setgid programs."""
 
 from __future__ import annotations
 
+import secrets
+
+import httpx
 import pytest
-from tests.container.conftest import GTK_IMAGE, RIG_IMAGE, docker
+from tests.container.conftest import GTK_IMAGE, RIG_IMAGE, docker, free_port, poll
+from tests.server.rigproc import INITIALIZE
 
 pytestmark = pytest.mark.docker
 
@@ -34,3 +39,42 @@ def test_final_image_has_no_build_tools_or_leftovers(rig_images: None) -> None:
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split() == []
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_no_setuid_or_setgid_file(rig_images: None, image: str) -> None:
+    find = ["find", "/", "-xdev", "-type", "f", "-perm", "/6000"]  # as root: every directory
+    probe = docker("run", "--rm", "--user", "0", "--entrypoint", find[0], image, *find[1:])
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == []
+
+
+def test_plain_docker_run_answers_on_its_published_port(rig_images: None) -> None:
+    """`docker run -p 127.0.0.1:PORT:8765`: clients send Host 127.0.0.1:PORT, not the bound 8765
+    (every request got 421 while Docker said healthy)."""
+    port, token = free_port(), secrets.token_urlsafe(16)
+    started = docker(
+        "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8765", "-e", f"DESKRIG_TOKEN={token}", GTK_IMAGE
+    )
+    assert started.returncode == 0, started.stderr
+    container = started.stdout.strip()
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        poll("the rig's /readyz", ready, timeout=90)
+        headers = {
+            "authorization": f"Bearer {token}",
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+        response = httpx.post(f"{base}/mcp", json=INITIALIZE, headers=headers, timeout=10)
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["serverInfo"]["name"] == "deskrig"
+    finally:
+        docker("rm", "-f", container)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import docker
 import httpx
 import pytest
 from tests.orchestrator.helpers import clicks, containers, turn_folders
-from tests.server.rigproc import poll
+from tests.server.rigproc import poll, read_until_closed
 
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
@@ -188,6 +189,16 @@ def test_an_orchestrator_that_does_not_adopt_fails_a_sigkilled_ones_sessions(
         starting.id: "orchestrator restarted: the session was still starting when its orchestrator stopped",
     }
     assert containers(docker_client, session=ready.id) == containers(docker_client, session=starting.id) == []
+
+
+def test_service_closes_connections_that_never_finish_their_headers(cli: Cli) -> None:
+    cli("orchestrator", "serve", "--background")
+    state = read_state(cli.state_dir)
+    assert state is not None
+    host, port = state.url.removeprefix("http://").rsplit(":", 1)
+    slow = socket.create_connection((host, int(port)))
+    slow.sendall(f"GET /healthz HTTP/1.1\r\nhost: {host}\r\n".encode())
+    assert read_until_closed(slow, timeout=20).startswith(b"HTTP/1.1 408 ")
 
 
 def httpx_alive(url: str) -> bool:

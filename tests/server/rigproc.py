@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -65,6 +66,17 @@ def http_status(url: str) -> int | None:
         return httpx.get(url, timeout=2).status_code
     except httpx.HTTPError:
         return None
+
+
+def read_until_closed(sock: socket.socket, timeout: float) -> bytes:
+    """Everything a server sends on ``sock`` until it closes the connection; fails (socket
+    timeout) if the server keeps it open longer than ``timeout``."""
+    sock.settimeout(timeout)
+    data = b""
+    with sock:
+        while chunk := sock.recv(4096):
+            data += chunk
+    return data
 
 
 def color_app(
@@ -142,10 +154,17 @@ class RigProcess:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path else ""
 
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
+
     def readyz(self) -> dict[str, Any] | None:
-        if http_status(f"{self.base}/readyz") != 200:
+        """The rig's /readyz with its details (which need the token), once it says ready."""
+        try:
+            response = httpx.get(f"{self.base}/readyz", headers=self.auth, timeout=2)
+        except httpx.HTTPError:
             return None
-        return httpx.get(f"{self.base}/readyz", timeout=2).json()
+        return response.json() if response.status_code == 200 else None
 
     def wait_ready(self, timeout: float = 40.0) -> dict[str, Any]:
         def ready() -> dict[str, Any] | None:

@@ -55,6 +55,38 @@ def test_serve_attaches_to_an_existing_display(tmp_path: Path) -> None:
         stop_process(xvfb)
 
 
+def test_serve_answers_structured_errors_and_stops_cleanly_after_its_display_died(tmp_path: Path) -> None:
+    """The X connections are already closed by the server when teardown closes them."""
+    xvfb, display = start_xvfb(tmp_path)
+    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path), "NO_AT_BRIDGE": "1"}
+    port = free_port()
+    stderr = tmp_path / "serve.err"
+    server = subprocess.Popen(
+        [*DESKRIG, "serve", "--http", f"127.0.0.1:{port}", "--token", "T"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("wb"),
+    )
+    try:
+        poll("serve ready", lambda: http_status(f"http://127.0.0.1:{port}/readyz") == 200)
+        attached = RigProcess(app=[], token="T", port=port)
+        assert not attached.call("list_windows", {}).is_error
+        xvfb.kill()
+        xvfb.wait(timeout=10)
+        for tool in ("screenshot_screen", "list_windows", "click"):
+            arguments = {"x": 5, "y": 5} if tool == "click" else {}
+            result = attached.call(tool, arguments)
+            assert result.is_error, tool
+            assert result.structured_content["error"]["code"] in ("DISPLAY_NOT_FOUND", "INPUT_FAILED"), tool
+        assert http_status(f"http://127.0.0.1:{port}/readyz") == 503
+    finally:
+        server.terminate()
+        status = server.wait(timeout=20)
+        stop_process(xvfb)
+    assert status == 0, stderr.read_text()
+    assert "Traceback" not in stderr.read_text()
+
+
 def test_doctor_reports_backend_and_displays(tmp_path: Path) -> None:
     xvfb, display = start_xvfb(tmp_path)
     try:

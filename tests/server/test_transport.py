@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,9 +21,22 @@ import pytest
 from mcp import Client, StdioServerParameters
 from PIL import Image
 from tests.server.conftest import GREEN, GreenRig
-from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status, poll
+from tests.server.rigproc import (
+    DESKRIG,
+    INITIALIZE,
+    RigProcess,
+    color_app,
+    free_port,
+    http_status,
+    poll,
+    read_until_closed,
+)
 
 from deskrig.errors import tool_error
+from deskrig.rig import EXIT_DISPLAY_LOST
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
 
 
 def test_http_requires_the_token(green_rig: GreenRig) -> None:
@@ -43,6 +60,36 @@ def test_foreign_host_header_is_refused(green_rig: GreenRig) -> None:
     assert response.status_code == 421
     auth = {"authorization": f"Bearer {rig.token}", "host": "attacker.test"}
     assert httpx.post(rig.url, json={}, headers=auth).status_code == 421
+    for host in ("evil.example:8765", "127.0.0.1.evil.example:9000", "localhostx:9000"):
+        assert (
+            httpx.post(
+                rig.url, json=INITIALIZE, headers={**MCP_HEADERS, **rig.auth, "host": host}
+            ).status_code
+            == 421
+        )
+
+
+def test_loopback_host_on_any_port_is_accepted(green_rig: GreenRig) -> None:
+    """As behind `docker run -p 127.0.0.1:9000:8765`: the client's port is not the bound one."""
+    rig = green_rig.rig
+    for host in ("127.0.0.1:9000", "localhost:1", "[::1]:9000", "localhost", f"127.0.0.1:{rig.port}"):
+        headers = {**MCP_HEADERS, **rig.auth, "host": host, "origin": f"http://{host}"}
+        assert httpx.post(rig.url, json=INITIALIZE, headers=headers).status_code == 200, host
+        assert httpx.get(f"{rig.base}/readyz", headers={"host": host}).status_code == 200, host
+
+
+def test_readyz_shows_details_only_with_the_token(green_rig: GreenRig) -> None:
+    rig = green_rig.rig
+    for auth in ({}, {"authorization": "Bearer wrong-token"}):
+        anonymous = httpx.get(f"{rig.base}/readyz", headers=auth)
+        assert anonymous.status_code == 200
+        assert anonymous.json() == {
+            "ready": True,
+            "checks": {"display": True, "app": True, "window_manager": True},
+        }
+    detailed = httpx.get(f"{rig.base}/readyz", headers=rig.auth).json()
+    assert detailed["ready"] is True and detailed["details"]["display"].startswith(":")
+    assert {"xvfb", "app"} <= set(detailed["details"]["pids"])
 
 
 def test_allowed_host_and_generated_token(tmp_path: Path) -> None:
@@ -70,6 +117,84 @@ def test_allowed_host_and_generated_token(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_port_in_use_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    """Nothing starts (no Xvfb, no app) when the listen address is taken."""
+    started = tmp_path / "started"
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    xvfb = fake_bin / "Xvfb"  # records that it ran, then is the real Xvfb
+    xvfb.write_text(f'#!/bin/sh\ntouch {started}-xvfb\nexec {shutil.which("Xvfb")} "$@"\n')
+    xvfb.chmod(0o755)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        app = ["sh", "-c", f"touch {started}-app; sleep 60"]
+        result = subprocess.run(
+            [*DESKRIG, "rig", "run", "--http", f"127.0.0.1:{port}", "--token", "t", "--", *app],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "HOME": str(tmp_path)},
+        )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"deskrig: INVALID_ARGUMENT: cannot listen on 127.0.0.1:{port}: Address already in use"
+        " (another rig or server uses it; choose another port)"
+    ]
+    assert not list(tmp_path.glob("started-*"))
+
+
+def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
+    """Slowloris: partial request heads (sent at once, trickled, or after a keep-alive request)
+    and silent connections are closed after --header-timeout; other clients are served meanwhile."""
+    rig = RigProcess(app=["xterm"], extra=["--header-timeout", "1", "--no-a11y"]).start(tmp_path)
+    head = f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{rig.port}\r\n".encode()
+    try:
+        partial = [socket.create_connection(("127.0.0.1", rig.port)) for _ in range(5)]
+        for sock in partial:
+            sock.sendall(head)
+        silent = socket.create_connection(("127.0.0.1", rig.port))
+        trickle = socket.create_connection(("127.0.0.1", rig.port))
+        keep_alive = socket.create_connection(("127.0.0.1", rig.port))
+        assert _healthz_on(keep_alive, rig.port).startswith(b"HTTP/1.1 200")
+        keep_alive.sendall(head)  # the next request on the same connection stops half-way
+        started = time.monotonic()
+        for byte in head:  # one byte at a time, well inside the timeout each: still cut off
+            try:
+                trickle.send(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.1)
+        assert http_status(f"{rig.base}/healthz") == 200  # the server still serves others
+        for sock in [*partial, trickle, keep_alive]:
+            assert read_until_closed(sock, timeout=5).startswith(b"HTTP/1.1 408 "), sock
+        assert read_until_closed(silent, timeout=5) == b""
+        assert time.monotonic() - started < 8
+    finally:
+        rig.stop()
+
+
+def test_idle_connections_outlive_the_clients_keep_alive(green_rig: GreenRig) -> None:
+    """The server keeps an idle connection open longer than httpx (the MCP SDK's client) does (5 s):
+    with equal timeouts, a loaded server closed connections as clients reused them (ReadError)."""
+    rig = green_rig.rig
+    with socket.create_connection(("127.0.0.1", rig.port)) as sock:
+        assert _healthz_on(sock, rig.port).startswith(b"HTTP/1.1 200")
+        time.sleep(6)
+        assert _healthz_on(sock, rig.port).startswith(b"HTTP/1.1 200")
+
+
+def _healthz_on(sock: socket.socket, port: int) -> bytes:
+    """GET /healthz on an open keep-alive connection; the whole response, or what came before EOF."""
+    sock.sendall(f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\r\n".encode())
+    sock.settimeout(5)
+    response = b""
+    while not response.endswith(b'{"status":"ok"}') and (chunk := sock.recv(4096)):
+        response += chunk
+    return response
 
 
 def test_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:
@@ -274,6 +399,49 @@ def test_signal_tears_everything_down(tmp_path: Path, sig: int) -> None:
     assert _rig_processes(display)
     assert rig.stop(sig) == 0
     poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+
+
+@pytest.mark.parametrize("app", [[], ["xterm", "-e", "sh", "-c", "sleep 300"]], ids=["bare", "xterm"])
+def test_display_death_stops_the_runner_cleanly(tmp_path: Path, app: list[str]) -> None:
+    """Xvfb killed under a running rig: the runner stops with EXIT_DISPLAY_LOST, quietly, leaving
+    nothing behind (before, a bare rig ran on without a display, and a rig with an app died in
+    teardown on Xlib's ConnectionClosedError)."""
+    rig = RigProcess(app=app).start(tmp_path)
+    try:
+        details = rig.wait_ready()["details"]
+        display = details["display"]
+        runtime_dir = Path(details["a11y_bus"].split(",")[0].removeprefix("unix:path=")).parents[1]
+        os.kill(details["pids"]["xvfb"], signal.SIGKILL)
+        assert rig.proc is not None and rig.proc.wait(timeout=30) == EXIT_DISPLAY_LOST
+    finally:
+        rig.stop()
+    stderr = rig.stderr()
+    assert "Traceback" not in stderr and "the X server (Xvfb" in stderr, stderr
+    poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+    assert not Path(runtime_dir).exists()
+
+
+def test_sigterm_tears_down_a_rig_whose_display_is_wedged(tmp_path: Path) -> None:
+    """Xvfb alive but not answering (here: stopped), a tool call blocked on it: SIGTERM still ends
+    the runner and every process (before, shutdown waited on the call for ever)."""
+    rig = RigProcess(app=["xterm"]).start(tmp_path)
+    details = rig.wait_ready()["details"]
+    try:
+        os.kill(details["pids"]["xvfb"], signal.SIGSTOP)
+        results: list[bool] = []
+        call = threading.Thread(target=lambda: results.append(rig.call("list_windows").is_error), daemon=True)
+        call.start()
+        time.sleep(1)
+        assert rig.stop(timeout=40) == 0
+        call.join(timeout=10)
+        assert results == [True]
+        poll("no stray processes", lambda: not _rig_processes(details["display"]), timeout=10)
+        assert "Traceback" not in rig.stderr()
+    finally:  # on failure: the others die with the runner, but a stopped Xvfb only by SIGKILL
+        if rig.proc is not None and rig.proc.poll() is None:
+            rig.proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(details["pids"]["xvfb"], signal.SIGKILL)
 
 
 def test_app_exit_ends_the_runner_with_its_status(tmp_path: Path) -> None:

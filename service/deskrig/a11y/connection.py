@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -20,8 +21,8 @@ from dbus_fast.errors import DBusFastError
 
 log = logging.getLogger(__name__)
 
-#: Requests in flight per connection. dbus-fast drops a connection when about a thousand are
-#: queued at once; 32-128 measured fastest against GTK.
+#: Requests in flight per batch (:meth:`AppConnection.call_many`); 32-128 measured fastest
+#: against GTK. Concurrent batches add up: a full socket buffer then waits (see _FullBufferWaits).
 MAX_IN_FLIGHT = 64
 
 UNKNOWN_OBJECT = "org.freedesktop.DBus.Error.UnknownObject"
@@ -59,12 +60,45 @@ class Disconnected(Exception):
     """The connection closed (the app exited, or the bus went away)."""
 
 
+class _FullBufferWaits:
+    """The bus socket as dbus-fast's writer sees it: a full send buffer sends 0 bytes, not an error.
+
+    dbus-fast 5.2's ``_MessageWriter`` also writes straight from ``send()`` (not only when the
+    loop reports the socket writable) and takes any exception from ``socket.send`` for a lost
+    connection. When the peer reads slower than we ask (20 clients snapshotting one GTK app) the
+    non-blocking socket's buffer fills, ``send`` raises EAGAIN, and the writer closes the
+    connection: every pending call fails, and calls already on their way hit EBADF. Sending
+    0 bytes instead is what a partial write looks like to the writer, so it keeps the rest of the
+    message and resumes when the loop reports the socket writable. Real errors (EPIPE, ...) still
+    raise. File-descriptor passing (``sendmsg``) is never negotiated on our connections.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def send(self, data: bytes | memoryview) -> int:
+        try:
+            return self._sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
 async def open_bus(address: str) -> MessageBus:
     """Connect and authenticate to a bus or peer address; raises :class:`Disconnected`."""
     try:
-        return await MessageBus(bus_address=address).connect()
+        bus = await MessageBus(bus_address=address).connect()
     except (OSError, EOFError, DBusFastError) as exc:
         raise Disconnected(f"cannot connect to {address}: {exc}") from exc
+    writer = bus._writer
+    sock = getattr(writer, "sock", None)
+    if writer is not None and isinstance(sock, socket.socket):
+        writer.sock = _FullBufferWaits(sock)  # type: ignore[assignment]
+    else:  # a dbus-fast whose writer we do not know; it may or may not have the bug
+        log.warning("a11y: unknown dbus-fast message writer; a full socket buffer may drop the connection")
+    return bus
 
 
 async def close_bus(bus: MessageBus) -> None:
@@ -178,7 +212,10 @@ class AppConnection:
 
         def send_more() -> None:
             nonlocal next_index, unanswered
-            while unanswered < MAX_IN_FLIGHT and next_index < len(requests):
+            while unanswered < MAX_IN_FLIGHT and next_index < len(requests) and not finished.done():
+                if not self._bus.connected:  # closed while we were sending (by a reply callback)
+                    finished.set_exception(Disconnected("the connection closed"))
+                    return
                 index, request = next_index, requests[next_index]
                 next_index += 1
                 unanswered += 1
@@ -191,7 +228,12 @@ class AppConnection:
                     body=list(request.body),
                     validate=False,  # names and paths are constants or came from the app itself
                 )
-                self._bus._call(message, partial(on_reply, index))
+                try:
+                    self._bus._call(message, partial(on_reply, index))
+                except OSError as exc:  # the socket was closed while we were sending
+                    if not finished.done():
+                        finished.set_exception(Disconnected(f"the connection closed ({exc})"))
+                    return
 
         def on_reply(index: int, reply: Message | None, error: Exception | None) -> None:
             nonlocal unanswered

@@ -17,6 +17,7 @@ from Xlib import X
 from Xlib.display import Display
 from Xlib.ext import damage
 
+from deskrig.desktop.x11_conn import close_display
 from deskrig.errors import BackendError, ErrorCode
 from deskrig.model import Bounds
 
@@ -141,4 +142,4 @@ class DamageCounter:
         return self._serial
 
     def close(self) -> None:
-        self._display.close()
+        close_display(self._display, "DAMAGE")

@@ -27,6 +27,7 @@ from Xlib.ext import xtest
 from deskrig.desktop.base import InputJob
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
 from deskrig.desktop.x11_binding import MAPPING_GRACE_S, ClientSync, KeysymBindings
+from deskrig.desktop.x11_conn import close_display
 from deskrig.desktop.x11_keymap import Keymap, keysym_for_char, keysym_for_key, untypeable_chars
 from deskrig.desktop.x11_mapping_watch import MappingWatch
 from deskrig.desktop.x11_pace import AppPacer
@@ -477,8 +478,10 @@ class X11Input:
         if self._closed:
             return
         self._closed = True
-        if self._watch is not None:
-            self._watch.close()
-        if self._pacer is not None:
-            self._pacer.close()
-        self._display.close()
+        try:
+            if self._watch is not None:
+                self._watch.close()
+            if self._pacer is not None:
+                self._pacer.close()
+        finally:
+            close_display(self._display, "input")

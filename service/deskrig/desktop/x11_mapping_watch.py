@@ -40,6 +40,8 @@ from Xlib import error as xerror
 from Xlib.display import Display
 from Xlib.ext import record
 
+from deskrig.desktop.x11_conn import close_display
+
 log = logging.getLogger(__name__)
 
 _CHANGE_KEYBOARD_MAPPING = 100
@@ -262,5 +264,5 @@ class MappingWatch:
         except (xerror.XError, xerror.ConnectionClosedError, OSError) as exc:
             log.debug("closing the mapping watch: %s", exc)
         finally:
-            self._control.close()
-            self._data.close()
+            close_display(self._control, "mapping watch control")
+            close_display(self._data, "mapping watch data")

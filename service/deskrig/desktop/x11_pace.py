@@ -22,6 +22,8 @@ from Xlib import error as xerror
 from Xlib.display import Display
 from Xlib.protocol import event
 
+from deskrig.desktop.x11_conn import close_display
+
 #: How long an app may take to answer one ping before typing goes on without pacing.
 PING_TIMEOUT_S = 2.0
 
@@ -81,4 +83,4 @@ class AppPacer:
         return bool(values[0] == self._ping and values[1] == self._serial)
 
     def close(self) -> None:
-        self._display.close()
+        close_display(self._display, "input pacing")

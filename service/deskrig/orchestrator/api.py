@@ -79,7 +79,6 @@ def create_api(
     orchestrator: Orchestrator,
     *,
     token: str,
-    port: int,
     allowed_hosts: list[str] | None = None,
     on_shutdown: Callable[[], None] = lambda: None,
 ) -> FastAPI:
@@ -146,5 +145,5 @@ def create_api(
         return {"status": "shutting down"}
 
     tokens = TokenTable([(DEFAULT_IDENTITY, token)])
-    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=host_patterns(port, allowed_hosts or []))
+    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=host_patterns(allowed_hosts or []))
     return app

@@ -13,7 +13,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.orchestrator.api import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
 from deskrig.orchestrator.state import write_atomic
+from deskrig.transport import bind_listener
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -67,19 +67,12 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     import anyio
     import uvicorn
 
+    from deskrig.http import uvicorn_config
     from deskrig.orchestrator.api import create_api
     from deskrig.orchestrator.core import Orchestrator
 
     token = secrets.token_urlsafe(32)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        raise DeskrigError(
-            ErrorCode.INVALID_ARGUMENT, f"cannot listen on {host}:{port}: {exc.strerror}"
-        ) from exc
+    sock = bind_listener(host, port)
     port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
 
@@ -92,12 +85,10 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
                     if server is not None:
                         server.should_exit = True
 
-                app = create_api(orchestrator, token=token, port=port, on_shutdown=shut_down)
+                app = create_api(orchestrator, token=token, on_shutdown=shut_down)
                 server = uvicorn.Server(
-                    uvicorn.Config(
+                    uvicorn_config(
                         app,
-                        log_level="warning",
-                        access_log=False,
                         lifespan="off",
                         timeout_graceful_shutdown=5,
                     )
