@@ -22,8 +22,6 @@ from deskrig.config import ENV_KEYS, Settings, load_settings
 from deskrig.errors import ConfigError, DeskrigError
 from deskrig.transport import Transport, bind_listener, resolve_tokens
 
-
-
 #: The ``DESKRIG_*`` variable of every ``serve`` / ``rig run`` flag, by argparse dest. Those backed
 #: by a setting (config.ENV_KEYS) are read by load_settings; the others by :func:`apply_env`.
 FLAG_ENV: dict[str, str] = {}
