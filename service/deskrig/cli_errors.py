@@ -34,7 +34,7 @@ CLI_HINTS: dict[ErrorCode, str] = {
 
 def cli_hint(error: DeskrigError) -> str:
     """What a person can do: the error's own remediation, unless it is the code's MCP-facing default."""
-    if error.remediation and error.remediation != REMEDIATION[error.code]:
+    if error.remediation is not None and error.remediation != REMEDIATION[error.code]:
         return error.remediation
     return CLI_HINTS.get(error.code, error.remediation or "")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -178,6 +179,18 @@ class HeaderDeadlineProtocol(H11Protocol):
         self.transport.close()
 
 
+class _ShutdownCancellationFilter(logging.Filter):
+    """Drops uvicorn's "Exception in ASGI application" for a request it cancelled at the end of its
+    graceful shutdown (an MCP session's open GET stream, a call blocked on a dead display): that
+    cancellation is the shutdown working, and its traceback would read like a crash in the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+_SHUTDOWN_FILTER = _ShutdownCancellationFilter()
+
+
 def uvicorn_config(
     app: ASGIApp, *, header_timeout: float = DEFAULT_HEADER_TIMEOUT, **options: Any
 ) -> uvicorn.Config:
@@ -188,6 +201,7 @@ def uvicorn_config(
     closed an idle connection just as its client reused it, and the request died with a reset
     (``ReadError``). Now the client always drops an idle connection first.
     """
+    logging.getLogger("uvicorn.error").addFilter(_SHUTDOWN_FILTER)  # idempotent: a set of filters
     protocol = type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
     return uvicorn.Config(
         app,

@@ -37,8 +37,10 @@ log = logging.getLogger("deskrig.serving")
 #: How often the stop event is polled from the event loop.
 STOP_POLL_SECONDS = 0.1
 #: How long a stopping server lets calls in flight finish before cancelling them (a long
-#: type_text would otherwise hold the shutdown for as long as the app takes to read it).
-GRACEFUL_SHUTDOWN_SECONDS = 3
+#: type_text would otherwise hold the shutdown for as long as the app takes to read it). Longer
+#: than the rig's own grace (rig.SERVE_STOP_GRACE, 5 s) after which it stops the desktop under
+#: calls blocked in X: those then fail as tool errors rather than being cancelled mid-response.
+GRACEFUL_SHUTDOWN_SECONDS = 8
 
 
 def build_server(

@@ -77,7 +77,7 @@ def test_serve_answers_structured_errors_and_stops_cleanly_after_its_display_die
             arguments = {"x": 5, "y": 5} if tool == "click" else {}
             result = attached.call(tool, arguments)
             assert result.is_error, tool
-            assert result.structured_content["error"]["code"] in ("DISPLAY_NOT_FOUND", "INPUT_FAILED"), tool
+            assert (tool_error(result) or {}).get("code") in ("DISPLAY_NOT_FOUND", "INPUT_FAILED"), tool
         assert http_status(f"http://127.0.0.1:{port}/readyz") == 503
     finally:
         server.terminate()

@@ -13,6 +13,7 @@ from mcp import Client
 from tests.server.rigproc import DESKRIG, RigProcess, connect_stateless
 
 from deskrig.client import connect
+from deskrig.errors import tool_error
 
 REGION = {"x": 0, "y": 0, "width": 8, "height": 8}
 ALICE, BOB = "alice-secret-1", "bob-secret-2"
@@ -43,7 +44,7 @@ def test_new_sessions_do_not_reset_the_rate_limit(tmp_path: Path) -> None:
     finally:
         rig.stop()
     assert [r.is_error for r in results] == [False, False, False, True]
-    assert results[-1].structured_content["error"]["code"] == "RATE_LIMIT_EXCEEDED"
+    assert (tool_error(results[-1]) or {}).get("code") == "RATE_LIMIT_EXCEEDED"
 
 
 def test_named_identities_have_their_own_limit_and_audit_lines(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from mcp import Client
 from tests.server.rigproc import INITIALIZE, FormRig, connect_stateless, poll, start_form
 
 from deskrig.client import connect
+from deskrig.errors import tool_error
 
 #: The schema's maximum: typing it all takes minutes.
 LONG_TEXT = "a" * 100_000
@@ -135,7 +136,8 @@ def test_input_waits_for_other_clients_input_only_so_long(entry: FormRig) -> Non
 
     refused, waited = anyio.run(run)
     assert refused.is_error
-    error = refused.structured_content["error"]
+    error = tool_error(refused)
+    assert error is not None
     assert error["code"] == "BUSY", error
     assert error["details"]["holder"].startswith("alice/")  # identity and session of the typist
     assert error["remediation"]

@@ -142,7 +142,7 @@ def test_port_in_use_fails_at_once_in_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         f"deskrig: INVALID_ARGUMENT: cannot listen on 127.0.0.1:{port}: Address already in use"
-        " (another rig or server uses it; choose another port)"
+        " (another rig or server uses it; choose another port)."
     ]
     assert not list(tmp_path.glob("started-*"))
 
@@ -372,12 +372,16 @@ def test_acs_save_path_is_the_file_to_write_and_displays_count_from_one(tmp_path
 
 
 def _rig_processes(display: str) -> list[int]:
-    """Pids of live processes that belong to the rig on ``display`` (by env or by Xvfb argv)."""
+    """Pids of live processes that belong to the rig on ``display`` (by env or by Xvfb argv), in
+    this pid namespace: a rig in a container numbers its displays on its own."""
     found = []
+    own_namespace = os.readlink("/proc/self/ns/pid")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            if os.readlink(entry / "ns" / "pid") != own_namespace:
+                continue
             environ = (entry / "environ").read_bytes().split(b"\0")
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             stat = (entry / "stat").read_text()
@@ -429,7 +433,16 @@ def test_sigterm_tears_down_a_rig_whose_display_is_wedged(tmp_path: Path) -> Non
     try:
         os.kill(details["pids"]["xvfb"], signal.SIGSTOP)
         results: list[bool] = []
-        call = threading.Thread(target=lambda: results.append(rig.call("list_windows").is_error), daemon=True)
+
+        def call_blocked_on_x() -> None:
+            # The call must end with an answer, not hang: a tool error, or the JSON-RPC error a
+            # server that is shutting down gives a call it cancelled.
+            try:
+                results.append(rig.call("list_windows").is_error)
+            except Exception:
+                results.append(True)
+
+        call = threading.Thread(target=call_blocked_on_x, daemon=True)
         call.start()
         time.sleep(1)
         assert rig.stop(timeout=40) == 0

@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import socket
@@ -56,9 +57,17 @@ INITIALIZE: dict[str, Any] = {
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port that is free now, below Linux's ephemeral range (32768-60999): a port the kernel hands
+    out for outgoing connections can be taken by any client between this check and the server's bind."""
+    for _ in range(200):
+        port = random.randrange(20000, 32768)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32767")
 
 
 def rss_kib(pid: int) -> int | None:
