@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import pytest
 from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
+from tests.polling import poll
 
 from deskrig.a11y import AccessibilityClient
 
@@ -32,17 +33,6 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi and tkinter
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 STARTUP_TIMEOUT_S = 20.0
 
-
-def poll(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Call ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def _stop(proc: subprocess.Popen[Any]) -> None:
@@ -228,9 +218,9 @@ class FormApp:
         self, kind: str, match: Callable[[dict[str, Any]], bool], timeout: float = 5
     ) -> dict[str, Any]:
         return poll(
+            f"a {kind!r} event in the form's log",
             lambda: next((e for e in reversed(self.events(kind)) if match(e)), None),
             timeout,
-            f"a {kind!r} event in the form's log",
         )
 
 
@@ -240,7 +230,7 @@ def wait_until_registered(runner: asyncio.Runner, client: AccessibilityClient, p
     def registered() -> bool:
         return any(app.pid == pid for app in runner.run(client.applications()))
 
-    poll(registered, STARTUP_TIMEOUT_S, f"pid {pid} to register on the AT-SPI bus", interval=0.1)
+    poll(f"pid {pid} to register on the AT-SPI bus", registered, STARTUP_TIMEOUT_S, interval=0.1)
 
 
 @pytest.fixture(scope="module")

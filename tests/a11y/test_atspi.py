@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from tests.polling import poll
 
 from deskrig.a11y import AccessibilityClient, Element, ElementQuery, ElementRef, Snapshot, SnapshotStore
 from deskrig.a11y.connection import AppConnection, call, close_bus, open_bus
@@ -19,7 +20,6 @@ from .conftest import (
     SYSTEM_PYTHON,
     A11yDesktop,
     FormApp,
-    poll,
     wait_until_registered,
 )
 
@@ -171,13 +171,13 @@ def test_click_action_on_the_button_updates_the_label(
     status = snapshot.resolve(STATUS)
     expected = f"clicked {before + 1}"
     # DoAction replies before GTK acts: poll the label until it changes.
-    poll(lambda: run(client.read_element(status)).name == expected, 5, f"the label to read {expected!r}")
+    poll(f"the label to read {expected!r}", lambda: run(client.read_element(status)).name == expected, 5)
     gtk_form.wait_for_event("button", lambda e: e["count"] == before + 1)
 
     # "press" (Qt's name) works on GTK's "click" too; the check box toggles.
     run(client.element_action(snapshot.resolve(CHECK), "press"))
     gtk_form.wait_for_event("check", lambda e: e["active"] is True)
-    poll(lambda: "checked" in run(client.read_element(snapshot.resolve(CHECK))).states, 5, "checked state")
+    poll("checked state", lambda: "checked" in run(client.read_element(snapshot.resolve(CHECK))).states, 5)
 
     wrong = error_of(run, client.element_action(button, "expand"))
     assert wrong.code is ErrorCode.INVALID_ARGUMENT
@@ -282,11 +282,11 @@ def test_widget_factory_snapshot_is_large_and_complete(
         wait_until_registered(runner, client, factory.pid)
         # The window maps after the app registers; wait until its frame shows.
         snapshot = poll(
+            "the widget factory's window to show",
             lambda: (
                 (s := runner.run(client.snapshot(factory.pid))).elements[1:] and s.elements[1].bounds and s
             ),
             10,
-            "the widget factory's window to show",
         )
         assert len(snapshot.elements) > 200
         assert len({e.ref for e in snapshot.elements}) == len(snapshot.elements)  # no node twice

@@ -16,7 +16,7 @@ import docker
 import httpx
 import pytest
 from tests.orchestrator.helpers import clicks, containers, turn_folders
-from tests.server.rigproc import poll
+from tests.polling import poll
 
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState

@@ -5,7 +5,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.server.rigproc import RigProcess, color_app, poll, read_events
+from tests.polling import poll
+from tests.server.rigproc import RigProcess, color_app, read_events
 
 GREEN = "#20c040"
 RED = "#e02020"

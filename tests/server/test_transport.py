@@ -16,8 +16,9 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from PIL import Image
+from tests.polling import poll
 from tests.server.conftest import GREEN, GreenRig
-from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status, poll
+from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, color_app, free_port, http_status
 
 from deskrig.errors import tool_error
 
