@@ -28,6 +28,8 @@ class Capability(enum.Enum):
     A11Y_TREE = "a11y_tree"
     #: An entry's context menu, with its "Select All" item, shows up in the app's tree.
     CONTEXT_MENU_IN_TREE = "context_menu_in_tree"
+    #: The bridge fills the AT-SPI Cache interface, so a tree comes in one call.
+    AT_SPI_CACHE = "at_spi_cache"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Toolkit:
     list_row_role: str = "list item"
     #: How far accessibility bounds may stray from the geometry the app logs itself.
     bounds_slack_px: int = 0
+    #: Environment the app needs to reach the accessibility bus.
+    env: Mapping[str, str] = field(default_factory=dict)
     #: Where on the slider, from its left edge, a drag must start to move it from 0.
     slider_grab_px: int = 10
 
@@ -76,12 +80,16 @@ QT = Toolkit(
     # PySide6 is a dev dependency of the project, so the app runs in the tests' own interpreter.
     python=sys.executable,
     lacks={
+        Capability.AT_SPI_CACHE: "Qt's bridge leaves the AT-SPI Cache empty: the tree is walked",
         Capability.CONTEXT_MENU_IN_TREE: (
             "the Select All item of a QLineEdit's context menu never shows up in the app's tree "
             "(wait_for times out)"
         ),
     },
     button_actions=("press", "set focus"),
+    # What the rig sets for Qt apps (deskrig/rig.py): X11, and the AT-SPI bridge on without a
+    # desktop session asking for it.
+    env={"QT_QPA_PLATFORM": "xcb", "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1"},
     bounds_slack_px=3,
     # Unlike GTK's, a Qt slider does not jump to a press on its groove: start on the handle,
     # which sits at the left end at 0.
@@ -94,6 +102,7 @@ TK = Toolkit(
     lacks={
         Capability.A11Y_TREE: "Tk has no AT-SPI bridge: no tree, so no elements and no read-back",
         Capability.CONTEXT_MENU_IN_TREE: "Tk has no AT-SPI bridge",
+        Capability.AT_SPI_CACHE: "Tk has no AT-SPI bridge",
     },
     text_widget="text",
     list_widget="listbox",
@@ -131,17 +140,16 @@ def toolkits_for(metafunc: pytest.Metafunc) -> tuple[list[Toolkit], list[str]]:
     unwanted: set[Capability] = set()
     for mark in metafunc.definition.iter_markers("without"):
         unwanted.update(mark.args)
-    chosen = list(TOOLKITS)
-    left_out = []
-    for mark in metafunc.definition.iter_markers("only_on"):
-        for toolkit in chosen:
-            if toolkit.name not in mark.args:
-                left_out.append(f"{toolkit.name}: {mark.kwargs['why']}")
-        chosen = [t for t in chosen if t.name in mark.args]
-    for toolkit in list(chosen):
+    chosen: list[Toolkit] = []
+    left_out: list[str] = []
+    for toolkit in TOOLKITS:
         missing = [toolkit.lacks[c] for c in wanted if not toolkit.has(c)]
-        present = [f"it has {c.value}" for c in unwanted if toolkit.has(c)]
-        if missing or present:
-            chosen.remove(toolkit)
-            left_out.append(f"{toolkit.name}: {'; '.join(missing + present)}")
+        missing += [f"it has {c.value}" for c in unwanted if toolkit.has(c)]
+        if missing:
+            left_out.append(f"{toolkit.name}: {'; '.join(dict.fromkeys(missing))}")
+        else:
+            chosen.append(toolkit)
+    for mark in metafunc.definition.iter_markers("only_on"):
+        left_out += [f"{t.name}: {mark.kwargs['why']}" for t in chosen if t.name not in mark.args]
+        chosen = [t for t in chosen if t.name in mark.args]
     return chosen, left_out
