@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
+from tests.polling import poll
 from Xlib import X
 from Xlib.display import Display
 
@@ -45,17 +46,6 @@ TK_EXIT_WHEN_TOLD = (
     "    os._exit(5) if os.path.exists(sys.argv[1]) else root.after(20, check)\n"
     "check(); root.mainloop()\n"
 )
-
-
-def poll(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def live_rig_processes(runtime_dir: str, pids: Iterator[int] | list[int] = ()) -> dict[int, str]:
@@ -80,7 +70,7 @@ def live_rig_processes(runtime_dir: str, pids: Iterator[int] | list[int] = ()) -
 
 
 def assert_all_gone(runtime_dir: str, pids: list[int], timeout: float = 10.0) -> None:
-    poll(lambda: not live_rig_processes(runtime_dir, pids), timeout, "the rig's processes to end")
+    poll("the rig's processes to end", lambda: not live_rig_processes(runtime_dir, pids), timeout)
 
 
 def viewable_window(display: str, title: str) -> tuple[int, int | None]:
@@ -227,7 +217,7 @@ def test_two_rigs_run_side_by_side_with_separate_displays_and_buses(xterm_rig: R
         assert status.a11y_bus != xterm_rig.status().a11y_bus
         window, net_wm_pid = viewable_window(other.display, "tk-side")
         assert net_wm_pid is None  # Tk sets none: the pid comes from the X-Resource extension
-        ready = poll(lambda: log.exists() and log.read_text().splitlines(), 10, "the Tk fixture's log")
+        ready = poll("the Tk fixture's log", lambda: log.exists() and log.read_text().splitlines(), 10)
         event = json.loads(ready[0])
         assert event["pid"] == status.app_pid
         conn = Display(other.display)
@@ -261,7 +251,7 @@ def test_gtk_app_joins_the_rigs_accessibility_bus(tmp_path: Path) -> None:
                 for name, _ in children
             }
 
-        poll(lambda: status.app_pid in app_pids_on_a11y_bus(), 15, "the GTK app on the accessibility bus")
+        poll("the GTK app on the accessibility bus", lambda: status.app_pid in app_pids_on_a11y_bus(), 15)
         # Exactly the rig's own two buses: the app autolaunched no stray dbus-daemon.
         runtime_dir = rig.env["XDG_RUNTIME_DIR"]
         daemons = [cmd for cmd in live_rig_processes(runtime_dir).values() if cmd == "dbus-daemon"]
@@ -395,7 +385,7 @@ def _start_xterm_with_grandchild(harness: Callable[..., Harness]) -> tuple[Harne
     ready = run.ready()
     assert ready["ready"]["ready"] is True
     runtime_dir = ready["env"]["XDG_RUNTIME_DIR"]
-    poll(lambda: "sleep" in live_rig_processes(runtime_dir).values(), 10, "xterm's shell to start sleep")
+    poll("xterm's shell to start sleep", lambda: "sleep" in live_rig_processes(runtime_dir).values(), 10)
     return run, ready
 
 
@@ -424,7 +414,7 @@ def test_sigterm_during_startup_stops_the_runner(harness: Callable[..., Harness]
         return None
 
     run = harness("sleep", "599.25")
-    pid = poll(app_pid, 30, "the app to be started")
+    pid = poll("the app to be started", app_pid, 30)
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     runtime_dir = next(e for e in environ if e.startswith(b"XDG_RUNTIME_DIR=")).decode().partition("=")[2]
     run.proc.send_signal(signal.SIGTERM)

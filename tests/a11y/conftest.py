@@ -14,7 +14,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 import pytest
 from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
+from tests.polling import poll
+from tests.toolkits import Toolkit
 
 from deskrig.a11y import AccessibilityClient
 
@@ -31,18 +33,6 @@ APPS_DIR = Path(__file__).resolve().parent.parent / "apps"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi and tkinter
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 STARTUP_TIMEOUT_S = 20.0
-
-
-def poll(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Call ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def _stop(proc: subprocess.Popen[Any]) -> None:
@@ -80,9 +70,13 @@ class A11yDesktop:
     env: dict[str, str]
     processes: list[subprocess.Popen[Any]]
 
-    def launch(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start an app on this desktop and bus; it is stopped when the session ends at the latest."""
-        proc = subprocess.Popen(argv, env=self.env, start_new_session=True, **kwargs)
+    def launch(
+        self, argv: list[str], extra_env: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> subprocess.Popen[Any]:
+        """Start an app on this desktop and bus, with ``extra_env`` on top of the desktop's
+        environment; it is stopped when the session ends at the latest."""
+        env = {**self.env, **(extra_env or {})}
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, **kwargs)
         self.processes.append(proc)
         return proc
 
@@ -209,7 +203,7 @@ def run(runner: asyncio.Runner) -> Callable[[Coroutine[Any, Any, T]], T]:
 
 @dataclass
 class FormApp:
-    """The running GTK form fixture and its event log."""
+    """A running form fixture (tests/apps/<toolkit>_form.py) and its event log."""
 
     proc: subprocess.Popen[Any]
     log_path: Path
@@ -228,9 +222,9 @@ class FormApp:
         self, kind: str, match: Callable[[dict[str, Any]], bool], timeout: float = 5
     ) -> dict[str, Any]:
         return poll(
+            f"a {kind!r} event in the form's log",
             lambda: next((e for e in reversed(self.events(kind)) if match(e)), None),
             timeout,
-            f"a {kind!r} event in the form's log",
         )
 
 
@@ -240,21 +234,30 @@ def wait_until_registered(runner: asyncio.Runner, client: AccessibilityClient, p
     def registered() -> bool:
         return any(app.pid == pid for app in runner.run(client.applications()))
 
-    poll(registered, STARTUP_TIMEOUT_S, f"pid {pid} to register on the AT-SPI bus", interval=0.1)
+    poll(f"pid {pid} to register on the AT-SPI bus", registered, STARTUP_TIMEOUT_S, interval=0.1)
 
 
 @pytest.fixture(scope="module")
-def gtk_form(
+def form(
+    toolkit: Toolkit,
     a11y_desktop: A11yDesktop,
     runner: asyncio.Runner,
     client: AccessibilityClient,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[FormApp]:
-    log_path = tmp_path_factory.mktemp("gtk-form") / "events.jsonl"
+    log_path = tmp_path_factory.mktemp(f"{toolkit.name}-form") / "events.jsonl"
     log_path.touch()
     proc = a11y_desktop.launch(
-        [SYSTEM_PYTHON, str(APPS_DIR / "gtk_form.py"), "--title", "a11y form", "--log", str(log_path)],
+        [
+            toolkit.python,
+            str(APPS_DIR / f"{toolkit.name}_form.py"),
+            "--title",
+            "a11y form",
+            "--log",
+            str(log_path),
+        ],
         stderr=subprocess.DEVNULL,
+        extra_env=toolkit.env,
     )
     app = FormApp(proc=proc, log_path=log_path, geometry={})
     ready = app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)

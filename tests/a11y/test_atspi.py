@@ -1,4 +1,5 @@
-"""The accessibility layer against a real AT-SPI bus and real apps (GTK3 form, Tk, widget factory)."""
+"""The accessibility layer against a real AT-SPI bus and real apps: the form fixtures of the
+toolkits with an AT-SPI bridge (tests/toolkits.py), Tk, and GTK's widget factory."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from tests.polling import poll
+from tests.toolkits import Capability, Toolkit, needs, only_on
 
 from deskrig.a11y import AccessibilityClient, Element, ElementQuery, ElementRef, Snapshot, SnapshotStore
 from deskrig.a11y.connection import AppConnection, call, close_bus, open_bus
@@ -19,7 +22,6 @@ from .conftest import (
     SYSTEM_PYTHON,
     A11yDesktop,
     FormApp,
-    poll,
     wait_until_registered,
 )
 
@@ -33,6 +35,11 @@ ENTRY = ElementQuery(role="text", name="Name", match="exact")
 NOTES = ElementQuery(role="text", name="Notes", match="exact")
 BUTTON = ElementQuery(role="push button", name="Click me")
 CHECK = ElementQuery(role="check box", name="Subscribe")
+#: Why a test runs on GTK's form only: what it asserts is how GTK's bridge presents that form.
+GTK_TREE = "asserts the GTK form's tree in detail (its label rows, a 'Volume' label, every widget's extents)"
+
+#: The form fixture needs an AT-SPI bridge; Tk has its own test below.
+pytestmark = needs(Capability.A11Y_TREE)
 SLIDER = ElementQuery(role="slider", name="Volume")
 STATUS = ElementQuery(role="label", name="clicked")
 
@@ -51,29 +58,31 @@ def assert_matches_geometry(element: Element, geometry: dict[str, int]) -> None:
 
 
 @pytest.fixture
-def snapshot(run: Run[Snapshot], client: AccessibilityClient, gtk_form: FormApp) -> Snapshot:
-    return run(client.snapshot(gtk_form.pid))
+def snapshot(run: Run[Snapshot], client: AccessibilityClient, form: FormApp) -> Snapshot:
+    return run(client.snapshot(form.pid))
 
 
 def test_applications_lists_the_form_with_pid_and_name(
-    run: Run[Any], client: AccessibilityClient, gtk_form: FormApp
+    run: Run[Any], client: AccessibilityClient, form: FormApp, toolkit: Toolkit
 ) -> None:
     apps = run(client.applications())
-    form = next(a for a in apps if a.pid == gtk_form.pid)
-    assert form.name == "gtk_form.py"
-    assert form.bus_name.startswith(":")
+    listed = next(a for a in apps if a.pid == form.pid)
+    assert listed.name == f"{toolkit.name}_form.py"
+    assert listed.bus_name.startswith(":")
 
 
+@needs(Capability.AT_SPI_CACHE)
+@only_on("gtk", why=GTK_TREE)
 def test_snapshot_has_the_form_widgets_with_roles_names_and_bounds(
-    snapshot: Snapshot, gtk_form: FormApp, client: AccessibilityClient
+    snapshot: Snapshot, form: FormApp, client: AccessibilityClient
 ) -> None:
-    assert snapshot.pid == gtk_form.pid and not snapshot.truncated
+    assert snapshot.pid == form.pid and not snapshot.truncated
     root = snapshot.elements[0]
     assert (root.index, root.parent, root.depth, root.role) == (0, None, 0, "application")
 
     for query, widget in ((ENTRY, "entry"), (BUTTON, "button"), (CHECK, "check"), (SLIDER, "scale")):
         element = snapshot.resolve(query)
-        assert_matches_geometry(element, gtk_form.geometry[widget])
+        assert_matches_geometry(element, form.geometry[widget])
         assert snapshot.elements[element.parent or 0].depth == element.depth - 1
         assert element.path[-1].role == element.role and element.path[-1].name == element.name
 
@@ -98,8 +107,9 @@ def test_snapshot_has_the_form_widgets_with_roles_names_and_bounds(
     assert client.diagnostics == [], "expected a peer-to-peer connection and the Cache interface"
 
 
+@needs(Capability.AT_SPI_CACHE)
 def test_the_bus_daemon_fallback_fetches_the_same_tree(
-    run: Run[Any], a11y_desktop: A11yDesktop, gtk_form: FormApp, snapshot: Snapshot
+    run: Run[Any], a11y_desktop: A11yDesktop, form: FormApp, snapshot: Snapshot
 ) -> None:
     """What the client falls back to when an app offers no peer-to-peer connection."""
 
@@ -109,7 +119,7 @@ def test_the_bus_daemon_fallback_fetches_the_same_tree(
         await close_bus(session)
         bus = await open_bus(address)
         try:
-            app = AppConnection(snapshot.bus_name, gtk_form.pid, bus, peer_to_peer=False)
+            app = AppConnection(snapshot.bus_name, form.pid, bus, peer_to_peer=False)
             fetched = await fetch_tree(app, max_depth=None, max_elements=None)
         finally:
             await close_bus(bus)
@@ -122,39 +132,38 @@ def test_the_bus_daemon_fallback_fetches_the_same_tree(
     ]
 
 
-def test_limits_truncate_the_snapshot(
-    run: Run[Snapshot], client: AccessibilityClient, gtk_form: FormApp
-) -> None:
-    small = run(client.snapshot(gtk_form.pid, max_elements=5))
+def test_limits_truncate_the_snapshot(run: Run[Snapshot], client: AccessibilityClient, form: FormApp) -> None:
+    small = run(client.snapshot(form.pid, max_elements=5))
     assert len(small.elements) == 5 and small.truncated
-    shallow = run(client.snapshot(gtk_form.pid, max_depth=1))
+    shallow = run(client.snapshot(form.pid, max_depth=1))
     assert max(e.depth for e in shallow.elements) == 1 and shallow.truncated
     with pytest.raises(DeskrigError) as caught:
-        run(client.snapshot(gtk_form.pid, max_elements=0))
+        run(client.snapshot(form.pid, max_elements=0))
     assert caught.value.code is ErrorCode.INVALID_ARGUMENT
 
 
+@only_on("gtk", why=GTK_TREE)
 def test_queries_resolve_or_say_why_not(
-    run: Run[Any], client: AccessibilityClient, gtk_form: FormApp, snapshot: Snapshot
+    run: Run[Any], client: AccessibilityClient, form: FormApp, snapshot: Snapshot
 ) -> None:
-    button = run(client.find_element(gtk_form.pid, ElementQuery(role="Push Button", name="click")))
+    button = run(client.find_element(form.pid, ElementQuery(role="Push Button", name="click")))
     assert button.name == "Click me"
 
     # An exact name beats a partial one: "Notes" is both the text view and its label.
     notes = snapshot.resolve(ElementQuery(role="text", name="notes"))
     assert notes.role == "text"
 
-    ambiguous = error_of(run, client.find_element(gtk_form.pid, ElementQuery(name="Volume")))
+    ambiguous = error_of(run, client.find_element(form.pid, ElementQuery(name="Volume")))
     assert ambiguous.code is ErrorCode.AMBIGUOUS_TARGET
     assert ambiguous.details is not None
     candidates = {(c["role"], c["name"]) for c in ambiguous.details["candidates"]}
     assert candidates == {("slider", "Volume"), ("label", "Volume")}
     assert all(c["bounds"] is not None for c in ambiguous.details["candidates"])
 
-    missing = error_of(run, client.find_element(gtk_form.pid, ElementQuery(name="Click", match="exact")))
+    missing = error_of(run, client.find_element(form.pid, ElementQuery(name="Click", match="exact")))
     assert missing.code is ErrorCode.ELEMENT_NOT_FOUND and "Click" in missing.message
 
-    only_matches = run(client.snapshot(gtk_form.pid, query=ElementQuery(role="label", name="Row 1")))
+    only_matches = run(client.snapshot(form.pid, query=ElementQuery(role="label", name="Row 1")))
     assert only_matches.elements[0].name == "Row 1"  # exact match first, then "Row 10" ...
     assert all(e.role == "label" and "Row 1" in e.name for e in only_matches.elements)
     stored = client.snapshots.get(only_matches.snapshot_id)
@@ -162,58 +171,65 @@ def test_queries_resolve_or_say_why_not(
 
 
 def test_click_action_on_the_button_updates_the_label(
-    run: Run[Any], client: AccessibilityClient, gtk_form: FormApp, snapshot: Snapshot
+    run: Run[Any], client: AccessibilityClient, form: FormApp, snapshot: Snapshot, toolkit: Toolkit
 ) -> None:
-    before = len(gtk_form.events("button"))
+    before = len(form.events("button"))
     button = client.snapshots.resolve(snapshot.snapshot_id, snapshot.resolve(BUTTON).index)
-    assert run(client.element_action(button, "click")).casefold() == "click"
+    # "click" names the button's primary action whatever the bridge calls it (Qt: "Press").
+    assert run(client.element_action(button, "click")).casefold() == toolkit.button_actions[0]
 
     status = snapshot.resolve(STATUS)
     expected = f"clicked {before + 1}"
-    # DoAction replies before GTK acts: poll the label until it changes.
-    poll(lambda: run(client.read_element(status)).name == expected, 5, f"the label to read {expected!r}")
-    gtk_form.wait_for_event("button", lambda e: e["count"] == before + 1)
+    # DoAction replies before the toolkit acts: poll the label until it changes.
+    poll(f"the label to read {expected!r}", lambda: run(client.read_element(status)).name == expected, 5)
+    form.wait_for_event("button", lambda e: e["count"] == before + 1)
 
-    # "press" (Qt's name) works on GTK's "click" too; the check box toggles.
+    # "press" works on GTK's "click" too; the check box toggles.
     run(client.element_action(snapshot.resolve(CHECK), "press"))
-    gtk_form.wait_for_event("check", lambda e: e["active"] is True)
-    poll(lambda: "checked" in run(client.read_element(snapshot.resolve(CHECK))).states, 5, "checked state")
+    form.wait_for_event("check", lambda e: e["active"] is True)
+    poll("checked state", lambda: "checked" in run(client.read_element(snapshot.resolve(CHECK))).states, 5)
 
     wrong = error_of(run, client.element_action(button, "expand"))
     assert wrong.code is ErrorCode.INVALID_ARGUMENT
-    assert wrong.details is not None and [a.casefold() for a in wrong.details["available"]] == ["click"]
+    assert wrong.details is not None
+    assert tuple(a.casefold() for a in wrong.details["available"]) == toolkit.button_actions
 
 
 def test_set_text_lands_in_the_entry_and_the_text_view(
-    run: Run[Any], client: AccessibilityClient, gtk_form: FormApp, snapshot: Snapshot
+    run: Run[Any], client: AccessibilityClient, form: FormApp, snapshot: Snapshot
 ) -> None:
     entry = snapshot.resolve(ENTRY)
     text = "Grüße, Ñandú — 東京 😀"
     run(client.set_text(entry, text))
-    gtk_form.wait_for_event("entry", lambda e: e["text"] == text)
+    form.wait_for_event("entry", lambda e: e["text"] == text)
     assert run(client.read_element(entry)).text == text
 
     notes = snapshot.resolve(NOTES)
     run(client.set_text(notes, "line 1\nline 2"))
-    gtk_form.wait_for_event("textview", lambda e: e["text"] == "line 1\nline 2")
+    form.wait_for_event("textview", lambda e: e["text"] == "line 1\nline 2")
 
+
+@only_on("gtk", why="Qt's bridge takes set_text on a push button without an error")
+def test_set_text_on_a_button_is_refused(
+    run: Run[Any], client: AccessibilityClient, snapshot: Snapshot
+) -> None:
     refused = error_of(run, client.set_text(snapshot.resolve(BUTTON), "no"))
     assert refused.code is ErrorCode.INVALID_ARGUMENT
 
 
 def test_set_value_moves_the_slider(
-    run: Run[Any], client: AccessibilityClient, gtk_form: FormApp, snapshot: Snapshot
+    run: Run[Any], client: AccessibilityClient, form: FormApp, snapshot: Snapshot
 ) -> None:
     slider = snapshot.resolve(SLIDER)
     run(client.set_value(slider, 42))
-    gtk_form.wait_for_event("scale", lambda e: e["value"] == 42)
+    form.wait_for_event("scale", lambda e: e["value"] == 42)
     fresh = run(client.read_element(slider))
     assert fresh.value is not None and fresh.value.current == 42
     assert fresh.index == slider.index and fresh.path == slider.path
 
     out_of_range = error_of(run, client.set_value(slider, 150))
     assert out_of_range.code is ErrorCode.INVALID_ARGUMENT and "0..100" in out_of_range.message
-    assert gtk_form.events("scale")[-1]["value"] == 42
+    assert form.events("scale")[-1]["value"] == 42
 
 
 def test_unknown_expired_and_stale_elements_are_not_found(
@@ -282,11 +298,11 @@ def test_widget_factory_snapshot_is_large_and_complete(
         wait_until_registered(runner, client, factory.pid)
         # The window maps after the app registers; wait until its frame shows.
         snapshot = poll(
+            "the widget factory's window to show",
             lambda: (
                 (s := runner.run(client.snapshot(factory.pid))).elements[1:] and s.elements[1].bounds and s
             ),
             10,
-            "the widget factory's window to show",
         )
         assert len(snapshot.elements) > 200
         assert len({e.ref for e in snapshot.elements}) == len(snapshot.elements)  # no node twice

@@ -12,16 +12,16 @@ import os
 import secrets
 import socket
 import subprocess
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
 from mcp.types import CallToolResult
+from tests.polling import poll
 
 from deskrig.client import connect
 
@@ -31,20 +31,9 @@ RIG_IMAGE = "deskrig/rig:latest"
 GTK_IMAGE = "deskrig/example-gtk:latest"
 BUILD_TIMEOUT_S = 3600
 UP_TIMEOUT_S = 180
-
-T = TypeVar("T")
-
-
-def poll(what: str, probe: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.25) -> T:
-    """Call ``probe`` until it returns something truthy; fail saying what never happened."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+#: How long a running stack gets to show a change, and how often to ask Docker (each ask costs).
+STACK_TIMEOUT_S = 60.0
+DOCKER_POLL_S = 0.25
 
 
 def run(
@@ -177,4 +166,5 @@ def wait_exited(container: str, timeout: float = 60.0) -> dict[str, Any]:
         f"container {container[:12]} to exit",
         lambda: (state := inspect(container)["State"])["Status"] == "exited" and state,
         timeout=timeout,
+        interval=DOCKER_POLL_S,
     )

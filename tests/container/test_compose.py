@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image
-from tests.container.conftest import ComposeStack, call_tool, docker, inspect, poll
+from tests.container.conftest import DOCKER_POLL_S, STACK_TIMEOUT_S, ComposeStack, call_tool, docker, inspect
+from tests.polling import poll
 
 pytestmark = pytest.mark.docker
 
@@ -56,7 +57,7 @@ def greet_round_trip(url: str, token: str, pid: int, name: str) -> None:
         assert not state.is_error, state
         return next((e["name"] for e in state.structured_content["elements"]), None)
 
-    assert poll("the greeting to update", greeting, timeout=10) == f"Hello, {name}!"
+    assert poll("the greeting to update", greeting, timeout=10, interval=DOCKER_POLL_S) == f"Hello, {name}!"
 
 
 def test_mcp_client_finds_the_app_and_sees_its_pixels(gtk_stack: ComposeStack) -> None:
@@ -143,6 +144,8 @@ def test_restart_comes_back_healthy(gtk_stack: ComposeStack) -> None:
     poll(
         "the restarted rig to be healthy",
         lambda: inspect(container)["State"]["Health"]["Status"] == "healthy",
+        STACK_TIMEOUT_S,
+        DOCKER_POLL_S,
     )
     # A new app process behind the same published port.
     window_titled(gtk_stack.url, gtk_stack.token, GTK_TITLE)

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.container.conftest import ComposeStack, call_tool, docker, poll
+from tests.container.conftest import DOCKER_POLL_S, STACK_TIMEOUT_S, ComposeStack, call_tool, docker
+from tests.polling import poll
 
 pytestmark = pytest.mark.docker
 
@@ -31,11 +32,12 @@ def test_actions_become_turn_folders_on_the_host(video_stack: ComposeStack) -> N
     before = len(turns(video_stack.artifacts))
     for x, y in [(50, 60), (70, 80)]:
         assert not call_tool(video_stack.url, video_stack.token, "click", {"x": x, "y": y}).is_error
+
     def two_more() -> list[Path] | None:
         folders = turns(video_stack.artifacts)
         return folders if len(folders) >= before + 2 else None
 
-    folders = poll("two new turn folders", two_more)
+    folders = poll("two new turn folders", two_more, STACK_TIMEOUT_S, DOCKER_POLL_S)
     action = json.loads((folders[-1] / "action.json").read_text())
     assert action["tool"] == "click" and action["arguments"] == {"x": 70, "y": 80}
     assert (folders[-1] / "click.png").stat().st_size > 0 and (folders[-1] / "after.png").exists()
@@ -44,7 +46,12 @@ def test_actions_become_turn_folders_on_the_host(video_stack: ComposeStack) -> N
 def test_docker_stop_leaves_a_decodable_video(video_stack: ComposeStack) -> None:
     container = video_stack.container()
     video = video_stack.artifacts / "recording.mp4"
-    poll("the video to grow", lambda: video.exists() and video.stat().st_size > 10_000)
+    poll(
+        "the video to grow",
+        lambda: video.exists() and video.stat().st_size > 10_000,
+        STACK_TIMEOUT_S,
+        DOCKER_POLL_S,
+    )
     assert docker("stop", "-t", "15", container).returncode == 0
     probe = subprocess.run(
         ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "json", str(video)],

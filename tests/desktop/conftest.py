@@ -17,16 +17,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from tests.polling import poll
 from Xlib import X
 from Xlib.display import Display
 
 from deskrig.desktop.x11 import X11Backend
 from deskrig.model import Bounds, WindowInfo
-
-T = TypeVar("T")
 
 APPS_DIR = Path(__file__).resolve().parents[1] / "apps"
 #: The fixture apps need Debian's python3-gi and tkinter, not the project venv.
@@ -34,17 +33,6 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 SCREEN = (1280, 800)
 TIMEOUT = 15.0
 
-
-def poll(check: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
-    """Call ``check`` until it returns something truthy; fail saying ``what`` never happened."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -125,7 +113,7 @@ class FixtureApp:
                 raise AssertionError(f"{self.kind} app {self.title!r} exited with {self.proc.returncode}")
             return any(event["event"] == "ready" for event in self.events())
 
-        poll(ready, f"{self.kind} app {self.title!r} to report ready")
+        poll(f"{self.kind} app {self.title!r} to report ready", ready)
 
 
 def hex_color(rgb: tuple[int, int, int]) -> str:
@@ -188,7 +176,7 @@ class Desktop:
             window = self.window_of(backend, app)
             return window if window is not None and window.bounds == app.geometry() else None
 
-        return poll(agreed, f"{app.title!r} listed at the geometry it reports")
+        return poll(f"{app.title!r} listed at the geometry it reports", agreed)
 
 
 @pytest.fixture(scope="session")
@@ -218,7 +206,7 @@ def _start_desktop(
                     stderr=log,
                 )
             )
-        poll(lambda: window_manager_ready(xlib), "openbox to set _NET_SUPPORTING_WM_CHECK")
+        poll("openbox to set _NET_SUPPORTING_WM_CHECK", lambda: window_manager_ready(xlib))
     desktop = Desktop(mode=mode, display=display, log_dir=log_dir, xlib=xlib)
     # Apart from each other, and from where tests open their own windows (x >= 600).
     for kind, color, pos in (("gtk", (0, 200, 0), (40, 60)), ("tk", (200, 0, 0), (40, 400))):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from tests.polling import poll
 from Xlib import X, Xatom
 from Xlib.protocol import event
 
@@ -19,7 +20,7 @@ from deskrig.desktop.x11 import X11Backend
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
 
-from .conftest import SCREEN, Desktop, FixtureApp, poll, start_xvfb, stop_process
+from .conftest import SCREEN, Desktop, FixtureApp, start_xvfb, stop_process
 
 BLUE = (0, 0, 220)
 YELLOW = (230, 230, 0)
@@ -175,7 +176,7 @@ def test_capture_window_of_a_closed_window_is_window_not_found(
             return exc
         return None
 
-    assert poll(gone, "the closed window's capture to fail").code is ErrorCode.WINDOW_NOT_FOUND
+    assert poll("the closed window's capture to fail", gone).code is ErrorCode.WINDOW_NOT_FOUND
     assert all(w.id != window_id for w in backend.windows())
 
 
@@ -186,7 +187,7 @@ def test_damage_serial_is_stable_when_idle_and_moves_on_a_change(
         first = backend.damage_serial()
         return first if backend.damage_serial() == first else None
 
-    idle = poll(settled, "an idle screen")
+    idle = poll("an idle screen", settled)
     assert backend.damage_serial() == idle
 
     extra_apps("gtk", f"damage-{desktop.mode}", YELLOW, (700, 80), (100, 60))
@@ -202,7 +203,7 @@ def test_focused_window_follows_the_keyboard_focus(desktop: Desktop, backend: X1
         def focused_is(window_id: int = window.id) -> bool:
             return [w.id for w in backend.windows() if w.focused] == [window_id]
 
-        poll(focused_is, f"{app.title!r} to be the one focused window")
+        poll(f"{app.title!r} to be the one focused window", focused_is)
 
 
 def focus(desktop: Desktop, window_id: int) -> None:
@@ -280,13 +281,13 @@ def test_minimized_window_is_listed_as_minimized(openbox_desktop: Desktop) -> No
             window = openbox_desktop.window_of(impl, app)
             return window is not None and window.minimized
 
-        poll(minimized, "the iconified Tk window to be listed as minimized")
+        poll("the iconified Tk window to be listed as minimized", minimized)
         with pytest.raises(DeskrigError) as excinfo:
             impl.capture_window(window_id, include_frame=False)
         assert excinfo.value.code is ErrorCode.CAPTURE_FAILED
     finally:
         focus(openbox_desktop, window_id)  # activating restores it for the tests that follow
-        poll(lambda: openbox_desktop.settled_window(impl, app).minimized is False, "the window restored")
+        poll("the window restored", lambda: openbox_desktop.settled_window(impl, app).minimized is False)
         impl.close()
 
 

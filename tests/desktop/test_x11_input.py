@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.polling import poll
 from Xlib import X
 from Xlib.display import Display
 
@@ -23,7 +24,7 @@ from deskrig.desktop.keys import KeyCombo, parse_combo, parse_hotkey, parse_key
 from deskrig.desktop.x11_input import X11Input
 from deskrig.errors import DeskrigError, ErrorCode
 
-from .conftest import SYSTEM_PYTHON, poll, start_xvfb, stop_process, window_manager_ready
+from .conftest import SYSTEM_PYTHON, start_xvfb, stop_process, window_manager_ready
 
 APPS_DIR = Path(__file__).resolve().parents[1] / "apps"
 UNICODE = "Grüße, Ñandú — 東京 😀\nline 2"
@@ -51,7 +52,7 @@ class App:
             found = self.events(name)
             return found[-1] if found and check(found[-1]) else None
 
-        return poll(newest, what or f"{self.log.stem}: {name} event", timeout=10)
+        return poll(what or f"{self.log.stem}: {name} event", newest, timeout=10)
 
     def widget(self, name: str) -> dict[str, int]:
         layout = [e for e in self.events() if e["event"] in ("ready", "layout")][-1]
@@ -117,7 +118,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                     stderr=wm_log,
                 )
             )
-        poll(lambda: window_manager_ready(xlib), "openbox to set _NET_SUPPORTING_WM_CHECK")
+        poll("openbox to set _NET_SUPPORTING_WM_CHECK", lambda: window_manager_ready(xlib))
         tk = _launch(display, log_dir, "tk_form.py", "Tk form")
         procs.append(tk.proc)
         gtk = _launch(display, log_dir, "gtk_form.py", "GTK form")
@@ -141,7 +142,7 @@ def _focus_tk_field(rig: Rig, widget: str) -> None:
     rig.input.button(*rig.tk.center(widget))
     rig.input.press_key("ctrl+slash")
     rig.input.press_key("Delete")
-    poll(lambda: [e["text"] for e in rig.tk.events(widget)][-1:] in ([], [""]), f"Tk {widget} to be empty")
+    poll(f"Tk {widget} to be empty", lambda: [e["text"] for e in rig.tk.events(widget)][-1:] in ([], [""]))
 
 
 # -- typing ------------------------------------------------------------------------------------------
@@ -254,7 +255,7 @@ def test_named_keys_and_combinations_reach_the_tk_entry(rig: Rig) -> None:
         keys = rig.tk.events("key")[seen:]
         return keys if any(k["state"] & X.ShiftMask for k in keys) else None
 
-    keys = poll(keys_through_shift_tab, "shift+Tab to reach the entry")
+    keys = poll("shift+Tab to reach the entry", keys_through_shift_tab)
     named = [(k["keysym"], k["state"] & (X.ShiftMask | X.Mod1Mask)) for k in keys if k["keysym"] != "??"]
     assert named == [
         ("BackSpace", 0),

@@ -17,7 +17,8 @@ import docker
 import httpx
 import pytest
 from tests.orchestrator.helpers import clicks, containers, turn_folders
-from tests.server.rigproc import poll, read_until_closed
+from tests.polling import poll
+from tests.server.rigproc import read_until_closed
 
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState

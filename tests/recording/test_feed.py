@@ -13,8 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.polling import poll
 from tests.recording.conftest import ffmpeg_writing, ffprobe_duration, load_json
-from tests.server.rigproc import RigProcess, color_app, poll, read_events
+from tests.server.rigproc import RigProcess, color_app, read_events
 
 GREEN = "#20c040"
 

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import httpx
 from PIL import Image
+from tests.polling import poll
 from tests.recording.conftest import (
     FormRig,
     Session,
@@ -20,7 +21,6 @@ from tests.recording.conftest import (
     mp4_boxes,
     session,
 )
-from tests.server.rigproc import poll
 
 RED = (255, 0, 0)
 ARTIFACTS = {

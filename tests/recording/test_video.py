@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from tests.polling import poll
 from tests.recording.conftest import (
     Session,
     ffmpeg_writing,
@@ -18,7 +19,7 @@ from tests.recording.conftest import (
     load_json,
     mp4_boxes,
 )
-from tests.server.rigproc import DESKRIG, RigProcess, color_app, poll, read_events
+from tests.server.rigproc import DESKRIG, RigProcess, color_app, read_events
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.recording.video import VideoRecorder

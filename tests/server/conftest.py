@@ -5,7 +5,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.server.rigproc import RigProcess, color_app, poll, read_events
+from tests.polling import poll
+from tests.server.rigproc import FormRig, RigProcess, color_app, read_events, start_form
+from tests.toolkits import BACKENDS, Toolkit
 
 GREEN = "#20c040"
 RED = "#e02020"
@@ -57,3 +59,25 @@ def green_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GreenRig]:
     yield green
     green.close_extra_apps()
     rig.stop()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The rig's desktop backend (``deskrig rig run --backend``): the seam for a second one."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def toolkit_form(
+    toolkit: Toolkit, backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FormRig]:
+    """A rig on ``backend`` running ``toolkit``'s form fixture (tests/apps/<toolkit>_form.py)."""
+    form = start_form(
+        tmp_path_factory.mktemp(f"{toolkit.name}-form"),
+        f"{toolkit.name}_form",
+        toolkit.title,
+        python=toolkit.python,
+        extra=["--backend", backend],
+    )
+    yield form
+    form.rig.stop()

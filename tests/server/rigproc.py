@@ -9,11 +9,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import httpx
@@ -22,6 +21,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 # INITIALIZE: a raw JSON-RPC initialize request, re-exported for the tests that speak plain HTTP.
+from tests.polling import poll
+
 from deskrig.bench.reliability_rig import INITIALIZE as INITIALIZE
 from deskrig.bench.reliability_rig import free_port
 from deskrig.client import connect
@@ -34,8 +35,6 @@ NODE = ROOT / ".tools" / "conformance" / "node_modules" / ".bin" / "node"
 SYSTEM_PYTHON = "/usr/bin/python3"
 DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
 
-T = TypeVar("T")
-
 @contextlib.asynccontextmanager
 async def connect_stateless(url: str, token: str) -> AsyncIterator[Client]:
     """An MCP client speaking the stateless 2026-07-28 protocol (no session id), as MCP 2.x
@@ -46,19 +45,6 @@ async def connect_stateless(url: str, token: str) -> AsyncIterator[Client]:
         Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client,
     ):
         yield client
-
-
-
-def poll(what: str, check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05) -> T:
-    """Call ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 def http_status(url: str) -> int | None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 from tests.desktop.conftest import start_xvfb, stop_process
+from tests.polling import poll
 from tests.server.conftest import GREEN
-from tests.server.rigproc import DESKRIG, RigProcess, color_app, free_port, http_status, poll, read_events
+from tests.server.rigproc import DESKRIG, RigProcess, color_app, free_port, http_status, read_events
 
 from deskrig.errors import tool_error
 

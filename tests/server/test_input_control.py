@@ -14,7 +14,8 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from tests.server.rigproc import INITIALIZE, FormRig, connect_stateless, poll, start_form
+from tests.polling import poll
+from tests.server.rigproc import INITIALIZE, FormRig, connect_stateless, start_form
 
 from deskrig.client import connect
 from deskrig.errors import tool_error

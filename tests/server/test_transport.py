@@ -20,6 +20,7 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from PIL import Image
+from tests.polling import poll
 from tests.server.conftest import GREEN, GreenRig
 from tests.server.rigproc import (
     DESKRIG,
@@ -28,7 +29,6 @@ from tests.server.rigproc import (
     color_app,
     free_port,
     http_status,
-    poll,
     read_until_closed,
 )
 

@@ -1,0 +1,32 @@
+"""The one way the tests wait for something to happen: ``poll(what, check)``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: Long enough for a slow, shared CI machine; a passing check returns as soon as it holds.
+DEFAULT_TIMEOUT_S = 20.0
+DEFAULT_INTERVAL_S = 0.05
+
+
+def poll(
+    what: str,
+    check: Callable[[], T | None],
+    timeout: float = DEFAULT_TIMEOUT_S,
+    interval: float = DEFAULT_INTERVAL_S,
+) -> T:
+    """Call ``check`` until it returns something truthy and return that; fail saying ``what``
+    never happened (with the last value seen) after ``timeout`` seconds. ``check`` always runs
+    at least once, and once more at the deadline, so a slow machine is not failed early."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
