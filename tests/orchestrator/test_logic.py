@@ -23,11 +23,9 @@ from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, Session
 from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.runtime import (
     LABEL_EXPIRES,
-    LABEL_HOST,
-    LABEL_LEASE,
-    LABEL_MANAGED,
     LABEL_ORCHESTRATOR,
     LABEL_SESSION,
+    rig_labels,
 )
 from deskrig.orchestrator.state import Journal, JournalEntry, write_session_record
 
@@ -172,14 +170,13 @@ async def test_recent_activity_keeps_a_session_past_its_idle_timeout(
 def _labels(
     owner: str, session: str, *, lease: Path | None = None, host: str | None = None
 ) -> dict[str, str]:
-    return {
-        LABEL_MANAGED: "1",
-        LABEL_ORCHESTRATOR: owner,
-        LABEL_SESSION: session,
-        LABEL_EXPIRES: "0",
-        LABEL_HOST: host or socket.gethostname(),
-        LABEL_LEASE: str(lease or "/nonexistent/lease.lock"),
-    }
+    return rig_labels(
+        orchestrator_id=owner,
+        session_id=session,
+        expires_at=None,
+        host=host or socket.gethostname(),
+        lease=lease or Path("/nonexistent/lease.lock"),
+    )
 
 
 async def test_reaper_removes_orphans_by_label_only(tmp_path: Path, runtime: MemoryRuntime) -> None:

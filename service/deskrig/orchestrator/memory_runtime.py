@@ -30,6 +30,7 @@ import httpx2
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.mirror import ArtifactMirror
+from deskrig.orchestrator.rig_client import EVENTS, FINALIZE, READYZ, STATUS
 from deskrig.orchestrator.runtime import LABEL_SESSION, RigHandle, RigRequest, RigStatus
 from deskrig.orchestrator.waits import rig_ready, wait_for
 
@@ -228,18 +229,18 @@ def _handler(runtime: MemoryRuntime) -> type[BaseHTTPRequestHandler]:
             rig = runtime.rigs.get(rig_id)
             if rig is None or not rig.status().running:
                 self._send(502, {"error": "no such rig"})
-            elif path == "/readyz":
+            elif path == READYZ:
                 ready = rig.ready()
                 self._send(200 if ready else 503, {"ready": ready, "app": "up" if ready else "starting"})
             elif rig.token and self.headers.get("Authorization") != f"Bearer {rig.token}":
                 self._send(401, {"error": "bad token"})
-            elif path == "/status":
+            elif path == STATUS:
                 active = rig.script.active_at
                 last = None if active is None else rig.created_wall + active
                 self._send(200, {"last_activity": last or rig.created_wall})
-            elif path == "/recording/finalize":
+            elif path == FINALIZE:
                 self._send(200, {"finalized": True})
-            elif path == "/recording/events":
+            elif path == EVENTS:
                 self._send(200, None, content_type="text/event-stream")
             else:
                 self._send(404, {"error": f"no {path}"})

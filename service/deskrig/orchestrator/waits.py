@@ -17,6 +17,7 @@ import anyio
 import httpx2
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.orchestrator.rig_client import READYZ
 from deskrig.orchestrator.runtime import RigStatus
 
 #: Log lines attached to a wait's timeout error.
@@ -74,7 +75,7 @@ class Running:
 class HttpStatus:
     """``GET endpoint + path`` answers ``status`` (by default, the rig's readiness probe)."""
 
-    path: str = "/readyz"
+    path: str = READYZ
     status: int = 200
 
     @property
@@ -114,7 +115,7 @@ class AllOf:
 
 def rig_ready() -> WaitStrategy:
     """The default for a rig: its container runs and its /readyz says display, WM and app are up."""
-    strategies: tuple[WaitStrategy, ...] = (Running(), HttpStatus("/readyz", 200))
+    strategies: tuple[WaitStrategy, ...] = (Running(), HttpStatus(READYZ, 200))
     return AllOf(strategies)
 
 
