@@ -26,13 +26,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx2
-
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.rig_client import EVENTS, FINALIZE, READYZ, STATUS
 from deskrig.orchestrator.runtime import LABEL_SESSION, RigHandle, RigRequest, RigStatus
-from deskrig.orchestrator.waits import rig_ready, wait_for
+from deskrig.orchestrator.waits import wait_until_ready
 
 
 @dataclass(frozen=True)
@@ -123,8 +121,7 @@ class MemoryRuntime:
         return self._add(request.labels, script, token=request.env.get("DESKRIG_TOKEN", ""))
 
     async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
-        async with httpx2.AsyncClient() as http:
-            await wait_for(_Target(self, handle, http), rig_ready(), timeout, interval=0.05)
+        await wait_until_ready(self, handle, timeout, interval=0.05)
 
     def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:
         return ArtifactMirror(handle.endpoint, token, dest)
@@ -191,22 +188,6 @@ class MemoryRuntime:
             ).start()
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
-
-
-class _Target:
-    """A memory rig as the wait strategies see it."""
-
-    def __init__(self, runtime: MemoryRuntime, handle: RigHandle, http: httpx2.AsyncClient) -> None:
-        self.runtime = runtime
-        self.handle = handle
-        self.endpoint = handle.endpoint
-        self.http = http
-
-    async def status(self) -> RigStatus:
-        return await self.runtime.status(self.handle)
-
-    async def logs(self, tail: int) -> str:
-        return await self.runtime.logs(self.handle, tail)
 
 
 def _handler(runtime: MemoryRuntime) -> type[BaseHTTPRequestHandler]:
