@@ -141,6 +141,18 @@ async def test_a_vanished_rig_fails_its_session(fast: OrchestratorConfig, runtim
         assert info.reason == "the rig stopped unexpectedly: container gone (removed from outside)"
 
 
+async def test_stopping_a_recorded_session_finalizes_and_drains_the_feed(
+    fast: OrchestratorConfig, runtime: MemoryRuntime
+) -> None:
+    async with Orchestrator(fast, runtime) as orch:
+        info = await orch.start(SPEC.model_copy(update={"record": True}))
+        info = await orch.stop(info.id)
+    assert (info.state, info.mirror and info.mirror.errors) == (SessionState.STOPPED, [])
+    calls = [(method, path) for method, rig, path in runtime.requests if rig == info.container]
+    assert ("GET", "/recording/events") in calls
+    assert ("POST", "/recording/finalize") in calls
+
+
 @pytest.mark.parametrize(
     ("limits", "reason"),
     [

@@ -87,6 +87,8 @@ class MemoryRuntime:
         #: Names of the rigs destroyed, in order: what the reaper and teardown removed.
         self.destroyed: list[str] = []
         self.created: list[RigRequest] = []
+        #: Every HTTP request the rigs answered, as (method, rig name, path).
+        self.requests: list[tuple[str, str, str]] = []
         self._next_scripts: deque[RigScript] = deque()
         self._engine_down_until = 0.0
         self._server: ThreadingHTTPServer | None = None
@@ -208,6 +210,7 @@ def _handler(runtime: MemoryRuntime) -> type[BaseHTTPRequestHandler]:
             rig_id, _, path = rest.partition("/")
             path = "/" + path.partition("?")[0]
             rig = runtime.rigs.get(rig_id)
+            runtime.requests.append((self.command, rig.handle.name if rig else rig_id, path))
             if rig is None or not rig.status().running:
                 self._send(502, {"error": "no such rig"})
             elif path == READYZ:
