@@ -43,17 +43,8 @@ from deskrig.orchestrator.models import (
 )
 from deskrig.orchestrator.reaper import Lease, Reaper, host_id
 from deskrig.orchestrator.recovery import Recovery, save_log_and_remove
-from deskrig.orchestrator.runtime import (
-    LABEL_EXPIRES,
-    LABEL_HOST,
-    LABEL_LEASE,
-    LABEL_MANAGED,
-    LABEL_ORCHESTRATOR,
-    LABEL_SESSION,
-    RigHandle,
-    RigRequest,
-    Runtime,
-)
+from deskrig.orchestrator.rig_client import RigClient, mcp_url
+from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, RigHandle, RigRequest, Runtime, rig_labels
 from deskrig.orchestrator.state import Journal, JournalEntry, write_session_record
 
 log = logging.getLogger("deskrig.orchestrator")
@@ -200,7 +191,7 @@ class Orchestrator:
         for found in adoptable:
             info, handle = found.info, found.handle
             info.container = handle.name
-            info.mcp_url = handle.endpoint + "/mcp"
+            info.mcp_url = mcp_url(handle.endpoint)
             info.token = found.token
             slot = anyio.Event()
             slot.set()
@@ -346,7 +337,7 @@ class Orchestrator:
                 info.phase = f"creating the rig from {info.spec.image} (pulling it if needed)"
                 session.handle = await self.runtime.create(self._request(session))
                 info.container = session.handle.name
-                info.mcp_url = session.handle.endpoint + "/mcp"
+                info.mcp_url = mcp_url(session.handle.endpoint)
                 info.token = session.token
                 info.phase = "waiting for the rig's /readyz (display, window manager, app)"
                 with contextlib.suppress(OSError):
@@ -427,14 +418,13 @@ class Orchestrator:
         max_duration = session.timeout("max_duration", self.config)
         if max_duration:
             session.info.expires_at = time.time() + max_duration
-        labels = {
-            LABEL_MANAGED: "1",
-            LABEL_ORCHESTRATOR: self.id,
-            LABEL_SESSION: session.info.id,
-            LABEL_EXPIRES: str(int(session.info.expires_at or 0)),
-            LABEL_HOST: host_id(),
-            LABEL_LEASE: str(self._lease.path.resolve()),
-        }
+        labels = rig_labels(
+            orchestrator_id=self.id,
+            session_id=session.info.id,
+            expires_at=session.info.expires_at,
+            host=host_id(),
+            lease=self._lease.path.resolve(),
+        )
         command = shlex.split(spec.app) if spec.app else None
         return RigRequest(session.info.id, spec.image, command, env, labels)
 
@@ -486,15 +476,8 @@ class Orchestrator:
         """When the rig last served an MCP request (its /status); ready time if it cannot say."""
         assert session.handle is not None and self._http is not None
         fallback = session.info.ready_at or session.info.created_at
-        try:
-            response = await self._http.get(
-                session.handle.endpoint + "/status", headers={"Authorization": f"Bearer {session.token}"}
-            )
-            if response.status_code == 200:
-                return max(float(response.json()["last_activity"]), fallback)
-        except (httpx2.HTTPError, ValueError, KeyError, TypeError):
-            pass
-        return fallback
+        last = await RigClient(self._http, session.handle.endpoint, session.token).last_activity()
+        return fallback if last is None else max(last, fallback)
 
     async def _finalize(self, session: _Session) -> None:
         """Close the recording (the mp4 is written) and let the mirror copy the last of it."""
@@ -504,11 +487,8 @@ class Orchestrator:
         timeout = self.config.stop_timeout
         with anyio.move_on_after(timeout):
             try:
-                response = await self._http.post(
-                    session.handle.endpoint + "/recording/finalize",
-                    headers={"Authorization": f"Bearer {session.token}"},
-                    timeout=timeout,
-                )
+                rig = RigClient(self._http, session.handle.endpoint, session.token)
+                response = await rig.finalize(timeout=timeout)
                 if response.status_code >= 400:
                     mirror.report.errors.append(
                         f"finalize: HTTP {response.status_code} {response.text[:200]}"

@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 import docker
-import httpx2
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
@@ -23,7 +22,7 @@ from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, RIG_RECORD_DIR, OrchestratorConfig
 from deskrig.orchestrator.runtime import RigHandle, RigRequest, RigStatus
-from deskrig.orchestrator.waits import rig_ready, wait_for
+from deskrig.orchestrator.waits import wait_until_ready
 
 log = logging.getLogger("deskrig.orchestrator.docker")
 
@@ -65,22 +64,6 @@ def _engine_down(exc: Exception) -> DeskrigError:
 def _url_host(address: str) -> str:
     host = "127.0.0.1" if address in _WILDCARD_BINDS else address
     return f"[{host}]" if ":" in host else host
-
-
-class _Target:
-    """A rig as the wait strategies see it."""
-
-    def __init__(self, runtime: DockerRuntime, handle: RigHandle, http: httpx2.AsyncClient) -> None:
-        self.runtime = runtime
-        self.handle = handle
-        self.endpoint = handle.endpoint
-        self.http = http
-
-    async def status(self) -> RigStatus:
-        return await self.runtime.status(self.handle)
-
-    async def logs(self, tail: int) -> str:
-        return await self.runtime.logs(self.handle, tail)
 
 
 class DockerRuntime:
@@ -166,8 +149,7 @@ class DockerRuntime:
         return RigHandle(id=container.id or name, name=name, endpoint=endpoint, labels=dict(request.labels))
 
     async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
-        async with httpx2.AsyncClient() as http:
-            await wait_for(_Target(self, handle, http), rig_ready(), timeout)
+        await wait_until_ready(self, handle, timeout)
 
     def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:
         return ArtifactMirror(handle.endpoint, token, dest)

@@ -28,13 +28,13 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import quote
 
 import anyio
 import httpx2
 from pydantic import ValidationError
 
 from deskrig.orchestrator.models import MirrorReport
+from deskrig.orchestrator.rig_client import EVENTS, RigClient
 from deskrig.orchestrator.waits import Probe, poll
 from deskrig.recording.turns import FileEntry, TurnEvent
 
@@ -81,7 +81,7 @@ class ArtifactMirror:
         self.endpoint = endpoint.rstrip("/")
         self.dest = dest
         self.report = MirrorReport()
-        self._headers = {"Authorization": f"Bearer {token}"}
+        self._token = token
         self._retry_delay = retry_delay
         self._max_retry_delay = max_retry_delay
         self._last_seq: int | None = None
@@ -101,11 +101,12 @@ class ArtifactMirror:
             self._scope = scope
             if self._closed:
                 scope.cancel()
-            async with httpx2.AsyncClient(headers=self._headers, timeout=timeout) as http:
+            async with httpx2.AsyncClient(timeout=timeout) as http:
+                rig = RigClient(http, self.endpoint, self._token)
                 delay = self._retry_delay
                 while True:
                     try:
-                        await self._follow(http)
+                        await self._follow(rig)
                         delay = self._retry_delay  # the rig ended the stream: resume promptly
                     except (httpx2.HTTPError, FeedError, OSError) as exc:
                         self._note_error(f"feed: {type(exc).__name__}: {exc}")
@@ -144,19 +145,16 @@ class ArtifactMirror:
 
     # --- the feed --------------------------------------------------------------------------------
 
-    async def _follow(self, http: httpx2.AsyncClient) -> None:
-        params = {} if self._last_seq is None else {"after": str(self._last_seq)}
-        headers = {} if self._last_seq is None else {"Last-Event-ID": str(self._last_seq)}
-        url = self.endpoint + "/recording/events"
-        async with http.stream("GET", url, params=params, headers=headers) as response:
+    async def _follow(self, rig: RigClient) -> None:
+        async with rig.events(self._last_seq) as response:
             if response.status_code != 200:
                 await response.aread()
-                raise FeedError(f"GET /recording/events: HTTP {response.status_code} {response.text[:200]}")
+                raise FeedError(f"GET {EVENTS}: HTTP {response.status_code} {response.text[:200]}")
             async for event in self._events(response):
                 self._last_event = time.monotonic()
                 self._busy = True
                 try:
-                    await self._handle(http, event)
+                    await self._handle(rig, event)
                 finally:
                     self._busy = False
                     self._last_event = time.monotonic()
@@ -181,17 +179,17 @@ class ArtifactMirror:
                 elif name == "id":
                     event_id = value
 
-    async def _handle(self, http: httpx2.AsyncClient, event: _Event) -> None:
+    async def _handle(self, rig: RigClient, event: _Event) -> None:
         try:
             payload = json.loads(event.data)
             if event.kind == "turn":
-                await self._on_turn(http, TurnEvent.model_validate(payload))
+                await self._on_turn(rig, TurnEvent.model_validate(payload))
             elif event.kind == "video":
-                await self._on_video(http, FileEntry.model_validate(payload))
+                await self._on_video(rig, FileEntry.model_validate(payload))
         except (json.JSONDecodeError, ValidationError) as exc:
             raise FeedError(f"malformed {event.kind} event: {exc}") from exc
 
-    async def _on_turn(self, http: httpx2.AsyncClient, turn: TurnEvent) -> None:
+    async def _on_turn(self, rig: RigClient, turn: TurnEvent) -> None:
         if self._last_seq is not None and turn.seq <= self._last_seq:
             return  # replayed after a reconnect: already here
         expected = 1 if self._last_seq is None else self._last_seq + 1
@@ -207,7 +205,7 @@ class ArtifactMirror:
             rel = _safe_relative(entry.path)
             if rel.parts[0] != turn.turn:
                 raise FeedError(f"file {entry.path!r} is outside its turn {turn.turn!r}")
-            await self._fetch(http, entry, self.dest / INCOMING / rel)
+            await self._fetch(rig, entry, self.dest / INCOMING / rel)
         final = self.dest / turn.turn
         if final.exists():
             shutil.rmtree(staging)
@@ -218,27 +216,27 @@ class ArtifactMirror:
         self._last_seq = turn.seq
         self.report.last_seq = turn.seq
 
-    async def _on_video(self, http: httpx2.AsyncClient, video: FileEntry) -> None:
+    async def _on_video(self, rig: RigClient, video: FileEntry) -> None:
         if video.sha256 == self._video_sha256:
             return  # a resumed stream repeats the video event
         rel = _safe_relative(video.path)
         staging = self.dest / INCOMING / rel
-        await self._fetch(http, video, staging)
+        await self._fetch(rig, video, staging)
         final = self.dest / rel
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging, final)
         self.report.video = str(final)
         self._video_sha256 = video.sha256
 
-    async def _fetch(self, http: httpx2.AsyncClient, entry: FileEntry, target: Path) -> None:
+    async def _fetch(self, rig: RigClient, entry: FileEntry, target: Path) -> None:
         """Download one file to ``target``, verified; retried once on a mismatch."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        url = f"{self.endpoint}/recording/files/{quote(entry.path, safe='/')}"
+        url = rig.file_url(entry.path)
         observed = ""
         for _ in range(DOWNLOAD_ATTEMPTS):
             digest = hashlib.sha256()
             size = 0
-            async with http.stream("GET", url) as response:
+            async with rig.file(entry.path) as response:
                 if response.status_code != 200:
                     await response.aread()
                     raise FeedError(f"GET {url}: HTTP {response.status_code}")

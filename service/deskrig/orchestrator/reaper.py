@@ -26,11 +26,11 @@ from deskrig.orchestrator.runtime import (
     LABEL_EXPIRES,
     LABEL_HOST,
     LABEL_LEASE,
-    LABEL_MANAGED,
     LABEL_ORCHESTRATOR,
     LABEL_SESSION,
     RigHandle,
     Runtime,
+    managed_labels,
 )
 
 log = logging.getLogger("deskrig.orchestrator.reaper")
@@ -139,7 +139,7 @@ class Reaper:
     async def sweep(self) -> list[Reaped]:
         reaped = []
         now = time.time()
-        for handle in await self.runtime.list_by_label({LABEL_MANAGED: "1"}):
+        for handle in await self.runtime.list_by_label(managed_labels()):
             reason = self.verdict(handle, now)
             if reason is None:
                 continue

@@ -26,7 +26,8 @@ from pydantic import ValidationError
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.models import SessionInfo, SessionState
 from deskrig.orchestrator.reaper import Lease
-from deskrig.orchestrator.runtime import LABEL_LEASE, LABEL_MANAGED, LABEL_SESSION, RigHandle, Runtime
+from deskrig.orchestrator.rig_client import RigClient
+from deskrig.orchestrator.runtime import LABEL_LEASE, RigHandle, Runtime, managed_labels
 from deskrig.orchestrator.state import (
     Journal,
     JournalEntry,
@@ -87,7 +88,7 @@ class Recovery:
         except (OSError, ValidationError) as exc:
             log.warning("session %s: cannot read its session.json (%s); its rig goes", entry.session_id, exc)
             info = None
-        rigs = await self.runtime.list_by_label({LABEL_MANAGED: "1", LABEL_SESSION: entry.session_id})
+        rigs = await self.runtime.list_by_label(managed_labels(entry.session_id))
         handle = rigs[0] if rigs else None
         if info is not None and info.state.ended:
             problem = None
@@ -119,9 +120,7 @@ class Recovery:
         if not handle.endpoint:
             return "its rig container publishes no port"
         try:
-            response = await self.http.get(
-                handle.endpoint + "/readyz", headers={"Authorization": f"Bearer {token}"}
-            )
+            response = await RigClient(self.http, handle.endpoint, token).readyz()
         except httpx2.HTTPError as exc:
             return f"its rig did not answer /readyz ({type(exc).__name__})"
         if response.status_code != 200:

@@ -22,6 +22,25 @@ LABEL_HOST = "io.deskrig.host"  # where the owning orchestrator runs
 LABEL_LEASE = "io.deskrig.lease"  # the owner's lease file on that host (see reaper.Lease)
 
 
+def rig_labels(
+    *, orchestrator_id: str, session_id: str, expires_at: float | None, host: str, lease: Path
+) -> dict[str, str]:
+    """Every label of a session's rig: whose it is, until when, and where its owner's lease is."""
+    return {
+        LABEL_MANAGED: "1",
+        LABEL_ORCHESTRATOR: orchestrator_id,
+        LABEL_SESSION: session_id,
+        LABEL_EXPIRES: str(int(expires_at or 0)),
+        LABEL_HOST: host,
+        LABEL_LEASE: str(lease),
+    }
+
+
+def managed_labels(session_id: str | None = None) -> dict[str, str]:
+    """The label filter for every rig an orchestrator created (of one session, when given)."""
+    return {LABEL_MANAGED: "1", **({LABEL_SESSION: session_id} if session_id is not None else {})}
+
+
 @dataclass(frozen=True)
 class RigRequest:
     """One rig to create: image, command, environment and the labels that tie it to its session."""

@@ -17,7 +17,8 @@ import anyio
 import httpx2
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.orchestrator.runtime import RigStatus
+from deskrig.orchestrator.rig_client import READYZ
+from deskrig.orchestrator.runtime import RigHandle, RigStatus
 
 #: Log lines attached to a wait's timeout error.
 LOG_TAIL = 30
@@ -74,7 +75,7 @@ class Running:
 class HttpStatus:
     """``GET endpoint + path`` answers ``status`` (by default, the rig's readiness probe)."""
 
-    path: str = "/readyz"
+    path: str = READYZ
     status: int = 200
 
     @property
@@ -114,8 +115,40 @@ class AllOf:
 
 def rig_ready() -> WaitStrategy:
     """The default for a rig: its container runs and its /readyz says display, WM and app are up."""
-    strategies: tuple[WaitStrategy, ...] = (Running(), HttpStatus("/readyz", 200))
+    strategies: tuple[WaitStrategy, ...] = (Running(), HttpStatus(READYZ, 200))
     return AllOf(strategies)
+
+
+class RigObserver(Protocol):
+    """The part of a Runtime that the wait strategies use."""
+
+    async def status(self, handle: RigHandle) -> RigStatus: ...
+
+    async def logs(self, handle: RigHandle, tail: int | None = None) -> str: ...
+
+
+class _RigTarget:
+    """A runtime's rig as the wait strategies see it."""
+
+    def __init__(self, runtime: RigObserver, handle: RigHandle, http: httpx2.AsyncClient) -> None:
+        self.runtime = runtime
+        self.handle = handle
+        self.endpoint = handle.endpoint
+        self.http = http
+
+    async def status(self) -> RigStatus:
+        return await self.runtime.status(self.handle)
+
+    async def logs(self, tail: int) -> str:
+        return await self.runtime.logs(self.handle, tail)
+
+
+async def wait_until_ready(
+    runtime: RigObserver, handle: RigHandle, timeout: float, *, interval: float = 0.1
+) -> None:
+    """``Runtime.wait_ready`` for any backend: :func:`rig_ready` over a client of its own."""
+    async with httpx2.AsyncClient() as http:
+        await wait_for(_RigTarget(runtime, handle, http), rig_ready(), timeout, interval=interval)
 
 
 async def wait_for(
