@@ -313,8 +313,8 @@ def prepare(args: argparse.Namespace, env: Mapping[str, str]) -> Invocation:
 def cmd_serve(invocation: Invocation) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
+    from deskrig.launcher import SubprocessLauncher
     from deskrig.serving import build_server, serve, stop_on_signals
-    from deskrig.tools.launcher import SubprocessLauncher
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
@@ -366,8 +366,8 @@ def cmd_rig_run(invocation: Invocation) -> int:
         importer.join()
         from deskrig.desktop import open_desktop
         from deskrig.http import Readiness
+        from deskrig.launcher import CallbackLauncher
         from deskrig.serving import build_server, serve
-        from deskrig.tools.launcher import CallbackLauncher
 
         with open_desktop(settings.backend, rig.display) as desktop:
             server = build_server(

@@ -23,12 +23,12 @@ from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
 from deskrig.http import Readiness, create_app
 from deskrig.identity import TokenTable
+from deskrig.launcher import AppLauncher, SubprocessLauncher
 from deskrig.recording.registry import RecordingRegistry, close_recordings
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
 from deskrig.server import DeskrigServer
 from deskrig.tools import Services
-from deskrig.tools.launcher import AppLauncher, SubprocessLauncher
 from deskrig.transport import Transport
 
 log = logging.getLogger("deskrig.serving")
