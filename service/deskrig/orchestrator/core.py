@@ -33,7 +33,6 @@ from anyio.abc import TaskGroup
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
-from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import (
     RIG_RECORD_DIR,
     OrchestratorConfig,
@@ -50,6 +49,7 @@ from deskrig.orchestrator.runtime import (
     LABEL_MANAGED,
     LABEL_ORCHESTRATOR,
     LABEL_SESSION,
+    ArtifactStream,
     RigHandle,
     RigRequest,
     Runtime,
@@ -110,7 +110,7 @@ class _Session:
     token: str
     slot: anyio.Event  # set once the session holds a slot
     handle: RigHandle | None = None
-    mirror: ArtifactMirror | None = None
+    mirror: ArtifactStream | None = None
     stop_reason: str = "stopped by request"
     start_scope: anyio.CancelScope | None = None
     adopted: bool = False  # taken over from a dead orchestrator, already running
