@@ -20,7 +20,7 @@ from deskrig import __version__
 from deskrig.cli_errors import report_cli_error
 from deskrig.config import ENV_KEYS, Settings, load_settings
 from deskrig.errors import ConfigError, DeskrigError
-from deskrig.transport import Transport, bind_listener, resolve_tokens
+from deskrig.transport import Transport, resolve_tokens
 
 #: The ``DESKRIG_*`` variable of every ``serve`` / ``rig run`` flag, by argparse dest. Those backed
 #: by a setting (config.ENV_KEYS) are read by load_settings; the others by :func:`apply_env`.
@@ -322,14 +322,16 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
     """The bound HTTP socket (None for stdio), claimed before a desktop or rig starts."""
     if transport.kind != "http":
         return contextlib.nullcontext()
+    from deskrig.guard import bind_listener  # the HTTP stack: not imported for stdio
+
     return contextlib.closing(bind_listener(transport.host, transport.port))
 
 
 def cmd_serve(invocation: Invocation) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
+    from deskrig.launcher import SubprocessLauncher
     from deskrig.serving import build_server, serve, stop_on_signals
-    from deskrig.tools.launcher import SubprocessLauncher
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
@@ -381,8 +383,8 @@ def cmd_rig_run(invocation: Invocation) -> int:
         importer.join()
         from deskrig.desktop import open_desktop
         from deskrig.http import Readiness
+        from deskrig.launcher import CallbackLauncher
         from deskrig.serving import build_server, serve
-        from deskrig.tools.launcher import CallbackLauncher
 
         with open_desktop(settings.backend, rig.display) as desktop:
             server = build_server(

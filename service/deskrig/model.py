@@ -171,3 +171,19 @@ class ActionResult(BaseModel):
     evidence: list[str] = Field(default_factory=list, description="What was checked, in order")
     detail: dict[str, object] = Field(default_factory=dict)
     screenshot: dict[str, object] | None = Field(None, description="After-screenshot metadata (include_screenshot)")
+
+
+class FileEntry(BaseModel):
+    """A file of a recording as the rig's recording feed announces it (``deskrig.feed``)."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+class TurnEvent(BaseModel):
+    """One completed turn as the event feed announces it."""
+
+    seq: int
+    turn: str
+    files: list[FileEntry]

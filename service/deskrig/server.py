@@ -29,9 +29,8 @@ from pydantic import ValidationError
 
 from deskrig import __version__
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, error_body, invalid_argument
-from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, STDIO_IDENTITY, ClientRef
+from deskrig.services import ActionObserver, AnyTool, ProgressReporter, client_of
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
-from deskrig.tools.base import ActionObserver, AnyTool, ProgressReporter
 
 log = logging.getLogger("deskrig.server")
 
@@ -40,18 +39,6 @@ INSTRUCTIONS = (
     "screenshot states its scale and origin so points can be mapped back. Failures carry "
     "{code, message, details, remediation}."
 )
-
-
-def client_of(ctx: ServerRequestContext[Any, Any]) -> ClientRef:
-    """Who sent this request: the identity its bearer token names (left in the ASGI scope by the
-    HTTP guard; ``anonymous`` without auth), plus its MCP session id where the protocol has one.
-    Outside HTTP (stdio) there is one peer, the identity ``stdio``."""
-    request = ctx.request
-    scope = getattr(request, "scope", None)
-    if request is None or scope is None:
-        return ClientRef(STDIO_IDENTITY)
-    session = request.headers.get("mcp-session-id") or None
-    return ClientRef(str(scope.get(SCOPE_KEY, ANONYMOUS_IDENTITY)), session)
 
 
 def call_info(ctx: ServerRequestContext[Any, Any]) -> CallInfo:

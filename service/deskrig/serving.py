@@ -22,14 +22,15 @@ from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ConfigError
-from deskrig.http import Readiness, create_app, uvicorn_config
+from deskrig.guard import uvicorn_config
+from deskrig.http import Readiness, create_app
 from deskrig.identity import TokenTable
+from deskrig.launcher import AppLauncher, SubprocessLauncher
 from deskrig.recording.registry import RecordingRegistry, close_recordings
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
 from deskrig.server import DeskrigServer
 from deskrig.tools import Services
-from deskrig.tools.launcher import AppLauncher, SubprocessLauncher
 from deskrig.transport import Transport
 
 log = logging.getLogger("deskrig.serving")
@@ -155,7 +156,7 @@ def serve(
 ) -> None:
     """Block serving MCP until ``stop`` is set (or the stdio client hangs up, which sets it).
 
-    HTTP serves on ``listener``, bound beforehand by :func:`deskrig.transport.bind_listener`."""
+    HTTP serves on ``listener``, bound beforehand by :func:`deskrig.guard.bind_listener`."""
     try:
         if listener is None:
             anyio.run(_serve_stdio, server, stop)

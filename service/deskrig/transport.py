@@ -6,15 +6,13 @@ import those (about a second) while the display and the app start.
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import secrets
-import socket
 import sys
 from dataclasses import dataclass, field
 
 from deskrig.config import Settings
-from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+from deskrig.errors import ConfigError
 from deskrig.identity import DEFAULT_IDENTITY, TokenTable, token_table
 
 
@@ -76,24 +74,3 @@ def resolve_tokens(settings: Settings, transport: Transport) -> TokenTable | Non
     check_bind(transport.host, tokens, False)
     return tokens
 
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """Claim the HTTP address before anything else starts, so that a port in use fails at once
-    (one line, nothing started) rather than after the display and the app are up.
-
-    The socket is bound but not listening: until the server starts, connections are refused
-    rather than queued behind a rig that is still starting. Port 0 picks a free port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous run's TIME_WAIT
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        hint = (
-            " (another rig or server uses it; choose another port)" if exc.errno == errno.EADDRINUSE else ""
-        )
-        message = f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}"
-        # The message says it all: one line on the command line, no generic remediation after it.
-        raise DeskrigError(ErrorCode.INVALID_ARGUMENT, message, remediation="") from exc
-    return sock

@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.http import GuardMiddleware, host_patterns
+from deskrig.guard import GuardMiddleware, host_patterns
 from deskrig.identity import DEFAULT_IDENTITY, TokenTable
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.mirror import INCOMING

@@ -33,7 +33,6 @@ from anyio.abc import TaskGroup
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
-from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import (
     RIG_RECORD_DIR,
     OrchestratorConfig,
@@ -44,7 +43,14 @@ from deskrig.orchestrator.models import (
 from deskrig.orchestrator.reaper import Lease, Reaper, host_id
 from deskrig.orchestrator.recovery import Recovery, save_log_and_remove
 from deskrig.orchestrator.rig_client import RigClient, mcp_url
-from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, RigHandle, RigRequest, Runtime, rig_labels
+from deskrig.orchestrator.runtime import (
+    LABEL_ORCHESTRATOR,
+    ArtifactStream,
+    RigHandle,
+    RigRequest,
+    Runtime,
+    rig_labels,
+)
 from deskrig.orchestrator.state import Journal, JournalEntry, write_session_record
 
 log = logging.getLogger("deskrig.orchestrator")
@@ -101,7 +107,7 @@ class _Session:
     token: str
     slot: anyio.Event  # set once the session holds a slot
     handle: RigHandle | None = None
-    mirror: ArtifactMirror | None = None
+    mirror: ArtifactStream | None = None
     stop_reason: str = "stopped by request"
     start_scope: anyio.CancelScope | None = None
     adopted: bool = False  # taken over from a dead orchestrator, already running

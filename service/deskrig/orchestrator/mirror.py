@@ -33,10 +33,10 @@ import anyio
 import httpx2
 from pydantic import ValidationError
 
+from deskrig.model import FileEntry, TurnEvent
 from deskrig.orchestrator.models import MirrorReport
 from deskrig.orchestrator.rig_client import EVENTS, RigClient
 from deskrig.orchestrator.waits import Probe, poll
-from deskrig.recording.turns import FileEntry, TurnEvent
 
 log = logging.getLogger("deskrig.orchestrator.mirror")
 

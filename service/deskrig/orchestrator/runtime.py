@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from deskrig.orchestrator.mirror import ArtifactMirror
+from deskrig.orchestrator.models import MirrorReport
 
 #: Labels on every resource an orchestrator creates; the reaper trusts these, not memory.
 LABEL_MANAGED = "io.deskrig.managed"
@@ -75,6 +74,27 @@ class RigStatus:
     exit_code: int | None = None
 
 
+class ArtifactStream(Protocol):
+    """A rig's recording feed copied into a host folder, as the session core drives it
+    (``mirror.ArtifactMirror`` is the one that follows the rig's HTTP feed)."""
+
+    report: MirrorReport
+
+    async def run(self) -> None:
+        """Follow the feed until :meth:`close`, reconnecting as needed."""
+        ...
+
+    def resume(self) -> None:
+        """Carry on after the turns already in the folder (a re-adopted rig's)."""
+        ...
+
+    def close(self) -> None: ...
+
+    async def settle(self, *, quiet: float, timeout: float, want_video: bool) -> bool:
+        """Whether the feed went quiet (and the video arrived, if wanted) within ``timeout``."""
+        ...
+
+
 class Runtime(Protocol):
     """Where rigs run. Every method may raise DeskrigError(RUNTIME_UNAVAILABLE or RIG_FAILED)."""
 
@@ -88,7 +108,7 @@ class Runtime(Protocol):
         """Return once the rig answers /readyz; raise RIG_FAILED with what was seen and its logs."""
         ...
 
-    def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:
+    def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactStream:
         """A mirror of the rig's recording feed into ``dest`` (not started: the caller runs it)."""
         ...
 

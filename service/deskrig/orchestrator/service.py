@@ -22,10 +22,10 @@ import httpx2
 from pydantic import BaseModel, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.guard import bind_listener
 from deskrig.orchestrator.api import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
 from deskrig.orchestrator.state import write_atomic
-from deskrig.transport import bind_listener
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -67,7 +67,7 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     import anyio
     import uvicorn
 
-    from deskrig.http import uvicorn_config
+    from deskrig.guard import uvicorn_config
     from deskrig.orchestrator.api import create_api
     from deskrig.orchestrator.core import Orchestrator
 

@@ -6,7 +6,7 @@
 - :mod:`~deskrig.recording.session`: one recording (folder, writer thread, video, events);
 - :mod:`~deskrig.recording.registry`: the boot and per-session recordings, and the action observer;
 - :mod:`~deskrig.recording.watch`: ending a session's recording when its client disconnects;
-- :mod:`~deskrig.recording.feed`: the orchestrator's HTTP routes (events, files, status);
+- :mod:`~deskrig.feed` (beside the HTTP face, above this package): the orchestrator's HTTP routes (events, files, status);
 - :mod:`~deskrig.recording.replay`: re-running a recorded trajectory.
 """
 

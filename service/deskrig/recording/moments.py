@@ -19,7 +19,7 @@ from deskrig.model import ActionTarget, Bounds, WindowInfo
 from deskrig.recording.turns import AppState, Frame, Moment, captured, unavailable
 
 if TYPE_CHECKING:
-    from deskrig.tools.base import Services
+    from deskrig.services import Services
 
 _STATE_CLASSIFICATION = {
     ErrorCode.A11Y_UNAVAILABLE: "a11y_unavailable",

@@ -41,7 +41,7 @@ from deskrig.recording.signing import TurnSigner
 from deskrig.recording.turns import RECORDED_TOOLS, Moment, TurnRecord
 
 if TYPE_CHECKING:
-    from deskrig.tools.base import CallInfo, Services, ToolResult
+    from deskrig.services import CallInfo, Services, ToolResult
 
 log = logging.getLogger(__name__)
 

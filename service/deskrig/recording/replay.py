@@ -31,7 +31,7 @@ from deskrig.recording.signing import SIGNATURE_FILE, TurnFileError, TurnSigner,
 from deskrig.recording.turns import RECORDED_TOOLS, turn_name, turn_numbers
 
 if TYPE_CHECKING:
-    from deskrig.tools.base import CallInfo, Services, ToolSpec
+    from deskrig.services import CallInfo, Services, ToolSpec
 
 
 class ToolRunner(Protocol):

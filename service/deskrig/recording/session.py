@@ -24,9 +24,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from deskrig.errors import DeskrigError, file_system_error
+from deskrig.model import FileEntry, TurnEvent
 from deskrig.recording.turns import (
-    FileEntry,
-    TurnEvent,
     TurnRecord,
     file_entry,
     read_turn_event,

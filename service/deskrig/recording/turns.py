@@ -35,7 +35,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from deskrig import imaging
-from deskrig.model import Bounds, Point
+from deskrig.model import Bounds, FileEntry, Point, TurnEvent
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
 #: The action tools whose calls become turns (the recording contract's list).
@@ -130,20 +130,6 @@ class Moment:
 
     frame: Frame
     state: AppState
-
-
-class FileEntry(BaseModel):
-    path: str
-    size: int
-    sha256: str
-
-
-class TurnEvent(BaseModel):
-    """One completed turn as the event feed announces it."""
-
-    seq: int
-    turn: str
-    files: list[FileEntry]
 
 
 def turn_name(number: int) -> str:

@@ -21,7 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskrig.recording.registry import RecordingRegistry
-from deskrig.server import client_of
+from deskrig.services import client_of
 
 log = logging.getLogger(__name__)
 

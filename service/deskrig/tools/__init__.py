@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from deskrig.config import ToolProfile
+from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools import a11y, acs, apps, input, recording, screen, windows
-from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 
 __all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
 

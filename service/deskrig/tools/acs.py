@@ -16,10 +16,10 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from deskrig import imaging
+from deskrig.capture import FORMAT_DESCRIPTION, QUALITY_DESCRIPTION, CaptureOptions, CaptureTarget
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.model import DisplayInfo, WindowInfo
-from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
-from deskrig.tools.capture import FORMAT_DESCRIPTION, QUALITY_DESCRIPTION, CaptureOptions, CaptureTarget
+from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.screen import NoArguments, RegionArguments, region_target, screen_target
 from deskrig.tools.windows import visible_windows, window_target
 

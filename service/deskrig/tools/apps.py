@@ -11,10 +11,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from deskrig.a11y import ElementQuery
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.launcher import process_alive, terminate
 from deskrig.model import ActionResult, ActionTarget, Bounds, CText, EnvName, WindowInfo
-from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
+from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.input import poll_until
-from deskrig.tools.launcher import process_alive, terminate
 from deskrig.tools.targets import a11y_of, summarize
 from deskrig.tools.windows import resolve_window
 

@@ -11,11 +11,11 @@ import anyio
 from pydantic import BaseModel, Field, model_validator
 
 from deskrig.a11y import Element
+from deskrig.capture import CaptureOptions, CaptureTarget
 from deskrig.desktop.base import InputDevice, InputJob
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Effect, Point
-from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
-from deskrig.tools.capture import CaptureOptions, CaptureTarget
+from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools.targets import (
     ElementTarget,
     a11y_of,

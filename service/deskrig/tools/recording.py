@@ -9,7 +9,7 @@ from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.recording.registry import registry_of
 from deskrig.recording.replay import ReplayReport, replay
 from deskrig.recording.session import RecordingState
-from deskrig.tools.base import CallInfo, Services, ToolResult, ToolSpec
+from deskrig.services import CallInfo, Services, ToolResult, ToolSpec
 
 
 class StartRecordingInput(BaseModel):

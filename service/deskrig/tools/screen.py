@@ -5,10 +5,10 @@ from __future__ import annotations
 import anyio
 from pydantic import BaseModel, Field
 
+from deskrig.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, DisplayInfo, ScreenSize
-from deskrig.tools.base import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
-from deskrig.tools.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
+from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 
 #: display_id 0: every display together (mss's monitor 0), the same as no display_id.
 ALL_DISPLAYS = 0

@@ -12,7 +12,7 @@ from deskrig.a11y import Element, ElementQuery
 from deskrig.a11y.access import A11yAccess
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionTarget, Bounds, ElementSummary, PathEntry, Point, WindowInfo
-from deskrig.tools.base import Services
+from deskrig.services import Services
 
 
 class ElementTarget(BaseModel):

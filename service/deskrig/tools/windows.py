@@ -8,10 +8,10 @@ from collections import defaultdict
 import anyio
 from pydantic import BaseModel, Field
 
+from deskrig.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import AppInfo, WindowInfo
-from deskrig.tools.base import AnyTool, CallInfo, Services, ToolResult, ToolSpec
-from deskrig.tools.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
+from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.screen import NoArguments, capture
 
 #: Below this difflib ratio a title is no match at all.

@@ -1,4 +1,5 @@
-"""The declarative tool record and what a handler gets to work with.
+"""The declarative tool record and what a handler gets to work with, below the tools and the
+recorder that both use it (see the layers in pyproject.toml's ``[tool.importlinter]``).
 
 A tool is a :class:`ToolSpec`: name, description, a pydantic input model (the only schema), an
 output model, annotations, the profile it belongs to and a handler. Handlers are plain async
@@ -12,17 +13,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel
 
 from deskrig.a11y.access import A11yAccess
+from deskrig.capture import CapturePipeline
 from deskrig.config import Settings
 from deskrig.desktop import Desktop
 from deskrig.errors import ErrorInfo
-from deskrig.identity import ClientRef
+from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, STDIO_IDENTITY, ClientRef
+from deskrig.launcher import AppLauncher, SubprocessLauncher
 from deskrig.model import ActionTarget
 from deskrig.security import SecurityContext
-from deskrig.tools.capture import CapturePipeline
-from deskrig.tools.launcher import AppLauncher, SubprocessLauncher
 
 Profile = Literal["default", "acs"]
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -66,6 +68,18 @@ class CallInfo:
     @property
     def client_id(self) -> str:
         return self.client.key
+
+
+def client_of(ctx: ServerRequestContext[Any, Any]) -> ClientRef:
+    """Who sent this request: the identity its bearer token names (left in the ASGI scope by the
+    HTTP guard; ``anonymous`` without auth), plus its MCP session id where the protocol has one.
+    Outside HTTP (stdio) there is one peer, the identity ``stdio``."""
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    if request is None or scope is None:
+        return ClientRef(STDIO_IDENTITY)
+    session = request.headers.get("mcp-session-id") or None
+    return ClientRef(str(scope.get(SCOPE_KEY, ANONYMOUS_IDENTITY)), session)
 
 
 class ActionObserver(Protocol):

@@ -1,0 +1,206 @@
+"""The HTTP guard shared by a rig's HTTP face and the orchestrator's API: a Host check
+(DNS-rebinding protection), then bearer auth, as a plain ASGI middleware; and the uvicorn
+settings both servers share (a deadline on request heads, keep-alive, shutdown logging).
+
+It sits below both (see pyproject.toml's ``[tool.importlinter]``): the orchestrator uses it without
+importing the rig's MCP server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import logging
+import socket
+from typing import Any
+
+import h11
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from deskrig.config import DEFAULT_HEADER_TIMEOUT
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
+
+#: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: Seconds an idle keep-alive connection stays open (see :func:`uvicorn_config`).
+KEEP_ALIVE_TIMEOUT = 30
+#: Key in the ASGI scope's ``state``: whether the request carried the token (or needs none).
+AUTHORIZED = "deskrig_authorized"
+
+
+def host_patterns(allowed_hosts: list[str]) -> list[str]:
+    """Host header values accepted: loopback names on any port, plus the configured ones as given.
+
+    A name that resolves to loopback cannot carry a DNS-rebinding attack, whatever the port (and
+    behind a port mapping the client's port is not ours). A configured entry without a port
+    (``rig1``) accepts any port (``rig1:*``).
+    """
+    patterns = [f"{name}:*" for name in LOOPBACK_NAMES] + list(LOOPBACK_NAMES)
+    for entry in allowed_hosts:
+        patterns.append(entry if ":" in entry.lstrip("[") or entry.endswith("]") else f"{entry}:*")
+        if ":" not in entry:
+            patterns.append(entry)
+    return patterns
+
+
+def host_allowed(host: str, patterns: list[str]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith(":*"):
+            if host == pattern[:-2] or host.startswith(pattern[:-1]):
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+class GuardMiddleware:
+    """Host check, then bearer auth, as a plain ASGI middleware so streaming responses pass untouched."""
+
+    def __init__(self, app: ASGIApp, *, tokens: TokenTable | None, host_patterns: list[str]) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.host_patterns = host_patterns
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        if not host_allowed(host, self.host_patterns):
+            await _reject(send, 421, "MISDIRECTED_REQUEST", f"Host {host!r} is not allowed for this rig", {})
+            return
+        identity: str | None = ANONYMOUS_IDENTITY
+        if self.tokens is not None:
+            scheme, _, credential = headers.get("authorization", "").partition(" ")
+            identity = self.tokens.identify(credential.strip()) if scheme.lower() == "bearer" else None
+        if identity is None and scope["path"] not in PUBLIC_PATHS:
+            await _reject(
+                send,
+                401,
+                "PERMISSION_DENIED",
+                "missing or wrong bearer token",
+                {"www-authenticate": 'Bearer realm="deskrig"'},
+            )
+            return
+        if identity is not None:
+            scope[SCOPE_KEY] = identity
+        scope.setdefault("state", {})[AUTHORIZED] = identity is not None
+        await self.app(scope, receive, send)
+
+
+async def _reject(send: Send, status: int, code: str, message: str, extra_headers: dict[str, str]) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in extra_headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HeaderDeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request's headers.
+
+    uvicorn only times out idle keep-alive connections: a client that sends nothing, or a request
+    head a byte at a time, holds a connection (and its memory) for ever. Here the head must be
+    complete within ``header_timeout`` seconds of the connection opening or of the request's first
+    byte; otherwise a partial head gets ``408 Request Timeout`` and the connection is closed.
+    A request body and the response are not bounded by this.
+    """
+
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # a whole request head has arrived
+            self._disarm()
+        elif self._deadline is None:  # the first bytes of a request after a keep-alive pause
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._deadline = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        partial, _ = self.conn.trailing_data
+        if partial:
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+            )
+        self.transport.close()
+
+
+class _ShutdownCancellationFilter(logging.Filter):
+    """Drops uvicorn's "Exception in ASGI application" for a request it cancelled at the end of its
+    graceful shutdown (an MCP session's open GET stream, a call blocked on a dead display): that
+    cancellation is the shutdown working, and its traceback would read like a crash in the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+_SHUTDOWN_FILTER = _ShutdownCancellationFilter()
+
+
+def uvicorn_config(
+    app: ASGIApp, *, header_timeout: float = DEFAULT_HEADER_TIMEOUT, **options: Any
+) -> uvicorn.Config:
+    """The uvicorn settings every deskrig HTTP server shares, plus ``options``.
+
+    The header deadline above, and a keep-alive timeout well beyond clients' idle expiry (httpx,
+    under the MCP SDK: 5 s, uvicorn's own default too): with equal timeouts a server under load
+    closed an idle connection just as its client reused it, and the request died with a reset
+    (``ReadError``). Now the client always drops an idle connection first.
+    """
+    logging.getLogger("uvicorn.error").addFilter(_SHUTDOWN_FILTER)  # idempotent: a set of filters
+    protocol = type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
+    return uvicorn.Config(
+        app,
+        http=protocol,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+        log_level="warning",
+        access_log=False,
+        **options,
+    )
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """Claim the HTTP address before anything else starts, so that a port in use fails at once
+    (one line, nothing started) rather than after the display and the app are up.
+
+    The socket is bound but not listening: until the server starts, connections are refused
+    rather than queued behind a rig that is still starting. Port 0 picks a free port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous run's TIME_WAIT
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = (
+            " (another rig or server uses it; choose another port)" if exc.errno == errno.EADDRINUSE else ""
+        )
+        message = f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}"
+        # The message says it all: one line on the command line, no generic remediation after it.
+        raise DeskrigError(ErrorCode.INVALID_ARGUMENT, message, remediation="") from exc
+    return sock
