@@ -209,7 +209,8 @@ def _short_body(rig: BenchRig, headers: dict[str, str], wait: float) -> Answer:
 def _readyz_without_token(rig: BenchRig) -> ProbeResult:
     answer = rig.readyz(token=False)
     text = "" if answer is None else json.dumps(answer[1])
-    leaks = [word for word in ("pids", "a11y_bus", "display", "unix:path") if word in text]
+    # ``checks`` (e.g. ``"display": true``) is up/down; ``details`` holds the pids and socket paths.
+    leaks = [word for word in ("details", "pids", "a11y_bus", "unix:path") if word in text]
     return ProbeResult(
         group="auth",
         probe="/readyz without a token",
@@ -299,7 +300,9 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 
 
 def run_probes(timeout: float, slow_wait: float, body_mib: int) -> list[ProbeResult]:
-    rig = BenchRig(app=["xterm"], extra=["--tool-profile", "all", "--no-a11y"])
+    # The rig's header deadline is half the probes' wait, so a closed stalled connection is seen.
+    header_timeout = str(max(1.0, slow_wait / 2))
+    rig = BenchRig(app=["xterm"], extra=["--tool-profile", "all", "--no-a11y", "--header-timeout", header_timeout])
     try:
         rig.start()
         results = _http_probes(rig, body_mib, slow_wait)

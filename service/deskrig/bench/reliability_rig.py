@@ -297,7 +297,9 @@ async def call_once(
         return done("ok")
     text = next((block.text for block in result.content if isinstance(block, TextContent)), None)
     schema = output_schemas.get(tool)
-    valid = None if schema is None else _matches(result.structured_content, schema)
+    # An error result without structured content carries its error in text: nothing to check.
+    structured = result.structured_content
+    valid = None if schema is None or structured is None else _matches(structured, schema)
     return done("error", error_code(result.structured_content, text), valid)
 
 
