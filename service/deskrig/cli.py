@@ -331,7 +331,8 @@ def cmd_serve(invocation: Invocation) -> int:
     from deskrig.desktop import open_desktop
     from deskrig.http import Readiness
     from deskrig.launcher import SubprocessLauncher
-    from deskrig.serving import build_server, serve, stop_on_signals
+    from deskrig.serving import build_server, serve
+    from deskrig.signals import handling_signals
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
@@ -355,7 +356,7 @@ def cmd_serve(invocation: Invocation) -> int:
             return Readiness(ready=up, checks={"display": up})
 
         stop = threading.Event()
-        with stop_on_signals(stop):
+        with handling_signals(lambda signum: stop.set()):
             serve(server, transport, listener, tokens, readiness, stop)
     return 0
 

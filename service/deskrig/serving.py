@@ -6,12 +6,10 @@ supervisor). Both stop on a :class:`threading.Event`, set by a signal or by the 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -131,19 +129,6 @@ async def _serve_http(
         tg.cancel_scope.cancel()
     if not http.started:
         raise ConfigError(f"could not serve HTTP on {transport.host}:{transport.port} (port in use?)")
-
-
-@contextlib.contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set ``stop`` (a clean shutdown, exit 0) instead of killing the process."""
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def serve(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import signal
 from pathlib import Path
-from types import FrameType
 from typing import NoReturn
 
 from pydantic import BaseModel
@@ -30,6 +29,7 @@ from deskrig.bench.reliability_load import LoadReport, print_load, run_load
 from deskrig.bench.reliability_probes import ProbeResult, print_probes, run_probes
 from deskrig.bench.reliability_rig import write
 from deskrig.imaging import write_atomic
+from deskrig.signals import handling_signals
 
 PARTS = ("fuzz", "load", "faults", "probes")
 
@@ -114,16 +114,13 @@ def parse_parts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         setattr(args, option, chosen)
 
 
-def _exit_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
+def _exit_on_sigterm(signum: int) -> NoReturn:
     raise SystemExit(128 + signum)  # unwinds through each part's finally, which stops its rigs
 
 
 def run(args: argparse.Namespace) -> int:
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
+    with handling_signals(_exit_on_sigterm, [signal.SIGTERM]):
         return _run(args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:

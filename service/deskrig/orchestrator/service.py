@@ -26,6 +26,7 @@ from deskrig.guard import bind_listener
 from deskrig.orchestrator.api import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
 from deskrig.orchestrator.state import write_atomic
+from deskrig.signals import handling_signals
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -33,7 +34,6 @@ STATE_FILE = "orchestrator.json"
 LOG_FILE = "orchestrator.log"
 #: How long a background start may take (Docker connection, start-up reap) before we give up.
 START_TIMEOUT = 30.0
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class ServiceState(BaseModel):
@@ -113,12 +113,8 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     # process before the orchestrator stops its sessions; these handlers take that second delivery
     # (and any signal outside serving) and let the shutdown finish.
     signalled: list[int] = []
-    previous = {sig: signal.signal(sig, lambda number, _: signalled.append(number)) for sig in _STOP_SIGNALS}
-    try:
+    with handling_signals(signalled.append):
         anyio.run(run)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class ServiceClient:
