@@ -87,7 +87,7 @@ QT = Toolkit(
         ),
     },
     button_actions=("press", "set focus"),
-    # What the rig sets for Qt apps (deskrig/rig.py): X11, and the AT-SPI bridge on without a
+    # What the rig sets for Qt apps (deskrig/rig/x11.py): X11, and the AT-SPI bridge on without a
     # desktop session asking for it.
     env={"QT_QPA_PLATFORM": "xcb", "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1"},
     bounds_slack_px=3,

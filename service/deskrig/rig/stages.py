@@ -1,0 +1,156 @@
+"""The stage interface: one part of a rig's desktop, started in order by the supervisor.
+
+A backend is a set of stages, one per role: the display, an optional window manager, the
+accessibility buses and an optional app (:class:`RigStages`). Each stage starts its programs
+through a :class:`StageHost` (which logs them, kills them with the supervisor and tells the rig
+when a watched one exits), returns only once its own readiness probe passes, says through
+:attr:`Stage.up` whether it is still up, contributes the variables that put a program into the
+rig (:meth:`Stage.env`) and tears itself down (:meth:`Stage.stop`). The X11 stages are in
+:mod:`deskrig.rig.x11`; a Wayland backend would bring its own display (a headless compositor,
+which is also its window manager) and app stages and reuse :mod:`deskrig.rig.a11y`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from deskrig.errors import ErrorCode
+from deskrig.procs import ManagedProcess
+from deskrig.rig.options import RigStartupError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ExitWatch:
+    """Tell the rig's ``role`` watchers (see :meth:`deskrig.rig.Rig.on_app_exit`) when a process
+    exits on its own, and log ``message % (pid, status)`` at ``level``."""
+
+    role: str
+    message: str
+    level: int = logging.INFO
+
+
+class StageHost(Protocol):
+    """What the supervisor offers a starting stage."""
+
+    @property
+    def runtime_dir(self) -> Path:
+        """The rig's private 0700 ``XDG_RUNTIME_DIR``: sockets and cookies go here."""
+
+    @property
+    def startup_timeout(self) -> float:
+        """Seconds each readiness probe may take."""
+
+    def spawn(
+        self,
+        stage: Stage,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        cwd: str | None = None,
+        pass_fds: Sequence[int] = (),
+        death_signal: int = signal.SIGKILL,
+        watch: ExitWatch | None = None,
+    ) -> ManagedProcess:
+        """Start a program of ``stage`` (added to ``stage.processes``), logging to ``{name}.log``."""
+
+    def poll(
+        self,
+        what: str,
+        check: Callable[[], T | None],
+        proc: ManagedProcess,
+        observe: Callable[[], str],
+        code: ErrorCode = ErrorCode.INTERNAL_ERROR,
+        died_code: ErrorCode = ErrorCode.INTERNAL_ERROR,
+    ) -> T:
+        """Call ``check`` until it returns a value; fail if ``proc`` dies or the deadline passes."""
+
+    def failure(
+        self, proc: ManagedProcess, message: str, code: ErrorCode = ErrorCode.INTERNAL_ERROR, **extra: Any
+    ) -> RigStartupError:
+        """A start-up error that quotes the process's last stderr lines."""
+
+    def note(self, component: str, message: str) -> None:
+        """Record a fallback taken (shown in the rig's diagnostics)."""
+
+    def launch_environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """A full environment for a program in the rig (see :meth:`deskrig.rig.Rig.launch_environment`)."""
+
+
+class Stage(ABC):
+    """One part of the rig: started after the stages before it, stopped before them."""
+
+    def __init__(self) -> None:
+        #: What this stage started, in order (the host appends under its lock).
+        self.processes: list[ManagedProcess] = []
+
+    @abstractmethod
+    def start(self, host: StageHost) -> None:
+        """Start this stage's programs and return once they are ready; raise
+        :class:`RigStartupError` if they cannot be (the supervisor then stops every stage)."""
+
+    @property
+    @abstractmethod
+    def up(self) -> bool:
+        """Whether this stage is up now: cheap (no round trip to a server) and thread-safe."""
+
+    def env(self) -> dict[str, str]:
+        """The variables that put a program into this stage's part of the rig."""
+        return {}
+
+    def end_startup(self) -> None:  # noqa: B027 - a hook: most stages hold nothing for start-up only
+        """Release what only start-up needed (called once every stage started, or one failed)."""
+
+    def stop(self, grace: float) -> None:
+        """End this stage's programs in reverse start order (TERM, then KILL after ``grace``)."""
+        for proc in reversed(self.processes):
+            proc.stop(grace)
+
+
+class DisplayStage(Stage):
+    """The display server: the first stage, without which nothing else runs."""
+
+    @property
+    @abstractmethod
+    def display(self) -> str | None:
+        """The display's name (``":N"`` for X11) once it is up."""
+
+
+class A11yStage(Stage):
+    """The session bus and the accessibility bus on it."""
+
+    @property
+    @abstractmethod
+    def a11y_bus(self) -> str | None:
+        """The accessibility bus's address once it answers; None while it does not."""
+
+
+class AppStage(Stage):
+    """The app under test. Its process is watched with the role ``"app"``."""
+
+    @property
+    @abstractmethod
+    def process(self) -> ManagedProcess | None:
+        """The app's process, once started."""
+
+
+@dataclass(frozen=True)
+class RigStages:
+    """A backend's stages by role; :attr:`ordered` is their start order."""
+
+    display: DisplayStage
+    wm: Stage | None
+    a11y: A11yStage
+    app: AppStage | None
+
+    @property
+    def ordered(self) -> list[Stage]:
+        return [stage for stage in (self.display, self.wm, self.a11y, self.app) if stage is not None]

@@ -1,0 +1,234 @@
+"""The X11 stages: Xvfb, a window manager and an app with an X window.
+
+1. **Xvfb** on a free display (``-displayfd``) with a private cookie. Ready: it reported the
+   display number and accepted a connection authenticated with the cookie.
+2. **The window manager** (openbox unless ``wm=None``). Ready: the root window carries
+   ``_NET_SUPPORTING_WM_CHECK`` pointing at a window that carries it too.
+3. (the buses: :mod:`deskrig.rig.a11y`)
+4. **The app.** Ready: one of its top-level windows is mapped. Its process is identified by
+   ``_NET_WM_PID`` or, for apps such as Tk that set none, by the X-Resource extension.
+
+X access: the cookie in ``env["XAUTHORITY"]`` is the rig's credential, and every process of the
+supervisor's own user may connect without it (a server-interpreted ``localuser`` grant), so
+python-xlib and mss in the supervisor need no per-rig ``$XAUTHORITY``. Other users cannot connect.
+The window manager's and the app's probes share the display stage's start-up connection, which
+is closed once start-up is over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import secrets
+import signal
+from pathlib import Path
+from typing import Any
+
+from deskrig.errors import ErrorCode
+from deskrig.procs import (
+    ManagedProcess,
+    PipeLine,
+    descends_from,
+    grant_local_user,
+    mapped_windows,
+    wm_check_window,
+    write_xauthority,
+)
+from deskrig.rig.a11y import SessionA11yStage
+from deskrig.rig.options import RigOptions, RigStartupError, parse_size
+from deskrig.rig.stages import AppStage, DisplayStage, ExitWatch, RigStages, Stage, StageHost
+from deskrig.rig.supervisor import require_executable
+
+X_EXTENSIONS = ("Composite", "DAMAGE", "RANDR", "X-Resource", "MIT-SHM")
+#: What a rig's toolkits are told: X11, and Qt's AT-SPI bridge on without a desktop session's say-so.
+X11_TOOLKIT_ENV = {"GDK_BACKEND": "x11", "QT_QPA_PLATFORM": "xcb", "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1"}
+
+
+class XvfbStage(DisplayStage):
+    """Xvfb with a private cookie on a display it picks itself."""
+
+    def __init__(self, size: str) -> None:
+        super().__init__()
+        self._width, self._height = parse_size(size)
+        self._xvfb: ManagedProcess | None = None
+        self._xauthority: Path | None = None
+        self._display: str | None = None
+        self._connection: Any = None
+
+    @property
+    def display(self) -> str | None:
+        return self._display
+
+    @property
+    def up(self) -> bool:
+        return self._xvfb is not None and self._xvfb.alive
+
+    @property
+    def connection(self) -> Any:
+        """A python-xlib connection for the later stages' probes, open during start-up."""
+        assert self._connection is not None, "the display stage has not started"
+        return self._connection
+
+    def env(self) -> dict[str, str]:
+        env = dict(X11_TOOLKIT_ENV)
+        if self._xauthority is not None:
+            env["XAUTHORITY"] = str(self._xauthority)
+        if self._display is not None:
+            env["DISPLAY"] = self._display
+        return env
+
+    def start(self, host: StageHost) -> None:
+        require_executable(
+            "Xvfb", "display", ErrorCode.DISPLAY_NOT_FOUND, "Install xvfb (scripts/setup does)."
+        )
+        self._xauthority = host.runtime_dir / "Xauthority"
+        cookie = secrets.token_bytes(16)
+        write_xauthority(self._xauthority, cookie)
+        pipe = PipeLine()
+        try:
+            # The pipe's write end lives in Xvfb from here: Xvfb dying closes it.
+            screen = f"{self._width}x{self._height}x24"
+            argv = ["Xvfb", "-displayfd", str(pipe.write_fd), "-screen", "0", screen, "-nolisten", "tcp"]
+            argv += ["-auth", str(self._xauthority), "-noreset"]
+            lost = "the X server (Xvfb, pid %d) exited with status %d: the rig has no display"
+            # SIGTERM as death signal lets Xvfb remove its lock file and socket.
+            self._xvfb = xvfb = host.spawn(
+                self,
+                "xvfb",
+                argv,
+                host.launch_environment(),
+                pass_fds=[pipe.write_fd],
+                death_signal=signal.SIGTERM,
+                watch=ExitWatch("display", lost, logging.ERROR),
+            )
+            number = host.poll("the display number on -displayfd", pipe.poll, xvfb, lambda: "nothing yet")
+        finally:
+            pipe.close()
+        self._display = f":{int(number)}"
+        try:
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            user = None
+            host.note("display", f"uid {os.getuid()} has no user name: clients need XAUTHORITY")
+        try:
+            if user is not None:
+                grant_local_user(int(number), cookie, user, host.startup_timeout)
+            from Xlib.display import Display
+
+            self._connection = Display(self._display)
+        except Exception as exc:  # OSError, Xlib's connection errors
+            raise host.failure(
+                xvfb, f"cannot connect to {self._display}: {exc}", ErrorCode.DISPLAY_NOT_FOUND
+            ) from exc
+        for name in X_EXTENSIONS:
+            if self._connection.query_extension(name) is None:
+                host.note("display", f"the X server lacks the {name} extension")
+
+    def end_startup(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+class WindowManagerStage(Stage):
+    """An EWMH window manager (openbox by default) on the display."""
+
+    def __init__(self, wm: str, display: XvfbStage) -> None:
+        super().__init__()
+        self._wm = wm
+        self._display = display
+        self._ready = False
+
+    @property
+    def up(self) -> bool:
+        return bool(self.processes) and self.processes[0].alive and self._ready
+
+    def start(self, host: StageHost) -> None:
+        wm = self._wm
+        require_executable(
+            wm, "wm", ErrorCode.INVALID_ARGUMENT, "Install it, or run without a window manager (--no-wm)."
+        )
+        argv = [wm, "--sm-disable"] if Path(wm).name == "openbox" else [wm]
+        wm_proc = host.spawn(self, "wm", argv, host.launch_environment(), death_signal=signal.SIGTERM)
+        conn = self._display.connection
+        host.poll(
+            "the root window's _NET_SUPPORTING_WM_CHECK",
+            lambda: wm_check_window(conn),
+            wm_proc,
+            lambda: "the root window has no valid _NET_SUPPORTING_WM_CHECK",
+        )
+        self._ready = True
+
+
+class X11AppStage(AppStage):
+    """The app under test, ready once one of its top-level windows is mapped."""
+
+    def __init__(self, options: RigOptions, display: XvfbStage) -> None:
+        super().__init__()
+        self._options = options
+        self._display = display
+        self._app: ManagedProcess | None = None
+        self._window: int | None = None
+
+    @property
+    def process(self) -> ManagedProcess | None:
+        return self._app
+
+    @property
+    def up(self) -> bool:
+        return self._app is not None and self._app.alive and self._window is not None
+
+    def start(self, host: StageHost) -> None:
+        argv = self._options.app
+        conn = self._display.connection
+        baseline = {wid for wid, _, _ in mapped_windows(conn)}
+        env = host.launch_environment(self._options.app_env)
+        try:
+            self._app = app = host.spawn(
+                self,
+                "app",
+                argv,
+                env,
+                cwd=self._options.app_cwd,
+                watch=ExitWatch("app", "the app (pid %d) exited with status %d"),
+            )
+        except OSError as exc:
+            raise RigStartupError(
+                f"cannot start the app {argv[0]!r}: {exc.strerror}",
+                stage="app",
+                code=ErrorCode.INVALID_ARGUMENT,
+                details={"argv": argv},
+                remediation="Check the app's command line and working directory.",
+            ) from exc
+
+        def own_window() -> int | None:
+            for wid, pid, _ in mapped_windows(conn):
+                # A window with no known pid counts when it is new: some clients are anonymous.
+                if descends_from(pid, app.pid) if pid is not None else wid not in baseline:
+                    return wid
+            return None
+
+        def observed() -> str:
+            windows = mapped_windows(conn)
+            return "; ".join(f"0x{w:x} {t!r} pid={p}" for w, p, t in windows) or "no mapped top-level window"
+
+        self._window = host.poll(
+            "a mapped top-level window of the app",
+            own_window,
+            app,
+            observed,
+            code=ErrorCode.WINDOW_NOT_FOUND,
+            died_code=ErrorCode.APP_NOT_RUNNING,
+        )
+
+
+def x11_stages(options: RigOptions) -> RigStages:
+    """The stages of an X11 rig: Xvfb, the window manager (unless none), the buses, the app (if any)."""
+    display = XvfbStage(options.size)
+    return RigStages(
+        display=display,
+        wm=WindowManagerStage(options.wm, display) if options.wm is not None else None,
+        a11y=SessionA11yStage(a11y=options.a11y),
+        app=X11AppStage(options, display) if options.app else None,
+    )
