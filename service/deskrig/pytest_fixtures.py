@@ -27,13 +27,14 @@ SCOPES = ("function", "session")
 
 
 @dataclass(frozen=True)
-class Rig:
-    """What a test gets: where the rig's MCP server is, its token, and its artifacts directory."""
+class SessionRig:
+    """An orchestrator session's rig as a test gets it: where its MCP server is, its token and
+    its artifacts directory."""
 
     session: SessionInfo
 
     def __repr__(self) -> str:
-        return f"Rig(id={self.id!r}, mcp_url={self.session.mcp_url!r}, artifacts_dir={str(self.artifacts_dir)!r})"
+        return f"SessionRig(id={self.id!r}, mcp_url={self.session.mcp_url!r}, artifacts_dir={str(self.artifacts_dir)!r})"
 
     @property
     def kept(self) -> str:
@@ -65,13 +66,15 @@ class Rig:
         return connect(self.mcp_url, self.token)
 
 
-RIG_KEY = pytest.StashKey[Rig]()
+RIG_KEY = pytest.StashKey[SessionRig]()
 REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 KEPT_KEY = pytest.StashKey[list[tuple[str, str]]]()
 
 
 @dataclass(frozen=True)
-class RigOptions:
+class PluginOptions:
+    """The plugin's settings, from its flags and ini keys (see :mod:`deskrig.pytest_plugin`)."""
+
     image: str
     app: str | None
     scope: str
@@ -82,7 +85,7 @@ class RigOptions:
     ready_timeout: float | None
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> RigOptions:
+    def from_config(cls, config: pytest.Config) -> PluginOptions:
         def value(name: str) -> Any:
             given = config.getoption(f"deskrig_{name}")
             return given if given is not None else config.getini(f"deskrig_{name}")
@@ -135,27 +138,27 @@ class RigPool:
     """The rigs of one pytest session, over one orchestrator."""
 
     def __init__(
-        self, options: RigOptions, orchestrator: BlockingOrchestrator, config: pytest.Config
+        self, options: PluginOptions, orchestrator: BlockingOrchestrator, config: pytest.Config
     ) -> None:
         self.options = options
         self.orchestrator = orchestrator
         self._config = config
-        self._shared: dict[str, Rig] = {}
+        self._shared: dict[str, SessionRig] = {}
         self._shared_failed: dict[str, str] = {}
 
-    def start(self, spec: SessionSpec) -> Rig:
-        return Rig(self.orchestrator.start(spec))
+    def start(self, spec: SessionSpec) -> SessionRig:
+        return SessionRig(self.orchestrator.start(spec))
 
-    def shared(self, spec: SessionSpec) -> Rig:
+    def shared(self, spec: SessionSpec) -> SessionRig:
         key = spec.model_dump_json()
         if key not in self._shared:
             self._shared[key] = self.start(spec)
         return self._shared[key]
 
-    def mark_failed(self, rig: Rig, nodeid: str) -> None:
+    def mark_failed(self, rig: SessionRig, nodeid: str) -> None:
         self._shared_failed.setdefault(rig.id, nodeid)
 
-    def finish(self, rig: Rig, *, failed_test: str | None) -> None:
+    def finish(self, rig: SessionRig, *, failed_test: str | None) -> None:
         """Stop the rig; keep its artifacts if a test failed (or --deskrig-keep), else delete them."""
         self.orchestrator.stop(rig.id)
         if failed_test is not None:
@@ -179,7 +182,7 @@ def deskrig_orchestrator(pytestconfig: pytest.Config) -> Iterator[RigPool]:
     from deskrig.orchestrator.core import BlockingOrchestrator
     from deskrig.orchestrator.models import OrchestratorConfig
 
-    options = RigOptions.from_config(pytestconfig)
+    options = PluginOptions.from_config(pytestconfig)
     settings: dict[str, Any] = {"artifacts_root": options.artifacts}
     if options.max_sessions:
         settings["max_sessions"] = options.max_sessions
@@ -192,7 +195,7 @@ def deskrig_orchestrator(pytestconfig: pytest.Config) -> Iterator[RigPool]:
 
 
 @pytest.fixture
-def deskrig_rig(request: pytest.FixtureRequest, deskrig_orchestrator: RigPool) -> Iterator[Rig]:
+def deskrig_rig(request: pytest.FixtureRequest, deskrig_orchestrator: RigPool) -> Iterator[SessionRig]:
     """A running rig for this test: ``mcp_url``, ``token``, ``client()`` and ``artifacts_dir``."""
     pool = deskrig_orchestrator
     node = request.node

@@ -24,7 +24,7 @@ from collections.abc import Generator
 import pytest
 
 from deskrig import pytest_fixtures
-from deskrig.pytest_fixtures import KEPT_KEY, REPORTS_KEY, RIG_KEY, RigOptions
+from deskrig.pytest_fixtures import KEPT_KEY, REPORTS_KEY, RIG_KEY, PluginOptions
 
 #: (name, help, kind) of the options that are one flag and one ini key each; video has two flags.
 _OPTIONS: list[tuple[str, str, str]] = [
@@ -71,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return RigOptions.from_config(config).header()
+    return PluginOptions.from_config(config).header()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
