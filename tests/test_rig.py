@@ -1,24 +1,18 @@
 """The in-rig supervisor against real Xvfb, openbox, dbus-daemon, AT-SPI and real apps.
 
-Leaks are checked in /proc: every process a rig starts carries the rig's private
-XDG_RUNTIME_DIR in its environment, so a scan for it finds grandchildren too.
+The runner around it (signals, app exit, a killed supervisor) is in test_rig_runner.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import queue
 import shutil
-import signal
 import stat
 import struct
 import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,51 +20,20 @@ import pytest
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 from tests.polling import poll
+from tests.rigprocs import (
+    APPS,
+    FIXTURE_PYTHON,
+    TK_EXIT_WHEN_TOLD,
+    XTERM_TITLE,
+    assert_all_gone,
+    live_rig_processes,
+)
 from Xlib import X
 from Xlib.display import Display
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.procs import mapped_windows
 from deskrig.rig import Rig, RigOptions, RigStartupError
-from deskrig.rundirs import OWNER_FILE, UNRECORDED_GRACE, DirOwner, Kind, make_rig_dir, sweep_stale_dirs
-
-APPS = Path(__file__).parent / "apps"
-HARNESS = APPS / "rig_harness.py"
-FIXTURE_PYTHON = "/usr/bin/python3"  # Debian's, with tkinter and python3-gi
-XTERM_TITLE = "rig-test-xterm"
-# A Tk window that exits with status 5 once the file named by argv[1] exists.
-TK_EXIT_WHEN_TOLD = (
-    "import os, sys, tkinter as tk\n"
-    "root = tk.Tk(); root.title('exit-when-told'); root.geometry('200x100')\n"
-    "def check():\n"
-    "    os._exit(5) if os.path.exists(sys.argv[1]) else root.after(20, check)\n"
-    "check(); root.mainloop()\n"
-)
-
-
-def live_rig_processes(runtime_dir: str, pids: Iterator[int] | list[int] = ()) -> dict[int, str]:
-    """pid -> command of every live (non-zombie) process of the rig: the given pids and every
-    process whose environment holds the rig's XDG_RUNTIME_DIR."""
-    marker = f"XDG_RUNTIME_DIR={runtime_dir}".encode()
-    wanted = set(pids)
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat_line = Path(f"/proc/{name}/stat").read_text()
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        if stat_line[stat_line.rindex(")") + 2] in "ZX":
-            continue
-        if int(name) in wanted or marker in environ.split(b"\0"):
-            found[int(name)] = stat_line[stat_line.index("(") + 1 : stat_line.rindex(")")]
-    return found
-
-
-def assert_all_gone(runtime_dir: str, pids: list[int], timeout: float = 10.0) -> None:
-    poll("the rig's processes to end", lambda: not live_rig_processes(runtime_dir, pids), timeout)
 
 
 def viewable_window(display: str, title: str) -> tuple[int, int | None]:
@@ -328,168 +291,3 @@ def test_bare_desktop_without_dbus_is_ready_and_says_what_is_missing(
         assert any(d.startswith("dbus: dbus-daemon is not installed") for d in status.diagnostics)
         assert any(d.startswith("a11y: accessibility is off") for d in status.diagnostics)
         assert "DBUS_SESSION_BUS_ADDRESS" not in rig.launch_environment()
-
-
-class Harness:
-    """tests/apps/rig_harness.py in a child process, its stderr collected line by line."""
-
-    def __init__(self, *app: str, options: tuple[str, ...] = ()) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HARNESS), *options, "--", *app], stderr=subprocess.PIPE, text=True
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line)
-
-    def ready(self, timeout: float = 30.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            self.stderr.append(line)
-            if line.startswith("{"):
-                message = json.loads(line)
-                assert "ready" in message, message
-                return message
-        raise AssertionError(f"the harness never became ready; stderr: {''.join(self.stderr)}")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def harness() -> Iterator[Callable[..., Harness]]:
-    started: list[Harness] = []
-
-    def start(*app: str, options: tuple[str, ...] = ()) -> Harness:
-        started.append(Harness(*app, options=options))
-        return started[-1]
-
-    yield start
-    for each in started:
-        each.close()
-
-
-def _start_xterm_with_grandchild(harness: Callable[..., Harness]) -> tuple[Harness, dict[str, Any]]:
-    """A harness running xterm whose shell runs a sleep: grandchildren outside xterm's session."""
-    run = harness("xterm", "-T", XTERM_TITLE, "-e", "sh", "-c", "sleep 600 & wait")
-    ready = run.ready()
-    assert ready["ready"]["ready"] is True
-    runtime_dir = ready["env"]["XDG_RUNTIME_DIR"]
-    poll("xterm's shell to start sleep", lambda: "sleep" in live_rig_processes(runtime_dir).values(), 10)
-    return run, ready
-
-
-def test_sigterm_to_the_runner_tears_everything_down(harness: Callable[..., Harness]) -> None:
-    run, ready = _start_xterm_with_grandchild(harness)
-    runtime_dir, pids = ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())
-    assert {"Xvfb", "openbox", "dbus-daemon", "at-spi-bus-laun", "xterm", "sh", "sleep"} <= set(
-        live_rig_processes(runtime_dir, pids).values()
-    )
-    run.proc.send_signal(signal.SIGTERM)
-    assert run.proc.wait(timeout=15) == 0
-    assert live_rig_processes(runtime_dir, pids) == {}
-    assert not Path(runtime_dir).exists() and not Path(ready["run_dir"]).exists()
-
-
-def test_sigterm_during_startup_stops_the_runner(harness: Callable[..., Harness]) -> None:
-    marker = b"sleep\x00599.25\x00"  # an app that never shows a window, found by its command line
-
-    def app_pid() -> int | None:
-        for name in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if Path(f"/proc/{name}/cmdline").read_bytes() == marker:
-                    return int(name)
-            except OSError:
-                continue
-        return None
-
-    run = harness("sleep", "599.25")
-    pid = poll("the app to be started", app_pid, 30)
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    runtime_dir = next(e for e in environ if e.startswith(b"XDG_RUNTIME_DIR=")).decode().partition("=")[2]
-    run.proc.send_signal(signal.SIGTERM)
-    assert run.proc.wait(timeout=15) == 0
-    assert live_rig_processes(runtime_dir, [pid]) == {}
-    assert not Path(runtime_dir).exists()
-
-
-def test_app_exit_ends_the_runner_with_the_apps_status(
-    harness: Callable[..., Harness], tmp_path: Path
-) -> None:
-    trigger = tmp_path / "exit-now"
-    run = harness(FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger))
-    ready = run.ready()
-    trigger.touch()
-    assert run.proc.wait(timeout=15) == 5
-    assert live_rig_processes(ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())) == {}
-
-
-def test_rig_dies_with_a_sigkilled_runner_and_the_next_rig_sweeps_its_dirs(
-    harness: Callable[..., Harness],
-) -> None:
-    run, ready = _start_xterm_with_grandchild(harness)
-    left_behind = [Path(ready["env"]["XDG_RUNTIME_DIR"]), Path(ready["run_dir"])]
-    run.proc.kill()
-    run.proc.wait(timeout=5)
-    try:
-        assert_all_gone(ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values()))
-        assert all(path.is_dir() for path in left_behind)  # a SIGKILLed runner cannot clean up
-        with Rig(RigOptions(wm=None, a11y=False)) as later:
-            assert not any(path.exists() for path in left_behind)
-            own = [Path(later.env["XDG_RUNTIME_DIR"]), later.run_dir]
-            assert all(path is not None and path.is_dir() for path in own)
-    finally:
-        for path in left_behind:
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _owned_dir(root: Path, kind: Kind, **owner_changes: Any) -> Path:
-    """A rig directory under ``root`` whose owner record differs from this process's as given."""
-    path = make_rig_dir(kind, root)
-    owner = DirOwner.current().model_copy(update=owner_changes)
-    (path / OWNER_FILE).write_text(owner.model_dump_json())
-    return path
-
-
-def test_sweep_removes_only_dirs_whose_owner_is_certainly_gone(tmp_path: Path) -> None:
-    me = DirOwner.current()
-    exited = subprocess.Popen(["true"])
-    exited.wait()
-    dead_pid = exited.pid
-    sleeper = subprocess.Popen(["sleep", "60"], env={"XDG_RUNTIME_DIR": str(tmp_path / "deskrig-xdg-inuse")})
-    try:
-        kept = {
-            "live owner": _owned_dir(tmp_path, "xdg"),
-            "live owner, run dir": _owned_dir(tmp_path, "rig"),
-            "other pid namespace": _owned_dir(tmp_path, "xdg", pid=dead_pid, pid_namespace="pid:[1]"),
-            "unrecorded, recent": tmp_path / "deskrig-xdg-recent",
-            "unrecorded, in use": tmp_path / "deskrig-xdg-inuse",
-            "unrecorded run dir": tmp_path / "deskrig-rig-old",
-            "another prefix": tmp_path / "deskrig-bench-old",
-        }
-        removed = {
-            "dead owner": _owned_dir(tmp_path, "xdg", pid=dead_pid),
-            "reused pid": _owned_dir(tmp_path, "rig", start_time=me.start_time - 1),
-            "before a reboot": _owned_dir(tmp_path, "xdg", boot_id="another-boot"),
-            "unrecorded, old, unused": tmp_path / "deskrig-xdg-old",
-        }
-        long_ago = time.time() - 2 * UNRECORDED_GRACE
-        for name, path in [*kept.items(), *removed.items()]:
-            path.mkdir(exist_ok=True)
-            if name != "unrecorded, recent":
-                os.utime(path, (long_ago, long_ago))
-        assert sorted(sweep_stale_dirs(tmp_path)) == sorted(removed.values())
-        assert all(path.is_dir() for path in kept.values())
-    finally:
-        sleeper.kill()
-        sleeper.wait()

@@ -1,0 +1,50 @@
+"""What the rig tests share: the fixture apps they run and a leak check in /proc.
+
+Every process a rig starts carries the rig's private XDG_RUNTIME_DIR in its environment, so a
+scan for it finds grandchildren too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.polling import poll
+
+APPS = Path(__file__).parent / "apps"
+FIXTURE_PYTHON = "/usr/bin/python3"  # Debian's, with tkinter and python3-gi
+XTERM_TITLE = "rig-test-xterm"
+# A Tk window that exits with status 5 once the file named by argv[1] exists.
+TK_EXIT_WHEN_TOLD = (
+    "import os, sys, tkinter as tk\n"
+    "root = tk.Tk(); root.title('exit-when-told'); root.geometry('200x100')\n"
+    "def check():\n"
+    "    os._exit(5) if os.path.exists(sys.argv[1]) else root.after(20, check)\n"
+    "check(); root.mainloop()\n"
+)
+
+
+def live_rig_processes(runtime_dir: str, pids: Iterator[int] | list[int] = ()) -> dict[int, str]:
+    """pid -> command of every live (non-zombie) process of the rig: the given pids and every
+    process whose environment holds the rig's XDG_RUNTIME_DIR."""
+    marker = f"XDG_RUNTIME_DIR={runtime_dir}".encode()
+    wanted = set(pids)
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat_line = Path(f"/proc/{name}/stat").read_text()
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        if stat_line[stat_line.rindex(")") + 2] in "ZX":
+            continue
+        if int(name) in wanted or marker in environ.split(b"\0"):
+            found[int(name)] = stat_line[stat_line.index("(") + 1 : stat_line.rindex(")")]
+    return found
+
+
+def assert_all_gone(runtime_dir: str, pids: list[int], timeout: float = 10.0) -> None:
+    poll("the rig's processes to end", lambda: not live_rig_processes(runtime_dir, pids), timeout)
