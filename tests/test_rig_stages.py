@@ -1,0 +1,114 @@
+"""The stage interface without X11: a backend's own stages run in order by the supervisor and
+torn down in reverse, whether start-up succeeds or fails. Real processes, no display server."""
+
+from __future__ import annotations
+
+import pytest
+
+from deskrig.errors import ErrorCode
+from deskrig.procs import ManagedProcess
+from deskrig.rig import Rig, RigOptions, RigStages, RigStartupError, Stage
+from deskrig.rig.a11y import SessionA11yStage
+from deskrig.rig.stages import AppStage, DisplayStage, StageHost
+
+
+def _started(proc: ManagedProcess) -> bool | None:
+    return True if proc.pid > 0 else None
+
+
+class SleeperDisplay(DisplayStage):
+    """A display whose server is a ``sleep``: what the supervisor must not care about."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    @property
+    def display(self) -> str | None:
+        return "sleeper-0" if self.processes else None
+
+    @property
+    def up(self) -> bool:
+        return bool(self.processes) and self.processes[0].alive
+
+    def env(self) -> dict[str, str]:
+        return {"SLEEPER_DISPLAY": "sleeper-0"} if self.processes else {}
+
+    def start(self, host: StageHost) -> None:
+        self.log.append("start display")
+        proc = host.spawn(self, "sleeper", ["sleep", "60"], host.launch_environment())
+        host.poll("the sleeper to start", lambda: _started(proc), proc, lambda: "not started")
+
+    def end_startup(self) -> None:
+        self.log.append("end start-up")
+
+    def stop(self, grace: float) -> None:
+        self.log.append("stop display")
+        super().stop(grace)
+
+
+class ShellApp(AppStage):
+    """An app that runs ``script`` in sh and is ready once it prints ``ready``."""
+
+    def __init__(self, log: list[str], script: str) -> None:
+        super().__init__()
+        self.log = log
+        self.script = script
+
+    @property
+    def process(self) -> ManagedProcess | None:
+        return self.processes[0] if self.processes else None
+
+    @property
+    def up(self) -> bool:
+        return self.process is not None and self.process.alive
+
+    def start(self, host: StageHost) -> None:
+        self.log.append("start app")
+        proc = host.spawn(self, "app", ["sh", "-c", self.script], host.launch_environment())
+        host.poll(
+            "the app to say ready",
+            lambda: True if any("ready" in line for line in proc.tail(5, "stdout")) else None,
+            proc,
+            lambda: "no ready line",
+            died_code=ErrorCode.APP_NOT_RUNNING,
+        )
+
+    def stop(self, grace: float) -> None:
+        self.log.append("stop app")
+        super().stop(grace)
+
+
+def sleeper_rig(log: list[str], app_script: str) -> tuple[Rig, list[Stage]]:
+    stages = RigStages(
+        display=SleeperDisplay(log), wm=None, a11y=SessionA11yStage(a11y=False), app=ShellApp(log, app_script)
+    )
+    options = RigOptions(wm=None, a11y=False, app=["sh"], startup_timeout=10)
+    return Rig(options, stages), stages.ordered
+
+
+def test_a_backends_own_stages_start_in_order_and_stop_in_reverse() -> None:
+    log: list[str] = []
+    rig, stages = sleeper_rig(log, 'echo "$SLEEPER_DISPLAY" ready; exec sleep 60')
+    with rig:
+        status = rig.status()
+        assert status.ready and status.display == "sleeper-0" and status.app_up
+        assert list(status.pids) == ["sleeper", "dbus", "app"]
+        app = rig.app_process
+        assert app is not None and app.tail(5, "stdout") == ["sleeper-0 ready"]
+        assert rig.env["SLEEPER_DISPLAY"] == "sleeper-0" and "DBUS_SESSION_BUS_ADDRESS" in rig.env
+    assert log == ["start display", "start app", "end start-up", "stop app", "stop display"]
+    assert not any(proc.alive for stage in stages for proc in stage.processes)
+
+
+def test_a_failing_stage_tears_down_the_stages_before_it() -> None:
+    log: list[str] = []
+    rig, stages = sleeper_rig(log, "echo 'no config' >&2; exit 3")
+    with pytest.raises(RigStartupError) as raised:
+        rig.start()
+    error = raised.value
+    assert error.code is ErrorCode.APP_NOT_RUNNING
+    assert error.details["stage"] == "app" and error.details["exit_status"] == 3
+    assert "app exited with status 3 during start-up" in error.message and "no config" in error.message
+    assert log == ["start display", "start app", "end start-up", "stop app", "stop display"]
+    assert not any(proc.alive for stage in stages for proc in stage.processes)
