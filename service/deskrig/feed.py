@@ -46,15 +46,19 @@ if TYPE_CHECKING:
 KEEPALIVE_SECONDS = 10.0
 
 
-def _no_file(relative: str) -> JSONResponse:
+def _refuse(status: int, code: ErrorCode, message: str, remediation: str, **details: str) -> JSONResponse:
     return http_error(
-        ErrorInfo(
-            code=ErrorCode.INVALID_PATH,
-            message=f"no such recording file: {relative!r}",
-            details={"path": relative},
-            remediation="Fetch the paths the turn and video events of GET /recording/events name.",
-        ),
+        ErrorInfo(code=code, message=message, details=details or None, remediation=remediation), status
+    )
+
+
+def _no_file(relative: str) -> JSONResponse:
+    return _refuse(
         404,
+        ErrorCode.INVALID_PATH,
+        f"no such recording file: {relative!r}",
+        "Fetch the paths the turn and video events of GET /recording/events name.",
+        path=relative,
     )
 
 
@@ -111,13 +115,12 @@ def safe_file(root: Path, relative: str) -> Path | Response:
     real_root = root.resolve()
     candidate = (real_root / relative).resolve()
     if not candidate.is_relative_to(real_root):
-        return http_error(
-            ErrorInfo(
-                code=ErrorCode.PERMISSION_DENIED,
-                message=f"{relative!r} leads outside the recording folder",
-                details={"path": relative},
-                remediation="Only files inside the recording folder are served.",
-            )
+        return _refuse(
+            403,
+            ErrorCode.PERMISSION_DENIED,
+            f"{relative!r} leads outside the recording folder",
+            "Only files inside the recording folder are served.",
+            path=relative,
         )
     if not candidate.is_file():
         return _no_file(relative)
@@ -131,13 +134,11 @@ def recording_router(server: DeskrigServer) -> APIRouter:
         return registry_of(server.services).boot
 
     def no_boot() -> JSONResponse:
-        return http_error(
-            ErrorInfo(
-                code=ErrorCode.RECORDING_ERROR,
-                message="this rig is not recording from boot (start it with --record DIR)",
-                remediation="Start the rig with --record DIR (or DESKRIG_RECORD) to record from boot.",
-            ),
+        return _refuse(
             404,
+            ErrorCode.RECORDING_ERROR,
+            "this rig is not recording from boot (start it with --record DIR)",
+            "Start the rig with --record DIR (or DESKRIG_RECORD) to record from boot.",
         )
 
     @router.get("/status")
@@ -158,13 +159,12 @@ def recording_router(server: DeskrigServer) -> APIRouter:
             return no_boot()
         start = _resume_point(after, last_event_id)
         if start is None:
-            return http_error(
-                ErrorInfo(
-                    code=ErrorCode.INVALID_ARGUMENT,
-                    message="Last-Event-ID must be a turn number",
-                    details={"last_event_id": last_event_id},
-                    remediation="Send the id of the last turn event received, or ?after=SEQ.",
-                )
+            return _refuse(
+                400,
+                ErrorCode.INVALID_ARGUMENT,
+                "Last-Event-ID must be a turn number",
+                "Send the id of the last turn event received, or ?after=SEQ.",
+                last_event_id=str(last_event_id),
             )
         return StreamingResponse(
             turn_stream(recording, start),
