@@ -7,8 +7,9 @@ Exception tree::
     └── BackendError             a platform library failed (Xlib, D-Bus, docker ...)
 
 Backends translate their own library's exceptions at their boundary with
-``raise DeskrigError(...) from exc``; the MCP layer turns a ``DeskrigError`` into a tool error in
-exactly one place (``deskrig.server``).
+``raise DeskrigError(...) from exc``; :mod:`deskrig.error_responses` turns an error into what each
+boundary sends (an MCP tool error, the acs envelope, an HTTP error response), and
+:mod:`deskrig.cli_errors` into a line for a person at a shell.
 """
 
 from __future__ import annotations
@@ -112,11 +113,6 @@ class ToolResultLike(Protocol):
     def content(self) -> Sequence[object]: ...
 
 
-def error_body(error: ErrorInfo) -> dict[str, Any]:
-    """A failed tool call's JSON: ``{"error": {code, message, details?, remediation?}}``."""
-    return {"error": error.model_dump(mode="json", exclude_none=True)}
-
-
 def tool_error(result: ToolResultLike) -> dict[str, Any] | None:
     """The ``{code, message, details?, remediation?}`` of a failed tool call, or None if it succeeded.
 
@@ -136,6 +132,15 @@ def tool_error(result: ToolResultLike) -> dict[str, Any] | None:
         if isinstance(error, dict):
             return error
     return {"code": ErrorCode.INTERNAL_ERROR.value, "message": " ".join(texts) or "the tool call failed"}
+
+
+def http_error_info(body: str) -> ErrorInfo | None:
+    """The error of a failed HTTP request's ``{"error": {code, message, ...}}`` body, or None when
+    the body is not one (a proxy's page, a truncated answer)."""
+    try:
+        return ErrorInfo.model_validate(json.loads(body)["error"])
+    except (ValueError, TypeError, KeyError, ValidationError):
+        return None
 
 
 class DeskrigError(Exception):
@@ -180,14 +185,21 @@ class BackendError(DeskrigError):
     """A platform library failed underneath a backend."""
 
 
+class ValidationProblems(Protocol):
+    """Input a pydantic model refused: a :class:`pydantic.ValidationError`, or FastAPI's
+    ``RequestValidationError`` (whose field paths start with where the value was: body, query ...)."""
+
+    def errors(self) -> Sequence[Any]: ...
+
+
 def invalid_argument(
-    exc: ValidationError, what: str = "invalid arguments", whole: str = "(arguments)"
+    exc: ValidationProblems, what: str = "invalid arguments", whole: str = "(arguments)"
 ) -> DeskrigError:
     """INVALID_ARGUMENT for input a pydantic model refused, with each problem's field in details
-    (``whole`` names a problem with the input as a whole)."""
+    (``whole`` names a problem with the input as a whole): the one formatter of validation errors."""
     problems = [
         {"field": ".".join(str(part) for part in err["loc"]) or whole, "problem": err["msg"]}
-        for err in exc.errors(include_url=False)
+        for err in exc.errors()
     ]
     return DeskrigError(
         ErrorCode.INVALID_ARGUMENT,

@@ -19,7 +19,8 @@
 - ``POST /recording/finalize``: stop the boot recording's ffmpeg gracefully (turns go on being
   recorded) and return the recording state.
 
-Without a boot recording the recording routes answer 404 with a JSON error.
+Without a boot recording the recording routes answer 404. Every error is the JSON every deskrig
+client knows, ``{"error": {code, message, details?, remediation}}`` (:mod:`deskrig.error_responses`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import anyio
 from fastapi import APIRouter, Header
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
+from deskrig.error_responses import http_error
+from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.recording.registry import registry_of
 from deskrig.recording.session import Recording
 
@@ -43,8 +46,20 @@ if TYPE_CHECKING:
 KEEPALIVE_SECONDS = 10.0
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def _refuse(status: int, code: ErrorCode, message: str, remediation: str, **details: str) -> JSONResponse:
+    return http_error(
+        ErrorInfo(code=code, message=message, details=details or None, remediation=remediation), status
+    )
+
+
+def _no_file(relative: str) -> JSONResponse:
+    return _refuse(
+        404,
+        ErrorCode.INVALID_PATH,
+        f"no such recording file: {relative!r}",
+        "Fetch the paths the turn and video events of GET /recording/events name.",
+        path=relative,
+    )
 
 
 def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
@@ -96,13 +111,19 @@ def safe_file(root: Path, relative: str) -> Path | Response:
         or relative.startswith("/")
         or any(part in ("", ".", "..") or part.startswith(".") for part in parts)
     ):
-        return _error(404, "INVALID_PATH", f"no such recording file: {relative!r}")
+        return _no_file(relative)
     real_root = root.resolve()
     candidate = (real_root / relative).resolve()
     if not candidate.is_relative_to(real_root):
-        return _error(403, "PERMISSION_DENIED", f"{relative!r} leads outside the recording folder")
+        return _refuse(
+            403,
+            ErrorCode.PERMISSION_DENIED,
+            f"{relative!r} leads outside the recording folder",
+            "Only files inside the recording folder are served.",
+            path=relative,
+        )
     if not candidate.is_file():
-        return _error(404, "INVALID_PATH", f"no such recording file: {relative!r}")
+        return _no_file(relative)
     return candidate
 
 
@@ -113,8 +134,11 @@ def recording_router(server: DeskrigServer) -> APIRouter:
         return registry_of(server.services).boot
 
     def no_boot() -> JSONResponse:
-        return _error(
-            404, "RECORDING_ERROR", "this rig is not recording from boot (start it with --record DIR)"
+        return _refuse(
+            404,
+            ErrorCode.RECORDING_ERROR,
+            "this rig is not recording from boot (start it with --record DIR)",
+            "Start the rig with --record DIR (or DESKRIG_RECORD) to record from boot.",
         )
 
     @router.get("/status")
@@ -135,7 +159,13 @@ def recording_router(server: DeskrigServer) -> APIRouter:
             return no_boot()
         start = _resume_point(after, last_event_id)
         if start is None:
-            return _error(400, "INVALID_ARGUMENT", "Last-Event-ID must be a turn number")
+            return _refuse(
+                400,
+                ErrorCode.INVALID_ARGUMENT,
+                "Last-Event-ID must be a turn number",
+                "Send the id of the last turn event received, or ?after=SEQ.",
+                last_event_id=str(last_event_id),
+            )
         return StreamingResponse(
             turn_stream(recording, start),
             media_type="text/event-stream",

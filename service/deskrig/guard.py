@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
 import socket
 from typing import Any
@@ -21,7 +20,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from deskrig.config import DEFAULT_HEADER_TIMEOUT
-from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.error_responses import http_error
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
 
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
@@ -73,33 +73,32 @@ class GuardMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
         if not host_allowed(host, self.host_patterns):
-            await _reject(send, 421, "MISDIRECTED_REQUEST", f"Host {host!r} is not allowed for this rig", {})
+            refusal = ErrorInfo(
+                code=ErrorCode.PERMISSION_DENIED,
+                message=f"Host {host!r} is not allowed for this rig",
+                details={"host": host},
+                remediation="Connect by a loopback name (127.0.0.1, localhost, [::1]) or add the name to "
+                "allowed_hosts.",
+            )
+            await http_error(refusal, 421)(scope, receive, send)
             return
         identity: str | None = ANONYMOUS_IDENTITY
         if self.tokens is not None:
             scheme, _, credential = headers.get("authorization", "").partition(" ")
             identity = self.tokens.identify(credential.strip()) if scheme.lower() == "bearer" else None
         if identity is None and scope["path"] not in PUBLIC_PATHS:
-            await _reject(
-                send,
-                401,
-                "PERMISSION_DENIED",
-                "missing or wrong bearer token",
-                {"www-authenticate": 'Bearer realm="deskrig"'},
+            refusal = ErrorInfo(
+                code=ErrorCode.PERMISSION_DENIED,
+                message="missing or wrong bearer token",
+                remediation="Send `Authorization: Bearer <token>` with the token this server was given.",
             )
+            challenge = {"www-authenticate": 'Bearer realm="deskrig"'}
+            await http_error(refusal, 401, challenge)(scope, receive, send)
             return
         if identity is not None:
             scope[SCOPE_KEY] = identity
         scope.setdefault("state", {})[AUTHORIZED] = identity is not None
         await self.app(scope, receive, send)
-
-
-async def _reject(send: Send, status: int, code: str, message: str, extra_headers: dict[str, str]) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.encode(), v.encode()) for k, v in extra_headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class HeaderDeadlineProtocol(H11Protocol):

@@ -1,12 +1,9 @@
 """The MCP server: registers the tool list for a profile and turns failures into tool errors.
 
-This is the one place where exceptions become protocol results. A :class:`DeskrigError` becomes
-``isError`` with ``{"error": {code, message, details?, remediation?}}`` as the JSON of a text block
-and no structured content: structured content must match the tool's output schema, which describes
-success (strict clients such as the MCP Inspector validate it and would drop the error). A tool
-whose output schema admits failures (the acs envelope) sends its failure as structured content too.
-Anything else becomes INTERNAL_ERROR with the traceback kept in the server log.
-:func:`deskrig.errors.tool_error` reads either shape back.
+This is the one place where a tool call's exceptions are caught. A :class:`DeskrigError` becomes
+the tool error :mod:`deskrig.error_responses` makes of it (the tool's own failure document, such as
+the acs envelope, where its output schema admits failures); anything else becomes INTERNAL_ERROR
+with the traceback kept in the server log. :func:`deskrig.errors.tool_error` reads either back.
 """
 
 from __future__ import annotations
@@ -28,7 +25,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from deskrig import __version__
-from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, error_body, invalid_argument
+from deskrig.error_responses import tool_error_result
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, invalid_argument
 from deskrig.services import ActionObserver, AnyTool, ProgressReporter, client_of
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
 
@@ -193,17 +191,7 @@ class DeskrigServer:
     def _result(spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
         if error is not None or result is None:
             assert error is not None
-            envelope = spec.error_output(error) if spec.error_output is not None else None
-            body = (
-                envelope.model_dump(mode="json", exclude_none=spec.omit_none)
-                if envelope is not None
-                else error_body(error)
-            )
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(body))],
-                structured_content=body if envelope is not None else None,
-                is_error=True,
-            )
+            return tool_error_result(error, spec.error_output(error) if spec.error_output else None)
         structured = result.structured.model_dump(mode="json", exclude_none=spec.omit_none)
         content: list[types.ContentBlock] = [
             types.ImageContent(

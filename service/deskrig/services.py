@@ -149,7 +149,7 @@ class ToolSpec(Generic[InputT]):
     #: acs envelope has ``status`` and ``error``): it is then the structured content of the error result.
     #: Otherwise an error result has no structured content (it would not match the output schema,
     #: and strict clients such as the MCP Inspector reject it); the error JSON is in its text block.
-    error_output: Callable[[ErrorInfo], BaseModel] | None = None
+    error_output: Callable[[ErrorInfo], dict[str, Any]] | None = None
 
     @property
     def action(self) -> bool:

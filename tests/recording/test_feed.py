@@ -11,11 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from tests.orchestrator.helpers import eventually
 from tests.polling import poll
 from tests.recording.conftest import ffmpeg_writing, ffprobe_duration, load_json
-from tests.server.rigproc import RigProcess, color_app, read_events
+from tests.server.rigproc import FormRig, RigProcess, color_app, read_events
+
+from deskrig.errors import ErrorCode, http_error_info
+from deskrig.orchestrator.mirror import ArtifactMirror
 
 GREEN = "#20c040"
 
@@ -136,6 +141,42 @@ def test_file_downloads_stay_inside_the_recording_folder(boot_rig: BootRig, tmp_
         assert b"TOP-SECRET-42" not in response.content and b"root:" not in response.content
     unauthenticated = httpx.get(f"{boot_rig.rig.base}/recording/files/turn-00001/action.json", timeout=10)
     assert unauthenticated.status_code == 401
+
+
+def test_feed_refusals_are_deskrig_errors_with_remediation(boot_rig: BootRig, tmp_path: Path) -> None:
+    (tmp_path / "outside.txt").write_text("outside")
+    (boot_rig.folder / "outside-link.txt").symlink_to(tmp_path / "outside.txt")
+    for path, status, code in [
+        ("/recording/files/..%2Fsecret.txt", 404, ErrorCode.INVALID_PATH),
+        ("/recording/files/turn-99999/action.json", 404, ErrorCode.INVALID_PATH),
+        ("/recording/files/outside-link.txt", 403, ErrorCode.PERMISSION_DENIED),
+    ]:
+        response = boot_rig.http.get(path)
+        error = http_error_info(response.text)
+        assert (response.status_code, error and error.code) == (status, code), path
+        assert error is not None and error.remediation and error.details, path
+    bad_resume = boot_rig.http.get("/recording/events", headers={"Last-Event-ID": "seven"})
+    error = http_error_info(bad_resume.text)
+    assert bad_resume.status_code == 400 and error is not None and error.code is ErrorCode.INVALID_ARGUMENT
+    assert error.details == {"last_event_id": "seven"} and error.remediation
+
+
+def test_the_mirror_notes_a_feed_refusal_by_code_and_message(form_rig: FormRig, tmp_path: Path) -> None:
+    """A rig not recording from boot refuses its feed; the mirror's report says so in one line
+    (not a cut-off JSON body), and it keeps retrying."""
+
+    async def refusals() -> list[str]:
+        mirror = ArtifactMirror(form_rig.rig.base, form_rig.rig.token, tmp_path / "copy", retry_delay=0.05)
+        async with anyio.create_task_group() as group:
+            group.start_soon(mirror.run)
+            await eventually("two refused attempts", lambda: mirror.report.reconnects >= 2 or None)
+            mirror.close()
+        return mirror.report.errors
+
+    assert anyio.run(refusals) == [
+        "feed: FeedError: GET /recording/events: HTTP 404 RECORDING_ERROR: "
+        "this rig is not recording from boot (start it with --record DIR)"
+    ]
 
 
 def test_video_survives_sigkill_of_ffmpeg_and_is_announced_when_final(boot_rig: BootRig) -> None:

@@ -10,7 +10,8 @@
     POST   /shutdown                     stop every session and the service
     GET    /healthz                      liveness (no token)
 
-Errors have the shape every deskrig client knows: ``{"error": {code, message, details, remediation}}``.
+Errors have the shape every deskrig client knows: ``{"error": {code, message, details?, remediation}}``
+(:func:`deskrig.error_responses.http_error`).
 """
 
 from __future__ import annotations
@@ -23,21 +24,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
-from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.error_responses import http_error
+from deskrig.errors import DeskrigError, ErrorCode, invalid_argument
 from deskrig.guard import GuardMiddleware, host_patterns
 from deskrig.identity import DEFAULT_IDENTITY, TokenTable
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.mirror import INCOMING
 from deskrig.orchestrator.models import SessionInfo, SessionSpec, SessionState
-
-STATUS_BY_CODE = {
-    ErrorCode.SESSION_NOT_FOUND: 404,
-    ErrorCode.INVALID_ARGUMENT: 400,
-    ErrorCode.INVALID_PATH: 400,
-    ErrorCode.QUEUE_TIMEOUT: 503,
-    ErrorCode.RUNTIME_UNAVAILABLE: 503,
-    ErrorCode.RIG_FAILED: 502,
-}
 
 
 class ArtifactFile(BaseModel):
@@ -86,20 +79,11 @@ def create_api(
 
     @app.exception_handler(DeskrigError)
     async def deskrig_error(_: Request, exc: DeskrigError) -> JSONResponse:
-        status = STATUS_BY_CODE.get(exc.code, 500)
-        return JSONResponse({"error": exc.info().model_dump(mode="json")}, status_code=status)
+        return http_error(exc.info())
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            {"field": ".".join(str(p) for p in err["loc"]), "problem": err["msg"]} for err in exc.errors()
-        ]
-        error = DeskrigError(
-            ErrorCode.INVALID_ARGUMENT,
-            "invalid request: " + "; ".join(f"{p['field']}: {p['problem']}" for p in problems),
-            details={"problems": problems},
-        )
-        return JSONResponse({"error": error.info().model_dump(mode="json")}, status_code=400)
+        return http_error(invalid_argument(exc, "invalid request", "(request)").info())
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -33,6 +33,7 @@ import anyio
 import httpx2
 from pydantic import ValidationError
 
+from deskrig.errors import http_error_info
 from deskrig.model import FileEntry, TurnEvent
 from deskrig.orchestrator.models import MirrorReport
 from deskrig.orchestrator.rig_client import EVENTS, RigClient
@@ -64,6 +65,14 @@ def _safe_relative(path: str) -> PurePosixPath:
     if rel.is_absolute() or not rel.parts or any(not _NAME.match(part) for part in rel.parts):
         raise FeedError(f"refusing feed path {path!r}")
     return rel
+
+
+def _refusal(response: httpx2.Response) -> str:
+    """``HTTP 404 RECORDING_ERROR: message`` for the rig's error answer (read in full), or the
+    start of the body when it is not a deskrig error."""
+    error = http_error_info(response.text)
+    said = f"{error.code.value}: {error.message}" if error is not None else response.text[:200]
+    return f"HTTP {response.status_code} {said}"
 
 
 class ArtifactMirror:
@@ -149,7 +158,7 @@ class ArtifactMirror:
         async with rig.events(self._last_seq) as response:
             if response.status_code != 200:
                 await response.aread()
-                raise FeedError(f"GET {EVENTS}: HTTP {response.status_code} {response.text[:200]}")
+                raise FeedError(f"GET {EVENTS}: {_refusal(response)}")
             async for event in self._events(response):
                 self._last_event = time.monotonic()
                 self._busy = True
@@ -239,7 +248,7 @@ class ArtifactMirror:
             async with rig.file(entry.path) as response:
                 if response.status_code != 200:
                     await response.aread()
-                    raise FeedError(f"GET {url}: HTTP {response.status_code}")
+                    raise FeedError(f"GET {url}: {_refusal(response)}")
                 with target.open("wb") as out:
                     async for chunk in response.aiter_bytes():
                         digest.update(chunk)

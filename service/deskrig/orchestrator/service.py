@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx2
 from pydantic import BaseModel, ValidationError
 
-from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.errors import DeskrigError, ErrorCode, http_error_info
 from deskrig.guard import bind_listener
 from deskrig.orchestrator.api import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
@@ -143,13 +143,12 @@ class ServiceClient:
                 remediation="Start it with `deskrig orchestrator serve --background`.",
             ) from exc
         if response.status_code >= 400:
-            try:
-                info = ErrorInfo.model_validate(response.json()["error"])
-            except (ValueError, KeyError, ValidationError):
+            info = http_error_info(response.text)
+            if info is None:
                 raise DeskrigError(
                     ErrorCode.INTERNAL_ERROR,
                     f"{method} {path}: HTTP {response.status_code} {response.text[:300]}",
-                ) from None
+                )
             raise DeskrigError(info.code, info.message, details=info.details, remediation=info.remediation)
         return response
 

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deskrig import imaging
 from deskrig.capture import FORMAT_DESCRIPTION, QUALITY_DESCRIPTION, CaptureOptions, CaptureTarget
-from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.error_responses import acs_envelope
+from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import DisplayInfo, WindowInfo
 from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.screen import NoArguments, RegionArguments, region_target, screen_target
@@ -63,7 +64,8 @@ class AcsRegionInput(AcsCaptureInput, RegionArguments):
 
 
 class AcsResponse(BaseModel):
-    """The ACS envelope. ``data`` (base64) when not saved, ``filePath`` when saved."""
+    """The ACS envelope. ``data`` (base64) when not saved, ``filePath`` when saved; a failure's
+    (``status: "error"`` and ``error``) is :func:`deskrig.error_responses.acs_envelope`'s."""
 
     status: str
     data: str | None = None
@@ -73,11 +75,6 @@ class AcsResponse(BaseModel):
     displays: list[DisplayInfo] | None = None
     windows: list[WindowInfo] | None = None
     error: dict[str, Any] | None = None
-
-
-def acs_error(error: ErrorInfo) -> AcsResponse:
-    """A failure in the envelope: ``{status: "error", error: {code, message, details, remediation}}``."""
-    return AcsResponse(status="error", error=error.model_dump(mode="json", exclude_none=True))
 
 
 def _save_to(services: Services, args: AcsCaptureInput) -> tuple[CaptureOptions, Path | None]:
@@ -164,7 +161,7 @@ def _acs(name: str, description: str, model: type[BaseModel], handler: Any, capt
         handler,
         captures=captures,
         profile="acs",
-        error_output=acs_error,
+        error_output=acs_envelope,
         omit_none=True,
     )
 

@@ -1,0 +1,75 @@
+"""The one translator from an error to what each boundary sends: every client sees the same error.
+
+From one :class:`~deskrig.errors.ErrorInfo`:
+
+==================  ========================================================================
+MCP tool call       :func:`tool_error_result`: ``isError`` with :func:`error_body` as the JSON of
+                    a text block and no structured content (structured content must match the
+                    tool's output schema, which describes success; strict clients such as the MCP
+                    Inspector validate it and would drop the error)
+acs tool call       :func:`acs_envelope`: ``{"status": "error", "error": {...}}``; the acs output
+                    schema admits it, so it is the result's structured content as well
+HTTP                :func:`http_error`: :func:`error_body` with the status for the code (the
+                    orchestrator's API, the rig's recording feed, the guard in front of both)
+==================  ========================================================================
+
+The error itself is always ``{code, message, details?, remediation?}``: a field without a value
+is left out, never sent as null. :func:`deskrig.errors.tool_error` reads an MCP result back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from starlette.responses import JSONResponse
+
+from deskrig.errors import ErrorCode, ErrorInfo
+
+#: The HTTP status for an error code; any other code is a server-side failure (500).
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.INVALID_PATH: 400,
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.SESSION_NOT_FOUND: 404,
+    ErrorCode.RIG_FAILED: 502,
+    ErrorCode.QUEUE_TIMEOUT: 503,
+    ErrorCode.RUNTIME_UNAVAILABLE: 503,
+}
+
+
+def error_json(error: ErrorInfo) -> dict[str, Any]:
+    """``{code, message, details?, remediation?}``, the error every boundary carries."""
+    return error.model_dump(mode="json", exclude_none=True)
+
+
+def error_body(error: ErrorInfo) -> dict[str, Any]:
+    """A failure's JSON document: ``{"error": {code, message, details?, remediation?}}``."""
+    return {"error": error_json(error)}
+
+
+def acs_envelope(error: ErrorInfo) -> dict[str, Any]:
+    """A failure in the acs envelope: ``{"status": "error", "error": {code, message, ...}}``."""
+    return {"status": "error", "error": error_json(error)}
+
+
+def tool_error_result(error: ErrorInfo, structured: dict[str, Any] | None = None) -> types.CallToolResult:
+    """A failed tool call: the ``structured`` document when the tool's output schema admits failures
+    (as its structured content too), else :func:`error_body` in the text block alone."""
+    body = structured if structured is not None else error_body(error)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body))],
+        structured_content=structured,
+        is_error=True,
+    )
+
+
+def http_error(
+    error: ErrorInfo, status: int | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """A failed HTTP request: :func:`error_body` with ``status``, by default the code's."""
+    return JSONResponse(
+        error_body(error), status_code=status or HTTP_STATUS.get(error.code, 500), headers=headers
+    )
