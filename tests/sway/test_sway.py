@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+
 import pytest
 from tests.desktop.conftest import FixtureApp
 from tests.polling import poll
+from tests.server.rigproc import DESKRIG
 from tests.sway.conftest import COLOR, last_event, widget_center, window_of
 from tests.sway.swayproc import SwaySession
 
@@ -142,3 +147,20 @@ def test_the_sway_session_is_private_and_not_root(sway: SwaySession) -> None:
     stat = sway.runtime_dir.stat()
     assert stat.st_mode & 0o777 == 0o700
     assert stat.st_uid != 0
+
+
+def test_doctor_attaches_to_sway_from_its_environment(sway: SwaySession, form_app: FixtureApp) -> None:
+    """`--backend auto` with SWAYSOCK and WAYLAND_DISPLAY set (and an X DISPLAY too) picks sway."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SWAYSOCK", "WAYLAND_DISPLAY")}
+    out = subprocess.run(
+        [*DESKRIG, "doctor"],
+        env={**env, **sway.env, "DISPLAY": ":999"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["backend"] == "sway"
+    assert [d["name"] for d in report["displays"]] == ["HEADLESS-1"]
+    assert report["windows"] >= 2
