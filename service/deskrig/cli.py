@@ -110,7 +110,13 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         choices=["default", "acs", "all"],
         help="which tool set to expose",
     )
-    _option(parser, "--backend", env="DESKRIG_BACKEND", setting="backend", help="desktop backend: auto, x11")
+    _option(
+        parser,
+        "--backend",
+        env="DESKRIG_BACKEND",
+        setting="backend",
+        help="desktop backend: auto, x11, sway (attach to $SWAYSOCK and $WAYLAND_DISPLAY)",
+    )
     _option(
         parser,
         "--allowed-dir",

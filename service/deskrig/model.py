@@ -119,8 +119,9 @@ class TypeReport(BaseModel):
     remapped_keysyms: int = Field(
         0, description="Distinct characters the keyboard layout lacked, bound to spare keycodes"
     )
-    path: Literal["xtest", "atspi"] = Field(
-        description="xtest: synthetic key events; atspi: inserted through the accessibility text interface"
+    path: Literal["xtest", "virtual-keyboard", "atspi"] = Field(
+        description="xtest: synthetic key events (X11); virtual-keyboard: a Wayland virtual keyboard "
+        "(sway); atspi: inserted through the accessibility text interface"
     )
 
 

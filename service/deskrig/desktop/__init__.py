@@ -13,7 +13,9 @@ __all__ = ["Desktop", "DesktopBackend", "choose_backend", "open_desktop"]
 
 
 def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None, display: str | None = None) -> str:
-    """Resolve ``auto`` from the platform, an explicit X ``display``, or ``$DISPLAY`` / ``$WAYLAND_DISPLAY``."""
+    """Resolve ``auto`` from the platform, an explicit X ``display``, or the environment: sway when
+    ``$WAYLAND_DISPLAY`` and ``$SWAYSOCK`` are set (an Xwayland ``$DISPLAY`` beside them is sway's
+    own), else X11 when ``$DISPLAY`` is."""
     if backend != "auto":
         return backend
     env = os.environ if env is None else env
@@ -23,13 +25,13 @@ def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None, 
         return "macos"
     if sys.platform == "win32":
         return "windows"
+    if env.get("WAYLAND_DISPLAY") and env.get("SWAYSOCK"):
+        return "sway"
     if env.get("DISPLAY"):
         return "x11"
-    if env.get("WAYLAND_DISPLAY"):
-        return "sway"
     raise DeskrigError(
         ErrorCode.DISPLAY_NOT_FOUND,
-        "no display: neither DISPLAY nor WAYLAND_DISPLAY is set",
+        "no display: neither DISPLAY nor WAYLAND_DISPLAY and SWAYSOCK are set",
         remediation="Run inside a desktop session, or use `deskrig rig run` to start a virtual one.",
     )
 
@@ -47,10 +49,21 @@ def open_desktop(backend: str = "auto", display: str | None = None) -> Desktop:
         except DeskrigError:
             impl.close()
             raise
+    elif name == "sway":
+        from deskrig.desktop.sway import PointerState, SwayBackend, SwaySockets
+        from deskrig.desktop.sway_input import SwayInput
+
+        sockets, pointer = SwaySockets.from_environment(), PointerState()
+        impl = SwayBackend(sockets, pointer)
+        try:
+            return Desktop(impl, SwayInput(sockets, pointer))
+        except DeskrigError:
+            impl.close()
+            raise
     else:
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
             f"desktop backend {name!r} is not available in this build",
-            details={"backend": name, "available": ["x11"]},
-            remediation="Use backend x11 (set DISPLAY), or run the rig in its container.",
+            details={"backend": name, "available": ["x11", "sway"]},
+            remediation="Use backend x11 (set DISPLAY) or sway (set WAYLAND_DISPLAY and SWAYSOCK).",
         )

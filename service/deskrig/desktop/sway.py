@@ -1,0 +1,241 @@
+"""The sway backend: sway's IPC (i3ipc) for outputs and windows, wlr-screencopy for pixels.
+
+Attaches to a running sway named by ``SWAYSOCK`` (IPC) and ``WAYLAND_DISPLAY`` (with
+``XDG_RUNTIME_DIR``). Two connections, each with one job: the IPC socket answers questions about
+the layout and runs commands (focus); the Wayland connection copies pixels.
+
+Windows are sway's views: id = the container id (stable for the life of the window), app =
+``app_id`` (native Wayland) or the X11 class (Xwayland), bounds = the content area in layout
+coordinates, minimized = in the scratchpad, z-order = sway's focus order (most recent first).
+
+Window capture copies the window's area of its output. With tiling no window covers another, so
+that is the window's own contents; a floating window above it would show in the copy (noted in
+``diagnostics``). sway 1.7 offers no per-window capture protocol to do better.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from i3ipc import Connection
+from PIL import Image
+
+from deskrig.desktop.base import DesktopBackend
+from deskrig.desktop.sway_wayland import WaylandConnection
+from deskrig.errors import BackendError, DeskrigError, ErrorCode
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+
+log = logging.getLogger(__name__)
+
+#: The workspace sway keeps scratchpad ("minimized") windows on.
+SCRATCHPAD = "__i3_scratch"
+
+
+@dataclass
+class PointerState:
+    """Where the virtual pointer is. It is the seat's only pointer, so this is the cursor."""
+
+    x: int = 0
+    y: int = 0
+
+
+@dataclass(frozen=True)
+class SwaySockets:
+    """How to reach one sway: its IPC socket and its Wayland display."""
+
+    ipc: str
+    wayland: str
+
+    @classmethod
+    def from_environment(cls) -> SwaySockets:
+        ipc, wayland = os.environ.get("SWAYSOCK", ""), os.environ.get("WAYLAND_DISPLAY", "")
+        if not ipc or not wayland:
+            raise DeskrigError(
+                ErrorCode.DISPLAY_NOT_FOUND,
+                "the sway backend needs SWAYSOCK and WAYLAND_DISPLAY",
+                details={"SWAYSOCK": ipc or None, "WAYLAND_DISPLAY": wayland or None},
+                remediation="Run inside a sway session (it sets both), or export them for a running sway.",
+            )
+        return cls(ipc=ipc, wayland=wayland)
+
+
+def _bounds(rect: dict[str, int]) -> Bounds:
+    return Bounds(x=rect["x"], y=rect["y"], width=rect["width"], height=rect["height"])
+
+
+def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str, Any], str]]:
+    """Every view (a container holding a window) under ``node``, with its workspace's name,
+    children visited in the parent's focus order so the walk yields most recently focused first."""
+    if node.get("type") == "workspace":
+        workspace = node.get("name", "")
+    children = {child["id"]: child for child in [*node.get("nodes", []), *node.get("floating_nodes", [])]}
+    order = [cid for cid in node.get("focus", []) if cid in children]
+    order += [cid for cid in children if cid not in order]
+    if not children and node.get("pid") is not None and node.get("type") in ("con", "floating_con"):
+        yield node, workspace
+    for cid in order:
+        yield from _views(children[cid], workspace)
+
+
+def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowInfo:
+    frame = _bounds(view["rect"])
+    content = _bounds(view["window_rect"])
+    properties = view.get("window_properties") or {}
+    return WindowInfo(
+        id=view["id"],
+        title=view.get("name") or "",
+        app=view.get("app_id") or properties.get("class") or "",
+        pid=view.get("pid"),
+        bounds=Bounds(
+            x=frame.x + content.x, y=frame.y + content.y, width=content.width, height=content.height
+        ),
+        frame_bounds=frame,
+        minimized=workspace == SCRATCHPAD,
+        focused=bool(view.get("focused")),
+        z_order=z_order,
+    )
+
+
+class SwayBackend(DesktopBackend):
+    """One running sway. ``pointer`` is shared with the :class:`SwayInput` that moves it."""
+
+    name = "sway"
+
+    def __init__(self, sockets: SwaySockets, pointer: PointerState) -> None:
+        super().__init__()
+        self._sockets = sockets
+        self._pointer = pointer
+        self._serial = itertools.count(1)
+        with self._translated("cannot connect to sway"):
+            self._ipc = Connection(socket_path=sockets.ipc)
+        self._wayland = WaylandConnection(sockets.wayland)
+        self.note("damage", "sway reports no damage: every capture is taken afresh")
+        self.note(
+            "capture",
+            "window capture copies the window's screen area (wlr-screencopy): "
+            "its own pixels when tiled, a floating window above it would show",
+        )
+
+    # -- the DesktopBackend methods -------------------------------------------------------------
+
+    def displays(self) -> list[DisplayInfo]:
+        with self._translated("cannot read the outputs"):
+            outputs = [o.ipc_data for o in self._ipc.get_outputs() if o.active]
+        # sway has no "primary" output; the one at the layout's origin plays that part.
+        outputs.sort(
+            key=lambda o: (o["rect"]["x"] != 0 or o["rect"]["y"] != 0, o["rect"]["x"], o["rect"]["y"])
+        )
+        return [
+            DisplayInfo(
+                id=number,
+                name=o["name"],
+                bounds=_bounds(o["rect"]),
+                primary=number == FIRST_DISPLAY_ID,
+                scale=float(o.get("scale") or 1.0),
+            )
+            for number, o in enumerate(outputs, start=FIRST_DISPLAY_ID)
+        ]
+
+    def screen_bounds(self) -> Bounds:
+        boxes = [d.bounds for d in self.displays()]
+        if not boxes:
+            raise BackendError(ErrorCode.DISPLAY_NOT_FOUND, "sway has no active output")
+        x0, y0 = min(b.x for b in boxes), min(b.y for b in boxes)
+        x1, y1 = max(b.right for b in boxes), max(b.bottom for b in boxes)
+        return Bounds(x=x0, y=y0, width=x1 - x0, height=y1 - y0)
+
+    def windows(self) -> list[WindowInfo]:
+        with self._translated("cannot list windows"):
+            tree = self._ipc.get_tree().ipc_data
+        return [_window_info(view, ws, z) for z, (view, ws) in enumerate(_views(tree))]
+
+    def capture(self, region: Bounds) -> Image.Image:
+        displays = self.displays()
+        screen = self.screen_bounds()
+        if region.intersection(screen) is None:
+            raise DeskrigError(
+                ErrorCode.INVALID_REGION,
+                "the region lies outside the screen",
+                details={"region": region.model_dump(), "screen": screen.model_dump()},
+            )
+        visible = region.intersection(screen)
+        assert visible is not None
+        image = Image.new("RGB", (visible.width, visible.height))
+        for display in displays:
+            part = visible.intersection(display.bounds)
+            if part is None:
+                continue
+            local = part.model_copy(update={"x": part.x - display.bounds.x, "y": part.y - display.bounds.y})
+            image.paste(self._wayland.capture(display.name, local), (part.x - visible.x, part.y - visible.y))
+        return image
+
+    def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
+        window = self._window(window_id)
+        if window.minimized:
+            raise DeskrigError(
+                ErrorCode.CAPTURE_FAILED,
+                "the window is not on screen (in the scratchpad)",
+                details={"window_id": window_id},
+                remediation="Restore the window first (focus it), then capture it.",
+            )
+        area = window.frame_bounds if include_frame and window.frame_bounds is not None else window.bounds
+        return self.capture(area)
+
+    def cursor_position(self) -> CursorPosition:
+        x, y = self._pointer.x, self._pointer.y
+        display_id = next((d.id for d in self.displays() if d.bounds.contains(x, y)), None)
+        return CursorPosition(x=x, y=y, display_id=display_id)
+
+    def activate_window(self, window_id: int) -> None:
+        self._window(window_id)
+        with self._translated("cannot focus the window", window_id=window_id):
+            # sway shows a scratchpad window that criteria focus, which is "un-minimising" it.
+            replies = self._ipc.command(f"[con_id={window_id}] focus")
+        failed = [r.error for r in replies if not r.success]
+        if failed:
+            raise BackendError(
+                ErrorCode.INPUT_FAILED,
+                f"sway refused to focus the window: {failed[0]}",
+                details={"window_id": window_id},
+            )
+
+    def damage_serial(self) -> int:
+        return next(self._serial)
+
+    def close(self) -> None:
+        try:
+            self._wayland.close()
+        finally:
+            self._ipc.main_quit()
+            sock = getattr(self._ipc, "_cmd_socket", None)
+            if sock is not None:
+                sock.close()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _window(self, window_id: int) -> WindowInfo:
+        window = next((w for w in self.windows() if w.id == window_id), None)
+        if window is None:
+            raise DeskrigError(
+                ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
+            )
+        return window
+
+    @contextmanager
+    def _translated(self, message: str, **details: object) -> Iterator[None]:
+        """A lost or refused IPC socket means sway is gone: DISPLAY_NOT_FOUND, never a traceback."""
+        try:
+            yield
+        except OSError as exc:
+            raise BackendError(
+                ErrorCode.DISPLAY_NOT_FOUND,
+                f"{message}: sway's IPC socket {self._sockets.ipc!r} is not reachable ({exc})",
+                details={"swaysock": self._sockets.ipc, **details},
+                remediation="Check that sway is running and SWAYSOCK names its socket.",
+            ) from exc

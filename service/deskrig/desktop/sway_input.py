@@ -1,0 +1,359 @@
+"""Pointer and keyboard input on sway through wlroots' virtual devices, in-process.
+
+One Wayland connection holds a virtual pointer (``zwlr_virtual_pointer_v1``) and a virtual
+keyboard (``zwp_virtual_keyboard_v1``) for the life of the device: no process per event. Each
+action validates its arguments first, and returns once sway has processed it (a round trip).
+
+The keyboard carries a keymap we write ourselves: every key we need (a named key such as
+``Return`` or a character such as ``é`` or ``東``) is given a keycode of its own on level 1, so
+any Unicode text is typed the same whatever the user's layout, and no Shift is ever involved in
+typing text. The keymap grows as new keys are needed and is sent again only when it changed;
+when it is full it starts afresh with the keys at hand. Modifiers of a chord (``ctrl+s``) are
+their own keys plus the modifier state a client reads them by.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from i3ipc import Connection
+
+from deskrig.desktop.base import InputJob
+from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
+from deskrig.desktop.sway import PointerState, SwaySockets
+from deskrig.desktop.sway_wayland import WaylandConnection
+from deskrig.desktop.x11_input import (
+    CLICK_INTERVAL_S,
+    MAX_CLICKS,
+    MAX_DRAG_STEPS,
+    MAX_DURATION_MS,
+    MAX_KEY_DELAY_MS,
+    MAX_SCROLL,
+    MAX_TEXT_LENGTH,
+    TYPE_CHUNK,
+    ButtonName,
+    ScrollDirection,
+    _check_range,
+    _invalid,
+)
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds, Diagnostic, TypeReport
+
+#: Linux input event codes (linux/input-event-codes.h) of the buttons.
+_BUTTONS = {"left": 0x110, "right": 0x111, "middle": 0x112}
+#: (axis, sign) per direction: wl_pointer axis 0 is vertical, 1 horizontal; positive is down/right.
+_SCROLL = {"up": (0, -1), "down": (0, 1), "left": (1, -1), "right": (1, 1)}
+#: One wheel click, in the units libinput reports for a mouse wheel.
+_WHEEL_STEP = 15.0
+_AXIS_SOURCE_WHEEL = 0
+_PRESSED, _RELEASED = 1, 0
+_KEYMAP_FORMAT_XKB_V1 = 1
+#: Real modifier bits (xkb's core modifiers) each modifier key sets.
+_MODIFIER_MASKS = {
+    "Shift_L": 1, "Shift_R": 1,
+    "Control_L": 4, "Control_R": 4,
+    "Alt_L": 8, "Alt_R": 8, "Meta_L": 8, "Meta_R": 8,
+    "Super_L": 64, "Super_R": 64, "Hyper_L": 64, "Hyper_R": 64,
+    "ISO_Level3_Shift": 128,
+}  # fmt: skip
+#: xkb keycodes run from 8; X11 clients (Xwayland) cannot see keycodes above 255.
+_FIRST_KEYCODE, _LAST_KEYCODE = 8, 255
+_TEXT_KEYS = {"\n": "Return", "\r": "Return", "\t": "Tab"}
+
+
+def xkb_symbol(key: str) -> str:
+    """A canonical key name (keys.py) as an xkb symbol: named keys keep their name, a character
+    is its Unicode keysym (xkbcommon maps U0061 to the Latin-1 keysym ``a`` itself)."""
+    return f"U{ord(key):04X}" if len(key) == 1 else key
+
+
+class _Keymap:
+    """The keys our keyboard has: symbol -> evdev key code (xkb keycode - 8)."""
+
+    def __init__(self) -> None:
+        self.symbols: list[str] = []
+        self.sent = False
+
+    def ensure(self, symbols: Sequence[str]) -> dict[str, int]:
+        wanted = list(dict.fromkeys(symbols))
+        missing = [s for s in wanted if s not in self.symbols]
+        if missing:
+            if len(self.symbols) + len(missing) > _LAST_KEYCODE - _FIRST_KEYCODE:
+                self.symbols = [s for s in self.symbols if s in wanted]
+            self.symbols += missing
+            self.sent = False
+        return {s: self.symbols.index(s) + 1 for s in wanted}
+
+    def text(self) -> str:
+        codes = "\n".join(f"<K{i}> = {i + _FIRST_KEYCODE};" for i in range(1, len(self.symbols) + 1))
+        keys = "\n".join(f"key <K{i}> {{ [ {s} ] }};" for i, s in enumerate(self.symbols, start=1))
+        return (
+            "xkb_keymap {\n"
+            f'xkb_keycodes "deskrig" {{ minimum = {_FIRST_KEYCODE}; maximum = {_LAST_KEYCODE};\n{codes}\n}};\n'
+            'xkb_types "deskrig" { include "complete" };\n'
+            'xkb_compatibility "deskrig" { include "complete" };\n'
+            f'xkb_symbols "deskrig" {{\n{keys}\n}};\n'
+            "};\n"
+        )
+
+
+class SwayInput:
+    """Virtual pointer and keyboard on one sway. Not thread-safe: the Desktop facade serialises."""
+
+    def __init__(self, sockets: SwaySockets, pointer: PointerState) -> None:
+        self.diagnostics: list[Diagnostic] = []
+        self._pointer_state = pointer
+        self._wayland = WaylandConnection(sockets.wayland)
+        try:
+            self._ipc = Connection(socket_path=sockets.ipc)
+            self._pointer: Any = self._wayland.virtual_pointer_manager().create_virtual_pointer(
+                self._wayland.seat
+            )
+            self._keyboard: Any = self._wayland.virtual_keyboard_manager().create_virtual_keyboard(
+                self._wayland.seat
+            )
+            self._keymap = _Keymap()
+            self._closed = False
+            # The seat had no pointer until now; put it where Xvfb's starts: mid-screen.
+            layout = self._layout()
+            with self._delivering("move"):
+                self._motion(layout.x + layout.width // 2, layout.y + layout.height // 2)
+        except (DeskrigError, OSError):
+            self._wayland.close()
+            raise
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _now() -> int:
+        return int(time.monotonic() * 1000) & 0xFFFFFFFF
+
+    @contextmanager
+    def _delivering(self, action: str) -> Iterator[None]:
+        """Lost connections become INPUT_FAILED; on success, wait until sway has it all."""
+        if self._closed:
+            raise DeskrigError(ErrorCode.INPUT_FAILED, "the input connection is closed")
+        try:
+            yield
+            self._wayland.roundtrip()
+        except DeskrigError:
+            raise
+        except (OSError, RuntimeError) as exc:
+            raise DeskrigError(
+                ErrorCode.INPUT_FAILED, f"{action}: {exc}", details={"action": action}
+            ) from exc
+
+    def _layout(self) -> Bounds:
+        try:
+            rects = [o.rect for o in self._ipc.get_outputs() if o.active]
+        except OSError as exc:
+            raise DeskrigError(ErrorCode.DISPLAY_NOT_FOUND, f"cannot read sway's outputs: {exc}") from exc
+        if not rects:
+            raise DeskrigError(ErrorCode.DISPLAY_NOT_FOUND, "sway has no active output")
+        x0, y0 = min(r.x for r in rects), min(r.y for r in rects)
+        return Bounds(
+            x=x0,
+            y=y0,
+            width=max(r.x + r.width for r in rects) - x0,
+            height=max(r.y + r.height for r in rects) - y0,
+        )
+
+    def _check_point(self, x: object, y: object) -> tuple[int, int]:
+        layout = self._layout()
+        if (
+            isinstance(x, bool)
+            or isinstance(y, bool)
+            or not isinstance(x, int)
+            or not isinstance(y, int)
+            or not layout.contains(x, y)
+        ):
+            raise DeskrigError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"point ({x}, {y}) is not on the {layout.width}x{layout.height} screen",
+                details={"x": x, "y": y, "screen": {"width": layout.width, "height": layout.height}},
+                remediation="Use coordinates inside the screen (see get_screen_size).",
+            )
+        return x, y
+
+    def _motion(self, x: int, y: int) -> None:
+        layout = self._layout()
+        self._pointer.motion_absolute(self._now(), x - layout.x, y - layout.y, layout.width, layout.height)
+        self._pointer.frame()
+        self._pointer_state.x, self._pointer_state.y = x, y
+
+    def _button(self, code: int, state: int) -> None:
+        self._pointer.button(self._now(), code, state)
+        self._pointer.frame()
+
+    def _codes(self, keys: Sequence[str]) -> list[int]:
+        """Key codes for canonical key names, re-sending the keymap if it had to grow."""
+        codes = self._keymap.ensure([xkb_symbol(k) for k in keys])
+        if not self._keymap.sent:
+            self._send_keymap()
+        return [codes[xkb_symbol(k)] for k in keys]
+
+    def _send_keymap(self) -> None:
+        data = self._keymap.text().encode() + b"\0"
+        fd = os.memfd_create("deskrig-keymap", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, len(data))
+            with mmap.mmap(fd, len(data)) as memory:
+                memory.write(data)
+            self._keyboard.keymap(_KEYMAP_FORMAT_XKB_V1, fd, len(data))
+            self._wayland.roundtrip()  # the fd is sent with the request; closing it after is safe
+        finally:
+            os.close(fd)
+        self._keymap.sent = True
+
+    @contextmanager
+    def _holding(self, keys: Sequence[str]) -> Iterator[None]:
+        """Press keys in order (modifiers also set their state bit), release in reverse."""
+        codes = self._codes(keys)
+        pressed: list[tuple[int, int]] = []
+        mask = 0
+        try:
+            for key, code in zip(keys, codes, strict=True):
+                self._keyboard.key(self._now(), code, _PRESSED)
+                mask |= _MODIFIER_MASKS.get(key, 0)
+                pressed.append((code, mask))
+                self._keyboard.modifiers(mask, 0, 0, 0)
+            yield
+        finally:
+            for index in range(len(pressed) - 1, -1, -1):
+                self._keyboard.key(self._now(), pressed[index][0], _RELEASED)
+                self._keyboard.modifiers(pressed[index - 1][1] if index else 0, 0, 0, 0)
+
+    # -- pointer ----------------------------------------------------------------------------------
+
+    def move(self, x: int, y: int) -> None:
+        with self._delivering("move"):
+            self._motion(*self._check_point(x, y))
+
+    def button(
+        self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
+    ) -> None:
+        """Click ``count`` times at (x, y) (2 = a double click) while holding ``modifiers``."""
+        code = self._button_code(button)
+        _check_range("count", count, 1, MAX_CLICKS)
+        held = [parse_modifier(m) for m in modifiers]
+        with self._delivering("click"):
+            self._motion(*self._check_point(x, y))
+            with self._holding(held):
+                for click in range(count):
+                    if click:
+                        self._wayland.roundtrip()
+                        time.sleep(CLICK_INTERVAL_S)
+                    self._button(code, _PRESSED)
+                    self._button(code, _RELEASED)
+
+    def drag(
+        self,
+        from_xy: tuple[int, int],
+        to_xy: tuple[int, int],
+        button: ButtonName = "left",
+        duration_ms: int = 300,
+        steps: int = 10,
+    ) -> None:
+        """Press at ``from_xy``, move in ``steps`` even steps over ``duration_ms``, release at ``to_xy``."""
+        code = self._button_code(button)
+        _check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
+        _check_range("steps", steps, 1, MAX_DRAG_STEPS)
+        with self._delivering("drag"):
+            x0, y0 = self._check_point(*from_xy)
+            x1, y1 = self._check_point(*to_xy)
+            self._motion(x0, y0)
+            self._button(code, _PRESSED)
+            try:
+                for step in range(1, steps + 1):
+                    # Real time between motions: toolkits tell drags from flicks by speed.
+                    self._wayland.roundtrip()
+                    time.sleep(duration_ms / steps / 1000)
+                    self._motion(round(x0 + (x1 - x0) * step / steps), round(y0 + (y1 - y0) * step / steps))
+            finally:
+                self._button(code, _RELEASED)
+
+    def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
+        """``amount`` wheel clicks, at (x, y) if given, else where the pointer is."""
+        if direction not in _SCROLL:
+            raise _invalid(
+                f"unknown scroll direction {direction!r}", direction=direction, allowed=list(_SCROLL)
+            )
+        _check_range("amount", amount, 1, MAX_SCROLL)
+        if (x is None) != (y is None):
+            raise _invalid("give both x and y, or neither", x=x, y=y)
+        axis, sign = _SCROLL[direction]
+        with self._delivering("scroll"):
+            if x is not None:
+                self._motion(*self._check_point(x, y))
+            for _ in range(amount):
+                self._pointer.axis_source(_AXIS_SOURCE_WHEEL)
+                self._pointer.axis_discrete(self._now(), axis, sign * _WHEEL_STEP, sign)
+                self._pointer.frame()
+
+    @staticmethod
+    def _button_code(button: str) -> int:
+        if button not in _BUTTONS:
+            raise _invalid(f"unknown button {button!r}", button=button, allowed=list(_BUTTONS))
+        return _BUTTONS[button]
+
+    # -- keyboard ---------------------------------------------------------------------------------
+
+    def press_key(self, key: str, modifiers: Sequence[str] = ()) -> None:
+        """One key ("Return", "F5", "a") or combination ("ctrl+s"), plus extra held ``modifiers``."""
+        keys = parse_combo(key, list(modifiers)).keys
+        with self._delivering("key press"), self._holding(keys):
+            pass
+
+    def hotkey(self, keys: Sequence[str]) -> None:
+        """Two or more keys: pressed in order, released in reverse."""
+        names = parse_hotkey(list(keys))
+        with self._delivering("key press"), self._holding(names):
+            pass
+
+    def type_text(self, text: str, delay_ms: int = 0, job: InputJob | None = None) -> TypeReport:
+        """Type ``text`` exactly, whatever the layout (``\\n`` is Return, ``\\t`` is Tab).
+
+        Sent in chunks of TYPE_CHUNK characters, each through a round trip; a stopped ``job``
+        ends the typing after the chunk it was stopped in (CANCELLED, counting what was typed).
+        """
+        if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
+            raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
+        _check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+        if bad := [ch for ch in dict.fromkeys(text) if ch not in _TEXT_KEYS and not ch.isprintable()]:
+            raise _invalid("text contains characters no key types", characters=bad[:20])
+        keys = [_TEXT_KEYS.get(ch, ch) for ch in text.replace("\r\n", "\n")]
+        job = job or InputJob()
+        with self._delivering("type_text"):
+            self._keyboard.modifiers(0, 0, 0, 0)
+            for start in range(0, len(keys), TYPE_CHUNK):
+                chunk = keys[start : start + TYPE_CHUNK]
+                for code in self._codes(chunk):
+                    self._keyboard.key(self._now(), code, _PRESSED)
+                    self._keyboard.key(self._now(), code, _RELEASED)
+                    if delay_ms:
+                        self._wayland.roundtrip()
+                        time.sleep(delay_ms / 1000)
+                self._wayland.roundtrip()
+                job.done += len(chunk)
+                job.check(len(keys))
+        return TypeReport(
+            chars=len(keys), remapped_keysyms=len(self._keymap.symbols), path="virtual-keyboard"
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._keyboard.destroy()
+            self._pointer.destroy()
+            self._wayland.roundtrip()
+        except (DeskrigError, OSError, RuntimeError):
+            pass  # the compositor is gone: nothing left to release there
+        finally:
+            self._wayland.close()

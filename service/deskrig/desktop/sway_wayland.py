@@ -1,0 +1,207 @@
+"""One Wayland client connection to the compositor, and screen capture over it (wlr-screencopy).
+
+Each user of the compositor (the backend's capture, the input device) opens its own
+:class:`WaylandConnection`: libwayland proxies are not to be shared between threads, and the
+Desktop facade runs capture and input under different locks.
+
+Capture copies an output (or a region of it) into a shared-memory buffer the connection keeps
+and reuses while the size stays the same: one request, one round trip, no process spawned.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+from pywayland.client.display import Display
+from pywayland.protocol.wayland import WlOutput, WlSeat, WlShm
+
+from deskrig.desktop.sway_protocols import (
+    ZwlrScreencopyFrameV1Proxy,
+    ZwlrScreencopyManagerV1,
+    ZwlrVirtualPointerManagerV1,
+    ZwpVirtualKeyboardManagerV1,
+)
+from deskrig.errors import BackendError, DeskrigError, ErrorCode
+from deskrig.model import Bounds
+
+#: wl_shm formats sway's pixman and GLES renderers offer for screencopy: 32-bit words,
+#: little-endian, so the bytes are B, G, R, then alpha or padding.
+_SHM_FORMATS = {0: "BGRA", 1: "BGRX"}  # WL_SHM_FORMAT_ARGB8888, WL_SHM_FORMAT_XRGB8888
+#: zwlr_screencopy_frame_v1.flags: the copy is upside down.
+_Y_INVERT = 1
+
+
+def display_not_found(message: str, socket: str) -> DeskrigError:
+    return BackendError(
+        ErrorCode.DISPLAY_NOT_FOUND,
+        f"{message}: the Wayland compositor at {socket!r} is not reachable",
+        details={"wayland_display": socket},
+        remediation="Check that sway is running and WAYLAND_DISPLAY (and XDG_RUNTIME_DIR) name its socket.",
+    )
+
+
+@dataclass
+class _Output:
+    proxy: Any
+    name: str = ""
+    position: tuple[int, int] = (0, 0)
+
+
+@dataclass
+class _ShmBuffer:
+    """A wl_buffer over a memfd, kept for the next capture of the same shape."""
+
+    shape: tuple[int, int, int, int]  # format, width, height, stride
+    memory: mmap.mmap
+    pool: Any
+    buffer: Any
+
+    def release(self) -> None:
+        self.buffer.destroy()
+        self.pool.destroy()
+        self.memory.close()
+
+
+@dataclass
+class _FrameState:
+    shape: tuple[int, int, int, int] | None = None
+    flags: int = 0
+    done: bool = False
+    failed: bool = False
+    copied: bool = False
+    handlers: dict[str, Callable[..., None]] = field(default_factory=dict)
+
+
+class WaylandConnection:
+    """A connection with the globals the backend uses bound; ``socket`` as in WAYLAND_DISPLAY."""
+
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+        self._display = Display(socket)
+        try:
+            self._display.connect()
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise display_not_found("cannot connect", socket) from exc
+        self._globals: dict[str, tuple[int, int]] = {}
+        self._outputs: dict[int, _Output] = {}
+        self.shm: Any = None
+        self.seat: Any = None
+        self._screencopy: Any = None
+        self._buffer: _ShmBuffer | None = None
+        registry = self._display.get_registry()
+        registry.dispatcher["global"] = self._on_global
+        self._registry = registry
+        self.roundtrip()
+        self.roundtrip()  # the outputs' name and geometry events arrive after they are bound
+
+    def _on_global(self, registry: Any, name: int, interface: str, version: int) -> None:
+        self._globals[interface] = (name, version)
+        if interface == "wl_output":
+            proxy = registry.bind(name, WlOutput, min(version, 4))
+            output = _Output(proxy)
+            proxy.dispatcher["geometry"] = lambda _p, x, y, *_rest: setattr(output, "position", (x, y))
+            proxy.dispatcher["name"] = lambda _p, value: setattr(output, "name", value)
+            self._outputs[name] = output
+        elif interface == "wl_shm":
+            self.shm = registry.bind(name, WlShm, 1)
+        elif interface == "wl_seat" and self.seat is None:
+            self.seat = registry.bind(name, WlSeat, 1)
+
+    def bind(self, interface: Any) -> Any:
+        """Bind a wlroots global, or raise a clear error naming the missing protocol."""
+        found = self._globals.get(interface.name)
+        if found is None:
+            raise BackendError(
+                ErrorCode.DISPLAY_NOT_FOUND,
+                f"the compositor does not offer {interface.name}",
+                details={"protocol": interface.name},
+                remediation="Use sway (wlroots) >= 1.5, which offers screencopy and virtual input.",
+            )
+        return self._registry.bind(found[0], interface, 1)
+
+    def roundtrip(self) -> None:
+        if self._display.roundtrip() < 0:
+            raise display_not_found("lost the connection", self.socket)
+
+    def virtual_pointer_manager(self) -> Any:
+        return self.bind(ZwlrVirtualPointerManagerV1)
+
+    def virtual_keyboard_manager(self) -> Any:
+        return self.bind(ZwpVirtualKeyboardManagerV1)
+
+    # -- capture ---------------------------------------------------------------------------------
+
+    def capture(self, output_name: str, region: Bounds) -> Image.Image:
+        """``region`` (in the output's own coordinates) of the output named ``output_name``."""
+        output = next((o for o in self._outputs.values() if o.name == output_name), None)
+        if output is None:
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED,
+                f"no Wayland output named {output_name!r}",
+                details={"output": output_name, "outputs": [o.name for o in self._outputs.values()]},
+            )
+        if self._screencopy is None:
+            self._screencopy = self.bind(ZwlrScreencopyManagerV1)
+        frame: ZwlrScreencopyFrameV1Proxy = self._screencopy.capture_output_region(
+            0, output.proxy, region.x, region.y, region.width, region.height
+        )
+        state = _FrameState()
+        frame.dispatcher["buffer"] = lambda _f, fmt, w, h, stride: setattr(
+            state, "shape", (fmt, w, h, stride)
+        )
+        frame.dispatcher["flags"] = lambda _f, flags: setattr(state, "flags", flags)
+        frame.dispatcher["ready"] = lambda _f, *_time: setattr(state, "done", True)
+        frame.dispatcher["failed"] = lambda _f: setattr(state, "failed", True)
+        try:
+            while not (state.done or state.failed):
+                if state.shape is not None and not state.copied:
+                    frame.copy(self._buffer_for(state.shape).buffer)
+                    state.copied = True
+                self.roundtrip()
+        finally:
+            frame.destroy()
+        if state.failed or state.shape is None or self._buffer is None:
+            raise BackendError(ErrorCode.CAPTURE_FAILED, "the compositor failed the screen copy")
+        return self._image(self._buffer, state.flags)
+
+    def _buffer_for(self, shape: tuple[int, int, int, int]) -> _ShmBuffer:
+        if self._buffer is not None and self._buffer.shape == shape:
+            return self._buffer
+        fmt, width, height, stride = shape
+        if fmt not in _SHM_FORMATS:
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED, f"the compositor offers an unsupported pixel format {fmt:#x}"
+            )
+        if self._buffer is not None:
+            self._buffer.release()
+            self._buffer = None
+        size = stride * height
+        fd = os.memfd_create("deskrig-screencopy", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            memory = mmap.mmap(fd, size)
+            pool = self.shm.create_pool(fd, size)
+        finally:
+            os.close(fd)  # the pool holds its own reference, sent over the socket
+        buffer = pool.create_buffer(0, width, height, stride, fmt)
+        self._buffer = _ShmBuffer(shape, memory, pool, buffer)
+        return self._buffer
+
+    @staticmethod
+    def _image(buffer: _ShmBuffer, flags: int) -> Image.Image:
+        fmt, width, height, stride = buffer.shape
+        image = Image.frombuffer("RGB", (width, height), bytes(buffer.memory), "raw", _SHM_FORMATS[fmt], stride, 1)
+        if flags & _Y_INVERT:
+            image = image.transpose(Image.Transpose.FLIP_TOP_BOTTOM)
+        return image
+
+    def close(self) -> None:
+        if self._buffer is not None:
+            self._buffer.release()
+            self._buffer = None
+        self._display.disconnect()

@@ -1,0 +1,166 @@
+"""The sway backend against a real headless sway with GTK apps under native Wayland."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from tests.desktop.conftest import FixtureApp
+from tests.polling import poll
+from tests.server.rigproc import DESKRIG
+from tests.sway.conftest import COLOR, last_event, widget_center, window_of
+from tests.sway.swayproc import SwaySession
+
+from deskrig.desktop import Desktop, choose_backend
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds
+
+UNICODE_SENTENCE = "Grüße, Zoë — 東京 🎉"
+
+
+def entry_text(app: FixtureApp) -> str | None:
+    event = last_event(app, "entry")
+    return None if event is None else str(event["text"])
+
+
+def test_auto_picks_sway_when_its_sockets_are_set_and_x11_otherwise() -> None:
+    sway_env = {"WAYLAND_DISPLAY": "wayland-1", "SWAYSOCK": "/run/sway.sock", "DISPLAY": ":0"}
+    assert choose_backend("auto", env=sway_env) == "sway"  # Xwayland's DISPLAY is sway's own
+    assert choose_backend("auto", env={"WAYLAND_DISPLAY": "wayland-1", "DISPLAY": ":0"}) == "x11"
+
+
+def test_attach_without_sway_sockets_is_a_structured_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deskrig.desktop import open_desktop
+
+    monkeypatch.delenv("SWAYSOCK", raising=False)
+    with pytest.raises(DeskrigError) as caught:
+        open_desktop("sway")
+    assert caught.value.code == ErrorCode.DISPLAY_NOT_FOUND
+
+
+def test_the_headless_output_is_the_one_primary_display(sway_desktop: Desktop) -> None:
+    (display,) = sway_desktop.displays()
+    assert (display.id, display.name, display.primary, display.scale) == (1, "HEADLESS-1", True, 1.0)
+    assert display.bounds == Bounds(x=0, y=0, width=1280, height=800)
+    assert sway_desktop.screen_bounds() == display.bounds
+    assert sway_desktop.backend_name == "sway"
+
+
+def test_windows_are_sways_views_with_app_id_pid_and_tiled_bounds(
+    sway_desktop: Desktop, color_app: FixtureApp, form_app: FixtureApp
+) -> None:
+    color, form = window_of(sway_desktop, color_app), window_of(sway_desktop, form_app)
+    assert (color.title, color.app) == ("sway-color", "gtk_color.py")
+    assert (form.title, form.app) == ("sway-form", "gtk_form.py")
+    # Tiled side by side, no borders: the two halves of the screen, and nothing else listed.
+    assert {color.bounds, form.bounds} == {
+        Bounds(x=0, y=0, width=640, height=800),
+        Bounds(x=640, y=0, width=640, height=800),
+    }
+    windows = sway_desktop.windows()
+    assert sorted(w.z_order for w in windows) == list(range(len(windows)))
+    assert [w.focused for w in windows].count(True) == 1
+    assert windows[0].focused  # z-order is focus order: the focused window is on top
+
+
+def test_focus_moves_the_window_to_the_top(
+    sway_desktop: Desktop, color_app: FixtureApp, form_app: FixtureApp
+) -> None:
+    for app in (color_app, form_app):
+        window = window_of(sway_desktop, app)
+        sway_desktop.activate_window(window.id)
+        top = sway_desktop.windows()[0]
+        assert (top.id, top.focused, top.z_order) == (window.id, True, 0)
+        assert window_of(sway_desktop, app).id == window.id  # ids are stable
+
+
+def test_screen_and_window_capture_show_the_apps_own_colour(
+    sway_desktop: Desktop, color_app: FixtureApp
+) -> None:
+    window = window_of(sway_desktop, color_app)
+    screen = sway_desktop.capture(sway_desktop.screen_bounds())
+    assert screen.size == (1280, 800)
+    middle = (window.bounds.x + window.bounds.width // 2, window.bounds.y + window.bounds.height // 2)
+    assert screen.getpixel(middle) == COLOR
+    own = sway_desktop.capture_window(window.id)
+    assert own.size == (window.bounds.width, window.bounds.height)
+    # Headless sway draws its cursor into the output, so copies show it (X11's leave it out).
+    cursor = sway_desktop.cursor_position()
+    near_cursor = Bounds(x=cursor.x - 32, y=cursor.y - 32, width=64, height=64)
+    odd = [
+        (x, y)
+        for x in range(own.width)
+        for y in range(own.height)
+        if own.getpixel((x, y)) != COLOR
+        and not near_cursor.contains(window.bounds.x + x, window.bounds.y + y)
+    ]
+    assert odd == []
+    region = sway_desktop.capture(Bounds(x=middle[0] - 5, y=middle[1] - 5, width=10, height=10))
+    assert region.getcolors() == [(100, COLOR)]
+
+
+def test_a_click_presses_the_button(sway_desktop: Desktop, form_app: FixtureApp) -> None:
+    before = (last_event(form_app, "button") or {"count": 0})["count"]
+    x, y = widget_center(sway_desktop, form_app, "button")
+    sway_desktop.with_input(lambda device: device.button(x, y))
+    poll(
+        "the button's click count to rise",
+        lambda: (last_event(form_app, "button") or {"count": 0})["count"] > before,
+    )
+    assert sway_desktop.cursor_position().model_dump() == {"x": x, "y": y, "display_id": 1}
+
+
+def test_unicode_text_and_key_chords_reach_the_entry(sway_desktop: Desktop, form_app: FixtureApp) -> None:
+    x, y = widget_center(sway_desktop, form_app, "entry")
+    sway_desktop.with_input(lambda device: device.button(x, y))
+    sway_desktop.with_input(lambda device: device.press_key("ctrl+a"))
+    sway_desktop.with_input(lambda device: device.press_key("BackSpace"))
+    report = sway_desktop.with_input(lambda device: device.type_text(UNICODE_SENTENCE))
+    assert (report.chars, report.path) == (len(UNICODE_SENTENCE), "virtual-keyboard")
+    poll("the sentence in the entry", lambda: entry_text(form_app) == UNICODE_SENTENCE)
+    # ctrl+a selects all (a chord), and the next key replaces the selection.
+    sway_desktop.with_input(lambda device: device.press_key("a", modifiers=["ctrl"]))
+    sway_desktop.with_input(lambda device: device.type_text("x"))
+    poll("the entry replaced by 'x'", lambda: entry_text(form_app) == "x")
+
+
+def test_bad_input_is_refused_with_the_x11_error_codes(sway_desktop: Desktop) -> None:
+    cases = [
+        (lambda: sway_desktop.with_input(lambda device: device.button(5000, 10)), ErrorCode.INVALID_ARGUMENT),
+        (
+            lambda: sway_desktop.with_input(lambda device: device.press_key("ctrl+nosuchkey")),
+            ErrorCode.INVALID_ARGUMENT,
+        ),
+        (lambda: sway_desktop.capture_window(987654), ErrorCode.WINDOW_NOT_FOUND),
+        (lambda: sway_desktop.activate_window(987654), ErrorCode.WINDOW_NOT_FOUND),
+        (lambda: sway_desktop.capture(Bounds(x=2000, y=2000, width=5, height=5)), ErrorCode.INVALID_REGION),
+    ]
+    for call, code in cases:
+        with pytest.raises(DeskrigError) as caught:
+            call()
+        assert caught.value.code == code
+
+
+def test_the_sway_session_is_private_and_not_root(sway: SwaySession) -> None:
+    stat = sway.runtime_dir.stat()
+    assert stat.st_mode & 0o777 == 0o700
+    assert stat.st_uid != 0
+
+
+def test_doctor_attaches_to_sway_from_its_environment(sway: SwaySession, form_app: FixtureApp) -> None:
+    """`--backend auto` with SWAYSOCK and WAYLAND_DISPLAY set (and an X DISPLAY too) picks sway."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SWAYSOCK", "WAYLAND_DISPLAY")}
+    out = subprocess.run(
+        [*DESKRIG, "doctor"],
+        env={**env, **sway.env, "DISPLAY": ":999"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["backend"] == "sway"
+    assert [d["name"] for d in report["displays"]] == ["HEADLESS-1"]
+    assert report["windows"] >= 2
