@@ -53,8 +53,15 @@ def normalize_status(returncode: int) -> int:
     return returncode if returncode >= 0 else 128 - returncode
 
 
-def _child_setup(death_signal: int, parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that ties the child's life to the thread that forks it."""
+def die_with_parent(death_signal: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that ties the child's life to the thread forking it (call it in that thread).
+
+    Every child of the rig, ffmpeg included, is started with it: ``PR_SET_PDEATHSIG`` delivers
+    ``death_signal`` to the child when that thread ends, so no child outlives a supervisor that
+    was SIGKILLed and could not stop it. The death signal fires when the *thread* ends, not the
+    process: fork from a long-lived thread (see :func:`spawn`'s ``spawner``).
+    """
+    parent_pid = os.getpid()
 
     def setup() -> None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
@@ -296,7 +303,7 @@ def spawn(
             stderr=subprocess.PIPE,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
-            preexec_fn=_child_setup(death_signal, os.getpid()),
+            preexec_fn=die_with_parent(death_signal),
         )
 
     popen = spawner.submit(launch).result() if spawner is not None else launch()
