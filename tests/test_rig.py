@@ -29,8 +29,8 @@ from tests.polling import poll
 from Xlib import X
 from Xlib.display import Display
 
+from deskrig.desktop.x11_probes import mapped_windows
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.procs import mapped_windows
 from deskrig.rig import Rig, RigOptions, RigStartupError
 from deskrig.rundirs import OWNER_FILE, UNRECORDED_GRACE, DirOwner, Kind, make_rig_dir, sweep_stale_dirs
 

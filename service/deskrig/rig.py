@@ -42,20 +42,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
+from deskrig.desktop.x11_probes import grant_local_user, mapped_windows, write_xauthority
+from deskrig.desktop.x11_windows import wm_check_window
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Diagnostic
-from deskrig.procs import (
-    ManagedProcess,
-    PipeLine,
-    a11y_bus_address,
-    descends_from,
-    enable_a11y,
-    grant_local_user,
-    mapped_windows,
-    spawn,
-    wm_check_window,
-    write_xauthority,
-)
+from deskrig.procs import ManagedProcess, PipeLine, descends_from, spawn
 from deskrig.rundirs import make_rig_dir, sweep_stale_dirs
 
 log = logging.getLogger(__name__)

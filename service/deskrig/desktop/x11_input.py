@@ -31,6 +31,7 @@ from deskrig.desktop.x11_conn import close_display
 from deskrig.desktop.x11_keymap import Keymap, keysym_for_char, keysym_for_key, untypeable_chars
 from deskrig.desktop.x11_mapping_watch import MappingWatch
 from deskrig.desktop.x11_pace import AppPacer
+from deskrig.desktop.x11_windows import wm_check_window
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Diagnostic, TypeReport
 
@@ -98,7 +99,6 @@ class X11Input:
         self._pacer: AppPacer | None = None
         self._pacer_unavailable = False
         self._sync = ClientSync(target=None, watch=None, note=self._note)
-        self._window_manager_seen = False
         self._closed = False
         #: Fallbacks taken, for the backend's diagnostics (see DesktopBackend.note).
         self.diagnostics: list[Diagnostic] = []
@@ -294,7 +294,7 @@ class X11Input:
         to move into it: click-to-focus WMs set it after replaying the click, and keys sent
         before then would go to the previously focused window."""
         clicked = self._root.query_pointer().child
-        if isinstance(clicked, int) or not self._window_manager_running():
+        if isinstance(clicked, int) or wm_check_window(self._display) is None:
             return
         deadline = time.monotonic() + FOCUS_SETTLE_TIMEOUT_S
         while not self._focus_within(clicked.id) and time.monotonic() < deadline:
@@ -311,14 +311,6 @@ class X11Input:
             if isinstance(window, int) or window.id == X.NONE:
                 return False
         return bool(window.id == toplevel)
-
-    def _window_manager_running(self) -> bool:
-        """EWMH: a window manager names its check window on the root."""
-        if not self._window_manager_seen:
-            atom = self._display.intern_atom("_NET_SUPPORTING_WM_CHECK")
-            prop = self._root.get_full_property(atom, X.AnyPropertyType)
-            self._window_manager_seen = prop is not None and len(prop.value) > 0
-        return self._window_manager_seen
 
     @staticmethod
     def _button_number(button: str) -> int:
