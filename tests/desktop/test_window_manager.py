@@ -20,7 +20,7 @@ from Xlib.display import Display
 from Xlib.error import BadDrawable, BadWindow
 from Xlib.xobject.drawable import Window
 
-from deskrig.desktop import x11_input
+from deskrig.desktop import x11_pointer
 from deskrig.desktop.x11_input import X11Input
 from deskrig.desktop.x11_windows import wm_check_window
 
@@ -98,7 +98,7 @@ def test_the_check_follows_a_window_manager_that_starts_and_dies(display: str) -
 def test_input_sees_a_window_manager_start_after_it_and_stops_believing_in_a_dead_one(
     display: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(x11_input, "FOCUS_SETTLE_TIMEOUT_S", SETTLE_S)
+    monkeypatch.setattr(x11_pointer, "FOCUS_SETTLE_TIMEOUT_S", SETTLE_S)
     xlib = Display(display)
     device = X11Input(display)
     try:
