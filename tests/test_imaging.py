@@ -319,15 +319,15 @@ def test_unwritable_save_dir_is_a_file_system_error(tmp_path: Path) -> None:
     assert str(not_a_dir) in caught.value.details["path"]
 
 
-def test_write_atomic_replaces_and_leaves_no_temp_files(tmp_path: Path) -> None:
+def test_save_file_replaces_and_leaves_no_temp_files(tmp_path: Path) -> None:
     target = tmp_path / "state.json"
-    imaging.write_atomic(target, b'{"v": 1}')
-    imaging.write_atomic(target, b'{"v": 2}')
+    imaging.save_file(target, b'{"v": 1}')
+    imaging.save_file(target, b'{"v": 2}')
     assert target.read_bytes() == b'{"v": 2}'
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
 
 
-def test_write_atomic_into_a_missing_folder_is_a_file_system_error(tmp_path: Path) -> None:
+def test_save_file_into_a_missing_folder_is_a_file_system_error(tmp_path: Path) -> None:
     with pytest.raises(DeskrigError) as caught:
-        imaging.write_atomic(tmp_path / "missing" / "x.json", b"{}")
+        imaging.save_file(tmp_path / "missing" / "x.json", b"{}")
     assert caught.value.code is ErrorCode.FILE_SYSTEM_ERROR

@@ -31,8 +31,8 @@ from tests.rigprocs import (
 from Xlib import X
 from Xlib.display import Display
 
+from deskrig.desktop.x11_probes import mapped_windows
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.procs import mapped_windows
 from deskrig.rig import Rig, RigOptions, RigStartupError
 
 

@@ -148,7 +148,7 @@ class CapturePipeline:
                 save_file.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise file_system_error("create", save_file.parent, exc) from exc
-            imaging.write_atomic(save_file, encoded.full())
+            imaging.save_file(save_file, encoded.full())
             saved_path = save_file
         inline = encoded.inline
         metadata = ScreenshotMetadata(

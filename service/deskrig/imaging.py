@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import os
-import secrets
 import struct
 import zlib
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from PIL import Image, ImageColor, ImageDraw
 from pydantic import BaseModel, ConfigDict
 
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
+from deskrig.files import write_atomic, write_temp
 from deskrig.model import Bounds, ImageFormat
 
 SUPPORTED_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
@@ -326,36 +326,12 @@ def draw_click_marker(image: Image.Image, x: int, y: int) -> Image.Image:
     return marked
 
 
-def _write_temp(directory: Path, data: bytes) -> Path:
-    """Write ``data`` to a new hidden temp file in ``directory`` (mode from the umask)."""
-    while True:
-        temp = directory / f".deskrig-{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        except FileExistsError:
-            continue
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        return temp
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so readers see the old file or the new one, never a part.
-
-    Atomic against crashes of this process; not fsync'd, so a power cut may lose recent writes.
-    """
+def save_file(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (:func:`deskrig.files.write_atomic`); a failure is
+    FILE_SYSTEM_ERROR."""
     try:
-        temp = _write_temp(path.parent, data)
+        write_atomic(path, data)
     except OSError as exc:
-        raise file_system_error("write", path, exc) from exc
-    try:
-        os.replace(temp, path)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
         raise file_system_error("write", path, exc) from exc
 
 
@@ -372,7 +348,7 @@ def save_screenshot(data: bytes, save_dir: Path, fmt: str, now: datetime) -> Pat
     stem = f"{now:%Y%m%d_%H%M%S}_{now.microsecond // 1000:03d}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        temp = _write_temp(folder, data)
+        temp = write_temp(folder, data)
     except OSError as exc:
         raise file_system_error("write to", folder, exc) from exc
     try:

@@ -1,6 +1,5 @@
-"""Child processes of a rig and the probes that tell when they are ready.
-
-Processes: each has its own session, a death signal, captured output and a thorough teardown.
+"""Child processes of a rig: each has its own session, a death signal, captured output and a
+thorough teardown.
 
 Every child starts in a new session (so it leads its own process group) with
 ``PR_SET_PDEATHSIG`` set, so it dies with the supervisor even when the supervisor is SIGKILLed.
@@ -9,41 +8,35 @@ moment it exits, so no zombie is ever left behind. :meth:`ManagedProcess.stop` e
 and everything it started: its process group, its session, and descendants that left both
 (xterm's shell, for example, gets a session of its own).
 
-Probes: small blocking checks the supervisor polls during start-up: the line a child writes to
-an inherited pipe, X11 access and windows (python-xlib, plus raw protocol where python-xlib cannot
-be handed a cookie), and the AT-SPI bus launcher over D-Bus (dbus-fast).
+:class:`PipeLine` reads the first line a child writes to an inherited pipe, which is how Xvfb and
+dbus-daemon say they are ready. The X11 and D-Bus readiness probes belong to their own packages:
+:mod:`deskrig.desktop.x11_probes` and :mod:`deskrig.a11y.launcher_probe`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import logging
 import os
 import signal
-import socket
-import struct
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Literal
 
 log = logging.getLogger(__name__)
 
 Stream = Literal["stdout", "stderr"]
-T = TypeVar("T")
 
 #: Lines of output kept in memory per process.
 RING_LINES = 200
 
-_COOKIE_NAME = b"MIT-MAGIC-COOKIE-1"
-_A11Y_NOT_YET = ("org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner")
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -53,8 +46,15 @@ def normalize_status(returncode: int) -> int:
     return returncode if returncode >= 0 else 128 - returncode
 
 
-def _child_setup(death_signal: int, parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that ties the child's life to the thread that forks it."""
+def die_with_parent(death_signal: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that ties the child's life to the thread forking it (call it in that thread).
+
+    Every child of the rig, ffmpeg included, is started with it: ``PR_SET_PDEATHSIG`` delivers
+    ``death_signal`` to the child when that thread ends, so no child outlives a supervisor that
+    was SIGKILLed and could not stop it. The death signal fires when the *thread* ends, not the
+    process: fork from a long-lived thread (see :func:`spawn`'s ``spawner``).
+    """
+    parent_pid = os.getpid()
 
     def setup() -> None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
@@ -296,14 +296,14 @@ def spawn(
             stderr=subprocess.PIPE,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
-            preexec_fn=_child_setup(death_signal, os.getpid()),
+            preexec_fn=die_with_parent(death_signal),
         )
 
     popen = spawner.submit(launch).result() if spawner is not None else launch()
     return ManagedProcess(name, popen, log_dir / f"{name}.log")
 
 
-# --- readiness probes -------------------------------------------------------------------------
+# --- readiness ------------------------------------------------------------------------------
 
 
 class PipeLine:
@@ -324,187 +324,3 @@ class PipeLine:
         for fd in (self.read_fd, self.write_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-# --- X11 --------------------------------------------------------------------------------------
-
-
-def _pad4(data: bytes) -> bytes:
-    return data + b"\0" * (-len(data) % 4)
-
-
-def write_xauthority(path: Path, cookie: bytes) -> None:
-    """An Xauthority file whose cookie matches any display number (numbers are empty):
-    a FamilyWild entry for libXau and a FamilyLocal one for python-xlib."""
-
-    def counted(data: bytes) -> bytes:
-        return struct.pack(">H", len(data)) + data
-
-    entries = ((0xFFFF, b""), (256, socket.gethostname().encode()))
-    data = b"".join(
-        struct.pack(">H", family) + counted(address) + counted(b"") + counted(_COOKIE_NAME) + counted(cookie)
-        for family, address in entries
-    )
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.chmod(0o600)
-    tmp.replace(path)
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the X server closed the connection")
-        data += chunk
-    return data
-
-
-def grant_local_user(display_number: int, cookie: bytes, user: str, timeout: float) -> None:
-    """Connect with the cookie and add ``si:localuser:USER`` to the server's access list.
-
-    python-xlib and libX11 read cookies only from ``$XAUTHORITY``, which a process supervising
-    several rigs cannot point at each one; this is the same request ``xhost`` sends, in raw
-    protocol because python-xlib cannot be handed a cookie.
-    """
-    setup = struct.pack("<BxHHHHxx", ord("l"), 11, 0, len(_COOKIE_NAME), len(cookie))
-    address = b"localuser\0" + user.encode()
-    change_hosts = struct.pack("<BBHBxH", 109, 0, 2 + len(_pad4(address)) // 4, 5, len(address))
-    get_input_focus = struct.pack("<BxH", 43, 1)  # a round trip: its reply or an error follows
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(f"/tmp/.X11-unix/X{display_number}")
-        sock.sendall(setup + _pad4(_COOKIE_NAME) + _pad4(cookie))
-        head = _recv_exact(sock, 8)
-        body = _recv_exact(sock, struct.unpack_from("<H", head, 6)[0] * 4)
-        if head[0] != 1:
-            reason = body[: head[1]].decode("latin-1")
-            raise ConnectionError(f"the X server refused the rig's own cookie: {reason}")
-        sock.sendall(change_hosts + _pad4(address) + get_input_focus)
-        reply = _recv_exact(sock, 32)
-        if reply[0] == 0:
-            raise ConnectionError(f"ChangeHosts failed with X error code {reply[1]}")
-
-
-def _top_level_windows(conn: Any) -> list[int]:
-    """Managed clients from _NET_CLIENT_LIST, or the root's children when no WM keeps one."""
-    root = conn.screen().root
-    clients = root.get_full_property(conn.intern_atom("_NET_CLIENT_LIST"), 0)
-    if clients is not None:
-        return [int(wid) for wid in clients.value]
-    return [child.id for child in root.query_tree().children]
-
-
-def _window_pid(conn: Any, window: Any) -> int | None:
-    prop = window.get_full_property(conn.intern_atom("_NET_WM_PID"), 0)
-    if prop is not None and len(prop.value):
-        return int(prop.value[0])
-    if not conn.has_extension("X-Resource"):
-        return None
-    from Xlib.ext import res
-
-    reply = conn.res_query_client_ids([{"client": window.id, "mask": res.LocalClientPIDMask}])
-    for client in reply.ids:
-        if client.spec.mask & res.LocalClientPIDMask and client.value:
-            return int(client.value[0])
-    return None
-
-
-def mapped_windows(conn: Any) -> list[tuple[int, int | None, str]]:
-    """(id, pid, title) of every viewable top-level client window."""
-    from Xlib import X, error
-
-    found = []
-    for wid in _top_level_windows(conn):
-        window = conn.create_resource_object("window", wid)
-        try:
-            attrs = window.get_attributes()
-            if attrs.map_state != X.IsViewable or attrs.override_redirect:
-                continue
-            found.append((wid, _window_pid(conn, window), str(window.get_wm_name() or "")))
-        except (error.BadWindow, error.BadDrawable):
-            continue  # destroyed while we looked
-    return found
-
-
-def wm_check_window(conn: Any) -> int | None:
-    """The WM's check window if a EWMH window manager is managing the screen."""
-    from Xlib import error
-
-    atom = conn.intern_atom("_NET_SUPPORTING_WM_CHECK")
-    prop = conn.screen().root.get_full_property(atom, 0)
-    if prop is None or not len(prop.value):
-        return None
-    wid = int(prop.value[0])
-    try:
-        own = conn.create_resource_object("window", wid).get_full_property(atom, 0)
-    except error.BadWindow:
-        return None
-    return wid if own is not None and len(own.value) and int(own.value[0]) == wid else None
-
-
-# --- D-Bus ------------------------------------------------------------------------------------
-
-
-def _run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from blocking code, even inside an event loop's thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-async def _call_a11y_bus(
-    session_bus: str, interface: str, member: str, signature: str = "", body: Sequence[Any] = ()
-) -> Any:
-    """One call to org.a11y.Bus, never auto-starting a second launcher."""
-    from dbus_fast import Message, MessageFlag
-    from dbus_fast.aio import MessageBus
-
-    bus = await MessageBus(bus_address=session_bus).connect()
-    try:
-        message = Message(
-            destination="org.a11y.Bus",
-            path="/org/a11y/bus",
-            interface=interface,
-            member=member,
-            signature=signature,
-            body=list(body),
-            flags=MessageFlag.NO_AUTOSTART,
-        )
-        return await asyncio.wait_for(bus.call(message), timeout=5.0)
-    finally:
-        bus.disconnect()
-        await bus.wait_for_disconnect()  # type: ignore[no-untyped-call]
-
-
-def a11y_bus_address(session_bus: str) -> str | None:
-    """The accessibility bus address, or None while org.a11y.Bus has no owner yet."""
-    from dbus_fast import MessageType
-
-    reply = _run_async(_call_a11y_bus(session_bus, "org.a11y.Bus", "GetAddress"))
-    if reply.message_type == MessageType.METHOD_RETURN:
-        return str(reply.body[0])
-    if reply.error_name in _A11Y_NOT_YET:
-        return None
-    raise ConnectionError(f"org.a11y.Bus.GetAddress failed: {reply.error_name}: {reply.body}")
-
-
-def enable_a11y(session_bus: str) -> None:
-    """Set org.a11y.Status.IsEnabled: toolkits that ask (Qt, WebKit ...) then turn their bridge on."""
-    from dbus_fast import MessageType, Variant
-
-    reply = _run_async(
-        _call_a11y_bus(
-            session_bus,
-            "org.freedesktop.DBus.Properties",
-            "Set",
-            "ssv",
-            ["org.a11y.Status", "IsEnabled", Variant("b", True)],
-        )
-    )
-    if reply.message_type != MessageType.METHOD_RETURN:
-        raise ConnectionError(f"setting org.a11y.Status.IsEnabled failed: {reply.error_name}: {reply.body}")

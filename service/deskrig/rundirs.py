@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from deskrig.files import write_atomic
 from deskrig.procs import read_proc
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,7 @@ def make_rig_dir(kind: Kind, root: Path | None = None) -> Path:
     """A fresh 0700 directory ``deskrig-{kind}-*`` holding this process's owner record."""
     path = Path(tempfile.mkdtemp(prefix=PREFIXES[kind], dir=root))
     record = path / OWNER_FILE
-    partial = path / (OWNER_FILE + ".tmp")
-    partial.write_text(DirOwner.current().model_dump_json())
-    partial.replace(record)
+    write_atomic(record, DirOwner.current().model_dump_json().encode())
     return path
 
 

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from dbus_fast import Message, MessageType, Variant
-from dbus_fast.aio import MessageBus
 from tests.polling import poll
 from tests.toolkits import Toolkit
 
 from deskrig.a11y import AccessibilityClient
+from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
 
 T = TypeVar("T")
 
@@ -85,39 +84,20 @@ class A11yDesktop:
         self.processes.remove(proc)
 
 
-async def _switch_accessibility_on(session_bus_address: str) -> None:
-    bus = await MessageBus(bus_address=session_bus_address).connect()
+def start_session_bus(env: Mapping[str, str]) -> tuple[subprocess.Popen[Any], str]:
+    """A private dbus-daemon --session (in its own session, for :func:`_stop`) and its address."""
+    dbus = subprocess.Popen(
+        ["dbus-daemon", "--session", "--print-address", "--nofork"],
+        stdout=subprocess.PIPE,
+        env=dict(env),
+        start_new_session=True,
+    )
+    assert dbus.stdout is not None
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            reply = await bus.call(
-                Message(
-                    destination="org.freedesktop.DBus",
-                    path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus",
-                    member="NameHasOwner",
-                    signature="s",
-                    body=["org.a11y.Bus"],
-                )
-            )
-            if reply.body[0]:
-                break
-            assert time.monotonic() < deadline, "at-spi-bus-launcher never took org.a11y.Bus"
-            await asyncio.sleep(0.05)
-        reply = await bus.call(
-            Message(
-                destination="org.a11y.Bus",
-                path="/org/a11y/bus",
-                interface="org.freedesktop.DBus.Properties",
-                member="Set",
-                signature="ssv",
-                body=["org.a11y.Status", "IsEnabled", Variant("b", True)],
-            )
-        )
-        assert reply.message_type is MessageType.METHOD_RETURN, reply.body
-    finally:
-        bus.disconnect()
-        await bus.wait_for_disconnect()
+        return dbus, _read_line(dbus.stdout.fileno(), STARTUP_TIMEOUT_S, "the session bus address")
+    except BaseException:
+        _stop(dbus)
+        raise
 
 
 @pytest.fixture(scope="session")
@@ -146,15 +126,8 @@ def a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDeskt
         display = ":" + _read_line(read_fd, STARTUP_TIMEOUT_S, "Xvfb's display number")
         os.close(read_fd)
 
-        dbus = subprocess.Popen(
-            ["dbus-daemon", "--session", "--print-address", "--nofork"],
-            stdout=subprocess.PIPE,
-            env=base_env,
-            start_new_session=True,
-        )
+        dbus, address = start_session_bus(base_env)
         processes.append(dbus)
-        assert dbus.stdout is not None
-        address = _read_line(dbus.stdout.fileno(), STARTUP_TIMEOUT_S, "the session bus address")
 
         env = {
             **base_env,
@@ -174,7 +147,8 @@ def a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDeskt
                 start_new_session=True,
             )
         )
-        asyncio.run(_switch_accessibility_on(address))
+        poll("at-spi-bus-launcher to take org.a11y.Bus", lambda: a11y_bus_address(address), STARTUP_TIMEOUT_S)
+        enable_a11y(address)
         desktop = A11yDesktop(display=display, session_bus_address=address, env=env, processes=processes)
         yield desktop
     finally:

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 from tests.polling import poll
-from Xlib import X
 from Xlib.display import Display
 
 from deskrig.desktop.x11 import X11Backend
+from deskrig.desktop.x11_windows import wm_check_window
 from deskrig.model import Bounds, WindowInfo
 
 APPS_DIR = Path(__file__).resolve().parents[1] / "apps"
@@ -74,13 +74,7 @@ def start_xvfb(log_dir: Path, *extra_args: str) -> tuple[subprocess.Popen[bytes]
 
 def window_manager_ready(xlib: Display) -> bool:
     """EWMH: the WM has published a check window that names itself."""
-    atom = xlib.intern_atom("_NET_SUPPORTING_WM_CHECK")
-    prop = xlib.screen().root.get_full_property(atom, X.AnyPropertyType)
-    if prop is None or len(prop.value) == 0:
-        return False
-    check = xlib.create_resource_object("window", prop.value[0])
-    own = check.get_full_property(atom, X.AnyPropertyType)
-    return own is not None and list(own.value[:1]) == list(prop.value[:1])
+    return wm_check_window(xlib) is not None
 
 
 @dataclass

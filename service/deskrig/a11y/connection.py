@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
-from dbus_fast import Message, MessageType
+from dbus_fast import Message, MessageFlag, MessageType
 from dbus_fast.aio import MessageBus
 from dbus_fast.errors import DBusFastError
 
@@ -115,6 +115,7 @@ async def call(
     member: str,
     signature: str = "",
     body: Sequence[Any] = (),
+    flags: MessageFlag = MessageFlag.NONE,
 ) -> list[Any]:
     """One method call; returns the reply body or raises :class:`CallFailed` / :class:`Disconnected`."""
     if not bus.connected:
@@ -126,6 +127,7 @@ async def call(
         member=member,
         signature=signature,
         body=list(body),
+        flags=flags,
     )
     try:
         reply = await bus.call(message)

@@ -28,7 +28,7 @@ from deskrig.bench.reliability_fuzz import FuzzReport, print_fuzz, run_fuzz
 from deskrig.bench.reliability_load import LoadReport, print_load, run_load
 from deskrig.bench.reliability_probes import ProbeResult, print_probes, run_probes
 from deskrig.bench.reliability_rig import write
-from deskrig.imaging import write_atomic
+from deskrig.imaging import save_file
 from deskrig.signals import handling_signals
 
 PARTS = ("fuzz", "load", "faults", "probes")
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
         report.probes = run_probes(args.call_timeout, args.slow_wait, args.body_mib)
         print_probes(report.probes)
     if args.json is not None:
-        write_atomic(args.json, report.model_dump_json(indent=2).encode())
+        save_file(args.json, report.model_dump_json(indent=2).encode())
     problems = report.problems()
     write(f"\n{report.summary()}\n" + "".join(f"- {problem}\n" for problem in problems))
     return 1 if args.check and problems else 0

@@ -24,10 +24,7 @@ from typing import Any
 from i3ipc import Connection
 
 from deskrig.desktop.base import InputJob
-from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
-from deskrig.desktop.sway import PointerState, SwaySockets
-from deskrig.desktop.sway_wayland import WaylandConnection
-from deskrig.desktop.x11_input import (
+from deskrig.desktop.input_limits import (
     CLICK_INTERVAL_S,
     MAX_CLICKS,
     MAX_DRAG_STEPS,
@@ -38,9 +35,12 @@ from deskrig.desktop.x11_input import (
     TYPE_CHUNK,
     ButtonName,
     ScrollDirection,
-    _check_range,
-    _invalid,
+    check_range,
+    invalid,
 )
+from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
+from deskrig.desktop.sway import PointerState, SwaySockets
+from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic, TypeReport
 
@@ -239,7 +239,7 @@ class SwayInput:
     ) -> None:
         """Click ``count`` times at (x, y) (2 = a double click) while holding ``modifiers``."""
         code = self._button_code(button)
-        _check_range("count", count, 1, MAX_CLICKS)
+        check_range("count", count, 1, MAX_CLICKS)
         held = [parse_modifier(m) for m in modifiers]
         with self._delivering("click"):
             self._motion(*self._check_point(x, y))
@@ -261,8 +261,8 @@ class SwayInput:
     ) -> None:
         """Press at ``from_xy``, move in ``steps`` even steps over ``duration_ms``, release at ``to_xy``."""
         code = self._button_code(button)
-        _check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
-        _check_range("steps", steps, 1, MAX_DRAG_STEPS)
+        check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
+        check_range("steps", steps, 1, MAX_DRAG_STEPS)
         with self._delivering("drag"):
             x0, y0 = self._check_point(*from_xy)
             x1, y1 = self._check_point(*to_xy)
@@ -280,12 +280,12 @@ class SwayInput:
     def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
         """``amount`` wheel clicks, at (x, y) if given, else where the pointer is."""
         if direction not in _SCROLL:
-            raise _invalid(
+            raise invalid(
                 f"unknown scroll direction {direction!r}", direction=direction, allowed=list(_SCROLL)
             )
-        _check_range("amount", amount, 1, MAX_SCROLL)
+        check_range("amount", amount, 1, MAX_SCROLL)
         if (x is None) != (y is None):
-            raise _invalid("give both x and y, or neither", x=x, y=y)
+            raise invalid("give both x and y, or neither", x=x, y=y)
         axis, sign = _SCROLL[direction]
         with self._delivering("scroll"):
             if x is not None:
@@ -298,7 +298,7 @@ class SwayInput:
     @staticmethod
     def _button_code(button: str) -> int:
         if button not in _BUTTONS:
-            raise _invalid(f"unknown button {button!r}", button=button, allowed=list(_BUTTONS))
+            raise invalid(f"unknown button {button!r}", button=button, allowed=list(_BUTTONS))
         return _BUTTONS[button]
 
     # -- keyboard ---------------------------------------------------------------------------------
@@ -322,10 +322,10 @@ class SwayInput:
         ends the typing after the chunk it was stopped in (CANCELLED, counting what was typed).
         """
         if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
-            raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
-        _check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+            raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
+        check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
         if bad := [ch for ch in dict.fromkeys(text) if ch not in _TEXT_KEYS and not ch.isprintable()]:
-            raise _invalid("text contains characters no key types", characters=bad[:20])
+            raise invalid("text contains characters no key types", characters=bad[:20])
         keys = [_TEXT_KEYS.get(ch, ch) for ch in text.replace("\r\n", "\n")]
         job = job or InputJob()
         with self._delivering("type_text"):

@@ -77,7 +77,7 @@ class X11Backend(DesktopBackend):
         has = self._display.has_extension
         if not has("X-Resource"):
             self.note("windows", "no X-Resource extension: pids of apps without _NET_WM_PID are unknown")
-        self._windows = WindowLister(self._display, has_x_resource=has("X-Resource"))
+        self._windows = WindowLister(self._display)
         self._has_randr = has("RANDR")
         self._composited = self._redirect_toplevels()
         self._grabber = ScreenGrabber(self._display_name, self._display, self.note)

@@ -1,7 +1,5 @@
-"""Pointer and keyboard input on X11 through XTEST (python-xlib), with its own connection.
-
-Every action validates all its arguments before sending anything, and returns only once the X
-server has processed the input (``sync``). Xlib failures become INPUT_FAILED.
+"""Pointer and keyboard input on X11 through XTEST (python-xlib), with its own connection: the
+pointer is ``x11_pointer``'s, the keyboard is here; ``x11_xtest`` holds what they share.
 
 Typing any Unicode text whatever the layout: a character whose keysym is on level 1 or 2 of some
 keycode is typed with that key (plus Shift for level 2). The others are bound, a few at a time,
@@ -17,314 +15,34 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Literal
 
 from Xlib import XK, X
 from Xlib import error as xerror
-from Xlib.display import Display
-from Xlib.ext import xtest
 
 from deskrig.desktop.base import InputJob
-from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
+from deskrig.desktop.input_limits import MAX_KEY_DELAY_MS, MAX_TEXT_LENGTH, TYPE_CHUNK, check_range, invalid
+from deskrig.desktop.keys import parse_combo, parse_hotkey
 from deskrig.desktop.x11_binding import MAPPING_GRACE_S, ClientSync, KeysymBindings
-from deskrig.desktop.x11_conn import close_display
-from deskrig.desktop.x11_keymap import Keymap, keysym_for_char, keysym_for_key, untypeable_chars
+from deskrig.desktop.x11_keymap import keysym_for_char, keysym_for_key, untypeable_chars
 from deskrig.desktop.x11_mapping_watch import MappingWatch
 from deskrig.desktop.x11_pace import AppPacer
-from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Diagnostic, TypeReport
+from deskrig.desktop.x11_pointer import X11Pointer
+from deskrig.model import TypeReport
 
 log = logging.getLogger(__name__)
 
-ButtonName = Literal["left", "right", "middle"]
-ScrollDirection = Literal["up", "down", "left", "right"]
 
-_BUTTONS: dict[str, int] = {"left": 1, "middle": 2, "right": 3}
-_SCROLL_BUTTONS: dict[str, int] = {"up": 4, "down": 5, "left": 6, "right": 7}
-#: Gap between the clicks of a multi-click: far below any toolkit's double-click time
-#: (GTK and Qt 400 ms, Tk 500 ms), and enough for clicks not to share one server timestamp.
-CLICK_INTERVAL_S = 0.02
-#: How long a window manager may hold the pointer frozen (passive grab) before replaying a click.
-#: openbox takes ~130 ms per keyboard-mapping change to re-grab its keys, and replays clicks after.
-POINTER_THAW_TIMEOUT_S = 5.0
-#: How long a click waits for a click-to-focus window manager to focus the clicked window.
-FOCUS_SETTLE_TIMEOUT_S = 0.25
-MAX_TEXT_LENGTH = 100_000
-#: type_text hands keystrokes to the X server (and checks for cancellation) this many at a time.
-TYPE_CHUNK = 32
-MAX_CLICKS = 10
-MAX_SCROLL = 50
-MAX_DRAG_STEPS = 1000
-MAX_DURATION_MS = 60_000
-MAX_KEY_DELAY_MS = 1000
-
-
-def _invalid(message: str, **details: object) -> DeskrigError:
-    return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details=details)
-
-
-def _check_range(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
-    return value
-
-
-class X11Input:
-    """XTEST input on one X display. Not thread-safe: the Desktop facade serialises calls."""
+class X11Input(X11Pointer):
+    """XTEST pointer and keyboard input on one X display. Not thread-safe: the Desktop facade
+    serialises calls."""
 
     def __init__(self, display: str | None = None) -> None:
-        try:
-            self._display = Display(display)
-        except (xerror.DisplayError, OSError) as exc:
-            raise DeskrigError(
-                ErrorCode.DISPLAY_NOT_FOUND,
-                f"cannot open X display {display or '$DISPLAY'}: {exc}",
-                details={"display": display},
-            ) from exc
-        if not self._display.has_extension("XTEST"):
-            self._display.close()
-            raise DeskrigError(
-                ErrorCode.INPUT_FAILED,
-                "the X server has no XTEST extension",
-                remediation="Start the X server with XTEST enabled (Xvfb and Xorg have it by default).",
-            )
-        self._display_name = display
-        self._root = self._display.screen().root
-        self._xerrors: list[xerror.XError] = []
-        self._display.set_error_handler(lambda err, request: self._xerrors.append(err))
-        self._keymap = Keymap(self._display)
+        super().__init__(display)
         self._watch: MappingWatch | None = None
         self._watch_unavailable = False
         self._pacer: AppPacer | None = None
         self._pacer_unavailable = False
         self._sync = ClientSync(target=None, watch=None, note=self._note)
-        self._window_manager_seen = False
-        self._closed = False
-        #: Fallbacks taken, for the backend's diagnostics (see DesktopBackend.note).
-        self.diagnostics: list[Diagnostic] = []
-
-    # -- plumbing -------------------------------------------------------------------------------
-
-    def _note(self, message: str) -> None:
-        if all(d.message != message for d in self.diagnostics):
-            self.diagnostics.append(Diagnostic(component="x11.input", message=message))
-            log.info("%s", message)
-
-    @contextmanager
-    def _delivering(self, action: str) -> Iterator[None]:
-        """Translate Xlib failures into INPUT_FAILED; on success, wait until the server has it all."""
-        if self._closed:
-            raise DeskrigError(ErrorCode.INPUT_FAILED, "the input connection is closed")
-        try:
-            yield
-            self._display.sync()
-        except DeskrigError:
-            raise
-        except (xerror.XError, xerror.ConnectionClosedError, OSError) as exc:
-            raise DeskrigError(
-                ErrorCode.INPUT_FAILED, f"{action}: {exc}", details={"action": action}
-            ) from exc
-        if self._xerrors:
-            first = self._xerrors[0]
-            self._xerrors.clear()
-            raise DeskrigError(ErrorCode.INPUT_FAILED, f"{action}: {first}", details={"action": action})
-
-    def _screen_size(self) -> tuple[int, int]:
-        geometry = self._root.get_geometry()
-        return geometry.width, geometry.height
-
-    def _check_point(self, x: object, y: object) -> tuple[int, int]:
-        width, height = self._screen_size()
-        if (
-            isinstance(x, bool)
-            or isinstance(y, bool)
-            or not isinstance(x, int)
-            or not isinstance(y, int)
-            or not (0 <= x < width and 0 <= y < height)
-        ):
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"point ({x}, {y}) is not on the {width}x{height} screen",
-                details={"x": x, "y": y, "screen": {"width": width, "height": height}},
-                remediation="Use coordinates inside the screen (see get_screen_size).",
-            )
-        return x, y
-
-    def _refresh_keymap(self) -> None:
-        """Re-read the mapping if anyone changed it (we see MappingNotify like every client)."""
-        stale = False
-        while self._display.pending_events():
-            if self._display.next_event().type == X.MappingNotify:
-                stale = True
-        if stale:
-            self._keymap = Keymap(self._display)
-
-    def _key(self, keycode: int, down: bool) -> None:
-        xtest.fake_input(self._display, X.KeyPress if down else X.KeyRelease, keycode)
-
-    def _motion(self, x: int, y: int) -> None:
-        xtest.fake_input(self._display, X.MotionNotify, x=x, y=y)
-
-    def _modifier_keycodes(self, names: Sequence[str]) -> list[int]:
-        keycodes = []
-        for name in names:
-            stroke = self._keymap.stroke(keysym_for_key(name))
-            if stroke is None:
-                raise DeskrigError(
-                    ErrorCode.INPUT_FAILED,
-                    f"the keyboard mapping has no key for modifier {name}",
-                    details={"modifier": name},
-                )
-            keycodes.append(stroke.keycode)
-        return keycodes
-
-    @contextmanager
-    def _holding(self, keycodes: Sequence[int]) -> Iterator[None]:
-        """Press keys in order, release them in reverse, whatever happens in between."""
-        pressed: list[int] = []
-        try:
-            for keycode in keycodes:
-                if keycode not in pressed:
-                    self._key(keycode, True)
-                    pressed.append(keycode)
-            yield
-        finally:
-            for keycode in reversed(pressed):
-                self._key(keycode, False)
-
-    # -- pointer ----------------------------------------------------------------------------------
-
-    def move(self, x: int, y: int) -> None:
-        with self._delivering("move"):
-            self._motion(*self._check_point(x, y))
-
-    def button(
-        self,
-        x: int,
-        y: int,
-        button: ButtonName = "left",
-        count: int = 1,
-        modifiers: Sequence[str] = (),
-    ) -> None:
-        """Click ``count`` times at (x, y) (2 = a double click) while holding ``modifiers``."""
-        number = self._button_number(button)
-        _check_range("count", count, 1, MAX_CLICKS)
-        held = [parse_modifier(m) for m in modifiers]
-        with self._delivering("click"):
-            point = self._check_point(x, y)
-            self._refresh_keymap()
-            keycodes = self._modifier_keycodes(held)
-            self._motion(*point)
-            with self._holding(keycodes):
-                for click in range(count):
-                    if click:
-                        self._display.flush()
-                        time.sleep(CLICK_INTERVAL_S)
-                    xtest.fake_input(self._display, X.ButtonPress, number)
-                    xtest.fake_input(self._display, X.ButtonRelease, number)
-                # Modifiers stay down until the click is through a window manager's grab.
-                self._await_released(number)
-            self._await_focus_settled()
-
-    def drag(
-        self,
-        from_xy: tuple[int, int],
-        to_xy: tuple[int, int],
-        button: ButtonName = "left",
-        duration_ms: int = 300,
-        steps: int = 10,
-    ) -> None:
-        """Press at ``from_xy``, move in ``steps`` even steps over ``duration_ms``, release at ``to_xy``."""
-        number = self._button_number(button)
-        _check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
-        _check_range("steps", steps, 1, MAX_DRAG_STEPS)
-        with self._delivering("drag"):
-            x0, y0 = self._check_point(*from_xy)
-            x1, y1 = self._check_point(*to_xy)
-            self._motion(x0, y0)
-            xtest.fake_input(self._display, X.ButtonPress, number)
-            try:
-                for step in range(1, steps + 1):
-                    # Real time between motions: toolkits tell drags from flicks by speed.
-                    self._display.flush()
-                    time.sleep(duration_ms / steps / 1000)
-                    self._motion(round(x0 + (x1 - x0) * step / steps), round(y0 + (y1 - y0) * step / steps))
-            finally:
-                xtest.fake_input(self._display, X.ButtonRelease, number)
-            self._await_released(number)
-
-    def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
-        """``amount`` wheel clicks (buttons 4-7), at (x, y) if given, else where the pointer is."""
-        if direction not in _SCROLL_BUTTONS:
-            raise _invalid(
-                f"unknown scroll direction {direction!r}", direction=direction, allowed=list(_SCROLL_BUTTONS)
-            )
-        _check_range("amount", amount, 1, MAX_SCROLL)
-        if (x is None) != (y is None):
-            raise _invalid("give both x and y, or neither", x=x, y=y)
-        number = _SCROLL_BUTTONS[direction]
-        with self._delivering("scroll"):
-            if x is not None:
-                self._motion(*self._check_point(x, y))
-            for _ in range(amount):
-                xtest.fake_input(self._display, X.ButtonPress, number)
-                xtest.fake_input(self._display, X.ButtonRelease, number)
-            if number <= 5:  # buttons 6 and 7 have no state bit to read back
-                self._await_released(number)
-
-    def _await_released(self, number: int) -> None:
-        """Return once the server has processed the release of button ``number``.
-
-        A window manager's click-to-focus grab freezes the pointer until the WM replays the
-        click; keys sent meanwhile would overtake it (and go to the previously focused widget)."""
-        self._display.sync()
-        mask = 1 << (7 + number)
-        deadline = time.monotonic() + POINTER_THAW_TIMEOUT_S
-        while self._root.query_pointer().mask & mask:
-            if time.monotonic() > deadline:
-                self._note(
-                    f"button {number} still reads as pressed {POINTER_THAW_TIMEOUT_S:.0f} s after "
-                    "its release: the pointer is frozen by a grab"
-                )
-                return
-            time.sleep(0.001)
-
-    def _await_focus_settled(self) -> None:
-        """After a click on a window under a window manager, wait (briefly) for the keyboard focus
-        to move into it: click-to-focus WMs set it after replaying the click, and keys sent
-        before then would go to the previously focused window."""
-        clicked = self._root.query_pointer().child
-        if isinstance(clicked, int) or not self._window_manager_running():
-            return
-        deadline = time.monotonic() + FOCUS_SETTLE_TIMEOUT_S
-        while not self._focus_within(clicked.id) and time.monotonic() < deadline:
-            time.sleep(0.002)
-
-    def _focus_within(self, toplevel: int) -> bool:
-        """Whether the keyboard focus is ``toplevel`` (a child of the root) or inside it."""
-        focus = self._display.get_input_focus().focus
-        if isinstance(focus, int):
-            return bool(focus == X.PointerRoot)  # keys go to whatever is under the pointer
-        window = focus
-        while window.id not in (toplevel, self._root.id):
-            window = window.query_tree().parent
-            if isinstance(window, int) or window.id == X.NONE:
-                return False
-        return bool(window.id == toplevel)
-
-    def _window_manager_running(self) -> bool:
-        """EWMH: a window manager names its check window on the root."""
-        if not self._window_manager_seen:
-            atom = self._display.intern_atom("_NET_SUPPORTING_WM_CHECK")
-            prop = self._root.get_full_property(atom, X.AnyPropertyType)
-            self._window_manager_seen = prop is not None and len(prop.value) > 0
-        return self._window_manager_seen
-
-    @staticmethod
-    def _button_number(button: str) -> int:
-        if button not in _BUTTONS:
-            raise _invalid(f"unknown mouse button {button!r}", button=button, allowed=list(_BUTTONS))
-        return _BUTTONS[button]
 
     # -- keys -----------------------------------------------------------------------------------
 
@@ -364,10 +82,10 @@ class X11Input:
         typed in it.
         """
         if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
-            raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
-        _check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+            raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
+        check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
         if bad := untypeable_chars(text):
-            raise _invalid("text contains characters no key types", characters=bad[:20])
+            raise invalid("text contains characters no key types", characters=bad[:20])
         text = text.replace("\r\n", "\n")
         keysyms = [keysym_for_char(ch) for ch in text]
         with self._delivering("type_text"):
@@ -477,11 +195,10 @@ class X11Input:
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
         try:
             if self._watch is not None:
                 self._watch.close()
             if self._pacer is not None:
                 self._pacer.close()
         finally:
-            close_display(self._display, "input")
+            super().close()

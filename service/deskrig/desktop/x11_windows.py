@@ -67,35 +67,63 @@ def client_bounds(root: Window, window: Window) -> Bounds:
     return Bounds(x=origin.x, y=origin.y, width=geometry.width, height=geometry.height)
 
 
+def wm_check_window(display: Display) -> int | None:
+    """The window manager's EWMH check window, or None when no window manager runs.
+
+    The one test of "is a window manager running?", asked afresh each time: the answer changes
+    when a WM starts or dies. The root names a check window that names itself; a WM that died
+    leaves its stale id on the root, naming a window that is gone (or, reused, names nothing).
+    Two round trips.
+    """
+    atom = display.get_atom("_NET_SUPPORTING_WM_CHECK")
+    check = _window_ids(display.screen().root, atom)
+    if not check:
+        return None
+    try:
+        named = _window_ids(display.create_resource_object("window", check[0]), atom)
+    except VANISHED:
+        return None
+    return check[0] if named[:1] == check[:1] else None
+
+
+def window_pid(display: Display, window: Window) -> int | None:
+    """_NET_WM_PID, else the X-Resource extension's view of the owning client (Tk sets none)."""
+    prop = window.get_full_property(display.get_atom("_NET_WM_PID"), Xatom.CARDINAL)
+    if prop is not None and len(prop.value) > 0:
+        return int(prop.value[0])
+    if not display.has_extension("X-Resource"):
+        return None
+    reply = display.res_query_client_ids([{"client": window.id, "mask": res.LocalClientPIDMask}])
+    for client in reply.ids:
+        if client.spec.mask & res.LocalClientPIDMask and client.value:
+            return int(client.value[0])
+    return None
+
+
+def _window_ids(window: Window, atom: int) -> list[int]:
+    """A property of type WINDOW (an empty list when it is unset or of another type)."""
+    prop = window.get_full_property(atom, Xatom.WINDOW)
+    return [] if prop is None else [int(v) for v in prop.value]
+
+
 class WindowLister:
     """Enumerates application windows over one X connection."""
 
-    def __init__(self, display: Display, has_x_resource: bool) -> None:
+    def __init__(self, display: Display) -> None:
         self._display = display
         self._root = display.screen().root
-        self._has_x_resource = has_x_resource
         atom = display.intern_atom
         self._utf8 = atom("UTF8_STRING")
         self._net_wm_name = atom("_NET_WM_NAME")
-        self._net_wm_pid = atom("_NET_WM_PID")
         self._net_wm_state = atom("_NET_WM_STATE")
         self._net_wm_state_hidden = atom("_NET_WM_STATE_HIDDEN")
         self._wm_state = atom("WM_STATE")
-        self._supporting_wm_check = atom("_NET_SUPPORTING_WM_CHECK")
         self._client_list_stacking = atom("_NET_CLIENT_LIST_STACKING")
         self._client_list = atom("_NET_CLIENT_LIST")
         self._active_window = atom("_NET_ACTIVE_WINDOW")
 
     def window_manager_running(self) -> bool:
-        """EWMH: the root names a check window that names itself (a dead WM leaves a stale id)."""
-        check = self._window_property(self._root, self._supporting_wm_check)
-        if not check:
-            return False
-        try:
-            check_window = self._display.create_resource_object("window", check[0])
-            return self._window_property(check_window, self._supporting_wm_check)[:1] == check[:1]
-        except VANISHED:
-            return False
+        return wm_check_window(self._display) is not None
 
     def collect(self) -> list[WindowInfo]:
         """Application windows, top-most first."""
@@ -112,12 +140,8 @@ class WindowLister:
                 windows.append(info)
         return windows
 
-    def _window_property(self, window: Window, atom: int) -> list[int]:
-        prop = window.get_full_property(atom, Xatom.WINDOW)
-        return [] if prop is None else [int(v) for v in prop.value]
-
     def _managed_clients(self) -> list[Window]:
-        ids = self._window_property(self._root, self._client_list_stacking) or self._window_property(
+        ids = _window_ids(self._root, self._client_list_stacking) or _window_ids(
             self._root, self._client_list
         )
         return [self._display.create_resource_object("window", wid) for wid in ids]
@@ -142,7 +166,7 @@ class WindowLister:
     def _focused_frame(self, managed: bool) -> int | None:
         """The id of the root child holding the keyboard focus, if any."""
         if managed:
-            active = self._window_property(self._root, self._active_window)
+            active = _window_ids(self._root, self._active_window)
             if not active or active[0] == X.NONE:
                 return None
             try:
@@ -176,7 +200,7 @@ class WindowLister:
             or text_property(window, Xatom.WM_NAME, self._utf8)
             or "",
             app=wm_class[1] if wm_class else "",
-            pid=self.pid(window),
+            pid=window_pid(self._display, window),
             bounds=client_bounds(self._root, window),
             frame_bounds=frame.bounds,
             minimized=minimized,
@@ -190,16 +214,3 @@ class WindowLister:
             return True
         wm_state = window.get_full_property(self._wm_state, self._wm_state)
         return wm_state is not None and len(wm_state.value) > 0 and wm_state.value[0] == ICONIC_STATE
-
-    def pid(self, window: Window) -> int | None:
-        """_NET_WM_PID, else the X-Resource extension's view of the owning client (Tk sets none)."""
-        prop = window.get_full_property(self._net_wm_pid, Xatom.CARDINAL)
-        if prop is not None and len(prop.value) > 0:
-            return int(prop.value[0])
-        if not self._has_x_resource:
-            return None
-        reply = self._display.res_query_client_ids([{"client": window.id, "mask": res.LocalClientPIDMask}])
-        for client in reply.ids:
-            if client.spec.mask & res.LocalClientPIDMask and client.value:
-                return int(client.value[0])
-        return None

@@ -24,6 +24,7 @@ import httpx2
 from pydantic import ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.files import write_atomic
 from deskrig.orchestrator.models import SessionInfo, SessionState
 from deskrig.orchestrator.reaper import Lease
 from deskrig.orchestrator.rig_client import RigClient
@@ -32,7 +33,6 @@ from deskrig.orchestrator.state import (
     Journal,
     JournalEntry,
     read_session_record,
-    write_atomic,
     write_session_record,
 )
 
@@ -42,7 +42,7 @@ log = logging.getLogger("deskrig.orchestrator.recovery")
 async def save_log_and_remove(runtime: Runtime, handle: RigHandle, directory: Path) -> None:
     """Keep the rig's log as ``rig.log`` in its session directory, then remove the rig."""
     logs = await runtime.logs(handle)
-    write_atomic(directory / "rig.log", logs.encode())
+    write_atomic(directory / "rig.log", logs.encode(), mode=0o644, parents=True)
     await runtime.destroy(handle)
 
 

@@ -22,10 +22,10 @@ import httpx2
 from pydantic import BaseModel, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode, http_error_info
+from deskrig.files import write_atomic
 from deskrig.guard import bind_listener
 from deskrig.orchestrator.api import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
-from deskrig.orchestrator.state import write_atomic
 from deskrig.signals import handling_signals
 
 log = logging.getLogger("deskrig.orchestrator.service")

@@ -1,4 +1,4 @@
-"""The orchestrator's files on the host: atomic writes, and the journal of its unfinished sessions.
+"""The orchestrator's files on the host: the journal of its unfinished sessions.
 
 The journal lets a restarted orchestrator (after a crash or ``kill -9``) find what its
 predecessor left: ``<state_dir>/sessions/<orchestrator id>/<session id>.json`` names each
@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from deskrig.files import write_atomic
 from deskrig.orchestrator.models import SessionInfo
 from deskrig.orchestrator.reaper import Lease
 
@@ -26,21 +25,6 @@ log = logging.getLogger("deskrig.orchestrator.state")
 
 JOURNAL_DIR = "sessions"
 SESSION_FILE = "session.json"
-
-
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``path`` by temp file and rename: a crash never leaves half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, mode)  # mkstemp's is 0600; turn files and session.json are world-readable
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class JournalEntry(BaseModel):
@@ -101,7 +85,9 @@ class Journal:
 def write_session_record(info: SessionInfo) -> None:
     """``session.json`` beside the turns: what ran, how it ended (never the token)."""
     record = info.model_dump(mode="json", exclude={"token", "queue_position"})
-    write_atomic(Path(info.artifacts_dir) / SESSION_FILE, json.dumps(record, indent=2).encode())
+    write_atomic(
+        Path(info.artifacts_dir) / SESSION_FILE, json.dumps(record, indent=2).encode(), mode=0o644, parents=True
+    )
 
 
 def read_session_record(directory: Path) -> SessionInfo:

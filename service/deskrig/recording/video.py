@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 import ffmpeg
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.procs import _child_setup
+from deskrig.procs import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +110,7 @@ class VideoRecorder:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_child_setup(signal.SIGTERM, os.getpid()),
+                preexec_fn=die_with_parent(signal.SIGTERM),
             )
 
         try:

@@ -13,7 +13,8 @@ import os
 import shutil
 import signal
 
-from deskrig.procs import ManagedProcess, PipeLine, a11y_bus_address, enable_a11y
+from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
+from deskrig.procs import ManagedProcess, PipeLine
 from deskrig.rig.options import RigStartupError
 from deskrig.rig.stages import A11yStage, StageHost
 

@@ -25,16 +25,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from deskrig.desktop.x11_probes import grant_local_user, mapped_windows, write_xauthority
+from deskrig.desktop.x11_windows import wm_check_window
 from deskrig.errors import ErrorCode
-from deskrig.procs import (
-    ManagedProcess,
-    PipeLine,
-    descends_from,
-    grant_local_user,
-    mapped_windows,
-    wm_check_window,
-    write_xauthority,
-)
+from deskrig.procs import ManagedProcess, PipeLine, descends_from
 from deskrig.rig.a11y import SessionA11yStage
 from deskrig.rig.options import RigOptions, RigStartupError, parse_size
 from deskrig.rig.stages import AppStage, DisplayStage, ExitWatch, RigStages, Stage, StageHost

@@ -1,0 +1,33 @@
+"""What every input backend accepts: button and scroll names, the limits on counts, durations and
+text, and the INVALID_ARGUMENT they raise, so X11 and Sway refuse the same input the same way."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from deskrig.errors import DeskrigError, ErrorCode
+
+ButtonName = Literal["left", "right", "middle"]
+ScrollDirection = Literal["up", "down", "left", "right"]
+
+#: Gap between the clicks of a multi-click: far below any toolkit's double-click time
+#: (GTK and Qt 400 ms, Tk 500 ms), and enough for clicks not to share one server timestamp.
+CLICK_INTERVAL_S = 0.02
+MAX_CLICKS = 10
+MAX_SCROLL = 50
+MAX_DRAG_STEPS = 1000
+MAX_DURATION_MS = 60_000
+MAX_TEXT_LENGTH = 100_000
+#: type_text hands keystrokes to the display server (and checks for cancellation) this many at a time.
+TYPE_CHUNK = 32
+MAX_KEY_DELAY_MS = 1000
+
+
+def invalid(message: str, **details: object) -> DeskrigError:
+    return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details=details)
+
+
+def check_range(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
+    return value

@@ -1,0 +1,55 @@
+"""The rig's start-up probe of the AT-SPI bus launcher (``deskrig.a11y.launcher_probe``).
+
+The a11y desktop fixture comes up through the probe itself; here, a session bus with no
+launcher on it: the probe must answer "not yet" and must not make the bus start a launcher of
+its own (dbus-daemon can activate one from ``org.a11y.Bus.service``), which would then race the
+rig's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from deskrig.a11y.connection import call, close_bus, open_bus
+from deskrig.a11y.launcher_probe import a11y_bus_address
+
+from .conftest import A11yDesktop, _stop, start_session_bus
+
+
+async def _has_owner(address: str, name: str) -> bool:
+    bus = await open_bus(address)
+    try:
+        (owned,) = await call(
+            bus,
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "NameHasOwner",
+            "s",
+            [name],
+        )
+        return bool(owned)
+    finally:
+        await close_bus(bus)
+
+
+def test_a_bus_without_a_launcher_is_not_ready_yet_and_gets_none_started(tmp_path: Path) -> None:
+    tmp_path.chmod(0o700)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "XDG_RUNTIME_DIR": str(tmp_path),
+    }
+    dbus, address = start_session_bus(env)
+    try:
+        assert a11y_bus_address(address) is None
+        assert not asyncio.run(_has_owner(address, "org.a11y.Bus")), "the probe had the bus start a launcher"
+    finally:
+        _stop(dbus)
+
+
+def test_the_probe_finds_the_launchers_bus(a11y_desktop: A11yDesktop) -> None:
+    address = a11y_bus_address(a11y_desktop.session_bus_address)
+    assert address is not None and address.startswith("unix:")

@@ -1,0 +1,127 @@
+"""One "is a window manager running?" for the rig, the window list and input, asked afresh.
+
+A window manager that starts after the input backend must be seen, and one that dies must stop
+being believed. Here the window manager is a real X client that publishes EWMH's check window and
+does nothing else, so it never moves the keyboard focus: a click then shows whether the input
+backend thinks a WM runs (it waits up to ``FOCUS_SETTLE_TIMEOUT_S`` for a click-to-focus WM to
+move the focus) or not (it returns at once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.polling import poll
+from Xlib import X, Xatom
+from Xlib.display import Display
+from Xlib.error import BadDrawable, BadWindow
+from Xlib.xobject.drawable import Window
+
+from deskrig.desktop import x11_pointer
+from deskrig.desktop.x11_input import X11Input
+from deskrig.desktop.x11_windows import wm_check_window
+
+from .conftest import start_xvfb, stop_process
+
+#: Long, so that "waited for the focus" and "did not wait" cannot be confused on a busy machine.
+SETTLE_S = 2.0
+#: A click that does not wait for the focus is done far sooner than this.
+PROMPT_S = SETTLE_S / 2
+
+
+class CheckWindowOnly:
+    """A window manager as far as EWMH's _NET_SUPPORTING_WM_CHECK can tell, and nothing more."""
+
+    def __init__(self, display: str) -> None:
+        self.xlib = Display(display)
+        root = self.xlib.screen().root
+        self.check = root.create_window(-10, -10, 1, 1, 0, X.CopyFromParent)
+        atom = self.xlib.intern_atom("_NET_SUPPORTING_WM_CHECK")
+        self.check.change_property(atom, Xatom.WINDOW, 32, [self.check.id])
+        root.change_property(atom, Xatom.WINDOW, 32, [self.check.id])
+        self.xlib.sync()
+
+    def die(self, observer: Display) -> None:
+        """Disconnect as a crashed WM does: the server destroys the check window, the root keeps its id."""
+        check = self.check.id
+        self.xlib.close()
+
+        def gone() -> bool:
+            try:
+                observer.create_resource_object("window", check).get_geometry()
+            except (BadWindow, BadDrawable):
+                return True
+            return False
+
+        poll("the dead WM's check window to be destroyed", gone)
+
+
+@pytest.fixture
+def display(tmp_path: Path) -> Iterator[str]:
+    xvfb, name = start_xvfb(tmp_path)
+    yield name
+    stop_process(xvfb)
+
+
+def _toplevel(xlib: Display, x: int) -> Window:
+    window = xlib.screen().root.create_window(x, 100, 200, 150, 0, X.CopyFromParent)
+    window.set_wm_name(f"window at {x}")
+    window.map()
+    return window
+
+
+def _click_seconds(device: X11Input, x: int, y: int) -> float:
+    start = time.monotonic()
+    device.button(x, y)
+    return time.monotonic() - start
+
+
+def test_the_check_follows_a_window_manager_that_starts_and_dies(display: str) -> None:
+    xlib = Display(display)
+    try:
+        assert wm_check_window(xlib) is None
+        wm = CheckWindowOnly(display)
+        assert wm_check_window(xlib) == wm.check.id
+        wm.die(xlib)
+        root_names = xlib.screen().root.get_full_property(
+            xlib.intern_atom("_NET_SUPPORTING_WM_CHECK"), Xatom.WINDOW
+        )
+        assert root_names is not None and list(root_names.value) == [wm.check.id], "the stale id stays"
+        assert wm_check_window(xlib) is None
+    finally:
+        xlib.close()
+
+
+def test_input_sees_a_window_manager_start_after_it_and_stops_believing_in_a_dead_one(
+    display: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(x11_pointer, "FOCUS_SETTLE_TIMEOUT_S", SETTLE_S)
+    xlib = Display(display)
+    device = X11Input(display)
+    try:
+        clicked, focused = _toplevel(xlib, 100), _toplevel(xlib, 500)
+        xlib.sync()
+        poll(
+            "both windows to be viewable",
+            lambda: all(w.get_attributes().map_state == X.IsViewable for w in (clicked, focused)),
+        )
+
+        def click() -> float:
+            # The focus is elsewhere and nothing here moves it: only a believed WM makes the click wait.
+            focused.set_input_focus(X.RevertToNone, X.CurrentTime)
+            xlib.sync()
+            return _click_seconds(device, 200, 175)
+
+        assert click() < PROMPT_S
+
+        wm = CheckWindowOnly(display)  # started after the input backend
+        assert click() >= SETTLE_S, "the click did not wait for a window manager that started late"
+
+        wm.die(xlib)
+        assert click() < PROMPT_S, "the click still waited for the focus from a window manager that died"
+    finally:
+        device.close()
+        xlib.close()
