@@ -52,14 +52,16 @@ FRAME_COLOR: RGB = (60, 60, 60)
 #: X resource ids look like this; any positive integer would do.
 FIRST_WINDOW_ID = 0x400001
 
-# The limits the X11 input device enforces (deskrig.desktop.x11_input); the contract tests check
-# that both backends refuse the same values.
+#: The ranges of the input calls' numbers, as the X11 input device has them
+#: (deskrig.desktop.x11_input); tests/desktop/test_contract.py checks both refuse the same values.
+LIMITS: dict[str, tuple[int, int]] = {
+    "count": (1, 10),
+    "duration_ms": (0, 60_000),
+    "steps": (1, 1000),
+    "amount": (1, 50),
+    "delay_ms": (0, 1000),
+}
 MAX_TEXT_LENGTH = 100_000
-MAX_CLICKS = 10
-MAX_SCROLL = 50
-MAX_DRAG_STEPS = 1000
-MAX_DURATION_MS = 60_000
-MAX_KEY_DELAY_MS = 1000
 #: type_text checks for cancellation after this many characters, like the X11 device's chunks.
 TYPE_CHUNK = 32
 BUTTONS: tuple[ButtonName, ...] = ("left", "middle", "right")
@@ -141,10 +143,12 @@ def _invalid(message: str, **details: object) -> DeskrigError:
     return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details=details)
 
 
-def _check_range(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
-    return value
+def _within_limits(**values: object) -> None:
+    """INVALID_ARGUMENT for the first value outside its :data:`LIMITS` (a bool is no number here)."""
+    for name, value in values.items():
+        low, high = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise _invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
 
 
 def _window_not_found(window_id: int) -> DeskrigError:
@@ -484,7 +488,7 @@ class ScriptedInput:
         self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
     ) -> None:
         self._button(button)
-        _check_range("count", count, 1, MAX_CLICKS)
+        _within_limits(count=count)
         held = tuple(parse_modifier(m) for m in modifiers)
         world = self._open()
         point = self._check_point(x, y)
@@ -500,8 +504,7 @@ class ScriptedInput:
         steps: int = 10,
     ) -> None:
         self._button(button)
-        _check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
-        _check_range("steps", steps, 1, MAX_DRAG_STEPS)
+        _within_limits(duration_ms=duration_ms, steps=steps)
         world = self._open()
         start, end = self._check_point(*from_xy), self._check_point(*to_xy)
         event = InputEvent("drag", self._target(*start), *start, button=button, count=steps, to=end)
@@ -514,7 +517,7 @@ class ScriptedInput:
                 direction=direction,
                 allowed=list(SCROLL_DIRECTIONS),
             )
-        _check_range("amount", amount, 1, MAX_SCROLL)
+        _within_limits(amount=amount)
         if (x is None) != (y is None):
             raise _invalid("give both x and y, or neither", x=x, y=y)
         world = self._open()
@@ -543,7 +546,7 @@ class ScriptedInput:
         The report says ``xtest``: the fake stands in for synthetic key events."""
         if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
             raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
-        _check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+        _within_limits(delay_ms=delay_ms)
         bad = [
             {"index": index, "codepoint": f"U+{ord(ch):04X}"}
             for index, ch in enumerate(text)
