@@ -113,6 +113,19 @@ async def test_screenshot_screen_composites_the_windows_in_stacking_order(rig: R
     )
 
 
+async def test_an_unchanged_screen_is_served_from_cache_until_a_window_changes(
+    rig: RigFactory, world: ScriptedDesktop
+) -> None:
+    async with rig() as tools:
+        first, _ = await shot(tools, "screenshot_screen", {})
+        again, _ = await shot(tools, "screenshot_screen", {})
+        world.paint(world.windows()[1].id, BLUE)
+        changed, image = await shot(tools, "screenshot_screen", {})
+
+    assert (first["from_cache"], again["from_cache"], changed["from_cache"]) == (False, True, False)
+    assert image.getpixel((150, 150)) == BLUE
+
+
 async def test_screenshot_region_is_that_part_of_the_screen(rig: RigFactory) -> None:
     async with rig() as tools:
         metadata, image = await shot(

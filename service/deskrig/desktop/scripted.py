@@ -67,7 +67,7 @@ TYPE_CHUNK = 32
 BUTTONS: tuple[ButtonName, ...] = ("left", "middle", "right")
 SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = ("up", "down", "left", "right")
 #: Characters a key types without any modifier other than Shift.
-_TYPED_KEYS = {"Return": "\n", "KP_Enter": "\n", "Tab": "\t", "space": " "}
+_TYPED_KEYS = {"Return": "\n", "KP_Enter": "\n", "Tab": "\t"}
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,11 @@ MANAGED_FRAME = Insets(top=20, left=1, right=1, bottom=1)
 
 @dataclass
 class ScriptedWindow:
-    """One top-level window: what ``windows()`` reports, plus its own pixels and typed text."""
+    """One top-level window: what ``windows()`` reports, plus its own pixels and typed text.
+
+    Read it freely; change it through :class:`ScriptedDesktop`'s methods, which move the damage
+    serial on (a capture of an unchanged screen may be served from cache).
+    """
 
     id: int
     title: str
@@ -174,8 +178,8 @@ class ScriptedDesktop:
         """``displays``: (name, bounds) of each monitor; ``primary``: the index of the primary one;
         ``frame``: the decoration of every window (default none, as without a window manager)."""
         self._monitors = list(displays)
-        if not self._monitors:
-            raise ValueError("a desktop needs at least one display")
+        if not 0 <= primary < len(self._monitors):
+            raise ValueError(f"primary must index one of the {len(self._monitors)} displays")
         self._primary = primary
         self._frame = frame or Insets()
         self._lock = threading.RLock()
