@@ -200,6 +200,16 @@ def test_unknown_window_ids_are_window_not_found(subject: Subject, window_id: in
         assert refused(call, ErrorCode.WINDOW_NOT_FOUND) == {"window_id": window_id}
 
 
+def test_damage_serial_holds_still_on_an_idle_screen(subject: Subject) -> None:
+    def settled() -> int | None:
+        first = subject.backend.damage_serial()
+        return first if subject.backend.damage_serial() == first else None
+
+    idle = poll("an idle screen", settled)
+
+    assert subject.backend.damage_serial() == idle
+
+
 # -- focus, pointer and input ---------------------------------------------------------------------
 
 

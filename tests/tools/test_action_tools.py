@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from deskrig.desktop.scripted import InputEvent, ScriptedDesktop
 
-from .conftest import EDITOR_PID, TERMINAL_PID, RigFactory
+from .conftest import EDITOR_PID, GREEN, TERMINAL_PID, RigFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -200,5 +201,8 @@ async def test_a_recorded_click_writes_a_turn_folder(
     assert {"before.png", "after.png", "click.png", "screenshot.png", "evidence.json"} <= {
         path.name for path in turn.iterdir()
     }
+    # The click's target was the editor, partly under the terminal: its own pixels, whole.
+    before = Image.open(turn / "before.png")
+    assert before.size == (400, 300) and before.getcolors() == [(400 * 300, GREEN)]
     failed = json.loads((output / "turn-00002" / "action.json").read_text())
     assert failed["tool"] == "click" and failed["error"]
