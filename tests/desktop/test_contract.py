@@ -17,7 +17,8 @@ import pytest
 from tests.polling import poll
 
 from deskrig.desktop.base import DesktopBackend, InputDevice
-from deskrig.desktop.scripted import MANAGED_FRAME, ScriptedBackend, ScriptedDesktop, ScriptedInput
+from deskrig.desktop.scripted import MANAGED_FRAME, ScriptedBackend, ScriptedDesktop
+from deskrig.desktop.scripted_input import ScriptedInput
 from deskrig.desktop.x11 import X11Backend
 from deskrig.desktop.x11_input import X11Input
 from deskrig.errors import DeskrigError, ErrorCode

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from deskrig.desktop.scripted import InputEvent, ScriptedDesktop
+from deskrig.desktop.scripted import ScriptedDesktop
+from deskrig.desktop.scripted_input import InputEvent
 
 from .conftest import EDITOR_PID, GREEN, TERMINAL_PID, RigFactory
 
@@ -42,7 +43,7 @@ async def test_click_lands_on_the_window_under_the_point_and_focuses_it(
     assert result["effect"] == "unverifiable"
     assert "pointer read back at (150, 150)" in result["evidence"]
     assert world.events == [
-        InputEvent("button", editor, 150, 150, button="left", count=1, modifiers=("Control_L",))
+        InputEvent("button", 150, 150, button="left", modifiers=("Control_L",), window_id=editor)
     ]
     assert [(w["title"], w["focused"]) for w in windows] == [("Editor", True), ("Terminal", False)]
 

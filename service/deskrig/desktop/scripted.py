@@ -3,8 +3,9 @@
 Like httpx's ``MockTransport``, it lets the layers above the platform (tools, capture, recording)
 be tested without an X server. A test builds a :class:`ScriptedDesktop` (displays, then windows
 with their pixels), opens a :class:`~deskrig.desktop.base.Desktop` facade over it with
-:meth:`ScriptedDesktop.open`, and afterwards asserts on the desktop's state and on
-:attr:`ScriptedDesktop.events`, the log of every pointer and keyboard event delivered.
+:meth:`ScriptedDesktop.open` (its input device is ``scripted_input.ScriptedInput``), and afterwards
+asserts on the desktop's state and on :attr:`ScriptedDesktop.events`, the log of every pointer and
+keyboard event delivered.
 
 It keeps the contract the X11 backend keeps (``tests/desktop/test_contract.py`` runs the same
 assertions against both): displays numbered from 1, the primary first; windows top-most first;
@@ -21,29 +22,23 @@ from __future__ import annotations
 
 import itertools
 import threading
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from PIL import Image
 
-from deskrig.desktop.base import Desktop, DesktopBackend, InputJob
-from deskrig.desktop.keys import MODIFIER_KEYS, parse_combo, parse_hotkey, parse_modifier
+from deskrig.desktop.base import Desktop, DesktopBackend
+from deskrig.desktop.scripted_input import InputEvent, ScriptedInput
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import (
     FIRST_DISPLAY_ID,
     Bounds,
     CursorPosition,
-    Diagnostic,
     DisplayInfo,
-    TypeReport,
     WindowInfo,
 )
 
 RGB = tuple[int, int, int]
-ButtonName = Literal["left", "right", "middle"]
-ScrollDirection = Literal["up", "down", "left", "right"]
 
 #: What the screen shows where no window is (a plain root window).
 BACKGROUND: RGB = (0, 0, 0)
@@ -51,23 +46,6 @@ BACKGROUND: RGB = (0, 0, 0)
 FRAME_COLOR: RGB = (60, 60, 60)
 #: X resource ids look like this; any positive integer would do.
 FIRST_WINDOW_ID = 0x400001
-
-#: The ranges of the input calls' numbers, as the X11 input device has them
-#: (deskrig.desktop.x11_input); tests/desktop/test_contract.py checks both refuse the same values.
-LIMITS: dict[str, tuple[int, int]] = {
-    "count": (1, 10),
-    "duration_ms": (0, 60_000),
-    "steps": (1, 1000),
-    "amount": (1, 50),
-    "delay_ms": (0, 1000),
-}
-MAX_TEXT_LENGTH = 100_000
-#: type_text checks for cancellation after this many characters, like the X11 device's chunks.
-TYPE_CHUNK = 32
-BUTTONS: tuple[ButtonName, ...] = ("left", "middle", "right")
-SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = ("up", "down", "left", "right")
-#: Characters a key types without any modifier other than Shift.
-_TYPED_KEYS = {"Return": "\n", "KP_Enter": "\n", "Tab": "\t"}
 
 
 @dataclass(frozen=True)
@@ -119,40 +97,6 @@ class ScriptedWindow:
         image = Image.new("RGB", (outer.width, outer.height), FRAME_COLOR)
         image.paste(self.pixels, (self.frame.left, self.frame.top))
         return image
-
-
-@dataclass(frozen=True)
-class InputEvent:
-    """One delivered pointer or keyboard event, as the log records it.
-
-    ``window_id`` is where it landed: the window under the point for pointer events, the focused
-    window for keys and text (None: the root, nothing).
-    """
-
-    kind: Literal["move", "button", "drag", "scroll", "key", "type"]
-    window_id: int | None
-    x: int | None = None
-    y: int | None = None
-    button: str | None = None
-    count: int = 1
-    modifiers: tuple[str, ...] = ()
-    #: drag: where the button was released.
-    to: tuple[int, int] | None = None
-    #: scroll: the direction; key: the canonical key names pressed together.
-    keys: tuple[str, ...] = ()
-    text: str = ""
-
-
-def _invalid(message: str, **details: object) -> DeskrigError:
-    return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details=details)
-
-
-def _within_limits(**values: object) -> None:
-    """INVALID_ARGUMENT for the first value outside its :data:`LIMITS` (a bool is no number here)."""
-    for name, value in values.items():
-        low, high = LIMITS[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise _invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
 
 
 def _window_not_found(window_id: int) -> DeskrigError:
@@ -355,19 +299,23 @@ class ScriptedDesktop:
 
     # -- what the input device does ---------------------------------------------------------------
 
-    def deliver(self, event: InputEvent, pointer: tuple[int, int] | None = None, typed: str = "") -> None:
-        """Log ``event``; move the pointer; a press focuses what it lands on; ``typed`` goes to the focus."""
+    def deliver(self, event: InputEvent, typed: str = "") -> None:
+        """Log ``event`` with the window it lands on, move the pointer to where it ends, focus and
+        raise the window a press lands on, and add ``typed`` to the focused window's text."""
         with self._lock:
-            if pointer is not None:
-                self._pointer = pointer
-            if event.kind in ("button", "drag") and event.window_id is not None:
-                self.activate(event.window_id)
+            if event.x is not None and event.y is not None:
+                self._pointer = event.to or (event.x, event.y)
+                window = self.window_under(event.x, event.y)
+            else:
+                window = self.focused
+            if event.kind in ("button", "drag") and window is not None:
+                self.activate(window.id)
             focused = self.focused
             if typed and focused is not None:
                 for char in typed:
                     focused.text = focused.text[:-1] if char == "\b" else focused.text + char
                 self._changed()
-            self.events.append(event)
+            self.events.append(replace(event, window_id=window.id if window is not None else None))
 
     def _changed(self) -> None:
         self._serial += 1
@@ -436,138 +384,3 @@ class ScriptedBackend(DesktopBackend):
 
     def close(self) -> None:
         self.closed = True
-
-
-class ScriptedInput:
-    """The :class:`~deskrig.desktop.base.InputDevice` of a :class:`ScriptedDesktop`: validates every
-    argument as the X11 device does, then logs the event and applies its effect."""
-
-    def __init__(self, world: ScriptedDesktop) -> None:
-        self.world = world
-        self.diagnostics: list[Diagnostic] = []
-        self._closed = False
-
-    def _open(self) -> ScriptedDesktop:
-        if self._closed:
-            raise DeskrigError(ErrorCode.INPUT_FAILED, "the input connection is closed")
-        return self.world
-
-    def _check_point(self, x: object, y: object) -> tuple[int, int]:
-        screen = self.world.screen_bounds()
-        if (
-            isinstance(x, bool)
-            or isinstance(y, bool)
-            or not isinstance(x, int)
-            or not isinstance(y, int)
-            or not screen.contains(x, y)
-        ):
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"point ({x}, {y}) is not on the {screen.width}x{screen.height} screen",
-                details={"x": x, "y": y, "screen": {"width": screen.width, "height": screen.height}},
-                remediation="Use coordinates inside the screen (see get_screen_size).",
-            )
-        return x, y
-
-    def _target(self, x: int, y: int) -> int | None:
-        window = self.world.window_under(x, y)
-        return window.id if window is not None else None
-
-    def _focus_id(self) -> int | None:
-        focused = self.world.focused
-        return focused.id if focused is not None else None
-
-    @staticmethod
-    def _button(button: str) -> str:
-        if button not in BUTTONS:
-            raise _invalid(f"unknown mouse button {button!r}", button=button, allowed=list(BUTTONS))
-        return button
-
-    def move(self, x: int, y: int) -> None:
-        world = self._open()
-        point = self._check_point(x, y)
-        world.deliver(InputEvent("move", self._target(*point), *point), pointer=point)
-
-    def button(
-        self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
-    ) -> None:
-        self._button(button)
-        _within_limits(count=count)
-        held = tuple(parse_modifier(m) for m in modifiers)
-        world = self._open()
-        point = self._check_point(x, y)
-        event = InputEvent("button", self._target(*point), *point, button=button, count=count, modifiers=held)
-        world.deliver(event, pointer=point)
-
-    def drag(
-        self,
-        from_xy: tuple[int, int],
-        to_xy: tuple[int, int],
-        button: ButtonName = "left",
-        duration_ms: int = 300,
-        steps: int = 10,
-    ) -> None:
-        self._button(button)
-        _within_limits(duration_ms=duration_ms, steps=steps)
-        world = self._open()
-        start, end = self._check_point(*from_xy), self._check_point(*to_xy)
-        event = InputEvent("drag", self._target(*start), *start, button=button, count=steps, to=end)
-        world.deliver(event, pointer=end)
-
-    def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
-        if direction not in SCROLL_DIRECTIONS:
-            raise _invalid(
-                f"unknown scroll direction {direction!r}",
-                direction=direction,
-                allowed=list(SCROLL_DIRECTIONS),
-            )
-        _within_limits(amount=amount)
-        if (x is None) != (y is None):
-            raise _invalid("give both x and y, or neither", x=x, y=y)
-        world = self._open()
-        point = self._check_point(x, y) if x is not None else world.pointer
-        event = InputEvent("scroll", self._target(*point), *point, count=amount, keys=(direction,))
-        world.deliver(event, pointer=point)
-
-    def press_key(self, key: str, modifiers: Sequence[str] = ()) -> None:
-        self._chord(parse_combo(key, list(modifiers)).keys)
-
-    def hotkey(self, keys: Sequence[str]) -> None:
-        self._chord(parse_hotkey(list(keys)))
-
-    def _chord(self, names: list[str]) -> None:
-        world = self._open()
-        *held, last = names
-        typed = ""
-        if all(name.startswith("Shift") for name in held) and last not in MODIFIER_KEYS:
-            char = last.upper() if held and len(last) == 1 else last
-            typed = "\b" if last == "BackSpace" else _TYPED_KEYS.get(last, char if len(char) == 1 else "")
-        world.deliver(InputEvent("key", self._focus_id(), keys=tuple(names)), typed=typed)
-
-    def type_text(self, text: str, delay_ms: int = 0, job: InputJob | None = None) -> TypeReport:
-        """Type ``text`` into the focused window, in chunks that check ``job`` for cancellation.
-
-        The report says ``xtest``: the fake stands in for synthetic key events."""
-        if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
-            raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
-        _within_limits(delay_ms=delay_ms)
-        bad = [
-            {"index": index, "codepoint": f"U+{ord(ch):04X}"}
-            for index, ch in enumerate(text)
-            if ch not in "\n\r\t" and unicodedata.category(ch) in ("Cc", "Cs")
-        ]
-        if bad:
-            raise _invalid("text contains characters no key types", characters=bad[:20])
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-        world = self._open()
-        event = InputEvent("type", self._focus_id())
-        for start in range(0, len(text), TYPE_CHUNK):
-            chunk = text[start : start + TYPE_CHUNK]
-            world.deliver(replace(event, text=chunk), typed=chunk)
-            if job is not None:
-                job.done = start + len(chunk)
-                job.check(len(text))
-        return TypeReport(chars=len(text), path="xtest")
-
-    def close(self) -> None:
-        self._closed = True
