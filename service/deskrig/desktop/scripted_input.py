@@ -1,0 +1,205 @@
+"""The scripted desktop's input device: every argument checked as the X11 device checks it
+(``tests/desktop/test_contract.py`` holds both to the same refusals), then the event handed to the
+desktop (:class:`deskrig.desktop.scripted.ScriptedDesktop`), which logs it and applies its effect.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from deskrig.desktop.base import InputJob
+from deskrig.desktop.keys import MODIFIER_KEYS, parse_combo, parse_hotkey, parse_modifier
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds, Diagnostic, TypeReport
+
+ButtonName = Literal["left", "right", "middle"]
+ScrollDirection = Literal["up", "down", "left", "right"]
+
+#: The ranges of the input calls' numbers, as the X11 input device has them
+#: (deskrig.desktop.x11_input); tests/desktop/test_contract.py checks both refuse the same values.
+LIMITS: dict[str, tuple[int, int]] = {
+    "count": (1, 10),
+    "duration_ms": (0, 60_000),
+    "steps": (1, 1000),
+    "amount": (1, 50),
+    "delay_ms": (0, 1000),
+}
+MAX_TEXT_LENGTH = 100_000
+#: type_text checks for cancellation after this many characters, like the X11 device's chunks.
+TYPE_CHUNK = 32
+BUTTONS: tuple[ButtonName, ...] = ("left", "middle", "right")
+SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = ("up", "down", "left", "right")
+#: Characters a key types without any modifier other than Shift.
+_TYPED_KEYS = {"Return": "\n", "KP_Enter": "\n", "Tab": "\t"}
+
+
+@dataclass(frozen=True)
+class InputEvent:
+    """One pointer or keyboard event, as the desktop's log records it.
+
+    ``window_id`` is where it landed, filled in by the desktop on delivery: the window under the
+    point for pointer events, the focused window for keys and text (None: the root, nothing).
+    """
+
+    kind: Literal["move", "button", "drag", "scroll", "key", "type"]
+    x: int | None = None
+    y: int | None = None
+    button: str | None = None
+    count: int = 1
+    modifiers: tuple[str, ...] = ()
+    #: drag: where the button was released.
+    to: tuple[int, int] | None = None
+    #: scroll: the direction; key: the canonical key names pressed together.
+    keys: tuple[str, ...] = ()
+    text: str = ""
+    window_id: int | None = None
+
+
+class InputSink(Protocol):
+    """What the input device drives: the scripted desktop."""
+
+    @property
+    def pointer(self) -> tuple[int, int]: ...
+
+    def screen_bounds(self) -> Bounds: ...
+
+    def deliver(self, event: InputEvent, typed: str = "") -> None:
+        """Log ``event`` where it lands and apply it; ``typed`` goes to the focused window."""
+
+
+def _invalid(message: str, **details: object) -> DeskrigError:
+    return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details=details)
+
+
+def _within_limits(**values: object) -> None:
+    """INVALID_ARGUMENT for the first value outside its :data:`LIMITS` (a bool is no number here)."""
+    for name, value in values.items():
+        low, high = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise _invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
+
+
+class ScriptedInput:
+    """The :class:`~deskrig.desktop.base.InputDevice` of a scripted desktop: validates every
+    argument as the X11 device does, then hands the event to the desktop."""
+
+    def __init__(self, world: InputSink) -> None:
+        self.world = world
+        self.diagnostics: list[Diagnostic] = []
+        self._closed = False
+
+    def _open(self) -> InputSink:
+        if self._closed:
+            raise DeskrigError(ErrorCode.INPUT_FAILED, "the input connection is closed")
+        return self.world
+
+    def _check_point(self, x: object, y: object) -> tuple[int, int]:
+        screen = self.world.screen_bounds()
+        if (
+            isinstance(x, bool)
+            or isinstance(y, bool)
+            or not isinstance(x, int)
+            or not isinstance(y, int)
+            or not screen.contains(x, y)
+        ):
+            raise DeskrigError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"point ({x}, {y}) is not on the {screen.width}x{screen.height} screen",
+                details={"x": x, "y": y, "screen": {"width": screen.width, "height": screen.height}},
+                remediation="Use coordinates inside the screen (see get_screen_size).",
+            )
+        return x, y
+
+    @staticmethod
+    def _button(button: str) -> str:
+        if button not in BUTTONS:
+            raise _invalid(f"unknown mouse button {button!r}", button=button, allowed=list(BUTTONS))
+        return button
+
+    def move(self, x: int, y: int) -> None:
+        world = self._open()
+        point = self._check_point(x, y)
+        world.deliver(InputEvent("move", *point))
+
+    def button(
+        self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
+    ) -> None:
+        self._button(button)
+        _within_limits(count=count)
+        held = tuple(parse_modifier(m) for m in modifiers)
+        world = self._open()
+        point = self._check_point(x, y)
+        world.deliver(InputEvent("button", *point, button=button, count=count, modifiers=held))
+
+    def drag(
+        self,
+        from_xy: tuple[int, int],
+        to_xy: tuple[int, int],
+        button: ButtonName = "left",
+        duration_ms: int = 300,
+        steps: int = 10,
+    ) -> None:
+        self._button(button)
+        _within_limits(duration_ms=duration_ms, steps=steps)
+        world = self._open()
+        start, end = self._check_point(*from_xy), self._check_point(*to_xy)
+        world.deliver(InputEvent("drag", *start, button=button, count=steps, to=end))
+
+    def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
+        if direction not in SCROLL_DIRECTIONS:
+            raise _invalid(
+                f"unknown scroll direction {direction!r}",
+                direction=direction,
+                allowed=list(SCROLL_DIRECTIONS),
+            )
+        _within_limits(amount=amount)
+        if (x is None) != (y is None):
+            raise _invalid("give both x and y, or neither", x=x, y=y)
+        world = self._open()
+        point = self._check_point(x, y) if x is not None else world.pointer
+        world.deliver(InputEvent("scroll", *point, count=amount, keys=(direction,)))
+
+    def press_key(self, key: str, modifiers: Sequence[str] = ()) -> None:
+        self._chord(parse_combo(key, list(modifiers)).keys)
+
+    def hotkey(self, keys: Sequence[str]) -> None:
+        self._chord(parse_hotkey(list(keys)))
+
+    def _chord(self, names: list[str]) -> None:
+        world = self._open()
+        *held, last = names
+        typed = ""
+        if all(name.startswith("Shift") for name in held) and last not in MODIFIER_KEYS:
+            char = last.upper() if held and len(last) == 1 else last
+            typed = "\b" if last == "BackSpace" else _TYPED_KEYS.get(last, char if len(char) == 1 else "")
+        world.deliver(InputEvent("key", keys=tuple(names)), typed=typed)
+
+    def type_text(self, text: str, delay_ms: int = 0, job: InputJob | None = None) -> TypeReport:
+        """Type ``text`` into the focused window, in chunks that check ``job`` for cancellation.
+
+        The report says ``xtest``: the fake stands in for synthetic key events."""
+        if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
+            raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
+        _within_limits(delay_ms=delay_ms)
+        bad = [
+            {"index": index, "codepoint": f"U+{ord(ch):04X}"}
+            for index, ch in enumerate(text)
+            if ch not in "\n\r\t" and unicodedata.category(ch) in ("Cc", "Cs")
+        ]
+        if bad:
+            raise _invalid("text contains characters no key types", characters=bad[:20])
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        world = self._open()
+        for start in range(0, len(text), TYPE_CHUNK):
+            chunk = text[start : start + TYPE_CHUNK]
+            world.deliver(InputEvent("type", text=chunk), typed=chunk)
+            if job is not None:
+                job.done = start + len(chunk)
+                job.check(len(text))
+        return TypeReport(chars=len(text), path="xtest")
+
+    def close(self) -> None:
+        self._closed = True
