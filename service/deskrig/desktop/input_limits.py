@@ -31,3 +31,34 @@ def check_range(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
     return value
+
+
+BUTTON_NAMES: tuple[ButtonName, ...] = ("left", "middle", "right")
+SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = ("up", "down", "left", "right")
+
+
+def check_button(button: object) -> ButtonName:
+    for name in BUTTON_NAMES:
+        if button == name:
+            return name
+    raise invalid(f"unknown mouse button {button!r}", button=button, allowed=list(BUTTON_NAMES))
+
+
+def check_scroll(direction: object, amount: object, x: object, y: object) -> ScrollDirection:
+    """The direction of a valid scroll: a known direction, an amount in range, both or neither of x, y."""
+    if direction not in SCROLL_DIRECTIONS:
+        raise invalid(
+            f"unknown scroll direction {direction!r}", direction=direction, allowed=list(SCROLL_DIRECTIONS)
+        )
+    check_range("amount", amount, 1, MAX_SCROLL)
+    if (x is None) != (y is None):
+        raise invalid("give both x and y, or neither", x=x, y=y)
+    return SCROLL_DIRECTIONS[SCROLL_DIRECTIONS.index(direction)]
+
+
+def check_text(text: object, delay_ms: object) -> str:
+    """The text of a valid type_text call (which characters a backend can type is its own check)."""
+    if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
+        raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
+    check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+    return text

@@ -11,27 +11,23 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from deskrig.desktop.base import InputJob
+from deskrig.desktop.input_limits import (
+    MAX_CLICKS,
+    MAX_DRAG_STEPS,
+    MAX_DURATION_MS,
+    TYPE_CHUNK,
+    ButtonName,
+    ScrollDirection,
+    check_button,
+    check_range,
+    check_scroll,
+    check_text,
+    invalid,
+)
 from deskrig.desktop.keys import MODIFIER_KEYS, parse_combo, parse_hotkey, parse_modifier
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic, TypeReport
 
-ButtonName = Literal["left", "right", "middle"]
-ScrollDirection = Literal["up", "down", "left", "right"]
-
-#: The ranges of the input calls' numbers, as the X11 input device has them
-#: (deskrig.desktop.x11_input); tests/desktop/test_contract.py checks both refuse the same values.
-LIMITS: dict[str, tuple[int, int]] = {
-    "count": (1, 10),
-    "duration_ms": (0, 60_000),
-    "steps": (1, 1000),
-    "amount": (1, 50),
-    "delay_ms": (0, 1000),
-}
-MAX_TEXT_LENGTH = 100_000
-#: type_text checks for cancellation after this many characters, like the X11 device's chunks.
-TYPE_CHUNK = 32
-BUTTONS: tuple[ButtonName, ...] = ("left", "middle", "right")
-SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = ("up", "down", "left", "right")
 #: Characters a key types without any modifier other than Shift.
 _TYPED_KEYS = {"Return": "\n", "KP_Enter": "\n", "Tab": "\t"}
 
@@ -70,18 +66,6 @@ class InputSink(Protocol):
         """Log ``event`` where it lands and apply it; ``typed`` goes to the focused window."""
 
 
-def _invalid(message: str, **details: object) -> DeskrigError:
-    return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details=details)
-
-
-def _within_limits(**values: object) -> None:
-    """INVALID_ARGUMENT for the first value outside its :data:`LIMITS` (a bool is no number here)."""
-    for name, value in values.items():
-        low, high = LIMITS[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise _invalid(f"{name} must be an integer from {low} to {high}", **{name: value})
-
-
 class ScriptedInput:
     """The :class:`~deskrig.desktop.base.InputDevice` of a scripted desktop: validates every
     argument as the X11 device does, then hands the event to the desktop."""
@@ -113,12 +97,6 @@ class ScriptedInput:
             )
         return x, y
 
-    @staticmethod
-    def _button(button: str) -> str:
-        if button not in BUTTONS:
-            raise _invalid(f"unknown mouse button {button!r}", button=button, allowed=list(BUTTONS))
-        return button
-
     def move(self, x: int, y: int) -> None:
         world = self._open()
         point = self._check_point(x, y)
@@ -127,8 +105,8 @@ class ScriptedInput:
     def button(
         self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
     ) -> None:
-        self._button(button)
-        _within_limits(count=count)
+        check_button(button)
+        check_range("count", count, 1, MAX_CLICKS)
         held = tuple(parse_modifier(m) for m in modifiers)
         world = self._open()
         point = self._check_point(x, y)
@@ -142,22 +120,15 @@ class ScriptedInput:
         duration_ms: int = 300,
         steps: int = 10,
     ) -> None:
-        self._button(button)
-        _within_limits(duration_ms=duration_ms, steps=steps)
+        check_button(button)
+        check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
+        check_range("steps", steps, 1, MAX_DRAG_STEPS)
         world = self._open()
         start, end = self._check_point(*from_xy), self._check_point(*to_xy)
         world.deliver(InputEvent("drag", *start, button=button, count=steps, to=end))
 
     def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
-        if direction not in SCROLL_DIRECTIONS:
-            raise _invalid(
-                f"unknown scroll direction {direction!r}",
-                direction=direction,
-                allowed=list(SCROLL_DIRECTIONS),
-            )
-        _within_limits(amount=amount)
-        if (x is None) != (y is None):
-            raise _invalid("give both x and y, or neither", x=x, y=y)
+        check_scroll(direction, amount, x, y)
         world = self._open()
         point = self._check_point(x, y) if x is not None else world.pointer
         world.deliver(InputEvent("scroll", *point, count=amount, keys=(direction,)))
@@ -181,16 +152,14 @@ class ScriptedInput:
         """Type ``text`` into the focused window, in chunks that check ``job`` for cancellation.
 
         The report says ``xtest``: the fake stands in for synthetic key events."""
-        if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
-            raise _invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
-        _within_limits(delay_ms=delay_ms)
+        check_text(text, delay_ms)
         bad = [
             {"index": index, "codepoint": f"U+{ord(ch):04X}"}
             for index, ch in enumerate(text)
             if ch not in "\n\r\t" and unicodedata.category(ch) in ("Cc", "Cs")
         ]
         if bad:
-            raise _invalid("text contains characters no key types", characters=bad[:20])
+            raise invalid("text contains characters no key types", characters=bad[:20])
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         world = self._open()
         for start in range(0, len(text), TYPE_CHUNK):

@@ -29,13 +29,13 @@ from deskrig.desktop.input_limits import (
     MAX_CLICKS,
     MAX_DRAG_STEPS,
     MAX_DURATION_MS,
-    MAX_KEY_DELAY_MS,
-    MAX_SCROLL,
-    MAX_TEXT_LENGTH,
     TYPE_CHUNK,
     ButtonName,
     ScrollDirection,
+    check_button,
     check_range,
+    check_scroll,
+    check_text,
     invalid,
 )
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
@@ -279,14 +279,7 @@ class SwayInput:
 
     def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
         """``amount`` wheel clicks, at (x, y) if given, else where the pointer is."""
-        if direction not in _SCROLL:
-            raise invalid(
-                f"unknown scroll direction {direction!r}", direction=direction, allowed=list(_SCROLL)
-            )
-        check_range("amount", amount, 1, MAX_SCROLL)
-        if (x is None) != (y is None):
-            raise invalid("give both x and y, or neither", x=x, y=y)
-        axis, sign = _SCROLL[direction]
+        axis, sign = _SCROLL[check_scroll(direction, amount, x, y)]
         with self._delivering("scroll"):
             if x is not None:
                 self._motion(*self._check_point(x, y))
@@ -297,9 +290,7 @@ class SwayInput:
 
     @staticmethod
     def _button_code(button: str) -> int:
-        if button not in _BUTTONS:
-            raise invalid(f"unknown button {button!r}", button=button, allowed=list(_BUTTONS))
-        return _BUTTONS[button]
+        return _BUTTONS[check_button(button)]
 
     # -- keyboard ---------------------------------------------------------------------------------
 
@@ -321,9 +312,7 @@ class SwayInput:
         Sent in chunks of TYPE_CHUNK characters, each through a round trip; a stopped ``job``
         ends the typing after the chunk it was stopped in (CANCELLED, counting what was typed).
         """
-        if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
-            raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
-        check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+        check_text(text, delay_ms)
         if bad := [ch for ch in dict.fromkeys(text) if ch not in _TEXT_KEYS and not ch.isprintable()]:
             raise invalid("text contains characters no key types", characters=bad[:20])
         keys = [_TEXT_KEYS.get(ch, ch) for ch in text.replace("\r\n", "\n")]

@@ -20,7 +20,11 @@ from Xlib import XK, X
 from Xlib import error as xerror
 
 from deskrig.desktop.base import InputJob
-from deskrig.desktop.input_limits import MAX_KEY_DELAY_MS, MAX_TEXT_LENGTH, TYPE_CHUNK, check_range, invalid
+from deskrig.desktop.input_limits import (
+    TYPE_CHUNK,
+    check_text,
+    invalid,
+)
 from deskrig.desktop.keys import parse_combo, parse_hotkey
 from deskrig.desktop.x11_binding import MAPPING_GRACE_S, ClientSync, KeysymBindings
 from deskrig.desktop.x11_keymap import keysym_for_char, keysym_for_key, untypeable_chars
@@ -81,9 +85,7 @@ class X11Input(X11Pointer):
         CANCELLED, with every key released and the mapping restored) and counts the characters
         typed in it.
         """
-        if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
-            raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
-        check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+        check_text(text, delay_ms)
         if bad := untypeable_chars(text):
             raise invalid("text contains characters no key types", characters=bad[:20])
         text = text.replace("\r\n", "\n")

@@ -18,11 +18,11 @@ from deskrig.desktop.input_limits import (
     MAX_CLICKS,
     MAX_DRAG_STEPS,
     MAX_DURATION_MS,
-    MAX_SCROLL,
     ButtonName,
     ScrollDirection,
+    check_button,
     check_range,
-    invalid,
+    check_scroll,
 )
 from deskrig.desktop.keys import parse_modifier
 from deskrig.desktop.x11_windows import wm_check_window
@@ -101,14 +101,7 @@ class X11Pointer(XTestConnection):
 
     def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
         """``amount`` wheel clicks (buttons 4-7), at (x, y) if given, else where the pointer is."""
-        if direction not in _SCROLL_BUTTONS:
-            raise invalid(
-                f"unknown scroll direction {direction!r}", direction=direction, allowed=list(_SCROLL_BUTTONS)
-            )
-        check_range("amount", amount, 1, MAX_SCROLL)
-        if (x is None) != (y is None):
-            raise invalid("give both x and y, or neither", x=x, y=y)
-        number = _SCROLL_BUTTONS[direction]
+        number = _SCROLL_BUTTONS[check_scroll(direction, amount, x, y)]
         with self._delivering("scroll"):
             if x is not None:
                 self._motion(*self._check_point(x, y))
@@ -160,6 +153,4 @@ class X11Pointer(XTestConnection):
 
     @staticmethod
     def _button_number(button: str) -> int:
-        if button not in _BUTTONS:
-            raise invalid(f"unknown mouse button {button!r}", button=button, allowed=list(_BUTTONS))
-        return _BUTTONS[button]
+        return _BUTTONS[check_button(button)]
