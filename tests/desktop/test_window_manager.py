@@ -9,6 +9,7 @@ move the focus) or not (it returns at once).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,8 +67,10 @@ def display(tmp_path: Path) -> Iterator[str]:
     stop_process(xvfb)
 
 
-def _toplevel(xlib: Display, x: int) -> Window:
-    window = xlib.screen().root.create_window(x, 100, 200, 150, 0, X.CopyFromParent)
+def _toplevel(xlib: Display, x: int, override_redirect: bool = False) -> Window:
+    window = xlib.screen().root.create_window(
+        x, 100, 200, 150, 0, X.CopyFromParent, override_redirect=override_redirect
+    )
     window.set_wm_name(f"window at {x}")
     window.map()
     return window
@@ -124,4 +127,57 @@ def test_input_sees_a_window_manager_start_after_it_and_stops_believing_in_a_dea
         assert click() < PROMPT_S, "the click still waited for the focus from a window manager that died"
     finally:
         device.close()
+        xlib.close()
+
+
+def _viewable(xlib: Display, *windows: Window) -> None:
+    xlib.sync()
+    poll("the windows to be viewable", lambda: all(w.get_attributes().map_state == X.IsViewable for w in windows))
+
+
+def test_a_click_waits_for_a_window_manager_that_focuses_late(display: str) -> None:
+    """GTK and Qt take the focus themselves on WM_TAKE_FOCUS; under load that comes late, and keys
+    sent after the click must not go to the window focused before it."""
+    xlib, wm_side = Display(display), Display(display)
+    device = X11Input(display)
+    wm = CheckWindowOnly(display)
+    try:
+        clicked, focused = _toplevel(xlib, 100), _toplevel(xlib, 500)
+        _viewable(xlib, clicked, focused)
+        focused.set_input_focus(X.RevertToNone, X.CurrentTime)
+        xlib.sync()
+
+        def focus_late() -> None:
+            time.sleep(0.6)
+            wm_side.set_input_focus(clicked.id, X.RevertToNone, X.CurrentTime)
+            wm_side.sync()
+
+        mover = threading.Thread(target=focus_late)
+        mover.start()
+        device.button(200, 175)
+        focus = xlib.get_input_focus().focus
+        mover.join()
+        assert not isinstance(focus, int) and focus.id == clicked.id, "the click returned before the focus moved"
+    finally:
+        device.close()
+        wm.xlib.close()
+        wm_side.close()
+        xlib.close()
+
+
+def test_a_click_on_a_menu_does_not_wait_for_the_focus(display: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Override-redirect windows (menus, tooltips) never get the focus from a window manager."""
+    monkeypatch.setattr(x11_pointer, "FOCUS_SETTLE_TIMEOUT_S", SETTLE_S)
+    xlib = Display(display)
+    device = X11Input(display)
+    wm = CheckWindowOnly(display)
+    try:
+        menu, focused = _toplevel(xlib, 100, override_redirect=True), _toplevel(xlib, 500)
+        _viewable(xlib, menu, focused)
+        focused.set_input_focus(X.RevertToNone, X.CurrentTime)
+        xlib.sync()
+        assert _click_seconds(device, 200, 175) < PROMPT_S, "the click waited for a menu to get the focus"
+    finally:
+        device.close()
+        wm.xlib.close()
         xlib.close()

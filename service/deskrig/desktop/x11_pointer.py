@@ -33,8 +33,11 @@ _SCROLL_BUTTONS: dict[str, int] = {"up": 4, "down": 5, "left": 6, "right": 7}
 #: How long a window manager may hold the pointer frozen (passive grab) before replaying a click.
 #: openbox takes ~130 ms per keyboard-mapping change to re-grab its keys, and replays clicks after.
 POINTER_THAW_TIMEOUT_S = 5.0
-#: How long a click waits for a click-to-focus window manager to focus the clicked window.
-FOCUS_SETTLE_TIMEOUT_S = 0.25
+#: How long a click waits for a click-to-focus window manager to focus the clicked window. GTK and
+#: Qt take the focus themselves when the WM sends WM_TAKE_FOCUS, so on a loaded machine it arrives
+#: hundreds of milliseconds after the click (0.25 s was too short under CI load); the wait ends as
+#: soon as it has arrived, and windows that never get the focus (override-redirect) are not waited for.
+FOCUS_SETTLE_TIMEOUT_S = 1.0
 
 
 class X11Pointer(XTestConnection):
@@ -135,6 +138,8 @@ class X11Pointer(XTestConnection):
         clicked = self._root.query_pointer().child
         if isinstance(clicked, int) or wm_check_window(self._display) is None:
             return
+        if clicked.get_attributes().override_redirect:
+            return  # menus and tooltips: no window manager focuses them
         deadline = time.monotonic() + FOCUS_SETTLE_TIMEOUT_S
         while not self._focus_within(clicked.id) and time.monotonic() < deadline:
             time.sleep(0.002)
