@@ -15,7 +15,8 @@ stops when its request is cancelled or closed (``deskrig.tools.input``).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import AsyncExitStack
+from typing import Any, Protocol
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -29,7 +30,17 @@ log = logging.getLogger(__name__)
 _WATCHED = "deskrig.recording.watched"
 
 
-def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any | None:
+class Connection(Protocol):
+    """What deskrig uses of the SDK's connection object."""
+
+    protocol_version: str
+    #: Per-connection scratch space.
+    state: dict[str, Any]
+    #: Unwound when the connection closes.
+    exit_stack: AsyncExitStack
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
     """The MCP connection a request came in on, or None.
 
     The one use of a private attribute of the MCP SDK in deskrig: mcp 2.x offers no public way to
