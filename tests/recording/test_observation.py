@@ -15,8 +15,10 @@ from tests.polling import poll
 from tests.recording.conftest import load_json
 from tests.server.rigproc import color_app, read_events
 
+from deskrig.a11y.access import A11yAccess
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
+from deskrig.errors import DeskrigError
 from deskrig.identity import ClientRef
 from deskrig.model import Bounds
 from deskrig.recording.registry import RecordingRegistry, registry_of
@@ -54,6 +56,22 @@ class AppRig:
         return x, y
 
 
+def tree_readable(session_bus: str, pid: int | None) -> bool:
+    """Whether the app's accessibility tree can be read yet (it joins the bus after it maps)."""
+
+    async def read() -> bool:
+        access = A11yAccess(session_bus)
+        try:
+            await (await access.client()).snapshot(pid or 0)
+        except DeskrigError:
+            return False
+        finally:
+            await access.close()
+        return True
+
+    return anyio.run(read)
+
+
 @pytest.fixture(scope="module")
 def app_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppRig]:
     tmp = tmp_path_factory.mktemp("observation")
@@ -62,6 +80,10 @@ def app_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppRig]:
     with Rig(RigOptions(app=app)) as rig, open_desktop("x11", rig.display) as desktop:
         poll("the app to paint", lambda: read_events(log, "ready"))
         window = next(w for w in desktop.windows() if w.title == TITLE)
+        poll(
+            "the app's accessibility tree",
+            lambda: tree_readable(rig.env["DBUS_SESSION_BUS_ADDRESS"], window.pid),
+        )
         yield AppRig(rig, desktop, window.bounds, tmp)
 
 
