@@ -115,6 +115,14 @@ class ActionObserver(Protocol):
     ) -> None: ...
 
 
+class Recorder(ActionObserver, Protocol):
+    """The action observer that records: turn folders of the action tools' calls."""
+
+    def close(self) -> None:
+        """Finalise every recording (turn folders, videos). Blocking."""
+        ...
+
+
 @dataclass
 class Services:
     """Everything a handler may use, built once per server."""
@@ -125,9 +133,9 @@ class Services:
     #: Extra readiness facts (window manager, app) that the rig supervisor provides.
     extras: dict[str, Any] = field(default_factory=dict)
     #: The recorder (``deskrig.recording.RecordingRegistry``), built before the services: it watches
-    #: the action tools and the recording tools drive it. Held by its observer interface, as this
-    #: module sits below ``deskrig.recording``.
-    recorder: ActionObserver | None = None
+    #: the action tools and the recording tools drive it. Held by its interface, as this module
+    #: sits below ``deskrig.recording``.
+    recorder: Recorder | None = None
     #: The desktop's accessibility bus, if it has one.
     a11y: A11yAccess | None = None
     #: Starts apps on this desktop (the rig's launcher inside a rig).

@@ -27,7 +27,7 @@ from deskrig.http import Readiness, create_app
 from deskrig.identity import TokenTable
 from deskrig.launcher import AppLauncher, SubprocessLauncher
 from deskrig.observation import Observer
-from deskrig.recording.registry import RecordingRegistry, registry_of
+from deskrig.recording.registry import RecordingRegistry
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
 from deskrig.server import DeskrigServer
@@ -165,4 +165,5 @@ def serve(
             anyio.run(_serve_http, server, transport, listener, tokens, readiness, stop)
     finally:
         stop.set()
-        registry_of(server.services).close()  # finalise the turn folders and mp4s before exit
+        if server.services.recorder is not None:
+            server.services.recorder.close()  # finalise the turn folders and mp4s before exit

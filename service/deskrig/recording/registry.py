@@ -341,7 +341,8 @@ class RecordingRegistry:
 
 def registry_of(services: Services) -> RecordingRegistry:
     """The server's recorder. :class:`~deskrig.services.Services` sits below this package, so it holds
-    the recorder by its observer interface; the type is narrowed here, in one place."""
+    the recorder by its interface (:class:`~deskrig.services.Recorder`); the type is narrowed here,
+    in one place."""
     recorder = services.recorder
     if not isinstance(recorder, RecordingRegistry):
         raise DeskrigError(ErrorCode.RECORDING_ERROR, "this server has no recorder")
