@@ -4,8 +4,9 @@ The one path from the desktop to what a screenshot tool returns or a recording k
 :class:`Observation` is the desktop at one instant: it lists the windows at most once (or takes
 the list an action's target resolver already made) and every image read from it has what a client
 may not see removed in one place, :meth:`Observation.redact`: blocked windows blacked out (and,
-later, PII masked). The accessibility half of an observation is read beside it, by the recorder
-(``deskrig.recording.moments``) and ``get_app_state``, with the same blocked-window rule.
+later, PII masked). The recorder reads the accessibility half of its observations beside it
+(``deskrig.recording.moments``), withheld for a blocked target window by the same rule
+(:meth:`Observation.is_blocked`).
 """
 
 from __future__ import annotations
