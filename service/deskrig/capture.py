@@ -1,6 +1,6 @@
 """The one capture pipeline behind every screenshot tool.
 
-capture -> black out blocked windows -> scale (only if ``max_width`` asks) -> encode ->
+observe (``deskrig.observation``: capture, black out blocked windows) -> scale (only if ``max_width`` asks) -> encode ->
 save the full-fidelity file (if ``save_dir``) -> fit the inline copy under ``max_inline_bytes``.
 
 An unchanged screen is not encoded twice: the backend's damage serial tells whether anything
@@ -19,9 +19,9 @@ from pydantic import BaseModel, Field
 
 from deskrig import imaging
 from deskrig.config import Settings
-from deskrig.desktop import Desktop
 from deskrig.errors import file_system_error
 from deskrig.model import Bounds, DisplayInfo, WindowInfo
+from deskrig.observation import Observer, Pixels
 from deskrig.security import SecurityContext
 
 FORMAT_DESCRIPTION = "Image format: png, jpeg, webp or bmp"
@@ -107,10 +107,10 @@ class _Encoded:
 
 
 class CapturePipeline:
-    """Captures, masks, encodes and saves; caches encodings of an unchanged screen."""
+    """Observes, encodes and saves; caches encodings of an unchanged screen."""
 
-    def __init__(self, desktop: Desktop, settings: Settings, security: SecurityContext) -> None:
-        self._desktop = desktop
+    def __init__(self, observer: Observer, settings: Settings, security: SecurityContext) -> None:
+        self._observer = observer
         self._settings = settings
         self._security = security
         self._lock = threading.Lock()
@@ -124,9 +124,8 @@ class CapturePipeline:
         fmt = imaging.normalize_format(options.format)
         save_dir = self._security.paths.resolve(options.save_dir) if options.save_dir else None
         now = datetime.now(UTC)
-        desktop = self._desktop
         key = (target, fmt, options.quality, options.max_width, self._settings.max_inline_bytes)
-        serial = desktop.damage_serial()
+        serial = self._observer.desktop.damage_serial()
         with self._lock:
             cached = self._cache
         # Only screen/region captures: a covered window's own pixels change without root damage.
@@ -173,27 +172,21 @@ class CapturePipeline:
         )
         return metadata, inline.data
 
-    def _grab(self, target: CaptureTarget) -> tuple[Image.Image, int]:
-        desktop = self._desktop
+    def _grab(self, target: CaptureTarget) -> Pixels:
+        observation = self._observer.observe()
         if target.window is not None:
-            image = desktop.capture_window(target.window.id, target.include_frame)
-            return image, 0  # a window capture is refused outright if blocked, never masked
-        image = desktop.capture(target.region)
-        blocklist = self._security.blocklist
-        if not blocklist.active:
-            return image, 0
-        blocked = [w.frame_bounds or w.bounds for w in blocklist.blocked(desktop.windows())]
-        overlapping = [b for b in blocked if b.intersection(target.region) is not None]
-        if overlapping:
-            image = imaging.black_out(image, overlapping, origin=(target.region.x, target.region.y))
-        return image, len(overlapping)
+            # A blocked window is refused outright (tools.windows.window_target), never masked.
+            return observation.window_pixels(target.window, target.include_frame)
+        return observation.screen(target.region)
 
     def _encode(self, target: CaptureTarget, fmt: str, options: CaptureOptions) -> _Encoded:
-        image, masked = self._grab(target)
-        scale = 1.0
+        pixels = self._grab(target)
+        image, scale = pixels.image, 1.0
         if options.max_width is not None and image.width > options.max_width:
             image, scale = imaging.scale_to_width(image, options.max_width)
         inline = imaging.fit_inline(image, fmt, options.quality, self._settings.max_inline_bytes)
         if scale != 1.0:
             inline = inline.model_copy(update={"scale": inline.scale * scale})
-        return _Encoded(image=image, fmt=fmt, quality=options.quality, inline=inline, masked=masked)
+        return _Encoded(
+            image=image, fmt=fmt, quality=options.quality, inline=inline, masked=pixels.masked_windows
+        )

@@ -157,6 +157,9 @@ class ActionTarget(BaseModel):
     window_title: str | None = None
     point: Point | None = None
     element: ElementSummary | None = None
+    #: The window list the resolver read to find the target (None: it read none). Not part of any
+    #: result: the recorder's "before" observation reuses it instead of listing the windows again.
+    windows: list[WindowInfo] | None = Field(None, exclude=True)
 
 
 Effect = Literal["confirmed", "unverifiable", "refused"]

@@ -108,6 +108,7 @@ class DeskrigServer:
     async def call(self, spec: AnyTool, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:
         """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises
         but a cancellation, which is observed and audited (CANCELLED) before it propagates."""
+        call = replace(call, via=self)
         self.last_activity = time.time()
         started = time.perf_counter()
         result: ToolResult | None = None
@@ -172,13 +173,14 @@ class DeskrigServer:
         arguments: dict[str, Any],
         refused: ErrorInfo | None,
     ) -> list[tuple[ActionObserver, object]]:
-        tokens = []
-        for observer in list(self.services.observers):
-            try:
-                tokens.append((observer, await observer.begin(call, spec.name, arguments, refused)))
-            except Exception:
-                log.exception("observer %r failed before %s", observer, spec.name)
-        return tokens
+        observer = self.services.recorder
+        if observer is None:
+            return []
+        try:
+            return [(observer, await observer.begin(call, spec, arguments, refused))]
+        except Exception:
+            log.exception("observer %r failed before %s", observer, spec.name)
+            return []
 
     @staticmethod
     def _error_info(spec: AnyTool, exc: Exception) -> ErrorInfo:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel
 
@@ -24,6 +25,7 @@ from deskrig.errors import ErrorInfo
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, STDIO_IDENTITY, ClientRef
 from deskrig.launcher import AppLauncher, SubprocessLauncher
 from deskrig.model import ActionTarget
+from deskrig.observation import Observer
 from deskrig.security import SecurityContext
 
 Profile = Literal["default", "acs"]
@@ -64,6 +66,8 @@ class CallInfo:
     progress: ProgressReporter | None = None
     #: Whether the client has gone (its HTTP request closed); None when the transport cannot tell.
     disconnected: Callable[[], Awaitable[bool]] | None = None
+    #: The call path this call came in by, for a tool that runs other tools (replay_trajectory).
+    via: CallPath | None = None
 
     @property
     def client_id(self) -> str:
@@ -82,13 +86,23 @@ def client_of(ctx: ServerRequestContext[Any, Any]) -> ClientRef:
     return ClientRef(str(scope.get(SCOPE_KEY, ANONYMOUS_IDENTITY)), session)
 
 
+class CallPath(Protocol):
+    """The server's one call path (validate, rate-limit, resolve, observe, handle, audit) and its tools."""
+
+    tools: dict[str, AnyTool]
+
+    async def call(
+        self, spec: AnyTool, arguments: dict[str, Any], call: CallInfo
+    ) -> types.CallToolResult: ...
+
+
 class ActionObserver(Protocol):
     """Watches action tools: ``begin`` runs after the target is resolved and before the action,
-    ``end`` after it. The recorder is one (turn folders); anything returned by ``begin`` is
+    ``end`` after it. The recorder is the one (turn folders); anything returned by ``begin`` is
     handed back to ``end``."""
 
     async def begin(
-        self, call: CallInfo, tool: str, arguments: dict[str, Any], refused: ErrorInfo | None
+        self, call: CallInfo, spec: AnyTool, arguments: dict[str, Any], refused: ErrorInfo | None
     ) -> object: ...
 
     async def end(
@@ -101,6 +115,14 @@ class ActionObserver(Protocol):
     ) -> None: ...
 
 
+class Recorder(ActionObserver, Protocol):
+    """The action observer that records: turn folders of the action tools' calls."""
+
+    def close(self) -> None:
+        """Finalise every recording (turn folders, videos). Blocking."""
+        ...
+
+
 @dataclass
 class Services:
     """Everything a handler may use, built once per server."""
@@ -110,16 +132,21 @@ class Services:
     security: SecurityContext
     #: Extra readiness facts (window manager, app) that the rig supervisor provides.
     extras: dict[str, Any] = field(default_factory=dict)
-    #: Watchers of action tools (recordings register here).
-    observers: list[ActionObserver] = field(default_factory=list)
+    #: The recorder (``deskrig.recording.RecordingRegistry``), built before the services: it watches
+    #: the action tools and the recording tools drive it. Held by its interface, as this module
+    #: sits below ``deskrig.recording``.
+    recorder: Recorder | None = None
     #: The desktop's accessibility bus, if it has one.
     a11y: A11yAccess | None = None
     #: Starts apps on this desktop (the rig's launcher inside a rig).
     launcher: AppLauncher = field(default_factory=lambda: SubprocessLauncher({}))
+    #: What a client may see of the desktop (blocked windows blacked out).
+    observer: Observer = field(init=False)
     capture: CapturePipeline = field(init=False)
 
     def __post_init__(self) -> None:
-        self.capture = CapturePipeline(self.desktop, self.settings, self.security)
+        self.observer = Observer(self.desktop, self.security.blocklist)
+        self.capture = CapturePipeline(self.observer, self.settings, self.security)
 
 
 Handler = Callable[[Services, CallInfo, InputT], Awaitable[ToolResult]]
@@ -141,6 +168,10 @@ class ToolSpec(Generic[InputT]):
     captures: bool = False
     #: An action (click, type ...): observers see it, and ``resolve`` finds its target first.
     resolve: Resolver[InputT] | None = None
+    #: Each call becomes a turn of the recordings (and replay_trajectory re-runs it). A tool that
+    #: changes the desktop (``read_only=False``) must say whether it is recorded: a new action
+    #: cannot be left out of recordings by omission. Only an action (with ``resolve``) can be.
+    recorded: bool | None = None
     profile: Profile = "default"
     title: str | None = None
     #: Leave null fields out of the structured result (the acs envelope has either data or filePath).
@@ -150,6 +181,12 @@ class ToolSpec(Generic[InputT]):
     #: Otherwise an error result has no structured content (it would not match the output schema,
     #: and strict clients such as the MCP Inspector reject it); the error JSON is in its text block.
     error_output: Callable[[ErrorInfo], dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.read_only and self.recorded is None:
+            raise ValueError(f"tool {self.name}: say whether it is recorded (recorded=True/False)")
+        if self.recorded and self.resolve is None:
+            raise ValueError(f"tool {self.name}: a recorded tool needs resolve (a turn has a target)")
 
     @property
     def action(self) -> bool:

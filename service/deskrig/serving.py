@@ -24,7 +24,8 @@ from deskrig.guard import uvicorn_config
 from deskrig.http import Readiness, create_app
 from deskrig.identity import TokenTable
 from deskrig.launcher import AppLauncher, SubprocessLauncher
-from deskrig.recording.registry import RecordingRegistry, close_recordings
+from deskrig.observation import Observer
+from deskrig.recording.registry import RecordingRegistry
 from deskrig.recording.watch import DisconnectWatch
 from deskrig.security import SecurityContext
 from deskrig.server import DeskrigServer
@@ -54,22 +55,22 @@ def build_server(
     ``launcher`` starts apps on it (default: plain subprocesses with this process's environment);
     ``display`` is the X display the recorder's ffmpeg grabs (default: $DISPLAY)."""
     security = SecurityContext.from_policy(settings.security)
+    # Recording (issue 4): the recorder observes action tools (through the same observation path
+    # as the screenshot tools), ends a session's recording when its client disconnects, and records
+    # from boot with --record. Replay runs through the server's call path, handed to it per call.
+    recorder = RecordingRegistry(Observer(desktop, security.blocklist), settings, session_bus, display)
     services = Services(
         desktop=desktop,
         settings=settings,
         security=security,
         a11y=A11yAccess(session_bus) if session_bus else None,
         launcher=launcher or SubprocessLauncher({}),
+        recorder=recorder,
     )
-    # Recording (issue 4): the recorder observes action tools, ends a session's recording when its
-    # client disconnects, replays through the server, and records from boot with --record.
-    recordings = RecordingRegistry(services, display)
-    services.observers.append(recordings)
     server = DeskrigServer(services)
-    server.mcp.middleware.append(DisconnectWatch(recordings))
-    recordings.runner = server
+    server.mcp.middleware.append(DisconnectWatch(recorder, desktop))
     if settings.record_dir:
-        recordings.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)
+        recorder.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)
     return server
 
 
@@ -149,4 +150,5 @@ def serve(
             anyio.run(_serve_http, server, transport, listener, tokens, readiness, stop)
     finally:
         stop.set()
-        close_recordings(server.services)  # finalise the turn folders and mp4s before exit
+        if server.services.recorder is not None:
+            server.services.recorder.close()  # finalise the turn folders and mp4s before exit

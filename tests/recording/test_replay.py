@@ -160,6 +160,23 @@ def test_accept_unsigned_runs_unverified_steps_and_says_so(form_rig: FormRig) ->
     assert report["unverified"] == 1
 
 
+def test_replay_runs_only_the_tools_declared_recorded(form_rig: FormRig) -> None:
+    """focus_window changes the desktop but is not recorded (ToolSpec.recorded): replay skips it,
+    like a read-only tool, and runs the recorded press_key."""
+    crafted = form_rig.allowed / "undeclared"
+    for number, tool in enumerate(["focus_window", "get_screen_size", "press_key"], start=1):
+        (crafted / f"turn-0000{number}").mkdir(parents=True)
+        arguments = {"key": "Tab"} if tool == "press_key" else {}
+        action = json.dumps({"tool": tool, "arguments": arguments})
+        (crafted / f"turn-0000{number}" / "action.json").write_text(action)
+    report = form_rig.ok("replay_trajectory", {"dir": str(crafted), "accept_unsigned": True})
+    assert [(s["tool"], s["status"], s.get("reason")) for s in report["steps"]] == [
+        ("focus_window", "skipped", "not an action tool of this server"),
+        ("get_screen_size", "skipped", "not an action tool of this server"),
+        ("press_key", "ok", None),
+    ]
+
+
 @pytest.mark.parametrize(
     ("action", "field"),
     [

@@ -30,10 +30,10 @@ from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.identity import ClientRef
 from deskrig.model import ActionTarget, Point
-from deskrig.recording.moments import grab_frame
+from deskrig.recording.moments import grab_image
 from deskrig.recording.registry import registry_of
 from deskrig.recording.session import Recording
-from deskrig.recording.turns import AppState, Frame, Moment, TurnRecord, captured
+from deskrig.recording.turns import Moment, TurnImage, TurnRecord, TurnTree, captured
 from deskrig.recording.video import VideoRecorder
 from deskrig.rig import Rig, RigOptions
 from deskrig.serving import build_server
@@ -122,7 +122,7 @@ def _latency(runs: int) -> list[tuple[Timing, Timing | None]]:
                 (
                     await _timed(
                         "part: app window pixels",
-                        lambda: anyio.to_thread.run_sync(grab_frame, server.services, target),
+                        lambda: anyio.to_thread.run_sync(grab_image, registry.observer.observe(), target),
                         runs,
                         0.0,
                     ),
@@ -177,7 +177,7 @@ def _throughput(turns: int) -> tuple[float, float]:
     state: dict[str, Any] = {
         "elements": [{"index": i, "role": "push button", "name": f"b{i}"} for i in range(200)]
     }
-    moment = Moment(Frame(image, captured(source="screen", region=screen)), AppState(state, captured()))
+    moment = Moment(TurnImage(image, captured(source="screen", region=screen)), TurnTree(state, captured()))
     records = [
         TurnRecord(
             "click", {"tool": "click", "arguments": {"x": 640, "y": 400}}, moment, moment, Point(x=640, y=400)

@@ -1,120 +1,92 @@
 """Capturing the target of an action at one instant: its screenshot and its accessibility state.
 
-The screenshot is the target window's own pixels (the full screen, blocked windows blacked out,
-when there is no target window or it closed), grabbed in a worker thread while the accessibility
-snapshot is read on the event loop. Failures never raise: they become evidence.
+Both come from one :class:`~deskrig.observation.Observation`, the path every screenshot tool takes
+too: the windows are listed once per instant (before an action: not at all, the target resolver's
+list is reused) and blocked windows are blacked out where every image is. The screenshot is the
+target window as it shows (the full screen when there is no target window or it closed), grabbed
+in a worker thread while the accessibility snapshot is read on the event loop. Failures never
+raise: they become evidence.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
-from PIL import Image
 
-from deskrig import imaging
 from deskrig.a11y.access import A11yAccess
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import ActionTarget, Bounds, WindowInfo
-from deskrig.recording.turns import AppState, Frame, Moment, captured, unavailable
-
-if TYPE_CHECKING:
-    from deskrig.services import Services
+from deskrig.model import ActionTarget
+from deskrig.observation import Observation
+from deskrig.recording.turns import Moment, TurnImage, TurnTree, captured, unavailable
 
 _STATE_CLASSIFICATION = {
     ErrorCode.A11Y_UNAVAILABLE: "a11y_unavailable",
     ErrorCode.APP_NOT_RUNNING: "app_not_running",
 }
+_BLOCKED = "the target window is blocked"
 
 
-def _blocked(services: Services, title: str | None) -> bool:
-    return title is not None and services.security.blocklist.is_blocked(title)
-
-
-def _screen_frame(services: Services, note: str | None) -> Frame:
-    desktop = services.desktop
-    region = desktop.screen_bounds()
-    image = desktop.capture(region)
-    masked = 0
-    blocklist = services.security.blocklist
-    if blocklist.active:
-        rects = [w.frame_bounds or w.bounds for w in blocklist.blocked(desktop.windows())]
-        rects = [r for r in rects if r.intersection(region) is not None]
-        image = imaging.black_out(image, rects, origin=(region.x, region.y))
-        masked = len(rects)
-    return Frame(image, captured(source="screen", region=region, masked_windows=masked or None, message=note))
-
-
-def _window_pixels(
-    services: Services, window: WindowInfo, windows: list[WindowInfo]
-) -> tuple[Image.Image, Bounds]:
-    """The window's pixels and where they lie on the screen. An unobscured window is cut from the
-    screen (a shared-memory grab of a few ms; only its on-screen part, which is what was seen);
-    a covered one is read from the compositor's copy of it, whole (tens of ms)."""
-    desktop = services.desktop
-    above = [w for w in windows if w.z_order < window.z_order and not w.minimized]
-    covered = any((w.frame_bounds or w.bounds).intersection(window.bounds) for w in above)
-    visible = desktop.screen_bounds().intersection(window.bounds)
-    if not covered and visible is not None:
-        return desktop.capture(visible), visible
-    image = desktop.capture_window(window.id)
-    return image, Bounds(x=window.bounds.x, y=window.bounds.y, width=image.width, height=image.height)
-
-
-def grab_frame(services: Services, target: ActionTarget | None) -> Frame:
-    """Blocking: the target window's pixels, else the whole screen."""
-    desktop = services.desktop
+def grab_image(observation: Observation, target: ActionTarget | None) -> TurnImage:
+    """Blocking: the target window's pixels, else the whole screen (blocked windows blacked out)."""
     try:
         note = None
         if target is not None and target.window_id is not None:
-            windows = desktop.windows()
-            window = next((w for w in windows if w.id == target.window_id), None)
-            if _blocked(services, window.title if window else target.window_title):
-                return Frame(None, unavailable("privacy_suppressed", "the target window is blocked"))
+            window = observation.window(target.window_id)
+            if observation.is_blocked(window.title if window else target.window_title):
+                return TurnImage(None, unavailable("privacy_suppressed", _BLOCKED))
             if window is not None:
                 try:
-                    image, region = _window_pixels(services, window, windows)
+                    pixels = observation.window_as_seen(window)
                 except DeskrigError as exc:
                     if exc.code != ErrorCode.WINDOW_NOT_FOUND:
                         raise
                 else:
-                    return Frame(image, captured(source="window", region=region))
+                    return TurnImage(pixels.image, captured(source="window", region=pixels.region))
             # The action closed the window: the screen shows what became of it.
             note = f"window {target.window_id} is gone; the full screen was captured"
-        return _screen_frame(services, note)
+        screen = observation.screen()
+        masked = screen.masked_windows or None
+        return TurnImage(
+            screen.image, captured(source="screen", region=screen.region, masked_windows=masked, message=note)
+        )
     except DeskrigError as exc:
-        return Frame(None, unavailable("capture_failed", exc.message))
+        return TurnImage(None, unavailable("capture_failed", exc.message))
 
 
-async def read_state(services: Services, a11y: A11yAccess | None, target: ActionTarget | None) -> AppState:
+async def read_tree(
+    observation: Observation, a11y: A11yAccess | None, target: ActionTarget | None
+) -> TurnTree:
     """The accessibility snapshot of the target's app, as JSON data plus its text rendering.
 
     ``a11y`` is the recorder's own client: its snapshots go to its own store, so recording never
     evicts the snapshots an agent names elements by.
     """
-    if target is not None and _blocked(services, target.window_title):
-        return AppState(None, unavailable("privacy_suppressed", "the target window is blocked"))
+    if target is not None and observation.is_blocked(target.window_title):
+        return TurnTree(None, unavailable("privacy_suppressed", _BLOCKED))
     if target is None or target.pid is None:
-        return AppState(None, unavailable("no_target_pid"))
+        return TurnTree(None, unavailable("no_target_pid"))
     if a11y is None:
-        return AppState(None, unavailable("a11y_unavailable", "this desktop has no accessibility bus"))
+        return TurnTree(None, unavailable("a11y_unavailable", "this desktop has no accessibility bus"))
     try:
         snapshot = await (await a11y.client()).snapshot(target.pid)
     except DeskrigError as exc:
-        return AppState(None, unavailable(_STATE_CLASSIFICATION.get(exc.code, "capture_failed"), exc.message))
+        return TurnTree(None, unavailable(_STATE_CLASSIFICATION.get(exc.code, "capture_failed"), exc.message))
     data: dict[str, Any] = snapshot.model_dump(mode="json")
     data["text"] = snapshot.render_text()
-    return AppState(data, captured())
+    return TurnTree(data, captured())
 
 
-async def capture_moment(services: Services, a11y: A11yAccess | None, target: ActionTarget | None) -> Moment:
+async def capture_moment(
+    observation: Observation, a11y: A11yAccess | None, target: ActionTarget | None
+) -> Moment:
     """Screenshot (worker thread) and accessibility state (event loop), taken together."""
-    frames: list[Frame] = []
+    images: list[TurnImage] = []
 
     async def grab() -> None:
-        frames.append(await anyio.to_thread.run_sync(grab_frame, services, target))
+        images.append(await anyio.to_thread.run_sync(grab_image, observation, target))
 
     async with anyio.create_task_group() as group:
         group.start_soon(grab)
-        state = await read_state(services, a11y, target)
-    return Moment(frames[0], state)
+        tree = await read_tree(observation, a11y, target)
+    return Moment(images[0], tree)

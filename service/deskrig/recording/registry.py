@@ -13,9 +13,10 @@ Two kinds of recording:
   count): the one end a stateless (2026-07-28) client's forgotten recording has before the server
   stops.
 
-Each action is captured once (before: synchronously, ahead of the action; after: right after it)
-and the same turn is handed to every recording that wants it; encoding and writing happen on the
-recordings' writer threads, off the event loop.
+Each action is observed once before it (synchronously, ahead of the action, reusing the window
+list its target resolver read) and once after it (right after it), through the same observation
+path as the screenshot tools; the same turn is handed to every recording that wants it; encoding
+and writing happen on the recordings' writer threads, off the event loop.
 """
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from deskrig.a11y.access import A11yAccess
+from deskrig.config import Settings
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.observation import Observer
 from deskrig.recording.moments import capture_moment
-from deskrig.recording.replay import ToolRunner
 from deskrig.recording.session import EndReason, Recording, RecordingState, VideoSource
 from deskrig.recording.signing import TurnSigner
-from deskrig.recording.turns import RECORDED_TOOLS, Moment, TurnRecord
+from deskrig.recording.turns import Moment, TurnRecord
 
 if TYPE_CHECKING:
-    from deskrig.services import CallInfo, Services, ToolResult
+    from deskrig.services import AnyTool, CallInfo, Services, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +73,25 @@ def _iso(moment: datetime) -> str:
 class RecordingRegistry:
     """Owns the boot recording and one session recording per client; observes action tools."""
 
-    def __init__(self, services: Services, display: str | None = None) -> None:
-        self.services = services
+    def __init__(
+        self,
+        observer: Observer,
+        settings: Settings,
+        session_bus: str | None = None,
+        display: str | None = None,
+    ) -> None:
+        """``observer``: the desktop under the server's security policy; ``session_bus`` leads to
+        its accessibility bus; ``display`` is the X display ffmpeg grabs (default: $DISPLAY)."""
+        self.observer = observer
         #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
-        self.a11y = A11yAccess(services.a11y.session_bus_address) if services.a11y else None
+        self.a11y = A11yAccess(session_bus) if session_bus else None
         #: The X display ffmpeg grabs (default: $DISPLAY).
         self.display = display or os.environ.get("DISPLAY") or None
         self.boot: Recording | None = None
         self._sessions: dict[str, Recording] = {}
         #: Monotonic time of each session recording's start or its owner's last action.
         self._last_used: dict[str, float] = {}
-        self._idle_timeout = services.settings.recording_idle_timeout
+        self._idle_timeout = settings.recording_idle_timeout
         self._idle_watch: threading.Thread | None = None
         self._closing = threading.Event()
         #: The final state of each client's last stopped recording, for ``stop_recording`` twice.
@@ -90,17 +100,15 @@ class RecordingRegistry:
         self._start_lock = threading.Lock()
         self._teardowns: list[threading.Thread] = []
         self._after_tasks: set[asyncio.Task[None]] = set()
-        #: The server's call path, for replay_trajectory (set once the server exists).
-        self.runner: ToolRunner | None = None
         #: Signs every turn written, and checks the turns replay_trajectory runs.
-        self.signer = TurnSigner.from_settings(services.settings)
+        self.signer = TurnSigner.from_settings(settings)
 
     # ---- starting and stopping (blocking: call from a worker thread) ------------------------------
 
     def _video_source(self) -> VideoSource | None:
         if not self.display:
             return None
-        screen = self.services.desktop.screen_bounds()
+        screen = self.observer.desktop.screen_bounds()
         return VideoSource(self.display, screen.width, screen.height)
 
     def _check_free(self, output_dir: Path, replacing: Recording | None) -> None:
@@ -244,19 +252,23 @@ class RecordingRegistry:
             await asyncio.wait(pending)
 
     async def begin(
-        self, call: CallInfo, tool: str, arguments: dict[str, Any], refused: ErrorInfo | None
+        self, call: CallInfo, spec: AnyTool, arguments: dict[str, Any], refused: ErrorInfo | None
     ) -> PendingTurn | None:
         # No action may change the screen while the previous one's "after" is being captured.
         await self.settle()
         self.touch(call.client_id)
-        if tool not in RECORDED_TOOLS:
+        if not spec.recorded:
             return None
         recordings = self._recordings_for(call.client_id)
         if not recordings:
             return None
         started = time.perf_counter()
-        before = None if refused is not None else await capture_moment(self.services, self.a11y, call.target)
-        return PendingTurn(recordings, tool, dict(arguments), before, time.perf_counter() - started)
+        before = None
+        if refused is None:
+            target = call.target
+            observation = self.observer.observe(target.windows if target is not None else None)
+            before = await capture_moment(observation, self.a11y, target)
+        return PendingTurn(recordings, spec.name, dict(arguments), before, time.perf_counter() - started)
 
     async def end(
         self,
@@ -280,7 +292,7 @@ class RecordingRegistry:
 
     async def _capture_after(self, token: PendingTurn, call: CallInfo, action: dict[str, Any]) -> None:
         try:
-            after = await capture_moment(self.services, self.a11y, call.target)
+            after = await capture_moment(self.observer.observe(), self.a11y, call.target)
         except Exception:  # the task has no caller to report to
             log.exception("capturing the state after %s failed", token.tool)
             return
@@ -328,15 +340,10 @@ class RecordingRegistry:
 
 
 def registry_of(services: Services) -> RecordingRegistry:
-    """The server's recorder (it is one of the action observers)."""
-    for observer in services.observers:
-        if isinstance(observer, RecordingRegistry):
-            return observer
-    raise DeskrigError(ErrorCode.RECORDING_ERROR, "this server has no recorder")
-
-
-def close_recordings(services: Services) -> None:
-    """Finalise every recording of a server (its turn folders and mp4s), if it has a recorder."""
-    for observer in services.observers:
-        if isinstance(observer, RecordingRegistry):
-            observer.close()
+    """The server's recorder. :class:`~deskrig.services.Services` sits below this package, so it holds
+    the recorder by its interface (:class:`~deskrig.services.Recorder`); the type is narrowed here,
+    in one place."""
+    recorder = services.recorder
+    if not isinstance(recorder, RecordingRegistry):
+        raise DeskrigError(ErrorCode.RECORDING_ERROR, "this server has no recorder")
+    return recorder

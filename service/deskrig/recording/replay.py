@@ -19,32 +19,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-import mcp_types as types
 from pydantic import BaseModel, Field, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode, invalid_argument, tool_error
 from deskrig.model import ElementSummary
 from deskrig.recording.signing import SIGNATURE_FILE, TurnFileError, TurnSigner, read_turn_file, recorded_mac
-from deskrig.recording.turns import RECORDED_TOOLS, turn_name, turn_numbers
+from deskrig.recording.turns import turn_name, turn_numbers
 
 if TYPE_CHECKING:
-    from deskrig.services import CallInfo, Services, ToolSpec
-
-
-class ToolRunner(Protocol):
-    """The server, as replay sees it: its tools and its one call path."""
-
-    tools: dict[str, ToolSpec]  # type: ignore[type-arg]
-
-    async def call(
-        self,
-        spec: ToolSpec,  # type: ignore[type-arg]
-        arguments: dict[str, Any],
-        call: CallInfo,
-    ) -> types.CallToolResult: ...
+    from deskrig.services import CallInfo, CallPath, Services
 
 
 class RecordedAction(BaseModel):
@@ -174,7 +160,7 @@ async def retarget(
 
 async def replay(
     services: Services,
-    runner: ToolRunner,
+    runner: CallPath,
     call: CallInfo,
     folder: Path,
     *,
@@ -191,7 +177,7 @@ async def replay(
         turn, action, tool = recorded.name, recorded.action, recorded.action.tool
         verified = recorded.unverified is None
         spec = runner.tools.get(tool)
-        if spec is None or tool not in RECORDED_TOOLS:
+        if spec is None or not spec.recorded:
             reason = "not an action tool of this server"
             steps.append(ReplayStep(turn=turn, tool=tool, status="skipped", verified=verified, reason=reason))
             continue

@@ -38,21 +38,6 @@ from deskrig import imaging
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
-#: The action tools whose calls become turns (the recording contract's list).
-RECORDED_TOOLS = frozenset(
-    {
-        "click",
-        "double_click",
-        "right_click",
-        "drag",
-        "move_cursor",
-        "scroll",
-        "type_text",
-        "press_key",
-        "hotkey",
-        "set_value",
-    }
-)
 #: Tools that get a click.png.
 CLICK_TOOLS = frozenset({"click", "double_click", "right_click"})
 
@@ -109,16 +94,17 @@ def not_applicable(classification: str) -> Evidence:
 
 
 @dataclass
-class Frame:
-    """A screenshot taken for a turn; ``evidence.region`` is where ``image`` lies on the screen."""
+class TurnImage:
+    """A screenshot taken for a turn (before.png, after.png); ``evidence.region`` is where ``image``
+    lies on the screen."""
 
     image: Image.Image | None
     evidence: Evidence
 
 
 @dataclass
-class AppState:
-    """An accessibility snapshot taken for a turn, as JSON-ready data."""
+class TurnTree:
+    """The target app's accessibility snapshot taken for a turn (before_state.json ...), as JSON-ready data."""
 
     data: dict[str, Any] | None
     evidence: Evidence
@@ -128,8 +114,8 @@ class AppState:
 class Moment:
     """The target as it was at one instant: screenshot and accessibility state."""
 
-    frame: Frame
-    state: AppState
+    screenshot: TurnImage
+    tree: TurnTree
 
 
 def turn_name(number: int) -> str:
@@ -187,13 +173,13 @@ class TurnRecord:
             evidence = {name: not_applicable("refused_before_target") for name in ARTIFACTS}
         else:
             for name, moment in zip(STATE_FILES, (self.before, self.after), strict=True):
-                evidence[name] = moment.state.evidence
-                if moment.state.data is not None:
-                    files[name] = _json(moment.state.data)
+                evidence[name] = moment.tree.evidence
+                if moment.tree.data is not None:
+                    files[name] = _json(moment.tree.data)
             for name, moment in zip(FRAME_FILES, (self.before, self.after), strict=True):
-                evidence[name] = moment.frame.evidence
-                if moment.frame.image is not None:
-                    files[name] = imaging.encode(moment.frame.image, "png")
+                evidence[name] = moment.screenshot.evidence
+                if moment.screenshot.image is not None:
+                    files[name] = imaging.encode(moment.screenshot.image, "png")
             for alias, source in ALIASES.items():
                 evidence[alias] = evidence[source]
                 if source in files:
@@ -205,18 +191,18 @@ class TurnRecord:
 
     def _click_marker(self, files: dict[str, bytes]) -> Evidence:
         assert self.before is not None
-        frame = self.before.frame
+        shot = self.before.screenshot
         if self.tool not in CLICK_TOOLS:
             return not_applicable("not_a_click")
-        if frame.image is None or frame.evidence.region is None:
-            return frame.evidence
+        if shot.image is None or shot.evidence.region is None:
+            return shot.evidence
         if self.click_point is None:
             return unavailable("no_click_point")
-        region = frame.evidence.region
+        region = shot.evidence.region
         marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
-        marked = imaging.draw_click_marker(frame.image, marker.x, marker.y)
+        marked = imaging.draw_click_marker(shot.image, marker.x, marker.y)
         files["click.png"] = imaging.encode(marked, "png")
-        return captured(source=frame.evidence.source, region=region, marker=marker)
+        return captured(source=shot.evidence.source, region=region, marker=marker)
 
 
 def _entry(turn: str, name: str, data: bytes) -> FileEntry:

@@ -15,11 +15,13 @@ stops when its request is cancelled or closed (``deskrig.tools.input``).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import AsyncExitStack
+from typing import Any, Protocol
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from deskrig.desktop import Desktop
 from deskrig.recording.registry import RecordingRegistry
 from deskrig.services import client_of
 
@@ -28,11 +30,33 @@ log = logging.getLogger(__name__)
 _WATCHED = "deskrig.recording.watched"
 
 
+class Connection(Protocol):
+    """What deskrig uses of the SDK's connection object."""
+
+    protocol_version: str
+    #: Per-connection scratch space.
+    state: dict[str, Any]
+    #: Unwound when the connection closes.
+    exit_stack: AsyncExitStack
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
+    """The MCP connection a request came in on, or None.
+
+    The one use of a private attribute of the MCP SDK in deskrig: mcp 2.x offers no public way to
+    run code when a connection closes, and its connection (with the ``exit_stack`` it unwinds then,
+    and a per-connection ``state``) is private to the session object. A future SDK without it gets
+    None: recordings then still end with stop_recording, their idle timeout and the server.
+    """
+    return getattr(ctx.session, "_connection", None)
+
+
 class DisconnectWatch:
     """Ends a client's recording and stops its input when its connection closes."""
 
-    def __init__(self, registry: RecordingRegistry) -> None:
+    def __init__(self, registry: RecordingRegistry, desktop: Desktop) -> None:
         self.registry = registry
+        self.desktop = desktop
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call":
@@ -40,9 +64,7 @@ class DisconnectWatch:
         return await call_next(ctx)
 
     def _watch(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        # The SDK keeps the connection private to the session object; without it (a future SDK),
-        # recordings still end with stop_recording and the server.
-        connection = getattr(ctx.session, "_connection", None)
+        connection = connection_of(ctx)
         if connection is None:
             log.debug("no connection on the request context: client disconnects are not watched")
             return
@@ -51,4 +73,4 @@ class DisconnectWatch:
         connection.state[_WATCHED] = True
         client_id = client_of(ctx).key
         connection.exit_stack.push_async_callback(self.registry.client_closed, client_id)
-        connection.exit_stack.callback(self.registry.services.desktop.cancel_input, client_id)
+        connection.exit_stack.callback(self.desktop.cancel_input, client_id)

@@ -171,5 +171,6 @@ TOOLS: list[AnyTool] = [
         set_value,
         read_only=False,
         resolve=resolve_set_value,
+        recorded=True,
     ),
 ]

@@ -302,6 +302,7 @@ TOOLS: list[AnyTool] = [
         LaunchResult,
         launch_app,
         read_only=False,
+        recorded=False,
     ),
     ToolSpec(
         "kill_app",
@@ -310,6 +311,7 @@ TOOLS: list[AnyTool] = [
         KillResult,
         kill_app,
         read_only=False,
+        recorded=False,
     ),
     ToolSpec(
         "focus_window",
@@ -318,6 +320,7 @@ TOOLS: list[AnyTool] = [
         ActionResult,
         focus_window,
         read_only=False,
+        recorded=False,
     ),
     ToolSpec(
         "wait_for",

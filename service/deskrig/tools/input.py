@@ -400,7 +400,7 @@ async def hotkey(services: Services, call: CallInfo, args: HotkeyInput) -> ToolR
 
 
 def _action(name: str, description: str, model: type[BaseModel], handler: object, resolve: object) -> AnyTool:
-    return ToolSpec(name, description, model, ActionResult, handler, read_only=False, resolve=resolve)  # type: ignore[arg-type]
+    return ToolSpec(name, description, model, ActionResult, handler, read_only=False, resolve=resolve, recorded=True)  # type: ignore[arg-type]
 
 
 TOOLS: list[AnyTool] = [

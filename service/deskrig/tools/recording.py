@@ -73,12 +73,12 @@ async def get_recording_state(services: Services, call: CallInfo, args: NoArgume
 
 async def replay_trajectory(services: Services, call: CallInfo, args: ReplayInput) -> ToolResult:
     registry = registry_of(services)
-    if registry.runner is None:
+    if call.via is None:
         raise DeskrigError(ErrorCode.RECORDING_ERROR, "replay needs the MCP server's call path")
     folder = services.security.paths.resolve(args.dir)
     report: ReplayReport = await replay(
         services,
-        registry.runner,
+        call.via,
         call,
         folder,
         signer=registry.signer,
@@ -106,6 +106,7 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         RecordingState,
         start_recording,
         read_only=False,
+        recorded=False,
     ),
     ToolSpec(
         "stop_recording",
@@ -115,6 +116,7 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         StopRecordingResult,
         stop_recording,
         read_only=False,
+        recorded=False,
     ),
     ToolSpec(
         "get_recording_state",
@@ -136,5 +138,6 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         ReplayReport,
         replay_trajectory,
         read_only=False,
+        recorded=False,
     ),
 ]

@@ -74,12 +74,14 @@ def check_on_screen(services: Services, x: int, y: int) -> Bounds:
 
 def _point_target(services: Services, x: int, y: int) -> ActionTarget:
     check_on_screen(services, x, y)
-    window = window_at(services.desktop.windows(), x, y)
+    windows = services.desktop.windows()
+    window = window_at(windows, x, y)
     return ActionTarget(
         pid=window.pid if window else None,
         window_id=window.id if window else None,
         window_title=window.title if window else None,
         point=Point(x=x, y=y),
+        windows=windows,
     )
 
 
@@ -88,10 +90,11 @@ async def point_target(services: Services, x: int, y: int) -> ActionTarget:
 
 
 def _focus_target(services: Services) -> ActionTarget:
-    window = focused_window(services.desktop.windows())
+    windows = services.desktop.windows()
+    window = focused_window(windows)
     if window is None:
-        return ActionTarget()
-    return ActionTarget(pid=window.pid, window_id=window.id, window_title=window.title)
+        return ActionTarget(windows=windows)
+    return ActionTarget(pid=window.pid, window_id=window.id, window_title=window.title, windows=windows)
 
 
 async def focus_target(services: Services) -> ActionTarget:
@@ -172,10 +175,12 @@ async def element_target(
     pid, element = await resolve_element(services, target)
     point = None
     window = None
+    windows = None
     if need_point:
         screen = await anyio.to_thread.run_sync(services.desktop.screen_bounds)
         point = visible_center(element, screen)
-        window = window_at(await anyio.to_thread.run_sync(services.desktop.windows), point.x, point.y)
+        windows = await anyio.to_thread.run_sync(services.desktop.windows)
+        window = window_at(windows, point.x, point.y)
     return (
         ActionTarget(
             pid=pid,
@@ -183,6 +188,7 @@ async def element_target(
             window_title=window.title if window else None,
             point=point,
             element=summarize(element, target.snapshot_id),
+            windows=windows,
         ),
         element,
     )

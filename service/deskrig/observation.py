@@ -1,0 +1,103 @@
+"""Observing the desktop: its windows, and its pixels as a client may see them.
+
+The one path from the desktop to what a screenshot tool returns or a recording keeps. An
+:class:`Observation` is the desktop at one instant: it lists the windows at most once (or takes
+the list an action's target resolver already made) and every image read from it has what a client
+may not see removed in one place, :meth:`Observation.redact`: blocked windows blacked out (and,
+later, PII masked). The recorder reads the accessibility half of its observations beside it
+(``deskrig.recording.moments``), withheld for a blocked target window by the same rule
+(:meth:`Observation.is_blocked`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PIL import Image
+
+from deskrig import imaging
+from deskrig.desktop import Desktop
+from deskrig.model import Bounds, WindowInfo
+from deskrig.security import WindowBlocklist
+
+
+@dataclass(frozen=True)
+class Pixels:
+    """An image of part of the screen, as a client may see it."""
+
+    image: Image.Image
+    #: Where ``image`` lies on the screen.
+    region: Bounds
+    #: Blocked windows blacked out in it.
+    masked_windows: int = 0
+
+
+class Observation:
+    """The desktop at one instant. Blocking (X calls): use it from one worker thread."""
+
+    def __init__(
+        self, desktop: Desktop, blocklist: WindowBlocklist, windows: list[WindowInfo] | None = None
+    ) -> None:
+        self.desktop = desktop
+        self.blocklist = blocklist
+        self._windows = windows
+
+    @property
+    def windows(self) -> list[WindowInfo]:
+        """Every window, top-most first, blocked ones included; listed on first use only."""
+        if self._windows is None:
+            self._windows = self.desktop.windows()
+        return self._windows
+
+    def window(self, window_id: int) -> WindowInfo | None:
+        return next((w for w in self.windows if w.id == window_id), None)
+
+    def is_blocked(self, title: str | None) -> bool:
+        return title is not None and self.blocklist.is_blocked(title)
+
+    def redact(self, image: Image.Image, region: Bounds) -> Pixels:
+        """``image`` of ``region`` with what a client may not see removed: every blocked window
+        (its frame, whatever lies above it) blacked out. The one place to add PII masking."""
+        if not self.blocklist.active:
+            return Pixels(image, region)
+        blocked = [w.frame_bounds or w.bounds for w in self.blocklist.blocked(self.windows)]
+        overlapping = [b for b in blocked if b.intersection(region) is not None]
+        if overlapping:
+            image = imaging.black_out(image, overlapping, origin=(region.x, region.y))
+        return Pixels(image, region, len(overlapping))
+
+    def screen(self, region: Bounds | None = None) -> Pixels:
+        """``region`` of the screen (default: all of it), redacted."""
+        region = region if region is not None else self.desktop.screen_bounds()
+        return self.redact(self.desktop.capture(region), region)
+
+    def window_pixels(self, window: WindowInfo, include_frame: bool = False) -> Pixels:
+        """A window's own pixels, whole, from the compositor's copy (what lies above it is not in
+        them). Callers refuse a blocked window rather than showing it black."""
+        image = self.desktop.capture_window(window.id, include_frame)
+        region = window.frame_bounds if include_frame and window.frame_bounds else window.bounds
+        return Pixels(image, Bounds(x=region.x, y=region.y, width=image.width, height=image.height))
+
+    def window_as_seen(self, window: WindowInfo) -> Pixels:
+        """The window as it shows: an unobscured window is cut from the screen (a shared-memory
+        grab of a few ms; only its on-screen part, which is what was seen); a covered one is read
+        from the compositor's copy of it, whole (tens of ms). Nothing above it shows in either."""
+        above = [w for w in self.windows if w.z_order < window.z_order and not w.minimized]
+        covered = any((w.frame_bounds or w.bounds).intersection(window.bounds) for w in above)
+        visible = self.desktop.screen_bounds().intersection(window.bounds)
+        if not covered and visible is not None:
+            return Pixels(self.desktop.capture(visible), visible)
+        return self.window_pixels(window)
+
+
+class Observer:
+    """Hands out observations of one desktop under one security policy."""
+
+    def __init__(self, desktop: Desktop, blocklist: WindowBlocklist) -> None:
+        self.desktop = desktop
+        self.blocklist = blocklist
+
+    def observe(self, windows: list[WindowInfo] | None = None) -> Observation:
+        """A new observation; ``windows``: a window list just taken (by an action's target
+        resolver), so the desktop is not listed again for the same instant."""
+        return Observation(self.desktop, self.blocklist, windows)

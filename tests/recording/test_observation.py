@@ -1,0 +1,161 @@
+"""The recorder's observations, through a server in this process on a real rig: how often a
+recorded action looks at the desktop, and that its images are redacted like every screenshot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from PIL import Image
+from tests.polling import poll
+from tests.recording.conftest import load_json
+from tests.server.rigproc import color_app, read_events
+
+from deskrig.a11y.access import A11yAccess
+from deskrig.config import load_settings
+from deskrig.desktop import Desktop, open_desktop
+from deskrig.errors import DeskrigError
+from deskrig.identity import ClientRef
+from deskrig.model import Bounds
+from deskrig.recording.registry import RecordingRegistry, registry_of
+from deskrig.rig import Rig, RigOptions
+from deskrig.server import DeskrigServer
+from deskrig.services import CallInfo
+from deskrig.serving import build_server
+
+TITLE = "Observed Green"
+GREEN = (0x20, 0xC0, 0x40)
+CLIENT = "observation-test"
+
+
+@dataclass
+class AppRig:
+    rig: Rig
+    desktop: Desktop
+    window: Bounds
+    tmp: Path
+
+    def server(self, blocked: list[str] | None = None) -> DeskrigServer:
+        security = {"allowed_directories": [str(self.tmp)], "blocked_window_patterns": blocked or []}
+        return build_server(
+            self.desktop,
+            load_settings(env={}, overrides={"security": security}),
+            session_bus=self.rig.env["DBUS_SESSION_BUS_ADDRESS"],
+            display=self.rig.display,
+        )
+
+    def bare_point(self) -> tuple[int, int]:
+        """A point on the root window, far from the app."""
+        screen = self.desktop.screen_bounds()
+        x, y = screen.right - 20, screen.bottom - 20
+        assert not self.window.contains(x, y)
+        return x, y
+
+
+def tree_readable(session_bus: str, pid: int | None) -> bool:
+    """Whether the app's accessibility tree can be read yet (it joins the bus after it maps)."""
+
+    async def read() -> bool:
+        access = A11yAccess(session_bus)
+        try:
+            await (await access.client()).snapshot(pid or 0)
+        except DeskrigError:
+            return False
+        finally:
+            await access.close()
+        return True
+
+    return anyio.run(read)
+
+
+@pytest.fixture(scope="module")
+def app_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppRig]:
+    tmp = tmp_path_factory.mktemp("observation")
+    log = tmp / "green.log"
+    app = color_app(TITLE, "#{:02x}{:02x}{:02x}".format(*GREEN), log, size="300x200", pos="100,120")
+    with Rig(RigOptions(app=app)) as rig, open_desktop("x11", rig.display) as desktop:
+        poll("the app to paint", lambda: read_events(log, "ready"))
+        window = next(w for w in desktop.windows() if w.title == TITLE)
+        poll(
+            "the app's accessibility tree",
+            lambda: tree_readable(rig.env["DBUS_SESSION_BUS_ADDRESS"], window.pid),
+        )
+        yield AppRig(rig, desktop, window.bounds, tmp)
+
+
+@dataclass
+class Looks:
+    """How often the desktop's windows were listed and the recorder read an accessibility tree."""
+
+    windows: int = 0
+    trees: int = 0
+
+
+async def record_one(
+    app_rig: AppRig, server: DeskrigServer, out: Path, tool: str, arguments: dict[str, Any], looks: Looks
+) -> Path:
+    """Record one call of ``tool`` into ``out`` while counting every look at the desktop."""
+    registry: RecordingRegistry = registry_of(server.services)
+    await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
+    assert registry.a11y is not None
+    client = await registry.a11y.client()
+    desktop = app_rig.desktop
+    list_windows, snapshot = desktop.windows, client.snapshot
+
+    def counted_windows() -> Any:
+        looks.windows += 1
+        return list_windows()
+
+    async def counted_snapshot(*args: Any, **kwargs: Any) -> Any:
+        looks.trees += 1
+        return await snapshot(*args, **kwargs)
+
+    desktop.windows = counted_windows  # type: ignore[method-assign]
+    client.snapshot = counted_snapshot  # type: ignore[method-assign]
+    try:
+        result = await server.call(server.tools[tool], arguments, CallInfo(ClientRef(CLIENT)))
+        assert not result.is_error, result.structured_content
+        await registry.settle()
+    finally:
+        del desktop.windows, client.snapshot
+    state = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
+    assert state.turns == 1 and state.last_error is None, state
+    await registry.a11y.close()
+    registry.close()
+    return out / "turn-00001"
+
+
+def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp_path: Path) -> None:
+    """The resolver's window list is the "before" one; the "after" lists once; one tree each."""
+    looks = Looks()
+    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    server = app_rig.server()
+    turn = anyio.run(record_one, app_rig, server, tmp_path / "rec", "click", inside, looks)
+    assert (looks.windows, looks.trees) == (2, 2)
+    evidence = load_json(turn / "evidence.json")
+    assert evidence["before.png"]["source"] == evidence["after.png"]["source"] == "window"
+    assert evidence["before_state.json"]["status"] == evidence["after_state.json"]["status"] == "captured"
+
+
+def test_blocked_window_is_blacked_out_in_recorded_images(app_rig: AppRig, tmp_path: Path) -> None:
+    """A click on the bare screen while the app's window is blocked: both full-screen images of
+    the turn show the window black, and the desktop was still looked at once before, once after."""
+    unredacted = app_rig.desktop.capture(app_rig.window)
+    assert unredacted.getpixel((10, 10))[:3] == GREEN  # what the blackout must hide
+    looks = Looks()
+    x, y = app_rig.bare_point()
+    server = app_rig.server(blocked=[f"^{TITLE}$"])
+    turn = anyio.run(record_one, app_rig, server, tmp_path / "rec", "click", {"x": x, "y": y}, looks)
+    evidence = load_json(turn / "evidence.json")
+    window = app_rig.window
+    for name in ("before.png", "after.png"):
+        with Image.open(turn / name) as image:
+            pixels = image.convert("RGB").crop((window.x, window.y, window.right, window.bottom))
+            assert pixels.getcolors() == [(window.width * window.height, (0, 0, 0))], name
+        facts = evidence[name]
+        assert facts["source"] == "screen" and facts.get("masked_windows") == 1, facts
+    assert looks.windows == 2  # the blackout used the lists taken anyway
