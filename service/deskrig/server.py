@@ -77,7 +77,10 @@ class DeskrigServer:
         )
 
     @staticmethod
+    @functools.cache
     def _describe(spec: AnyTool) -> types.Tool:
+        """The tool as tools/list shows it. Pydantic takes ~20 ms a tool to build the JSON schemas,
+        which depend on the (frozen) spec alone: built once per process, however many servers."""
         return types.Tool(
             name=spec.name,
             title=spec.title,

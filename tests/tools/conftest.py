@@ -9,7 +9,6 @@ handshake). Every test here runs with no DISPLAY, so none of them can reach an X
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from deskrig.config import SecurityPolicy, Settings
 from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.errors import tool_error
 from deskrig.model import Bounds
-from deskrig.recording.registry import close_recordings
 from deskrig.server import DeskrigServer
 from deskrig.serving import build_server
 
@@ -58,16 +56,6 @@ def no_display(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing here may need an X server or a compositor."""
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def tool_descriptions_built_once() -> Iterator[None]:
-    """Each test builds its own server, and pydantic takes ~20 ms a tool to build the JSON schemas
-    a server lists (over half a second a server). They depend on the tool spec alone, so here they
-    are built once per spec and shared; tests/server/test_schemas.py checks them."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(DeskrigServer, "_describe", staticmethod(functools.cache(DeskrigServer._describe)))
-        yield
 
 
 @pytest.fixture
@@ -111,6 +99,7 @@ def rig(world: ScriptedDesktop, tmp_path: Path) -> Iterator[RigFactory]:
 
     yield connect
     for server in servers:
-        close_recordings(server.services)
+        if server.services.recorder is not None:
+            server.services.recorder.close()
         server.services.desktop.close()
         server.services.security.close()
