@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from deskrig.cli import FLAG_ENV, SETTINGS_FLAGS, build_parser, prepare
+from deskrig.cli import build_parser
+from deskrig.cli_flags import FLAG_ENV, SETTINGS_FLAGS, prepare
 from deskrig.errors import ConfigError
 
 COMMANDS = {"serve": ["serve"], "rig run": ["rig", "run"]}
