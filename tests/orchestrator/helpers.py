@@ -12,7 +12,8 @@ import anyio.abc
 import docker
 
 from deskrig.client import connect
-from deskrig.orchestrator.runtime import LABEL_MANAGED, LABEL_ORCHESTRATOR, LABEL_SESSION
+from deskrig.orchestrator.reaper import host_id
+from deskrig.orchestrator.runtime import LABEL_MANAGED, LABEL_ORCHESTRATOR, LABEL_SESSION, rig_labels
 
 T = TypeVar("T")
 
@@ -27,6 +28,24 @@ async def eventually(what: str, check: Callable[[], T | None], timeout: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
         await anyio.sleep(0.05)
+
+
+def labels_of(
+    owner: str,
+    session: str,
+    *,
+    lease: Path | None = None,
+    host: str | None = None,
+    expires_at: float | None = None,
+) -> dict[str, str]:
+    """A rig's labels as ``owner``'s orchestrator writes them (no lease file unless one is given)."""
+    return rig_labels(
+        orchestrator_id=owner,
+        session_id=session,
+        expires_at=expires_at,
+        host=host or host_id(),
+        lease=lease or Path("/nonexistent/lease.lock"),
+    )
 
 
 def containers(client: docker.DockerClient, **labels: str) -> list[Any]:
