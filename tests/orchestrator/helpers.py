@@ -13,7 +13,7 @@ import docker
 
 from deskrig.client import connect
 from deskrig.orchestrator.reaper import host_id
-from deskrig.orchestrator.runtime import LABEL_MANAGED, LABEL_ORCHESTRATOR, LABEL_SESSION, rig_labels
+from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, LABEL_SESSION, managed_labels, rig_labels
 
 T = TypeVar("T")
 
@@ -51,7 +51,8 @@ def labels_of(
 def containers(client: docker.DockerClient, **labels: str) -> list[Any]:
     """Containers (running or not) carrying the given deskrig labels: orchestrator=, session=."""
     names = {"orchestrator": LABEL_ORCHESTRATOR, "session": LABEL_SESSION}
-    filters = [f"{LABEL_MANAGED}=1"] + [f"{names[key]}={value}" for key, value in labels.items()]
+    wanted = {**managed_labels(), **{names[key]: value for key, value in labels.items()}}
+    filters = [f"{key}={value}" for key, value in wanted.items()]
     return client.containers.list(all=True, filters={"label": filters})
 
 
