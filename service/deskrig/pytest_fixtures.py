@@ -20,7 +20,7 @@ import pytest
 if TYPE_CHECKING:
     from mcp import Client
 
-    from deskrig.orchestrator.core import BlockingOrchestrator
+    from deskrig.orchestrator.blocking import BlockingOrchestrator
     from deskrig.orchestrator.models import SessionInfo, SessionSpec
 
 SCOPES = ("function", "session")
@@ -179,7 +179,7 @@ def _failed(node: pytest.Item) -> bool:
 @pytest.fixture(scope="session")
 def deskrig_orchestrator(pytestconfig: pytest.Config) -> Iterator[RigPool]:
     """The pytest session's orchestrator and its rigs (stopped at the end)."""
-    from deskrig.orchestrator.core import BlockingOrchestrator
+    from deskrig.orchestrator.blocking import BlockingOrchestrator
     from deskrig.orchestrator.models import OrchestratorConfig
 
     options = PluginOptions.from_config(pytestconfig)

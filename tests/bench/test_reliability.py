@@ -15,11 +15,13 @@ import anyio
 import pytest
 
 from deskrig.bench.reliability import ReliabilityReport
+from deskrig.bench.reliability_calls import call_all
 from deskrig.bench.reliability_faults import run_fault
 from deskrig.bench.reliability_fuzz import generate, narrowed
 from deskrig.bench.reliability_load import run_load
+from deskrig.bench.reliability_outcomes import Outcome, Tally
 from deskrig.bench.reliability_probes import run_probes
-from deskrig.bench.reliability_rig import BenchRig, Outcome, Tally, call_all
+from deskrig.bench.reliability_rig import BenchRig
 from deskrig.client import connect
 from deskrig.tools import tools_for_profile
 

@@ -12,7 +12,8 @@ import anyio.abc
 import docker
 
 from deskrig.client import connect
-from deskrig.orchestrator.runtime import LABEL_MANAGED, LABEL_ORCHESTRATOR, LABEL_SESSION
+from deskrig.orchestrator.reaper import host_id
+from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, LABEL_SESSION, managed_labels, rig_labels
 
 T = TypeVar("T")
 
@@ -29,10 +30,29 @@ async def eventually(what: str, check: Callable[[], T | None], timeout: float = 
         await anyio.sleep(0.05)
 
 
+def labels_of(
+    owner: str,
+    session: str,
+    *,
+    lease: Path | None = None,
+    host: str | None = None,
+    expires_at: float | None = None,
+) -> dict[str, str]:
+    """A rig's labels as ``owner``'s orchestrator writes them (no lease file unless one is given)."""
+    return rig_labels(
+        orchestrator_id=owner,
+        session_id=session,
+        expires_at=expires_at,
+        host=host or host_id(),
+        lease=lease or Path("/nonexistent/lease.lock"),
+    )
+
+
 def containers(client: docker.DockerClient, **labels: str) -> list[Any]:
     """Containers (running or not) carrying the given deskrig labels: orchestrator=, session=."""
     names = {"orchestrator": LABEL_ORCHESTRATOR, "session": LABEL_SESSION}
-    filters = [f"{LABEL_MANAGED}=1"] + [f"{names[key]}={value}" for key, value in labels.items()]
+    wanted = {**managed_labels(), **{names[key]: value for key, value in labels.items()}}
+    filters = [f"{key}={value}" for key, value in wanted.items()]
     return client.containers.list(all=True, filters={"label": filters})
 
 

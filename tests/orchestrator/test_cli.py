@@ -15,7 +15,7 @@ import pytest
 from deskrig.cli import build_parser
 from deskrig.cli_errors import cli_error_line
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.orchestrator.cli import EnvFlag, apply_environment
+from deskrig.orchestrator.cli_flags import EnvFlag, apply_environment
 from deskrig.orchestrator.models import SessionInfo, SessionSpec, SessionState
 from deskrig.orchestrator.service import ServiceState
 from deskrig.tools import ALL_TOOLS

@@ -8,13 +8,12 @@ test_sessions.py, test_capacity.py and test_service.py.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
-from tests.orchestrator.helpers import eventually
+from tests.orchestrator.helpers import eventually, labels_of
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.core import Orchestrator
@@ -25,7 +24,6 @@ from deskrig.orchestrator.runtime import (
     LABEL_EXPIRES,
     LABEL_ORCHESTRATOR,
     LABEL_SESSION,
-    rig_labels,
 )
 from deskrig.orchestrator.state import Journal, JournalEntry, write_session_record
 
@@ -179,33 +177,21 @@ async def test_recent_activity_keeps_a_session_past_its_idle_timeout(
         assert orch.get(info.id).state is SessionState.READY
 
 
-def _labels(
-    owner: str, session: str, *, lease: Path | None = None, host: str | None = None
-) -> dict[str, str]:
-    return rig_labels(
-        orchestrator_id=owner,
-        session_id=session,
-        expires_at=None,
-        host=host or socket.gethostname(),
-        lease=lease or Path("/nonexistent/lease.lock"),
-    )
-
-
 async def test_reaper_removes_orphans_by_label_only(tmp_path: Path, runtime: MemoryRuntime) -> None:
     live_lease = Lease(tmp_path, "alive")
     live_lease.acquire()
     try:
         kept = [
-            runtime.seed(_labels("me", "live")),
-            runtime.seed(_labels("alive", "theirs", lease=live_lease.path)),
-            runtime.seed(_labels("elsewhere", "remote", host="another-host")),
+            runtime.seed(labels_of("me", "live")),
+            runtime.seed(labels_of("alive", "theirs", lease=live_lease.path)),
+            runtime.seed(labels_of("elsewhere", "remote", host="another-host")),
             runtime.seed({LABEL_ORCHESTRATOR: "me", LABEL_SESSION: "unmanaged"}),
             runtime.seed({}),
         ]
         orphans = [
-            runtime.seed(_labels("me", "finished")),
-            runtime.seed(_labels("dead", "abandoned")),
-            runtime.seed({**_labels("alive", "late", lease=live_lease.path), LABEL_EXPIRES: "1"}),
+            runtime.seed(labels_of("me", "finished")),
+            runtime.seed(labels_of("dead", "abandoned")),
+            runtime.seed({**labels_of("alive", "late", lease=live_lease.path), LABEL_EXPIRES: "1"}),
         ]
         reaped = await Reaper(runtime, "me", lambda: {"live"}).sweep()
     finally:
@@ -221,7 +207,7 @@ async def _dead_orchestrators_session(config: OrchestratorConfig, runtime: Memor
     directory = config.artifacts_root / "sdead"
     directory.mkdir(parents=True)
     lease = Lease(config.state_dir, dead)
-    handle = runtime.seed(_labels(dead, "sdead", lease=lease.path), token="dead-token")
+    handle = runtime.seed(labels_of(dead, "sdead", lease=lease.path), token="dead-token")
     journal.record(JournalEntry(session_id="sdead", artifacts_dir=str(directory), token="dead-token"))
     write_session_record(
         SessionInfo(

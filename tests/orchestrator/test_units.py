@@ -13,20 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.orchestrator.helpers import labels_of
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.orchestrator.core import Slots
 from deskrig.orchestrator.mirror import FeedError, _safe_relative
-from deskrig.orchestrator.reaper import Lease, Reaper, host_id
-from deskrig.orchestrator.runtime import (
-    LABEL_EXPIRES,
-    LABEL_HOST,
-    LABEL_LEASE,
-    LABEL_ORCHESTRATOR,
-    LABEL_SESSION,
-    RigHandle,
-    RigStatus,
-)
+from deskrig.orchestrator.reaper import Lease, Reaper
+from deskrig.orchestrator.runtime import ContainerState, RigHandle
+from deskrig.orchestrator.slots import Slots
 from deskrig.orchestrator.waits import AllOf, HttpStatus, Running, wait_for
 
 
@@ -75,22 +68,16 @@ def test_reaper_verdicts_follow_labels(tmp_path: Path) -> None:
         now = time.time()
 
         def handle(
-            owner: str, session: str, expires: float = 0, host: str = host_id(), lease: str = ""
+            owner: str, session: str, expires: float = 0, host: str | None = None, lease: Path | None = None
         ) -> RigHandle:
-            labels = {
-                LABEL_ORCHESTRATOR: owner,
-                LABEL_SESSION: session,
-                LABEL_EXPIRES: str(int(expires)),
-                LABEL_HOST: host,
-                LABEL_LEASE: lease,
-            }
+            labels = labels_of(owner, session, expires_at=expires, host=host, lease=lease)
             return RigHandle(id=session, name=session, endpoint="", labels=labels)
 
-        my_lease = str(mine.path)
+        my_lease = mine.path
         assert reaper.verdict(handle("o-me", "s-live", lease=my_lease), now) is None
         assert "no live session" in (reaper.verdict(handle("o-me", "s-old", lease=my_lease), now) or "")
         assert "expired" in (reaper.verdict(handle("o-me", "s-live", expires=now - 3600), now) or "")
-        gone = str(tmp_path / "leases" / "o-dead.lock")
+        gone = tmp_path / "leases" / "o-dead.lock"
         assert "o-dead is gone" in (reaper.verdict(handle("o-dead", "s-x", lease=gone), now) or "")
         # Another orchestrator on this host that is alive, and one elsewhere: not ours to judge.
         assert reaper.verdict(handle("o-other", "s-y", lease=my_lease), now) is None
@@ -133,8 +120,8 @@ class _Target:
         self.http = http
         self.running = running
 
-    async def status(self) -> RigStatus:
-        return RigStatus(
+    async def status(self) -> ContainerState:
+        return ContainerState(
             self.running, "running" if self.running else "exited with code 1", None if self.running else 1
         )
 

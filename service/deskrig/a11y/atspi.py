@@ -4,8 +4,8 @@ Pure-Python asyncio D-Bus (dbus-fast), so it works from any virtual environment;
 PyGObject. The client needs only the address of the desktop's D-Bus session bus, where the
 AT-SPI bus launcher (``org.a11y.Bus``) tells it where the accessibility bus is.
 
-Every method translates D-Bus failures into :class:`~deskrig.errors.DeskrigError` here, at the
-boundary: a missing process is APP_NOT_RUNNING, a process with no accessible application is
+Every method translates D-Bus failures into :class:`~deskrig.errors.DeskrigError` at this
+boundary (with :func:`~deskrig.a11y.failures.translate_failures`): a missing process is APP_NOT_RUNNING, a process with no accessible application is
 A11Y_UNAVAILABLE, a vanished object is ELEMENT_NOT_FOUND (stale).
 """
 
@@ -15,10 +15,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from dbus_fast import Variant
@@ -36,13 +34,10 @@ from deskrig.a11y.connection import (
     close_bus,
     open_bus,
 )
-from deskrig.a11y.fetch import (
-    VALUE_PROPERTIES,
-    describe_many,
-    fetch_nodes,
-    fetch_tree,
-    read_properties,
-)
+from deskrig.a11y.describe import VALUE_PROPERTIES, describe_many
+from deskrig.a11y.failures import invalid_argument, require_running, translate_failures
+from deskrig.a11y.fetch import fetch_tree
+from deskrig.a11y.nodes import fetch_nodes, read_properties
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
@@ -146,7 +141,7 @@ class AccessibilityClient:
         return AppRef(bus_name=bus_name, pid=int(pid_reply[0]), name=str(name_reply[0].value))
 
     async def _app_for_pid(self, pid: int) -> AppConnection:
-        _require_running(pid)
+        require_running(pid)
         for app in list(self._apps.values()):
             if app.pid == pid:
                 if app.alive:
@@ -209,9 +204,9 @@ class AccessibilityClient:
         ``include_offscreen_items`` (which can mean thousands of round trips).
         """
         if max_depth is not None and max_depth < 0:
-            raise _invalid("max_depth", max_depth, "max_depth must be 0 or more")
+            raise invalid_argument("max_depth", max_depth, "max_depth must be 0 or more")
         if max_elements is not None and max_elements < 1:
-            raise _invalid("max_elements", max_elements, "max_elements must be at least 1")
+            raise invalid_argument("max_elements", max_elements, "max_elements must be at least 1")
         started = time.perf_counter()
         async with self._guard(f"reading the accessibility tree of pid {pid}", pid=pid):
             app = await self._app_for_pid(pid)
@@ -318,7 +313,7 @@ class AccessibilityClient:
             props = await read_properties(app, ref.path, c.VALUE, VALUE_PROPERTIES)
             low, high = props["MinimumValue"], props["MaximumValue"]
             if not low <= value <= high:
-                raise _invalid(
+                raise invalid_argument(
                     "value", value, f"value {value:g} is outside the element's range {low:g}..{high:g}"
                 )
             await app.call(
@@ -327,48 +322,10 @@ class AccessibilityClient:
 
     # ---- error translation -------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _guard(
+    def _guard(
         self, doing: str, *, pid: int | None = None, ref: ElementRef | None = None
-    ) -> AsyncIterator[None]:
-        """Bound the time and turn D-Bus failures into DeskrigErrors, in this one place."""
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                yield
-        except TimeoutError as exc:
-            raise DeskrigError(
-                ErrorCode.A11Y_UNAVAILABLE,
-                f"{doing}: no answer within {self._timeout_s:g} s (the app may be busy or hung)",
-                details={"pid": pid, "element": ref._asdict() if ref else None},
-                remediation="Retry once the app is idle; use coordinates from a screenshot meanwhile.",
-            ) from exc
-        except Disconnected as exc:
-            raise _gone(doing, pid, ref, str(exc)) from exc
-        except CallFailed as exc:
-            if exc.peer_gone:
-                raise _gone(doing, pid, ref, str(exc)) from exc
-            if ref is not None and exc.object_gone:
-                raise DeskrigError(
-                    ErrorCode.ELEMENT_NOT_FOUND,
-                    f"{doing}: the element no longer exists in the app (stale: the UI changed since "
-                    "the snapshot was taken)",
-                    details={"element": ref._asdict(), "reason": "stale"},
-                ) from exc
-            if ref is not None and exc.error_name.endswith(
-                ("UnknownMethod", "UnknownInterface", "InvalidArgs")
-            ):
-                raise DeskrigError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"{doing}: the element does not support this ({exc.text or exc.error_name})",
-                    details={"element": ref._asdict(), "dbus_error": exc.error_name},
-                    remediation="Check the element's role and actions in get_app_state; use "
-                    "coordinate input for elements without the needed interface.",
-                ) from exc
-            raise DeskrigError(
-                ErrorCode.INTERNAL_ERROR,
-                f"{doing}: AT-SPI call failed: {exc}",
-                details={"dbus_error": exc.error_name},
-            ) from exc
+    ) -> AbstractAsyncContextManager[None]:
+        return translate_failures(doing, self._timeout_s, pid=pid, ref=ref)
 
     async def _daemon(
         self, destination: str, path: str, interface: str, member: str, signature: str = "", body: Any = ()
@@ -392,31 +349,3 @@ def _pick_action(names: list[tuple[str, str]], wanted: str) -> int | None:
     if found is None and wanted in ACTIVATE_ALIASES:
         found = next((i for i, both in enumerate(folded) if both & set(ACTIVATE_ALIASES)), None)
     return found
-
-
-def _require_running(pid: int) -> None:
-    """APP_NOT_RUNNING unless ``pid`` is a live (not zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        state = None
-    else:
-        state = stat.rsplit(")", 1)[1].split()[0]
-    if state is None or state in ("Z", "X"):
-        raise DeskrigError(
-            ErrorCode.APP_NOT_RUNNING,
-            f"no running process with pid {pid}" + (" (it has exited)" if state else ""),
-            details={"pid": pid},
-        )
-
-
-def _gone(doing: str, pid: int | None, ref: ElementRef | None, why: str) -> DeskrigError:
-    return DeskrigError(
-        ErrorCode.APP_NOT_RUNNING,
-        f"{doing}: the application went away ({why})",
-        details={"pid": pid, "element": ref._asdict() if ref else None},
-    )
-
-
-def _invalid(argument: str, value: object, message: str) -> DeskrigError:
-    return DeskrigError(ErrorCode.INVALID_ARGUMENT, message, details={"argument": argument, "value": value})

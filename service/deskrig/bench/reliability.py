@@ -26,8 +26,8 @@ from pydantic import BaseModel
 from deskrig.bench.reliability_faults import VICTIMS, FaultReport, print_faults, run_faults
 from deskrig.bench.reliability_fuzz import FuzzReport, print_fuzz, run_fuzz
 from deskrig.bench.reliability_load import LoadReport, print_load, run_load
+from deskrig.bench.reliability_outcomes import write
 from deskrig.bench.reliability_probes import ProbeResult, print_probes, run_probes
-from deskrig.bench.reliability_rig import write
 from deskrig.imaging import save_file
 from deskrig.signals import handling_signals
 

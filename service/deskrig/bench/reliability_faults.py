@@ -15,18 +15,9 @@ import time
 import anyio
 from pydantic import BaseModel, Field
 
-from deskrig.bench.reliability_rig import (
-    GTK_APP,
-    BenchRig,
-    Outcome,
-    Tally,
-    call_fresh,
-    call_once,
-    format_counts,
-    leaf_exception,
-    table,
-    write,
-)
+from deskrig.bench.reliability_calls import call_fresh, call_once, leaf_exception
+from deskrig.bench.reliability_outcomes import Outcome, Tally, format_counts, table, write
+from deskrig.bench.reliability_rig import GTK_APP, BenchRig
 from deskrig.client import connect
 
 #: Every process of a rig, by the name /readyz lists it under, plus the server (the runner itself).

@@ -22,17 +22,9 @@ import anyio
 from mcp import Client
 from pydantic import BaseModel, Field
 
-from deskrig.bench.reliability_rig import (
-    GTK_APP,
-    TALLY_HEADER,
-    BenchRig,
-    Outcome,
-    Tally,
-    call_all,
-    table,
-    tally_row,
-    write,
-)
+from deskrig.bench.reliability_calls import call_all
+from deskrig.bench.reliability_outcomes import TALLY_HEADER, Outcome, Tally, table, tally_row, write
+from deskrig.bench.reliability_rig import GTK_APP, BenchRig
 from deskrig.client import connect
 
 #: Upper bounds on durations, by property name wherever it appears (``$defs`` included), so that

@@ -15,17 +15,9 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from deskrig.bench.reliability_rig import (
-    GTK_APP,
-    TALLY_HEADER,
-    BenchRig,
-    Outcome,
-    Tally,
-    call_all,
-    table,
-    tally_row,
-    write,
-)
+from deskrig.bench.reliability_calls import call_all
+from deskrig.bench.reliability_outcomes import TALLY_HEADER, Outcome, Tally, table, tally_row, write
+from deskrig.bench.reliability_rig import GTK_APP, BenchRig
 from deskrig.bench.stats import Timing
 from deskrig.client import connect
 

@@ -17,7 +17,9 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from deskrig.bench.reliability_rig import INITIALIZE, BenchRig, call_fresh, table, write
+from deskrig.bench.reliability_calls import call_fresh
+from deskrig.bench.reliability_outcomes import table, write
+from deskrig.bench.reliability_rig import INITIALIZE, BenchRig
 
 INITIALIZE_BODY = json.dumps(INITIALIZE).encode()
 SLOW_CLIENTS = 5
@@ -302,7 +304,9 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 def run_probes(timeout: float, slow_wait: float, body_mib: int) -> list[ProbeResult]:
     # The rig's header deadline is half the probes' wait, so a closed stalled connection is seen.
     header_timeout = str(max(1.0, slow_wait / 2))
-    rig = BenchRig(app=["xterm"], extra=["--tool-profile", "all", "--no-a11y", "--header-timeout", header_timeout])
+    rig = BenchRig(
+        app=["xterm"], extra=["--tool-profile", "all", "--no-a11y", "--header-timeout", header_timeout]
+    )
     try:
         rig.start()
         results = _http_probes(rig, body_mib, slow_wait)

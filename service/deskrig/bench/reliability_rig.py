@@ -1,5 +1,7 @@
-"""What every part of the reliability suite shares: a real rig in a subprocess, one timed tool call
-classified as the client saw it, and the tally of those outcomes.
+"""What every part of the reliability suite runs against: a real rig in a subprocess.
+
+Calls against it are made and classified in ``reliability_calls``, and tallied and reported in
+``reliability_outcomes``.
 
 A :class:`BenchRig` is ``deskrig rig run --http 127.0.0.1:PORT`` in its own session, with a private
 ``HOME`` (its allowed directory) and a private ``TMPDIR`` (so the ``deskrig-*`` dirs it leaves behind
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import random
 import shutil
@@ -22,26 +23,15 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import anyio
-from mcp import Client
-from mcp.shared.exceptions import MCPError
-from mcp.types import TextContent
-from pydantic import BaseModel, Field
-
-from deskrig.client import connect
 from deskrig.procs import ProcEntry, process_family, read_proc
 
 #: The rig's app for fuzz, load and faults: a GTK app with a large accessibility tree.
 GTK_APP = ["gtk3-widget-factory"]
 READY_TIMEOUT = 60.0
-
-OutcomeKind = Literal["ok", "error", "hang", "protocol"]
 
 #: A raw JSON-RPC ``initialize`` request, for speaking HTTP to a rig without an MCP client.
 INITIALIZE: dict[str, Any] = {
@@ -151,7 +141,7 @@ class BenchRig:
             with urllib.request.urlopen(request, timeout=5) as response:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as exc:  # 503 while not ready; its body says why
-            body = _json_or_none(exc.read().decode(errors="replace"))
+            body = json_or_none(exc.read().decode(errors="replace"))
             return exc.code, body if isinstance(body, dict) else {}
         except (OSError, ValueError):
             return None
@@ -237,221 +227,11 @@ def describe_process(pid: int) -> str:
         return str(pid)
 
 
-class Outcome(BaseModel):
-    """One tool call as its client saw it."""
-
-    tool: str
-    kind: OutcomeKind
-    #: The error code for ``error``; the exception's name or JSON-RPC code for ``protocol``.
-    code: str | None = None
-    ms: float
-    #: For errors: whether the result matched the tool's outputSchema (a strict client checks).
-    schema_valid: bool | None = None
-
-
-def error_code(structured: Any, text: str | None) -> str:
-    """The error code of a failed result, wherever the tool's error shape keeps it."""
-    for body in (structured, _json_or_none(text)):
-        if isinstance(body, dict):
-            error = body.get("error")
-            if isinstance(error, dict) and isinstance(error.get("code"), str):
-                return str(error["code"])
-            if isinstance(body.get("code"), str):
-                return str(body["code"])
-    return "(no code)"
-
-
-def _json_or_none(text: str | None) -> Any:
+def json_or_none(text: str | None) -> Any:
+    """``text`` parsed as JSON, or None when it is missing or is not JSON."""
     if text is None:
         return None
     try:
         return json.loads(text)
     except ValueError:
         return None
-
-
-async def call_once(
-    client: Client, tool: str, arguments: dict[str, Any], timeout: float, output_schemas: dict[str, Any]
-) -> Outcome:
-    """Call ``tool``; a call unanswered after ``timeout`` seconds is a hang."""
-    started = time.perf_counter()
-
-    def done(kind: OutcomeKind, code: str | None = None, schema_valid: bool | None = None) -> Outcome:
-        ms = (time.perf_counter() - started) * 1000
-        return Outcome(tool=tool, kind=kind, code=code, ms=ms, schema_valid=schema_valid)
-
-    try:
-        with anyio.fail_after(timeout):
-            result = await client.call_tool(tool, arguments)
-    except TimeoutError:
-        return done("hang")
-    except MCPError as exc:
-        return done("protocol", f"JSON-RPC {exc.code}")
-    except RuntimeError as exc:
-        # The client checks a result's structured content against the tool's outputSchema.
-        off_schema = str(exc).startswith("Invalid structured content")
-        return done("protocol", "result off outputSchema" if off_schema else type(exc).__name__)
-    except Exception as exc:  # whatever else the client library raised: transport, decoding
-        return done("protocol", type(exc).__name__)
-    if not result.is_error:
-        return done("ok")
-    text = next((block.text for block in result.content if isinstance(block, TextContent)), None)
-    schema = output_schemas.get(tool)
-    # An error result without structured content carries its error in text: nothing to check.
-    structured = result.structured_content
-    valid = None if schema is None or structured is None else _matches(structured, schema)
-    return done("error", error_code(result.structured_content, text), valid)
-
-
-async def call_all(
-    rig: BenchRig,
-    calls: list[tuple[str, dict[str, Any]]],
-    timeout: float,
-    record: Callable[[int, Outcome], None],
-    deadline: float = math.inf,
-) -> int:
-    """Make ``calls`` in order over one connection, passing each outcome to ``record`` with its
-    index, until the ``time.monotonic()`` deadline; returns how many calls were left unmade.
-
-    When the session breaks under a call (the server dropped the connection), that call is a
-    protocol error and the rest go over a new connection: one broken session is a figure, not the
-    end of the run."""
-    done = 0
-
-    def more() -> bool:
-        return done < len(calls) and time.monotonic() < deadline
-
-    while more():
-        started = time.perf_counter()
-        try:
-            async with connect(rig.url, rig.token) as client:
-                schemas = await output_schemas(client)
-                while more():
-                    tool, arguments = calls[done]
-                    started = time.perf_counter()
-                    outcome = await call_once(client, tool, arguments, timeout, schemas)
-                    record(done, outcome)
-                    done += 1
-        except Exception as exc:
-            if done == len(calls):
-                break  # the client library failed closing a session whose calls were all answered
-            ms = (time.perf_counter() - started) * 1000
-            code = f"connection: {leaf_exception(exc)}"
-            record(done, Outcome(tool=calls[done][0], kind="protocol", code=code, ms=ms))
-            done += 1
-    return len(calls) - done
-
-
-async def call_fresh(rig: BenchRig, tool: str, arguments: dict[str, Any], timeout: float) -> Outcome:
-    """Call ``tool`` over a new connection; a connection that fails is a protocol outcome."""
-    started = time.perf_counter()
-    try:
-        with anyio.fail_after(timeout):
-            async with connect(rig.url, rig.token) as client:
-                return await call_once(client, tool, arguments, timeout, {})
-    except TimeoutError:
-        kind: OutcomeKind = "hang"
-        code = None
-    except Exception as exc:  # connecting failed, or the session broke under the call
-        kind, code = "protocol", f"connection: {leaf_exception(exc)}"
-    return Outcome(tool=tool, kind=kind, code=code, ms=(time.perf_counter() - started) * 1000)
-
-
-def leaf_exception(exc: BaseException) -> str:
-    """The name of the first exception inside (nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return type(exc).__name__
-
-
-def _matches(instance: Any, schema: dict[str, Any]) -> bool:
-    from jsonschema import Draft202012Validator
-
-    return bool(Draft202012Validator(schema).is_valid(instance))
-
-
-async def output_schemas(client: Client) -> dict[str, Any]:
-    listed = await client.list_tools()
-    return {tool.name: tool.output_schema for tool in listed.tools if tool.output_schema}
-
-
-class Tally(BaseModel):
-    """Counts of outcomes: the figures every call-making part reports."""
-
-    calls: int = 0
-    ok: int = 0
-    errors_by_code: dict[str, int] = Field(default_factory=dict)
-    hangs: int = 0
-    protocol_errors: dict[str, int] = Field(default_factory=dict)
-    #: Error results that do not match the tool's outputSchema (a strict client drops them).
-    errors_off_schema: int = 0
-
-    @property
-    def internal_errors(self) -> int:
-        return self.errors_by_code.get("INTERNAL_ERROR", 0)
-
-    @property
-    def failures(self) -> int:
-        """Outcomes that are defects whatever the input: internal errors, hangs, protocol errors."""
-        return self.internal_errors + self.hangs + sum(self.protocol_errors.values())
-
-    def add(self, outcome: Outcome) -> None:
-        self.calls += 1
-        if outcome.kind == "ok":
-            self.ok += 1
-        elif outcome.kind == "hang":
-            self.hangs += 1
-        elif outcome.kind == "error":
-            _bump(self.errors_by_code, outcome.code or "(no code)")
-            self.errors_off_schema += outcome.schema_valid is False
-        else:
-            _bump(self.protocol_errors, outcome.code or "?")
-
-    def merge(self, other: Tally) -> None:
-        self.calls += other.calls
-        self.ok += other.ok
-        self.hangs += other.hangs
-        self.errors_off_schema += other.errors_off_schema
-        for mine, theirs in (
-            (self.errors_by_code, other.errors_by_code),
-            (self.protocol_errors, other.protocol_errors),
-        ):
-            for key, count in theirs.items():
-                _bump(mine, key, count)
-
-
-def _bump(counts: dict[str, int], key: str, by: int = 1) -> None:
-    counts[key] = counts.get(key, 0) + by
-
-
-def format_counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{key} {n}" for key, n in Counter(counts).most_common()) or "-"
-
-
-def write(text: str) -> None:
-    """The suite's report on stdout (a benchmark's own output, not a server's)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
-def table(title: str, header: list[str], rows: list[list[str]], numeric_from: int = 1) -> None:
-    """A Markdown table; columns from ``numeric_from`` on are right-aligned."""
-    lines = [f"\n### {title}\n", "| " + " | ".join(header) + " |"]
-    lines.append("|" + "---|" * numeric_from + "---:|" * (len(header) - numeric_from))
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    write("\n".join(lines) + "\n")
-
-
-def tally_row(name: str, tally: Tally) -> list[str]:
-    return [
-        name,
-        str(tally.calls),
-        str(tally.ok),
-        format_counts(tally.errors_by_code),
-        str(tally.internal_errors),
-        str(tally.hangs),
-        format_counts(tally.protocol_errors),
-    ]
-
-
-TALLY_HEADER = ["", "calls", "ok", "errors by code", "INTERNAL_ERROR", "hangs", "protocol errors"]

@@ -14,13 +14,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from deskrig.orchestrator.core import BlockingOrchestrator, Orchestrator
+    from deskrig.orchestrator.blocking import BlockingOrchestrator
+    from deskrig.orchestrator.core import Orchestrator
     from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, SessionState
     from deskrig.orchestrator.service import ServiceClient
 
 _EXPORTS = {
     "Orchestrator": "core",
-    "BlockingOrchestrator": "core",
+    "BlockingOrchestrator": "blocking",
     "OrchestratorConfig": "models",
     "SessionInfo": "models",
     "SessionSpec": "models",

@@ -16,112 +16,28 @@ crashed rig's session fails with the reason; what the mirror had copied stays.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import secrets
-import shlex
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 import anyio
 import httpx2
 from anyio.abc import TaskGroup
-from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
-from deskrig.orchestrator.models import (
-    RIG_RECORD_DIR,
-    OrchestratorConfig,
-    SessionInfo,
-    SessionSpec,
-    SessionState,
-)
-from deskrig.orchestrator.reaper import Lease, Reaper, host_id
+from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, SessionState
+from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.recovery import Recovery, save_log_and_remove
-from deskrig.orchestrator.rig_client import RigClient, mcp_url
-from deskrig.orchestrator.runtime import (
-    LABEL_ORCHESTRATOR,
-    ArtifactStream,
-    RigHandle,
-    RigRequest,
-    Runtime,
-    rig_labels,
-)
+from deskrig.orchestrator.rig_client import READYZ, mcp_url
+from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, Runtime
+from deskrig.orchestrator.session import Session, finalize, rig_request, watch
+from deskrig.orchestrator.slots import Slots
 from deskrig.orchestrator.state import Journal, JournalEntry, write_session_record
 
 log = logging.getLogger("deskrig.orchestrator")
-
-#: The feed must have been quiet this long after finalize before the container goes.
-SETTLE_QUIET = 0.5
-LOG_TAIL = 30
-#: How long a running session outlives an engine that does not answer.
-ENGINE_GRACE = 30.0
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
-
-
-class Slots:
-    """FIFO admission: at most ``capacity`` holders; waiters get slots in arrival order."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._holders: set[str] = set()
-        self._queue: deque[tuple[str, anyio.Event]] = deque()
-
-    def position(self, key: str) -> int | None:
-        for index, (queued, _) in enumerate(self._queue):
-            if queued == key:
-                return index + 1
-        return None
-
-    def hold(self, key: str) -> None:
-        """Count ``key`` as a holder at once, even past capacity: its rig already runs."""
-        self._holders.add(key)
-
-    def request(self, key: str) -> anyio.Event:
-        """Join the line (at once, so the order is the order of requests); the event fires with a slot."""
-        granted = anyio.Event()
-        if len(self._holders) < self.capacity and not self._queue:
-            self._holders.add(key)
-            granted.set()
-        else:
-            self._queue.append((key, granted))
-        return granted
-
-    def release(self, key: str) -> None:
-        """Give up a slot or a place in line (either is fine; neither is a no-op)."""
-        self._holders.discard(key)
-        self._queue = deque(entry for entry in self._queue if entry[0] != key)
-        while self._queue and len(self._holders) < self.capacity:
-            next_key, granted = self._queue.popleft()
-            self._holders.add(next_key)
-            granted.set()
-
-
-@dataclass
-class _Session:
-    info: SessionInfo
-    token: str
-    slot: anyio.Event  # set once the session holds a slot
-    handle: RigHandle | None = None
-    mirror: ArtifactStream | None = None
-    stop_reason: str = "stopped by request"
-    start_scope: anyio.CancelScope | None = None
-    adopted: bool = False  # taken over from a dead orchestrator, already running
-    stop_requested: anyio.Event = field(default_factory=anyio.Event)
-    settled: anyio.Event = field(default_factory=anyio.Event)  # ready, or ended
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def dir(self) -> Path:
-        return Path(self.info.artifacts_dir)
-
-    def timeout(self, name: str, config: OrchestratorConfig) -> float:
-        value = getattr(self.info.spec, name)
-        return float(getattr(config, name) if value is None else value)
 
 
 class Orchestrator:
@@ -141,7 +57,7 @@ class Orchestrator:
 
             runtime = DockerRuntime(self.config)
         self.runtime = runtime
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, Session] = {}
         self._slots = Slots(self.config.max_sessions)
         self._starting = anyio.Semaphore(self.config.max_starting)
         self._lease = Lease(self.config.state_dir, self.id)
@@ -202,7 +118,7 @@ class Orchestrator:
             slot = anyio.Event()
             slot.set()
             self._slots.hold(info.id)
-            session = _Session(info=info, token=found.token, slot=slot, handle=handle, adopted=True)
+            session = Session(info=info, token=found.token, slot=slot, handle=handle, adopted=True)
             self._sessions[info.id] = session
             self._journal.record(
                 JournalEntry(session_id=info.id, artifacts_dir=info.artifacts_dir, token=found.token)
@@ -250,7 +166,7 @@ class Orchestrator:
             )
         except OSError as exc:
             raise file_system_error("write the session journal in", self._journal.dir, exc) from exc
-        session = _Session(info=info, token=token, slot=self._slots.request(session_id))
+        session = Session(info=info, token=token, slot=self._slots.request(session_id))
         self._sessions[session_id] = session
         with contextlib.suppress(OSError):
             self._save(session)
@@ -308,7 +224,7 @@ class Orchestrator:
             return ""
         return "".join(lines if tail is None else lines[-tail:] if tail else [])
 
-    def _session(self, session_id: str) -> _Session:
+    def _session(self, session_id: str) -> Session:
         try:
             return self._sessions[session_id]
         except KeyError:
@@ -320,7 +236,7 @@ class Orchestrator:
 
     # --- one session's life ------------------------------------------------------------------------
 
-    async def _lifecycle(self, session: _Session, body: Callable[[_Session], Awaitable[None]]) -> None:
+    async def _lifecycle(self, session: Session, body: Callable[[Session], Awaitable[None]]) -> None:
         try:
             await body(session)
         except DeskrigError as exc:
@@ -332,7 +248,7 @@ class Orchestrator:
             with anyio.CancelScope(shield=True):
                 await self._teardown(session)
 
-    async def _run(self, session: _Session) -> None:
+    async def _run(self, session: Session) -> None:
         info = session.info
         with anyio.CancelScope() as start_scope:  # stop() cancels it while queued or starting
             session.start_scope = start_scope
@@ -341,11 +257,14 @@ class Orchestrator:
             info.phase = "waiting for a start-up slot (max_starting)"
             async with self._starting:
                 info.phase = f"creating the rig from {info.spec.image} (pulling it if needed)"
-                session.handle = await self.runtime.create(self._request(session))
+                request = rig_request(
+                    session, self.config, orchestrator_id=self.id, lease=self._lease.path.resolve()
+                )
+                session.handle = await self.runtime.create(request)
                 info.container = session.handle.name
                 info.mcp_url = mcp_url(session.handle.endpoint)
                 info.token = session.token
-                info.phase = "waiting for the rig's /readyz (display, window manager, app)"
+                info.phase = f"waiting for the rig's {READYZ} (display, window manager, app)"
                 with contextlib.suppress(OSError):
                     self._save(session)  # names the container, should this orchestrator die now
                 await self.runtime.wait_ready(session.handle, session.timeout("ready_timeout", self.config))
@@ -354,11 +273,11 @@ class Orchestrator:
             return
         await self._serve(session)
 
-    async def _serve(self, session: _Session) -> None:
+    async def _serve(self, session: Session) -> None:
         """A running rig, from ready until it stops or crashes."""
         info = session.info
         handle = session.handle
-        assert handle is not None
+        assert handle is not None and self._http is not None
         info.state = SessionState.READY
         info.phase = None
         info.ready_at = info.ready_at or time.time()
@@ -374,10 +293,10 @@ class Orchestrator:
             if session.mirror is not None:
                 tg.start_soon(session.mirror.run)
             try:
-                await self._watch(session)
+                await watch(session, self.runtime, self.config, self._http)
                 info.state = SessionState.STOPPING
                 info.phase = "finalizing the recording"
-                await self._finalize(session)
+                await finalize(session, self.config, self._http)
             except DeskrigError as exc:
                 crash = exc
             finally:
@@ -386,7 +305,7 @@ class Orchestrator:
         if crash is not None:
             raise crash
 
-    async def _admit(self, session: _Session) -> None:
+    async def _admit(self, session: Session) -> None:
         """Wait for a slot, up to the queue timeout (0: fail at once when all are busy)."""
         if session.slot.is_set():
             return
@@ -406,115 +325,14 @@ class Orchestrator:
             },
         )
 
-    def _request(self, session: _Session) -> RigRequest:
-        spec = session.info.spec
-        bind = self.config.bind_address
-        hosts = [*_LOOPBACK_HOSTS, *([bind] if bind not in ("0.0.0.0", "::", "", *_LOOPBACK_HOSTS) else [])]
-        env = {
-            **spec.env,
-            "DESKRIG_TOKEN": session.token,
-            # Clients reach the rig on a published port, so its Host header is not the rig's own.
-            "DESKRIG_ALLOWED_HOSTS": ",".join([*hosts, *self.config.allowed_hosts]),
-            "DESKRIG_RECORD": RIG_RECORD_DIR if spec.record else "",
-        }
-        if spec.video:
-            env["DESKRIG_RECORD_VIDEO"] = "1"
-        if spec.size:
-            env["DESKRIG_SIZE"] = spec.size
-        max_duration = session.timeout("max_duration", self.config)
-        if max_duration:
-            session.info.expires_at = time.time() + max_duration
-        labels = rig_labels(
-            orchestrator_id=self.id,
-            session_id=session.info.id,
-            expires_at=session.info.expires_at,
-            host=host_id(),
-            lease=self._lease.path.resolve(),
-        )
-        command = shlex.split(spec.app) if spec.app else None
-        return RigRequest(session.info.id, spec.image, command, env, labels)
-
-    async def _watch(self, session: _Session) -> None:
-        """Return when the session should stop (its ``stop_reason`` says why); raise if the rig died."""
-        assert session.handle is not None
-        idle_timeout = session.timeout("idle_timeout", self.config)
-        engine_lost_at: float | None = None
-        while True:
-            with anyio.move_on_after(self.config.watch_interval):
-                await session.stop_requested.wait()
-            if session.stop_requested.is_set():
-                return
-            try:
-                status = await self.runtime.status(session.handle)
-                engine_lost_at = None
-            except DeskrigError as exc:  # a restarting engine is not a dead rig, for a while
-                engine_lost_at = engine_lost_at or time.monotonic()
-                if (
-                    exc.code is not ErrorCode.RUNTIME_UNAVAILABLE
-                    or time.monotonic() - engine_lost_at > ENGINE_GRACE
-                ):
-                    raise
-                log.warning("session %s: %s", session.info.id, exc.message)
-                continue
-            if not status.running:
-                logs = (await self.runtime.logs(session.handle, LOG_TAIL)).splitlines()
-                raise DeskrigError(
-                    ErrorCode.RIG_FAILED,
-                    f"the rig stopped unexpectedly: container {status.detail}",
-                    details={"exit_code": status.exit_code, "logs": logs[-LOG_TAIL:]},
-                )
-            now = time.time()
-            expires = session.info.expires_at
-            if expires and now >= expires:
-                session.stop_reason = (
-                    f"max duration reached ({session.timeout('max_duration', self.config):g} s)"
-                )
-                return
-            if idle_timeout:
-                idle = now - await self._last_activity(session)
-                if idle >= idle_timeout:
-                    session.stop_reason = (
-                        f"idle timeout: no MCP activity for {idle:.0f} s (limit {idle_timeout:g} s)"
-                    )
-                    return
-
-    async def _last_activity(self, session: _Session) -> float:
-        """When the rig last served an MCP request (its /status); ready time if it cannot say."""
-        assert session.handle is not None and self._http is not None
-        fallback = session.info.ready_at or session.info.created_at
-        last = await RigClient(self._http, session.handle.endpoint, session.token).last_activity()
-        return fallback if last is None else max(last, fallback)
-
-    async def _finalize(self, session: _Session) -> None:
-        """Close the recording (the mp4 is written) and let the mirror copy the last of it."""
-        mirror = session.mirror
-        if mirror is None or session.handle is None or self._http is None:
-            return
-        timeout = self.config.stop_timeout
-        with anyio.move_on_after(timeout):
-            try:
-                rig = RigClient(self._http, session.handle.endpoint, session.token)
-                response = await rig.finalize(timeout=timeout)
-                if response.status_code >= 400:
-                    mirror.report.errors.append(
-                        f"finalize: HTTP {response.status_code} {response.text[:200]}"
-                    )
-            except httpx2.HTTPError as exc:
-                mirror.report.errors.append(f"finalize: {type(exc).__name__}: {exc}")
-            settled = await mirror.settle(
-                quiet=SETTLE_QUIET, timeout=timeout, want_video=session.info.spec.video
-            )
-            if not settled:
-                mirror.report.errors.append(f"the feed did not settle within {timeout:g} s of finalize")
-
-    def _fail(self, session: _Session, exc: DeskrigError) -> None:
+    def _fail(self, session: Session, exc: DeskrigError) -> None:
         info = session.info
         info.state = SessionState.FAILED
         info.reason = exc.message
         info.error = exc.info()
         log.warning("session %s failed: %s", info.id, exc.message)
 
-    async def _teardown(self, session: _Session) -> None:
+    async def _teardown(self, session: Session) -> None:
         info = session.info
         if session.handle is not None:
             if info.state is not SessionState.FAILED:
@@ -542,57 +360,5 @@ class Orchestrator:
         session.settled.set()
         session.done.set()
 
-    def _save(self, session: _Session) -> None:
+    def _save(self, session: Session) -> None:
         write_session_record(self.get(session.info.id))
-
-
-class BlockingOrchestrator:
-    """The orchestrator for synchronous callers (pytest fixtures, scripts): its loop runs in a thread.
-
-    ``with BlockingOrchestrator(config) as orch: info = orch.start(SessionSpec(...))``
-    """
-
-    def __init__(self, config: OrchestratorConfig | None = None, runtime: Runtime | None = None) -> None:
-        self._orchestrator = Orchestrator(config, runtime)
-        self._stack = contextlib.ExitStack()
-        self._portal: BlockingPortal | None = None
-
-    @property
-    def id(self) -> str:
-        return self._orchestrator.id
-
-    @property
-    def config(self) -> OrchestratorConfig:
-        return self._orchestrator.config
-
-    def __enter__(self) -> BlockingOrchestrator:
-        with contextlib.ExitStack() as stack:
-            portal = stack.enter_context(start_blocking_portal())
-            stack.enter_context(portal.wrap_async_context_manager(self._orchestrator))
-            self._portal = portal
-            self._stack = stack.pop_all()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._portal = None
-        self._stack.close()
-
-    def _call(self) -> BlockingPortal:
-        if self._portal is None:
-            raise RuntimeError("use the BlockingOrchestrator as a context manager")
-        return self._portal
-
-    def start(self, spec: SessionSpec, *, wait: bool = True) -> SessionInfo:
-        return self._call().call(functools.partial(self._orchestrator.start, spec, wait=wait))
-
-    def wait(self, session_id: str) -> SessionInfo:
-        return self._call().call(self._orchestrator.wait, session_id)
-
-    def stop(self, session_id: str, reason: str = "stopped by request") -> SessionInfo:
-        return self._call().call(self._orchestrator.stop, session_id, reason)
-
-    def get(self, session_id: str) -> SessionInfo:
-        return self._call().call(self._orchestrator.get, session_id)
-
-    def list(self) -> list[SessionInfo]:
-        return self._call().call(self._orchestrator.list)

@@ -21,7 +21,7 @@ from docker.models.containers import Container
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, RIG_RECORD_DIR, OrchestratorConfig
-from deskrig.orchestrator.runtime import RigHandle, RigRequest, RigStatus
+from deskrig.orchestrator.runtime import ContainerState, RigHandle, RigRequest
 from deskrig.orchestrator.waits import wait_until_ready
 
 log = logging.getLogger("deskrig.orchestrator.docker")
@@ -154,19 +154,19 @@ class DockerRuntime:
     def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:
         return ArtifactMirror(handle.endpoint, token, dest)
 
-    async def status(self, handle: RigHandle) -> RigStatus:
+    async def status(self, handle: RigHandle) -> ContainerState:
         return await anyio.to_thread.run_sync(self._status, handle)
 
-    def _status(self, handle: RigHandle) -> RigStatus:
+    def _status(self, handle: RigHandle) -> ContainerState:
         try:
             container = self._container(handle)
         except NotFound:
-            return RigStatus(running=False, detail="gone (removed from outside)")
+            return ContainerState(running=False, detail="gone (removed from outside)")
         except _ENGINE_ERRORS as exc:
             raise _engine_down(exc) from exc
         state = container.attrs.get("State", {})
         if state.get("Running"):
-            return RigStatus(running=True, detail="running")
+            return ContainerState(running=True, detail="running")
         code = state.get("ExitCode")
         if state.get("OOMKilled"):
             detail = f"killed by the OOM killer (memory limit {self._config.mem_limit})"
@@ -176,7 +176,7 @@ class DockerRuntime:
             detail = str(state.get("Status", "not running"))
         if state.get("Error"):
             detail += f": {state['Error']}"
-        return RigStatus(running=False, detail=detail, exit_code=code)
+        return ContainerState(running=False, detail=detail, exit_code=code)
 
     async def logs(self, handle: RigHandle, tail: int | None = None) -> str:
         return await anyio.to_thread.run_sync(self._logs, handle, tail)

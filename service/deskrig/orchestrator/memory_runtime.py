@@ -29,7 +29,7 @@ from pathlib import Path
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.rig_client import EVENTS, FINALIZE, READYZ, STATUS
-from deskrig.orchestrator.runtime import LABEL_SESSION, RigHandle, RigRequest, RigStatus
+from deskrig.orchestrator.runtime import LABEL_SESSION, ContainerState, RigHandle, RigRequest
 from deskrig.orchestrator.waits import wait_until_ready
 
 
@@ -61,15 +61,15 @@ class MemoryRig:
     def age(self) -> float:
         return time.monotonic() - self.created
 
-    def status(self) -> RigStatus:
+    def status(self) -> ContainerState:
         script = self.script
         if script.vanish_after is not None and self.age() >= script.vanish_after:
-            return RigStatus(running=False, detail="gone (removed from outside)")
+            return ContainerState(running=False, detail="gone (removed from outside)")
         if script.exit_after is not None and self.age() >= script.exit_after:
-            return RigStatus(
+            return ContainerState(
                 running=False, detail=f"exited with code {script.exit_code}", exit_code=script.exit_code
             )
-        return RigStatus(running=True, detail="running")
+        return ContainerState(running=True, detail="running")
 
     def ready(self) -> bool:
         return self.status().running and self.age() >= self.script.ready_after
@@ -128,10 +128,10 @@ class MemoryRuntime:
     def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:
         return ArtifactMirror(handle.endpoint, token, dest)
 
-    async def status(self, handle: RigHandle) -> RigStatus:
+    async def status(self, handle: RigHandle) -> ContainerState:
         self._check_engine()
         rig = self.rigs.get(handle.id)
-        return rig.status() if rig is not None else RigStatus(running=False, detail="gone")
+        return rig.status() if rig is not None else ContainerState(running=False, detail="gone")
 
     async def logs(self, handle: RigHandle, tail: int | None = None) -> str:
         self._check_engine()

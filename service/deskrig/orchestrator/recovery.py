@@ -27,7 +27,7 @@ from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.files import write_atomic
 from deskrig.orchestrator.models import SessionInfo, SessionState
 from deskrig.orchestrator.reaper import Lease
-from deskrig.orchestrator.rig_client import RigClient
+from deskrig.orchestrator.rig_client import READYZ, RigClient
 from deskrig.orchestrator.runtime import LABEL_LEASE, RigHandle, Runtime, managed_labels
 from deskrig.orchestrator.state import (
     Journal,
@@ -122,9 +122,9 @@ class Recovery:
         try:
             response = await RigClient(self.http, handle.endpoint, token).readyz()
         except httpx2.HTTPError as exc:
-            return f"its rig did not answer /readyz ({type(exc).__name__})"
+            return f"its rig did not answer {READYZ} ({type(exc).__name__})"
         if response.status_code != 200:
-            return f"its rig answered /readyz with HTTP {response.status_code}"
+            return f"its rig answered {READYZ} with HTTP {response.status_code}"
         return None
 
     def _hold_lease(self, handle: RigHandle) -> bool:

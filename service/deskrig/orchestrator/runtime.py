@@ -66,8 +66,9 @@ class RigHandle:
 
 
 @dataclass(frozen=True)
-class RigStatus:
-    """Whether a rig still runs and, when not, how it ended."""
+class ContainerState:
+    """The runtime's view of a rig's container (or process): whether it still runs and, when not,
+    how it ended. Not the rig's own ``deskrig.rig.RigStatus`` (display, window manager, app)."""
 
     running: bool
     detail: str  # "running", "exited with code 137", "killed by the OOM killer", "gone"
@@ -112,7 +113,7 @@ class Runtime(Protocol):
         """A mirror of the rig's recording feed into ``dest`` (not started: the caller runs it)."""
         ...
 
-    async def status(self, handle: RigHandle) -> RigStatus: ...
+    async def status(self, handle: RigHandle) -> ContainerState: ...
 
     async def logs(self, handle: RigHandle, tail: int | None = None) -> str:
         """The rig's stdout and stderr ("" once it is gone)."""

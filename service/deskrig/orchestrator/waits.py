@@ -18,7 +18,7 @@ import httpx2
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.rig_client import READYZ
-from deskrig.orchestrator.runtime import RigHandle, RigStatus
+from deskrig.orchestrator.runtime import ContainerState, RigHandle
 
 #: Log lines attached to a wait's timeout error.
 LOG_TAIL = 30
@@ -48,7 +48,7 @@ class WaitTarget(Protocol):
     endpoint: str
     http: httpx2.AsyncClient
 
-    async def status(self) -> RigStatus: ...
+    async def status(self) -> ContainerState: ...
 
     async def logs(self, tail: int) -> str: ...
 
@@ -122,7 +122,7 @@ def rig_ready() -> WaitStrategy:
 class RigObserver(Protocol):
     """The part of a Runtime that the wait strategies use."""
 
-    async def status(self, handle: RigHandle) -> RigStatus: ...
+    async def status(self, handle: RigHandle) -> ContainerState: ...
 
     async def logs(self, handle: RigHandle, tail: int | None = None) -> str: ...
 
@@ -136,7 +136,7 @@ class _RigTarget:
         self.endpoint = handle.endpoint
         self.http = http
 
-    async def status(self) -> RigStatus:
+    async def status(self) -> ContainerState:
         return await self.runtime.status(self.handle)
 
     async def logs(self, tail: int) -> str:

@@ -10,7 +10,7 @@ from deskrig.capture import CaptureOptions, CaptureTarget
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Effect, without_nul
 from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
-from deskrig.tools.input import ActionOptions, action_result, poll_until
+from deskrig.tools.actions import ActionOptions, action_result, poll_until
 from deskrig.tools.targets import ElementTarget, a11y_of, element_target
 from deskrig.tools.windows import resolve_window
 

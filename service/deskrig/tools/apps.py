@@ -14,7 +14,7 @@ from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.launcher import process_alive, terminate
 from deskrig.model import ActionResult, ActionTarget, Bounds, CText, EnvName, WindowInfo
 from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
-from deskrig.tools.input import poll_until
+from deskrig.tools.actions import poll_until
 from deskrig.tools.targets import a11y_of, summarize
 from deskrig.tools.windows import resolve_window
 

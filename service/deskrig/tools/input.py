@@ -3,19 +3,17 @@ accessibility elements; every result says what was confirmed and how."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Literal
 
 import anyio
 from pydantic import BaseModel, Field, model_validator
 
 from deskrig.a11y import Element
-from deskrig.capture import CaptureOptions, CaptureTarget
-from deskrig.desktop.base import InputDevice, InputJob
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Effect, Point
-from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
+from deskrig.tools.actions import ActionOptions, action_result, poll_until
+from deskrig.tools.input_device import deliver, run_input
 from deskrig.tools.targets import (
     ElementTarget,
     a11y_of,
@@ -28,17 +26,8 @@ from deskrig.tools.targets import (
 Button = Literal["left", "right", "middle"]
 BUTTON = "Mouse button: left, right or middle"
 MODIFIERS = "Keys held down meanwhile, e.g. ['ctrl'] or ['shift', 'alt']"
-T = TypeVar("T")
-#: How often a long input call reports progress and checks that its client is still there.
-FOLLOW_INTERVAL_S = 0.25
 #: How long a typed text may take to show up in the app's accessibility tree.
 READ_BACK_TIMEOUT_S = 1.5
-
-
-class ActionOptions(BaseModel):
-    include_screenshot: bool = Field(
-        False, description="Attach a screenshot of the target window after the action"
-    )
 
 
 class PointerTargetInput(ActionOptions):
@@ -108,97 +97,6 @@ class PressKeyInput(ActionOptions):
 
 class HotkeyInput(ActionOptions):
     keys: list[str] = Field(description="Two or more keys pressed together, e.g. ['ctrl', 'a']")
-
-
-async def run_input(
-    services: Services,
-    call: CallInfo,
-    fn: Callable[[InputDevice, InputJob], T],
-    total: int | None = None,
-    unit: str = "steps",
-) -> T:
-    """Run ``fn`` with the input device in a worker thread, as ``call``'s client.
-
-    Waits at most ``input_lock_timeout`` for another call's input (then BUSY), stops typing
-    within a chunk of keys when the call is cancelled or its client goes away, and reports how
-    many of ``total`` ``unit`` are done when the client asked for progress.
-    """
-    job = InputJob(holder=call.client_id)
-    timeout = services.settings.input_lock_timeout
-
-    def work() -> T:
-        return services.desktop.with_input(lambda device: fn(device, job), job, timeout)
-
-    done: list[T] = []
-    failed: list[Exception] = []  # raised after the task group, which would wrap it in a group
-    async with anyio.create_task_group() as followers:
-        if call.progress is not None or call.disconnected is not None:
-            followers.start_soon(_follow, call, job, total, unit)
-        try:
-            # Not shielded: a cancelled call returns at once and its job stops within a chunk.
-            done.append(await anyio.to_thread.run_sync(work, abandon_on_cancel=True))
-        except anyio.get_cancelled_exc_class():
-            job.stop.set()
-            raise
-        except Exception as exc:
-            failed.append(exc)
-        finally:
-            followers.cancel_scope.cancel()
-    if failed:
-        raise failed[0]
-    return done[0]
-
-
-async def _follow(call: CallInfo, job: InputJob, total: int | None, unit: str) -> None:
-    """While ``job`` runs: report progress, and stop it when the client's request has gone."""
-    reported = 0
-    while True:
-        await anyio.sleep(FOLLOW_INTERVAL_S)
-        if call.disconnected is not None and await call.disconnected():
-            job.stop.set()
-            return
-        if call.progress is not None and job.done != reported:
-            reported = job.done
-            message = f"{reported} of {total} {unit}" if total is not None else f"{reported} {unit}"
-            await call.progress(float(reported), None if total is None else float(total), message)
-
-
-async def deliver(services: Services, call: CallInfo, fn: Callable[..., object], *args: object) -> None:
-    """Run one input call on the device in a worker thread (see :func:`run_input`)."""
-    await run_input(services, call, lambda device, job: fn(device, *args))
-
-
-async def after_screenshot(
-    services: Services, target: ActionTarget, wanted: bool
-) -> tuple[dict[str, object] | None, list[ImagePart]]:
-    if not wanted:
-        return None, []
-    windows = await anyio.to_thread.run_sync(services.desktop.windows)
-    window = next((w for w in windows if w.id == target.window_id), None)
-    if window is not None and not window.minimized:
-        capture = CaptureTarget(source="window", region=window.bounds, window=window)
-    else:
-        capture = CaptureTarget(
-            source="screen", region=await anyio.to_thread.run_sync(services.desktop.screen_bounds)
-        )
-    metadata, data = await anyio.to_thread.run_sync(services.capture.run, capture, CaptureOptions())
-    return metadata.model_dump(mode="json", exclude_none=True), [ImagePart(data, metadata.mime_type)]
-
-
-async def action_result(
-    services: Services,
-    call: CallInfo,
-    options: ActionOptions,
-    effect: Effect,
-    evidence: list[str],
-    **detail: object,
-) -> ToolResult:
-    target = call.target or ActionTarget()
-    shot, images = await after_screenshot(services, target, options.include_screenshot)
-    return ToolResult(
-        ActionResult(effect=effect, target=target, evidence=evidence, detail=dict(detail), screenshot=shot),
-        images=images,
-    )
 
 
 # -- resolvers: where each action lands, found before it runs ------------------------------------
@@ -332,18 +230,6 @@ async def _focused_text(services: Services, pid: int) -> Element | None:
     client = await a11y_of(services).client()
     element = await client.focused_element(pid)
     return element if element is not None and element.text is not None else None
-
-
-async def poll_until(
-    check: Callable[[], Awaitable[bool]], timeout_s: float, interval_s: float = 0.05
-) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if await check():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await anyio.sleep(interval_s)
 
 
 async def type_text(services: Services, call: CallInfo, args: TypeTextInput) -> ToolResult:

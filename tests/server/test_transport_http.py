@@ -1,0 +1,212 @@
+"""The HTTP transport: the token, Host checks, /readyz details, ports, slow and idle connections, and
+per-client rate limits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+from mcp import Client
+from tests.polling import poll
+from tests.server.conftest import GreenRig
+from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, free_port, http_status, read_until_closed
+
+from deskrig.errors import tool_error
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def test_http_requires_the_token(green_rig: GreenRig) -> None:
+    rig = green_rig.rig
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    for auth in [None, "Bearer wrong-token", "Basic dGVzdC10b2tlbg==", f"Bearer {rig.token}x"]:
+        sent = dict(headers, **({"authorization": auth} if auth else {}))
+        response = httpx.post(rig.url, json=body, headers=sent)
+        assert response.status_code == 401, auth
+        assert response.json()["error"]["code"] == "PERMISSION_DENIED"
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    assert httpx.get(f"{rig.base}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{rig.base}/readyz").json()
+    assert ready["ready"] and ready["checks"]["window_manager"] and ready["checks"]["app"]
+
+
+def test_foreign_host_header_is_refused(green_rig: GreenRig) -> None:
+    rig = green_rig.rig
+    response = httpx.get(f"{rig.base}/healthz", headers={"host": "evil.example:8765"})
+    assert response.status_code == 421
+    auth = {"authorization": f"Bearer {rig.token}", "host": "attacker.test"}
+    assert httpx.post(rig.url, json={}, headers=auth).status_code == 421
+    for host in ("evil.example:8765", "127.0.0.1.evil.example:9000", "localhostx:9000"):
+        assert (
+            httpx.post(
+                rig.url, json=INITIALIZE, headers={**MCP_HEADERS, **rig.auth, "host": host}
+            ).status_code
+            == 421
+        )
+
+
+def test_loopback_host_on_any_port_is_accepted(green_rig: GreenRig) -> None:
+    """As behind `docker run -p 127.0.0.1:9000:8765`: the client's port is not the bound one."""
+    rig = green_rig.rig
+    for host in ("127.0.0.1:9000", "localhost:1", "[::1]:9000", "localhost", f"127.0.0.1:{rig.port}"):
+        headers = {**MCP_HEADERS, **rig.auth, "host": host, "origin": f"http://{host}"}
+        assert httpx.post(rig.url, json=INITIALIZE, headers=headers).status_code == 200, host
+        assert httpx.get(f"{rig.base}/readyz", headers={"host": host}).status_code == 200, host
+
+
+def test_readyz_shows_details_only_with_the_token(green_rig: GreenRig) -> None:
+    rig = green_rig.rig
+    for auth in ({}, {"authorization": "Bearer wrong-token"}):
+        anonymous = httpx.get(f"{rig.base}/readyz", headers=auth)
+        assert anonymous.status_code == 200
+        assert anonymous.json() == {
+            "ready": True,
+            "checks": {"display": True, "app": True, "window_manager": True},
+        }
+    detailed = httpx.get(f"{rig.base}/readyz", headers=rig.auth).json()
+    assert detailed["ready"] is True and detailed["details"]["display"].startswith(":")
+    assert {"xvfb", "app"} <= set(detailed["details"]["pids"])
+
+
+def test_allowed_host_and_generated_token(tmp_path: Path) -> None:
+    # Neither --token nor --no-auth: the runner generates a token and says it on stderr.
+    port = free_port()
+    argv = [*DESKRIG, "rig", "run", "--http", f"127.0.0.1:{port}", "--allowed-host", "rig1", "--", "xterm"]
+    stderr = tmp_path / "stderr"
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("DESKRIG_TOKEN", None)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr.open("wb"), env=env)
+    try:
+        line = poll(
+            "generated token",
+            lambda: next((line for line in stderr.read_text().splitlines() if "token" in line), None),
+        )
+        token = line.rsplit(" ", 1)[-1]
+        poll("ready", lambda: http_status(f"http://127.0.0.1:{port}/readyz") == 200, timeout=30)
+        headers = {
+            "authorization": f"Bearer {token}",
+            "host": "rig1:8765",
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+        assert httpx.post(f"http://127.0.0.1:{port}/mcp", json=INITIALIZE, headers=headers).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_port_in_use_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    """Nothing starts (no Xvfb, no app) when the listen address is taken."""
+    started = tmp_path / "started"
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    xvfb = fake_bin / "Xvfb"  # records that it ran, then is the real Xvfb
+    xvfb.write_text(f'#!/bin/sh\ntouch {started}-xvfb\nexec {shutil.which("Xvfb")} "$@"\n')
+    xvfb.chmod(0o755)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        app = ["sh", "-c", f"touch {started}-app; sleep 60"]
+        result = subprocess.run(
+            [*DESKRIG, "rig", "run", "--http", f"127.0.0.1:{port}", "--token", "t", "--", *app],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "HOME": str(tmp_path)},
+        )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"deskrig: INVALID_ARGUMENT: cannot listen on 127.0.0.1:{port}: Address already in use"
+        " (another rig or server uses it; choose another port)."
+    ]
+    assert not list(tmp_path.glob("started-*"))
+
+
+def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
+    """Slowloris: partial request heads (sent at once, trickled, or after a keep-alive request)
+    and silent connections are closed after --header-timeout; other clients are served meanwhile."""
+    rig = RigProcess(app=["xterm"], extra=["--header-timeout", "1", "--no-a11y"]).start(tmp_path)
+    head = f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{rig.port}\r\n".encode()
+    try:
+        partial = [socket.create_connection(("127.0.0.1", rig.port)) for _ in range(5)]
+        for sock in partial:
+            sock.sendall(head)
+        silent = socket.create_connection(("127.0.0.1", rig.port))
+        trickle = socket.create_connection(("127.0.0.1", rig.port))
+        keep_alive = socket.create_connection(("127.0.0.1", rig.port))
+        assert _healthz_on(keep_alive, rig.port).startswith(b"HTTP/1.1 200")
+        keep_alive.sendall(head)  # the next request on the same connection stops half-way
+        started = time.monotonic()
+        for byte in head:  # one byte at a time, well inside the timeout each: still cut off
+            try:
+                trickle.send(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.1)
+        assert http_status(f"{rig.base}/healthz") == 200  # the server still serves others
+        for sock in [*partial, trickle, keep_alive]:
+            assert read_until_closed(sock, timeout=5).startswith(b"HTTP/1.1 408 "), sock
+        assert read_until_closed(silent, timeout=5) == b""
+        assert time.monotonic() - started < 8
+    finally:
+        rig.stop()
+
+
+def test_idle_connections_outlive_the_clients_keep_alive(green_rig: GreenRig) -> None:
+    """The server keeps an idle connection open longer than httpx (the MCP SDK's client) does (5 s):
+    with equal timeouts, a loaded server closed connections as clients reused them (ReadError)."""
+    rig = green_rig.rig
+    with socket.create_connection(("127.0.0.1", rig.port)) as sock:
+        assert _healthz_on(sock, rig.port).startswith(b"HTTP/1.1 200")
+        time.sleep(6)
+        assert _healthz_on(sock, rig.port).startswith(b"HTTP/1.1 200")
+
+
+def _healthz_on(sock: socket.socket, port: int) -> bytes:
+    """GET /healthz on an open keep-alive connection; the whole response, or what came before EOF."""
+    sock.sendall(f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\r\n".encode())
+    sock.settimeout(5)
+    response = b""
+    while not response.endswith(b'{"status":"ok"}') and (chunk := sock.recv(4096)):
+        response += chunk
+    return response
+
+
+def test_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*DESKRIG, "rig", "run", "--http", "0.0.0.0:8765", "--no-auth", "--", "xterm"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode != 0
+    assert "--no-auth is only allowed on a loopback address" in result.stderr
+    assert result.stdout == ""
+
+
+def test_rate_limit_per_client(tmp_path: Path) -> None:
+    rig = RigProcess(app=["xterm"], extra=["--max-captures-per-minute", "3"]).start(tmp_path)
+    try:
+
+        async def burst(client: Client) -> list[object]:
+            args = {"x": 0, "y": 0, "width": 8, "height": 8}
+            return [await client.call_tool("screenshot_region", args) for _ in range(4)]
+
+        results = rig.session(burst)
+        assert [r.is_error for r in results] == [False, False, False, True]
+        error = tool_error(results[-1])
+        assert error is not None
+        assert error["code"] == "RATE_LIMIT_EXCEEDED"
+        assert error["details"]["limit"] == 3 and error["details"]["current"] >= 3
+        assert error["details"]["reset_at"]
+        # Discovery is not a capture: still allowed.
+        assert not rig.call("list_windows").is_error
+    finally:
+        rig.stop()
