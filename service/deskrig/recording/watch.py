@@ -9,7 +9,7 @@ which the client id is made of).
 Connections of the stateless 2026-07-28 protocol last one request each; they are not watched. A
 recording started over that protocol ends with ``stop_recording``, after the rig's
 ``recording_idle_timeout`` without a call from its identity, or when the server stops; its input
-stops when its request is cancelled or closed (``deskrig.tools.input``).
+stops when its request is cancelled or closed (``deskrig.tools.input_device``).
 """
 
 from __future__ import annotations
