@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -15,10 +16,13 @@ from tests.polling import poll
 from Xlib import X, Xatom
 from Xlib.protocol import event
 
+from deskrig import imaging
 from deskrig.desktop.base import Desktop as DesktopFacade
 from deskrig.desktop.x11 import X11Backend
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
+from deskrig.observation import Observation
+from deskrig.security import WindowBlocklist
 
 from .conftest import SCREEN, Desktop, FixtureApp, start_xvfb, stop_process
 
@@ -113,6 +117,40 @@ def test_region_capture_is_clipped_to_the_screen(backend: X11Backend) -> None:
     with pytest.raises(DeskrigError) as excinfo:
         backend.capture(Bounds(x=SCREEN[0] + 5, y=0, width=10, height=10))
     assert excinfo.value.code is ErrorCode.INVALID_REGION
+
+
+def test_a_screen_grab_is_encoded_from_its_bgrx_rows_pixel_for_pixel(
+    desktop: Desktop, backend: X11Backend
+) -> None:
+    """An odd-sized region across the Tk window's edge: the PNG decodes to exactly the grabbed
+    pixels, the JPEG to the same picture, and a blocked window is black in both."""
+    tk = desktop.settled_window(backend, desktop.tk)
+    region = Bounds(x=tk.bounds.x - 7, y=tk.bounds.y + 3, width=37, height=21)
+    frame = backend.grab(region)
+    assert frame.bgrx is not None, "X11 hands over the grab as it came"
+    grabbed = Image.frombytes("RGB", frame.size, bytes(frame.bgrx), "raw", "BGRX")
+    assert grabbed.getpixel((7, 0)) == desktop.tk.color
+
+    png = Image.open(io.BytesIO(imaging.encode(frame, "png")))
+    assert (png.mode, png.size) == ("RGB", (37, 21))
+    assert png.tobytes() == grabbed.tobytes()
+    jpeg = Image.open(io.BytesIO(imaging.encode(frame, "jpeg")))
+    assert jpeg.size == (37, 21)
+    assert max(abs(a - b) for a, b in zip(jpeg.getpixel((30, 15)), desktop.tk.color, strict=True)) < 12
+
+    observation = Observation(DesktopFacade(backend), WindowBlocklist([f"^{desktop.tk.title}$"]))
+    redacted = observation.screen(region)
+    assert redacted.masked_windows == 1
+    hidden = region.intersection(tk.frame_bounds or tk.bounds)
+    assert hidden is not None
+    expected = grabbed.copy()
+    expected.paste(
+        (0, 0, 0),
+        (hidden.x - region.x, hidden.y - region.y, hidden.right - region.x, hidden.bottom - region.y),
+    )
+    masked_png = Image.open(io.BytesIO(imaging.encode(redacted.frame, "png")))
+    assert masked_png.tobytes() == expected.tobytes()
+    assert backend.grab(region).image().tobytes() == grabbed.tobytes(), "the grab itself is untouched"
 
 
 def test_capture_window_sees_through_a_covering_window(

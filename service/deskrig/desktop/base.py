@@ -18,6 +18,7 @@ from typing import Literal, Protocol, TypeVar
 from PIL import Image
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.frames import Frame
 from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
 
 T = TypeVar("T")
@@ -114,6 +115,11 @@ class DesktopBackend(ABC):
     def capture(self, region: Bounds) -> Image.Image:
         """RGB pixels of ``region`` of the screen, exactly as shown (covered parts included)."""
 
+    def grab(self, region: Bounds) -> Frame:
+        """:meth:`capture` as a frame, in the layout the platform hands pixels over; a backend
+        whose grabs come as BGRX rows overrides this, so encoders skip the RGB conversion."""
+        return Frame.of(self.capture(region))
+
     @abstractmethod
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
         """RGB pixels of one window's own contents, correct even where other windows cover it.
@@ -182,6 +188,9 @@ class Desktop:
 
     def capture(self, region: Bounds) -> Image.Image:
         return self._call(lambda: self._backend.capture(region))
+
+    def grab(self, region: Bounds) -> Frame:
+        return self._call(lambda: self._backend.grab(region))
 
     def capture_window(self, window_id: int, include_frame: bool = False) -> Image.Image:
         return self._call(lambda: self._backend.capture_window(window_id, include_frame))

@@ -37,6 +37,7 @@ from Xlib.ext import composite
 from Xlib.protocol import event
 from Xlib.xobject.drawable import Window
 
+from deskrig import frames
 from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
@@ -117,6 +118,9 @@ class X11Backend(DesktopBackend):
             return self._windows.collect()
 
     def capture(self, region: Bounds) -> Image.Image:
+        return self.grab(region).image()
+
+    def grab(self, region: Bounds) -> frames.Frame:
         with self._translated(ErrorCode.CAPTURE_FAILED, "screen capture failed"):
             visible = region.intersection(self._root_bounds())
             if visible is None:
@@ -270,7 +274,7 @@ class X11Backend(DesktopBackend):
                     f"the window has no off-screen pixmap ({error})",
                     details={"window_id": window_id},
                 )
-            return xlib_get_image(pixmap, crop.x, crop.y, crop.width, crop.height)
+            return xlib_get_image(pixmap, crop.x, crop.y, crop.width, crop.height).image()
         finally:
             pixmap.free()
 
