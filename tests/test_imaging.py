@@ -258,6 +258,17 @@ def test_png_of_a_bgrx_frame_is_every_pixel_of_the_grab(size: tuple[int, int]) -
     assert frame.image().tobytes() == image.tobytes()
 
 
+def test_png_and_jpeg_read_the_bgrx_rows_without_an_rgb_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = bgrx_frame(desktop_like(64, 48))
+
+    def no_conversion(self: Frame) -> Image.Image:
+        raise AssertionError("the encoder converted the frame to a Pillow RGB image")
+
+    monkeypatch.setattr(Frame, "image", no_conversion)
+    assert decode(imaging.encode(frame, "png")).size == (64, 48)
+    assert decode(imaging.encode(frame, "jpeg")).size == (64, 48)
+
+
 def test_jpeg_of_a_bgrx_frame_is_what_pillow_makes_of_the_same_pixels() -> None:
     image = desktop_like()
     for quality in (35, 80):

@@ -1,25 +1,38 @@
 """Capture benchmark: ``screenshot_screen`` in process and over MCP/HTTP against peer servers'
-per-capture cost: spawning ``import -window root png:-`` and ``xwd -root | convert``.
+per-capture cost: spawning ``import -window root png:-`` and ``xwd -root | convert``; and the
+encoders at the limit: full-screen PNG and JPEG q80 over MCP stdio beside the in-process grab +
+encode, the old Pillow path (BGRX->RGB copy, Pillow's encoders) in the same run, and the per-call
+floor (``get_screen_size`` over the same transport).
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp import Client, StdioServerParameters
+from PIL import Image
 
+from deskrig import imaging
 from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
 from deskrig.client import connect
 from deskrig.config import load_settings
-from deskrig.desktop import open_desktop
+from deskrig.desktop import Desktop, open_desktop
+from deskrig.frames import Frame
 from deskrig.http import Readiness
 from deskrig.identity import ClientRef
+from deskrig.model import Bounds
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
 from deskrig.serving import build_server, serve
@@ -134,6 +147,88 @@ def _unchanged_screen(runs: int) -> list[Row]:
     return [Row(imagemagick), Row(in_process, imagemagick, 50.0), Row(over_http, imagemagick)]
 
 
+#: End-to-end targets over MCP stdio, full screen 1280x800 on a changing screen (ms, p50).
+STDIO_TARGETS_MS = {"png": 9.0, "jpeg": 5.0}
+
+
+def _pillow_path(frame: Frame, fmt: str) -> bytes:
+    """The encoders before they read BGRX: an RGB copy, then Pillow's PNG (level 1) or JPEG q80."""
+    out = io.BytesIO()
+    image = Image.frombuffer("RGB", frame.size, frame.bgrx or b"", "raw", "BGRX", 0, 1)
+    if fmt == "png":
+        image.save(out, format="PNG", compress_level=1)
+    else:
+        image.save(out, format="JPEG", quality=imaging.DEFAULT_QUALITY["jpeg"])
+    return out.getvalue()
+
+
+def _grab_and_encode(
+    desktop: Desktop, screen: Bounds, fmt: str, encode: Callable[[Frame, str], bytes]
+) -> bytes:
+    return encode(desktop.grab(screen), fmt)
+
+
+def _over_stdio(display: str, runs: int) -> tuple[dict[str, Timing], int]:
+    """screenshot_screen png/jpeg and get_screen_size through a spawned ``deskrig serve --stdio``;
+    also how many screenshots were served from the unchanged-screen cache (should be none)."""
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "deskrig"),  # the venv's, like the tests
+        args=["serve", "--stdio", "--display", display],
+        env={**os.environ, "DISPLAY": display},
+    )
+    cached = 0
+
+    async def run() -> dict[str, Timing]:
+        nonlocal cached
+        async with Client(params) as client:
+
+            async def call(tool: str, arguments: dict[str, Any]) -> None:
+                nonlocal cached
+                result = await client.call_tool(tool, arguments)
+                assert not result.is_error, result
+                cached += bool((result.structured_content or {}).get("from_cache"))
+
+            timings = {"floor": await measure_async("", lambda: call("get_screen_size", {}), runs)}
+            for fmt in STDIO_TARGETS_MS:
+                screenshot = functools.partial(call, "screenshot_screen", {"format": fmt})
+                timings[fmt] = await measure_async("", screenshot, runs)
+            return timings
+
+    return anyio.run(run), cached
+
+
+def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
+    screen = desktop.screen_bounds()
+    over_stdio, cached = _over_stdio(display, runs)
+    lines = []
+    for fmt, target in STDIO_TARGETS_MS.items():
+        new = measure("", functools.partial(_grab_and_encode, desktop, screen, fmt, imaging.encode), runs)
+        old = measure("", functools.partial(_grab_and_encode, desktop, screen, fmt, _pillow_path), runs)
+        e2e = over_stdio[fmt].p50
+        lines.append(
+            f"| {fmt} | {e2e:.2f} | {target:g} | {'yes' if e2e <= target else 'NO'} | "
+            f"{new.p50:.2f} | {old.p50:.2f} | {over_stdio['floor'].p50:.2f} |"
+        )
+    lines.append(f"\nscreenshots served from the unchanged-screen cache: {cached} of {2 * (runs + 2)}")
+    return lines
+
+
+def _encoders_at_the_limit(runs: int) -> None:
+    with (
+        Rig(RigOptions(size="1280x800", app=DEMO_APP, a11y=False)) as rig,
+        open_desktop("x11", rig.display) as desktop,
+    ):
+        lines = _limit_rows(desktop, rig.display, runs)
+    out = sys.stdout
+    out.write(f"\n### full screen 1280x800 over MCP stdio ({DEMO_APP[0]}, {runs} runs, p50 ms)\n\n")
+    out.write("| format | MCP stdio | target | met | in process: grab + encode | ")
+    out.write("in process: old Pillow path | floor: get_screen_size |\n")
+    out.write("|---|---:|---:|:-:|---:|---:|---:|\n")
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
 def run(runs: int) -> None:
+    _encoders_at_the_limit(runs)
     rows = [row for size in SIZES for row in _fresh_captures(size, runs)] + _unchanged_screen(runs)
     print_table(f"screenshot_screen vs peers ({DEMO_APP[0]} on screen, {runs} runs)", rows)
