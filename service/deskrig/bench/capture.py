@@ -30,6 +30,7 @@ from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.frames import Frame
+from deskrig.guard import bind_listener
 from deskrig.http import Readiness
 from deskrig.identity import ClientRef
 from deskrig.model import Bounds
@@ -42,12 +43,6 @@ from deskrig.transport import Transport
 SIZES = ("1280x800", "1920x1080")
 #: A busy, realistic desktop to encode; xterm when GTK's demo is not installed.
 DEMO_APP = ["gtk3-widget-factory"] if shutil.which("gtk3-widget-factory") else ["xterm"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
@@ -83,12 +78,13 @@ def _wait_listening(port: int, timeout: float = 30.0) -> None:
 
 
 def _over_http(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
-    port = _free_port()
+    listener = bind_listener("127.0.0.1", 0)
+    port = int(listener.getsockname()[1])
     stop = threading.Event()
     transport = Transport("http", "127.0.0.1", port, no_auth=True)
     thread = threading.Thread(
         target=serve,
-        args=(server, transport, None, lambda: Readiness(ready=True, checks={}), stop),
+        args=(server, transport, listener, None, lambda: Readiness(ready=True, checks={}), stop),
         daemon=True,
     )
     thread.start()
