@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from deskrig.errors import ErrorCode
 from deskrig.procs import Account, ManagedProcess
-from deskrig.rig.options import RigStartupError
+from deskrig.rig.options import RigOptions, RigStartupError
 
 T = TypeVar("T")
 
@@ -144,6 +144,47 @@ class AppStage(Stage):
     @abstractmethod
     def process(self) -> ManagedProcess | None:
         """The app's process, once started."""
+
+    def spawn_app(self, host: StageHost, options: RigOptions) -> ManagedProcess:
+        """Start ``options.app`` in the rig, watched as ``"app"``; a command that cannot be
+        started (no such program, a bad working directory) is an INVALID_ARGUMENT."""
+        argv = options.app
+        try:
+            return host.spawn(
+                self,
+                "app",
+                argv,
+                host.launch_environment(options.app_env),
+                cwd=options.app_cwd,
+                watch=ExitWatch("app", "the app (pid %d) exited with status %d"),
+            )
+        except OSError as exc:
+            raise RigStartupError(
+                f"cannot start the app {argv[0]!r}: {exc.strerror}",
+                stage="app",
+                code=ErrorCode.INVALID_ARGUMENT,
+                details={"argv": argv},
+                remediation="Check the app's command line and working directory.",
+            ) from exc
+
+
+class WindowedAppStage(AppStage):
+    """An app that is up while it runs and has shown a window: a backend's :meth:`start` calls
+    :meth:`spawn_app`, then waits for the window and sets ``_window``."""
+
+    def __init__(self, options: RigOptions) -> None:
+        super().__init__()
+        self._options = options
+        self._app: ManagedProcess | None = None
+        self._window: int | None = None
+
+    @property
+    def process(self) -> ManagedProcess | None:
+        return self._app
+
+    @property
+    def up(self) -> bool:
+        return self._app is not None and self._app.alive and self._window is not None
 
 
 @dataclass(frozen=True)

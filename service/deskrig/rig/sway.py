@@ -38,7 +38,7 @@ from deskrig.files import write_atomic
 from deskrig.procs import Account, ManagedProcess, descends_from
 from deskrig.rig.a11y import SessionA11yStage
 from deskrig.rig.options import RigOptions, RigStartupError, parse_size
-from deskrig.rig.stages import AppStage, DisplayStage, ExitWatch, RigStages, StageHost
+from deskrig.rig.stages import DisplayStage, ExitWatch, RigStages, StageHost, WindowedAppStage
 from deskrig.rig.supervisor import require_executable
 
 log = logging.getLogger(__name__)
@@ -82,35 +82,32 @@ def run_as_account(run_as: str | None, env: Mapping[str, str] | None = None) -> 
     env = os.environ if env is None else env
     if os.getuid() != 0:
         if run_as is not None and run_as != pwd.getpwuid(os.getuid()).pw_name:
-            raise RigStartupError(
+            raise _run_as_refused(
                 f"only root can run a rig's programs as another user ({run_as!r})",
-                stage="display",
-                code=ErrorCode.INVALID_ARGUMENT,
-                details={"run_as": run_as, "uid": os.getuid()},
-                remediation="Drop --run-as (DESKRIG_RUN_AS): the rig runs its programs as you.",
+                run_as,
+                "Drop --run-as (DESKRIG_RUN_AS): the rig runs its programs as you.",
             )
         return None
     sudo_user = env.get("SUDO_USER")
     name = run_as or (sudo_user if sudo_user and sudo_user != "root" else FALLBACK_RUN_AS)
+    name_one = "Name an existing unprivileged user with --run-as (DESKRIG_RUN_AS)."
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        raise RigStartupError(
-            f"the user {name!r} to run sway as does not exist",
-            stage="display",
-            code=ErrorCode.INVALID_ARGUMENT,
-            details={"run_as": name},
-            remediation="Name an existing unprivileged user with --run-as (DESKRIG_RUN_AS).",
-        ) from None
+        raise _run_as_refused(f"the user {name!r} to run sway as does not exist", name, name_one) from None
     if entry.pw_uid == 0:
-        raise RigStartupError(
-            f"sway refuses to run as root, and {name!r} is root",
-            stage="display",
-            code=ErrorCode.INVALID_ARGUMENT,
-            details={"run_as": name},
-            remediation="Name an unprivileged user with --run-as (DESKRIG_RUN_AS).",
-        )
+        raise _run_as_refused(f"sway refuses to run as root, and {name!r} is root", name, name_one)
     return Account(name=name, uid=entry.pw_uid, gid=entry.pw_gid)
+
+
+def _run_as_refused(message: str, run_as: str, remediation: str) -> RigStartupError:
+    return RigStartupError(
+        message,
+        stage="display",
+        code=ErrorCode.INVALID_ARGUMENT,
+        details={"run_as": run_as},
+        remediation=remediation,
+    )
 
 
 def _answers(socket: Path) -> Connection | None:
@@ -265,24 +262,13 @@ class WindowEvents:
         self._thread.join(timeout=2.0)
 
 
-class SwayAppStage(AppStage):
+class SwayAppStage(WindowedAppStage):
     """The app under test, ready once sway maps one of its windows."""
 
     def __init__(self, options: RigOptions, display: SwayStage) -> None:
-        super().__init__()
-        self._options = options
+        super().__init__(options)
         self._display = display
-        self._app: ManagedProcess | None = None
-        self._window: int | None = None
         self._events: WindowEvents | None = None
-
-    @property
-    def process(self) -> ManagedProcess | None:
-        return self._app
-
-    @property
-    def up(self) -> bool:
-        return self._app is not None and self._app.alive and self._window is not None
 
     def start(self, host: StageHost) -> None:
         sway = self._display.process
@@ -291,24 +277,7 @@ class SwayAppStage(AppStage):
         except OSError as exc:
             raise host.failure(sway, f"cannot subscribe to sway's window events: {exc}") from exc
         host.poll("sway to confirm the window-event subscription", events.subscribed, sway, lambda: "no reply")
-        argv = self._options.app
-        try:
-            self._app = app = host.spawn(
-                self,
-                "app",
-                argv,
-                host.launch_environment(self._options.app_env),
-                cwd=self._options.app_cwd,
-                watch=ExitWatch("app", "the app (pid %d) exited with status %d"),
-            )
-        except OSError as exc:
-            raise RigStartupError(
-                f"cannot start the app {argv[0]!r}: {exc.strerror}",
-                stage="app",
-                code=ErrorCode.INVALID_ARGUMENT,
-                details={"argv": argv},
-                remediation="Check the app's command line and working directory.",
-            ) from exc
+        self._app = app = self.spawn_app(host, self._options)
         seen: list[str] = []
 
         def own_window() -> int | None:
