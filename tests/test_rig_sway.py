@@ -6,6 +6,7 @@ test_rig_runner.py and tests/server/.)"""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -112,3 +113,25 @@ def test_deskrig_backend_sway_in_the_environment_runs_a_sway_rig(app_dir: Path) 
         assert rig.wait_ready()["details"]["backend"] == "sway"
     finally:
         assert rig.stop() == 0
+
+
+def test_without_xwayland_the_rig_runs_and_says_so(app_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A PATH (that sway's user can read) with sway and the shell its config's exec runs, and no
+    # Xwayland (nor D-Bus).
+    for tool in ("sway", "sh"):
+        (app_dir / tool).symlink_to(shutil.which(tool) or tool)
+    monkeypatch.setenv("PATH", str(app_dir))
+    with Rig(RigOptions(backend="sway", a11y=False, startup_timeout=15)) as rig:
+        status = rig.status()
+        assert status.ready and status.wm_up and set(status.pids) == {"sway"}
+        assert "display: Xwayland is not installed: X11-only apps cannot run (install xwayland)" in status.diagnostics
+        assert "DISPLAY" not in rig.env
+
+
+def test_without_sway_the_rig_fails_with_display_not_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    rig = Rig(RigOptions(backend="sway"))
+    with pytest.raises(RigStartupError) as caught:
+        rig.start()
+    assert caught.value.code == ErrorCode.DISPLAY_NOT_FOUND
+    assert caught.value.details == {"stage": "display", "executable": "sway"}

@@ -61,8 +61,8 @@ def sway_config(width: int, height: int, display_file: Path, xwayland: bool) -> 
 
     No ``bar`` block (no swaybar), no ``output * bg`` (no swaybg), no ``exec swayidle``; sway
     itself animates nothing. The one ``exec`` writes Xwayland's ``$DISPLAY`` (which sway sets
-    before it runs the config's commands) to ``display_file``, atomically."""
-    partial = f"{display_file}.partial"
+    before it runs the config's commands) and a newline to ``display_file`` in one write, with
+    the shell's builtin ``printf`` only: the line is complete once the newline is there."""
     return "\n".join(
         [
             f"output {OUTPUT} resolution {width}x{height} position 0 0 scale 1",
@@ -70,7 +70,7 @@ def sway_config(width: int, height: int, display_file: Path, xwayland: bool) -> 
             "default_floating_border none",
             "focus_follows_mouse no",
             f"xwayland {'enable' if xwayland else 'disable'}",  # enable: started on first connection
-            f"exec printf '%s\\n' \"$DISPLAY\" > '{partial}' && mv '{partial}' '{display_file}'",
+            f"exec printf '%s\\n' \"$DISPLAY\" > '{display_file}'",
             "",
         ]
     )
@@ -108,6 +108,15 @@ def _run_as_refused(message: str, run_as: str, remediation: str) -> RigStartupEr
         details={"run_as": run_as},
         remediation=remediation,
     )
+
+
+def _line(path: Path) -> str | None:
+    """The first line of ``path`` once it is complete (newline-terminated)."""
+    try:
+        line, newline, _ = path.read_text().partition("\n")
+    except FileNotFoundError:
+        return None
+    return line if newline else None
 
 
 def _answers(socket: Path) -> Connection | None:
@@ -208,7 +217,7 @@ class SwayStage(DisplayStage):
             close_ipc(ipc)
         self._xwayland = host.poll(
             "the config's exec to report Xwayland's DISPLAY",
-            lambda: display_file.read_text().strip() if display_file.exists() else None,
+            lambda: _line(display_file),
             sway,
             lambda: "nothing written",
         )
