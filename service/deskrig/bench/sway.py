@@ -1,0 +1,252 @@
+"""Sway benchmark: the sway backend against the X11 backend and the Wayland command-line tools
+(``grim``, ``wtype``, ``swaymsg``), same app at the same size, measured side by side in one run.
+
+Both desktops run at once: an X11 rig and a headless sway, each showing gtk3-widget-factory at
+1280x800 (tiled full-screen under sway, openbox's placement under X11: the window sizes are in the
+row names). Sway is started the way the tests start it (``tests/sway/swayproc.py``), so this suite
+runs from a checkout, as ``scripts/bench`` does. The cold-start table times ``deskrig rig run``
+from spawn to ``/readyz`` 200 for both backends.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from deskrig.bench.actions import TEXT_100, call_tool
+from deskrig.bench.capture import in_process, peer
+from deskrig.bench.reliability_rig import BenchRig
+from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
+from deskrig.config import load_settings
+from deskrig.desktop import Desktop, open_desktop
+from deskrig.model import Bounds, WindowInfo
+from deskrig.rig import Rig, RigOptions
+from deskrig.server import DeskrigServer
+from deskrig.serving import build_server
+
+if TYPE_CHECKING:
+    from tests.sway.swayproc import SwaySession
+
+SIZE = (1280, 800)
+APP = ["gtk3-widget-factory"]
+#: Samples of each cold start: every one boots a whole rig, a few seconds on two cores.
+COLD_STARTS = 3
+WINDOW_TIMEOUT_S = 30.0
+#: A region well inside the screen, for the cost of copying only part of an output.
+REGION = Bounds(x=100, y=100, width=400, height=300)
+
+
+@dataclass
+class Side:
+    """One backend's desktop showing the app, a server over it, and what its peers need."""
+
+    label: str
+    desktop: Desktop
+    server: DeskrigServer
+    env: dict[str, str]
+    window: WindowInfo
+
+    def click_point(self) -> tuple[int, int]:
+        """Inside the widget factory's empty "Inset" frame: a click there changes nothing."""
+        bounds = self.window.bounds
+        return bounds.x + bounds.width * 3 // 4, bounds.y + bounds.height // 6
+
+
+def _app_window(desktop: Desktop, what: str) -> WindowInfo:
+    deadline = time.monotonic() + WINDOW_TIMEOUT_S
+    while time.monotonic() < deadline:
+        windows = desktop.windows()
+        if windows:
+            return max(windows, key=lambda w: w.bounds.width * w.bounds.height)
+        time.sleep(0.1)
+    raise RuntimeError(f"{APP[0]} showed no window on {what} within {WINDOW_TIMEOUT_S:g} s")
+
+
+def _server(desktop: Desktop) -> DeskrigServer:
+    # The damage cache is off: every capture grabs and encodes anew, on both backends.
+    return build_server(desktop, load_settings(env={}, overrides={"reuse_unchanged_captures": False}))
+
+
+@contextmanager
+def _x11_side() -> Iterator[Side]:
+    width, height = SIZE
+    with (
+        Rig(RigOptions(size=f"{width}x{height}", app=APP, a11y=False)) as rig,
+        open_desktop("x11", rig.display) as desktop,
+    ):
+        window = _app_window(desktop, "X11")
+        yield Side("X11", desktop, _server(desktop), {**os.environ, **rig.env}, window)
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in os.environ while open: the sway backend attaches from the environment."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _sway_session() -> Iterator[SwaySession]:
+    from tests.sway.swayproc import start_sway  # a checkout's test helper: see the module docstring
+
+    session = start_sway(Path(tempfile.mkdtemp(prefix="deskrig-bench-sway-")), SIZE)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@contextmanager
+def _sway_side() -> Iterator[Side]:
+    with ExitStack() as stack:
+        session = stack.enter_context(_sway_session())
+        stack.enter_context(_environment(session.env))
+        env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+        app_env = {**env, "GDK_BACKEND": "wayland", "NO_AT_BRIDGE": "1"}
+        app = subprocess.Popen(APP, env=app_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stack.callback(app.wait, 10)
+        stack.callback(app.terminate)
+        desktop = stack.enter_context(open_desktop("sway"))
+        window = _app_window(desktop, "sway")
+        yield Side("sway", desktop, _server(desktop), env, window)
+
+
+def _window_args(side: Side) -> dict[str, object]:
+    return {"window_id": side.window.id}
+
+
+def _size(bounds: Bounds) -> str:
+    return f"{bounds.width}x{bounds.height}"
+
+
+def _captures(x11: Side, sway: Side, runs: int) -> list[Row]:
+    screen = sway.desktop.screen_bounds()
+    grim = peer("peer: grim - (full screen)", "grim -", sway.env, runs)
+    x11_png = in_process(x11.server, {}, "X11: screenshot_screen png", runs)
+    sway_png = in_process(sway.server, {}, "sway: screenshot_screen png", runs)
+    box = sway.window.bounds
+    grim_window = peer(
+        f"peer: grim -g (window, {_size(box)})", f"grim -g '{box.x},{box.y} {_size(box)}' -", sway.env, runs
+    )
+    x11_window = in_process(
+        x11.server,
+        _window_args(x11),
+        f"X11: screenshot_window png ({_size(x11.window.bounds)})",
+        runs,
+        "screenshot_window",
+    )
+    sway_window = in_process(
+        sway.server,
+        _window_args(sway),
+        f"sway: screenshot_window png ({_size(box)})",
+        runs,
+        "screenshot_window",
+    )
+    x11_raw = measure("X11: raw capture, full screen", lambda: x11.desktop.capture(screen), runs)
+    sway_raw = measure("sway: raw capture, full screen", lambda: sway.desktop.capture(screen), runs)
+    sway_region = measure(
+        f"sway: raw capture, {_size(REGION)} region", lambda: sway.desktop.capture(REGION), runs
+    )
+    return [
+        Row(grim),
+        Row(x11_png),
+        Row(sway_png, grim, 3.0),
+        Row(sway_png, x11_png, 0.5),
+        Row(grim_window),
+        Row(x11_window),
+        Row(sway_window, grim_window, 3.0),
+        Row(sway_window, x11_window, 0.5),
+        Row(x11_raw),
+        Row(sway_raw, x11_raw),
+        Row(sway_region, sway_raw),
+    ]
+
+
+def _click(side: Side, runs: int) -> Timing:
+    x, y = side.click_point()
+    args = {"x": x, "y": y, "include_screenshot": True}
+    name = f"{side.label}: click + after-screenshot"
+    return anyio.run(measure_async, name, lambda: call_tool(side.server, "click", args), runs)
+
+
+def _type(side: Side, runs: int) -> Timing:
+    name = f"{side.label}: type_text, 100 chars"
+    return anyio.run(
+        measure_async, name, lambda: call_tool(side.server, "type_text", {"text": TEXT_100}), runs
+    )
+
+
+def _actions(x11: Side, sway: Side, runs: int) -> list[Row]:
+    x, y = sway.click_point()
+    # wtype has no pointer: swaymsg moves and clicks sway's own cursor, in one process.
+    clicks = f"seat - cursor set {x} {y}, seat - cursor press button1, seat - cursor release button1"
+
+    def peer_click() -> None:
+        subprocess.run(
+            f"swaymsg '{clicks}' >/dev/null && grim - >/dev/null", shell=True, env=sway.env, check=True
+        )
+
+    peer_clicked = measure("peer: swaymsg click + grim", peer_click, runs)
+    x11_click, sway_click = _click(x11, runs), _click(sway, runs)
+    few = max(3, runs // 5)
+    peer_typed = measure(
+        "peer: wtype, 100 chars", lambda: subprocess.run(["wtype", TEXT_100], env=sway.env, check=True), few
+    )
+    sway_typed = _type(sway, few)
+    return [
+        Row(peer_clicked),
+        Row(x11_click),
+        Row(sway_click, peer_clicked, 5.0),
+        Row(sway_click, x11_click),
+        Row(peer_typed),
+        Row(sway_typed, peer_typed, 1.0),
+    ]
+
+
+def _cold_start(extra: list[str]) -> float:
+    rig = BenchRig(app=APP, extra=extra)
+    started = time.perf_counter()
+    try:
+        rig.start()
+        return (time.perf_counter() - started) * 1000
+    finally:
+        rig.cleanup()
+
+
+def _cold_starts() -> None:
+    x11 = Timing("X11: deskrig rig run -- gtk3-widget-factory", [_cold_start([]) for _ in range(COLD_STARTS)])
+    name = "sway: deskrig rig run --backend sway -- gtk3-widget-factory"
+    try:
+        sway = Timing(name, [_cold_start(["--backend", "sway"]) for _ in range(COLD_STARTS)])
+    except RuntimeError as exc:
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        print_table(f"cold start to /readyz 200 (p50 of {COLD_STARTS})", [Row(x11)])
+        sys.stdout.write(f"\nsway cold start: NOT AVAILABLE in this build ({reason})\n")
+        return
+    print_table(f"cold start to /readyz 200 (p50 of {COLD_STARTS})", [Row(x11), Row(sway, x11)])
+
+
+def run(runs: int) -> None:
+    with _x11_side() as x11, _sway_side() as sway:
+        title = f"{APP[0]} at {SIZE[0]}x{SIZE[1]}, {runs} runs"
+        print_table(f"sway capture vs X11 and grim ({title})", _captures(x11, sway, runs))
+        print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", _actions(x11, sway, runs))
+    _cold_starts()
