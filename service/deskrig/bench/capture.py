@@ -10,6 +10,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -37,9 +38,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def in_process(
-    server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int, tool: str = "screenshot_screen"
-) -> Timing:
+def screenshot_call(
+    server: DeskrigServer, arguments: dict[str, Any], tool: str = "screenshot_screen"
+) -> Callable[[], Awaitable[None]]:
     """A screenshot tool's handler called directly: capture, mask, encode, fit; no protocol."""
     spec = server.tools[tool]
     validated = spec.input_model.model_validate(arguments)
@@ -48,17 +49,25 @@ def in_process(
         result = await spec.handler(server.services, CallInfo(ClientRef("bench")), validated)
         assert result.images
 
-    return anyio.run(measure_async, name, call, runs)
+    return call
 
 
-def peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
+def in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
+    return anyio.run(measure_async, name, screenshot_call(server, arguments), runs)
+
+
+def peer_capture(command: str, env: dict[str, str]) -> Callable[[], None]:
     """A peer's per-capture cost: ``command`` run through the shell, PNG on its stdout."""
 
     def run() -> None:
         out = subprocess.run(command, shell=True, env=env, capture_output=True, check=True)
         assert out.stdout[:4] == b"\x89PNG"
 
-    return measure(name, run, runs)
+    return run
+
+
+def peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
+    return measure(name, peer_capture(command, env), runs)
 
 
 def _wait_listening(port: int, timeout: float = 30.0) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -52,6 +52,32 @@ async def measure_async(name: str, fn: Callable[[], Awaitable[object]], runs: in
         await fn()
         samples.append((time.perf_counter() - started) * 1000)
     return Timing(name, samples)
+
+
+def awaitable(fn: Callable[[], object]) -> Callable[[], Awaitable[None]]:
+    """``fn`` as a coroutine function, to be timed beside async cases (it blocks the loop)."""
+
+    async def call() -> None:
+        fn()
+
+    return call
+
+
+async def measure_interleaved(
+    cases: Sequence[tuple[str, Callable[[], Awaitable[object]]]], runs: int, warmup: int = 2
+) -> list[Timing]:
+    """Each case once per round, in turn. On a shared machine whose load comes and goes, every case
+    then meets the same load, so the ratios between them hold when the absolute times do not."""
+    for _ in range(warmup):
+        for _name, fn in cases:
+            await fn()
+    samples: list[list[float]] = [[] for _ in cases]
+    for _ in range(runs):
+        for (_name, fn), taken in zip(cases, samples, strict=True):
+            started = time.perf_counter()
+            await fn()
+            taken.append((time.perf_counter() - started) * 1000)
+    return [Timing(name, taken) for (name, _fn), taken in zip(cases, samples, strict=True)]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import anyio
 
 from deskrig.bench.actions import TEXT_100, call_tool
-from deskrig.bench.capture import in_process, peer
+from deskrig.bench.capture import peer_capture, screenshot_call
 from deskrig.bench.reliability_rig import BenchRig
-from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
+from deskrig.bench.stats import Row, Timing, awaitable, measure_interleaved, print_table
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.model import Bounds, WindowInfo
@@ -44,6 +44,9 @@ COLD_STARTS = 3
 WINDOW_TIMEOUT_S = 30.0
 #: A region well inside the screen, for the cost of copying only part of an output.
 REGION = Bounds(x=100, y=100, width=400, height=300)
+
+#: A named thing to time, once per round (see ``measure_interleaved``).
+Case = tuple[str, Callable[[], Awaitable[object]]]
 
 
 @dataclass
@@ -129,42 +132,36 @@ def _sway_side() -> Iterator[Side]:
         yield Side("sway", desktop, _server(desktop), env, window)
 
 
-def _window_args(side: Side) -> dict[str, object]:
-    return {"window_id": side.window.id}
-
-
 def _size(bounds: Bounds) -> str:
     return f"{bounds.width}x{bounds.height}"
 
 
+def _capture_cases(x11: Side, sway: Side) -> list[Case]:
+    screen, box, x11_box = sway.desktop.screen_bounds(), sway.window.bounds, x11.window.bounds
+    grim_window = f"grim -g '{box.x},{box.y} {_size(box)}' -"
+    return [
+        ("peer: grim - (full screen)", awaitable(peer_capture("grim -", sway.env))),
+        ("X11: screenshot_screen png", screenshot_call(x11.server, {})),
+        ("sway: screenshot_screen png", screenshot_call(sway.server, {})),
+        (f"peer: {grim_window} (window)", awaitable(peer_capture(grim_window, sway.env))),
+        (
+            f"X11: screenshot_window png ({_size(x11_box)})",
+            screenshot_call(x11.server, {"window_id": x11.window.id}, "screenshot_window"),
+        ),
+        (
+            f"sway: screenshot_window png ({_size(box)})",
+            screenshot_call(sway.server, {"window_id": sway.window.id}, "screenshot_window"),
+        ),
+        # After an encode, not straight after another sway copy: that one would wait a whole frame.
+        (f"sway: raw capture, {_size(REGION)} region", awaitable(lambda: sway.desktop.capture(REGION))),
+        ("X11: raw capture, full screen", awaitable(lambda: x11.desktop.capture(screen))),
+        ("sway: raw capture, full screen", awaitable(lambda: sway.desktop.capture(screen))),
+    ]
+
+
 def _captures(x11: Side, sway: Side, runs: int) -> list[Row]:
-    screen = sway.desktop.screen_bounds()
-    grim = peer("peer: grim - (full screen)", "grim -", sway.env, runs)
-    x11_png = in_process(x11.server, {}, "X11: screenshot_screen png", runs)
-    sway_png = in_process(sway.server, {}, "sway: screenshot_screen png", runs)
-    box = sway.window.bounds
-    grim_window = peer(
-        f"peer: grim -g (window, {_size(box)})", f"grim -g '{box.x},{box.y} {_size(box)}' -", sway.env, runs
-    )
-    x11_window = in_process(
-        x11.server,
-        _window_args(x11),
-        f"X11: screenshot_window png ({_size(x11.window.bounds)})",
-        runs,
-        "screenshot_window",
-    )
-    sway_window = in_process(
-        sway.server,
-        _window_args(sway),
-        f"sway: screenshot_window png ({_size(box)})",
-        runs,
-        "screenshot_window",
-    )
-    x11_raw = measure("X11: raw capture, full screen", lambda: x11.desktop.capture(screen), runs)
-    sway_raw = measure("sway: raw capture, full screen", lambda: sway.desktop.capture(screen), runs)
-    sway_region = measure(
-        f"sway: raw capture, {_size(REGION)} region", lambda: sway.desktop.capture(REGION), runs
-    )
+    timings = anyio.run(measure_interleaved, _capture_cases(x11, sway), runs)
+    grim, x11_png, sway_png, grim_window, x11_window, sway_window, sway_region, x11_raw, sway_raw = timings
     return [
         Row(grim),
         Row(x11_png),
@@ -180,37 +177,33 @@ def _captures(x11: Side, sway: Side, runs: int) -> list[Row]:
     ]
 
 
-def _click(side: Side, runs: int) -> Timing:
+def _click_call(side: Side) -> Callable[[], Awaitable[object]]:
     x, y = side.click_point()
-    args = {"x": x, "y": y, "include_screenshot": True}
-    name = f"{side.label}: click + after-screenshot"
-    return anyio.run(measure_async, name, lambda: call_tool(side.server, "click", args), runs)
-
-
-def _type(side: Side, runs: int) -> Timing:
-    name = f"{side.label}: type_text, 100 chars"
-    return anyio.run(
-        measure_async, name, lambda: call_tool(side.server, "type_text", {"text": TEXT_100}), runs
-    )
+    return lambda: call_tool(side.server, "click", {"x": x, "y": y, "include_screenshot": True})
 
 
 def _actions(x11: Side, sway: Side, runs: int) -> list[Row]:
     x, y = sway.click_point()
     # wtype has no pointer: swaymsg moves and clicks sway's own cursor, in one process.
     clicks = f"seat - cursor set {x} {y}, seat - cursor press button1, seat - cursor release button1"
-
-    def peer_click() -> None:
-        subprocess.run(
-            f"swaymsg '{clicks}' >/dev/null && grim - >/dev/null", shell=True, env=sway.env, check=True
-        )
-
-    peer_clicked = measure("peer: swaymsg click + grim", peer_click, runs)
-    x11_click, sway_click = _click(x11, runs), _click(sway, runs)
-    few = max(3, runs // 5)
-    peer_typed = measure(
-        "peer: wtype, 100 chars", lambda: subprocess.run(["wtype", TEXT_100], env=sway.env, check=True), few
-    )
-    sway_typed = _type(sway, few)
+    peer_click = f"swaymsg '{clicks}' >/dev/null && grim - >/dev/null"
+    clicking: list[Case] = [
+        (
+            "peer: swaymsg click + grim -",
+            awaitable(lambda: subprocess.run(peer_click, shell=True, env=sway.env, check=True)),
+        ),
+        ("X11: click + after-screenshot", _click_call(x11)),
+        ("sway: click + after-screenshot", _click_call(sway)),
+    ]
+    typing: list[Case] = [
+        (
+            "peer: wtype, 100 chars",
+            awaitable(lambda: subprocess.run(["wtype", TEXT_100], env=sway.env, check=True)),
+        ),
+        ("sway: type_text, 100 chars", lambda: call_tool(sway.server, "type_text", {"text": TEXT_100})),
+    ]
+    peer_clicked, x11_click, sway_click = anyio.run(measure_interleaved, clicking, runs)
+    peer_typed, sway_typed = anyio.run(measure_interleaved, typing, max(3, runs // 5))
     return [
         Row(peer_clicked),
         Row(x11_click),
