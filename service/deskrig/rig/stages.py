@@ -6,8 +6,8 @@ through a :class:`StageHost` (which logs them, kills them with the supervisor an
 when a watched one exits), returns only once its own readiness probe passes, says through
 :attr:`Stage.up` whether it is still up, contributes the variables that put a program into the
 rig (:meth:`Stage.env`) and tears itself down (:meth:`Stage.stop`). The X11 stages are in
-:mod:`deskrig.rig.x11`; a Wayland backend would bring its own display (a headless compositor,
-which is also its window manager) and app stages and reuse :mod:`deskrig.rig.a11y`.
+:mod:`deskrig.rig.x11`; sway's in :mod:`deskrig.rig.sway` bring their own display (a headless
+compositor, which is also the window manager) and app stages and reuse :mod:`deskrig.rig.a11y`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from deskrig.errors import ErrorCode
-from deskrig.procs import ManagedProcess
+from deskrig.procs import Account, ManagedProcess
 from deskrig.rig.options import RigStartupError
 
 T = TypeVar("T")
@@ -47,6 +47,10 @@ class StageHost(Protocol):
     @property
     def startup_timeout(self) -> float:
         """Seconds each readiness probe may take."""
+
+    @property
+    def account(self) -> Account | None:
+        """The user the rig's programs run as; None: the supervisor's own."""
 
     def spawn(
         self,
@@ -144,13 +148,22 @@ class AppStage(Stage):
 
 @dataclass(frozen=True)
 class RigStages:
-    """A backend's stages by role; :attr:`ordered` is their start order."""
+    """A backend's stages by role; :attr:`ordered` is their start order.
+
+    ``wm`` may be the display stage itself (a compositor manages its windows); ``wm_name`` names
+    the window manager. With an ``account``, the rig's programs run as that user."""
 
     display: DisplayStage
     wm: Stage | None
     a11y: A11yStage
     app: AppStage | None
+    wm_name: str | None = None
+    account: Account | None = None
 
     @property
     def ordered(self) -> list[Stage]:
-        return [stage for stage in (self.display, self.wm, self.a11y, self.app) if stage is not None]
+        stages: list[Stage] = []
+        for stage in (self.display, self.wm, self.a11y, self.app):
+            if stage is not None and not any(stage is seen for seen in stages):
+                stages.append(stage)
+        return stages

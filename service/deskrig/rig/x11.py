@@ -225,4 +225,5 @@ def x11_stages(options: RigOptions) -> RigStages:
         wm=WindowManagerStage(options.wm, display) if options.wm is not None else None,
         a11y=SessionA11yStage(a11y=options.a11y),
         app=X11AppStage(options, display) if options.app else None,
+        wm_name=options.wm,
     )
