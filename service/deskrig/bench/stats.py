@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import resource
 import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Timing:
     name: str
     samples_ms: list[float]
+    #: CPU time per sample, this process's and its waited-for children's (where measured).
+    cpu_samples_ms: list[float] = field(default_factory=list)
+
+    def cpu(self) -> Timing:
+        """The CPU samples as a timing of their own."""
+        return Timing(f"{self.name}, CPU", self.cpu_samples_ms)
 
     @property
     def p50(self) -> float:
@@ -72,12 +79,21 @@ async def measure_interleaved(
         for _name, fn in cases:
             await fn()
     samples: list[list[float]] = [[] for _ in cases]
+    cpu: list[list[float]] = [[] for _ in cases]
     for _ in range(runs):
-        for (_name, fn), taken in zip(cases, samples, strict=True):
-            started = time.perf_counter()
+        for (_name, fn), taken, spent in zip(cases, samples, cpu, strict=True):
+            started, cpu_started = time.perf_counter(), _cpu_s()
             await fn()
             taken.append((time.perf_counter() - started) * 1000)
-    return [Timing(name, taken) for (name, _fn), taken in zip(cases, samples, strict=True)]
+            spent.append((_cpu_s() - cpu_started) * 1000)
+    return [Timing(name, taken, spent) for (name, _fn), taken, spent in zip(cases, samples, cpu, strict=True)]
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process (all its threads) and of its children that have been waited for:
+    a spawned peer's work counts as the in-process work does, and neither depends on the load."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 @dataclass(frozen=True)

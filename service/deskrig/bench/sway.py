@@ -3,9 +3,8 @@
 
 Both desktops run at once: an X11 rig and a headless sway, each showing gtk3-widget-factory at
 1280x800 (tiled full-screen under sway, openbox's placement under X11: the window sizes are in the
-row names). Sway is started the way the tests start it (``tests/sway/swayproc.py``), so this suite
-runs from a checkout, as ``scripts/bench`` does. The cold-start table times ``deskrig rig run``
-from spawn to ``/readyz`` 200 for both backends.
+row names), each a :class:`~deskrig.rig.Rig` as ``deskrig rig run`` starts it. The cold-start table
+times ``deskrig rig run`` from spawn to ``/readyz`` 200 for both backends.
 """
 
 from __future__ import annotations
@@ -13,13 +12,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 
@@ -31,11 +27,9 @@ from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.model import Bounds, WindowInfo
 from deskrig.rig import Rig, RigOptions
+from deskrig.rig.options import RigBackend
 from deskrig.server import DeskrigServer
 from deskrig.serving import build_server
-
-if TYPE_CHECKING:
-    from tests.sway.swayproc import SwaySession
 
 SIZE = (1280, 800)
 APP = ["gtk3-widget-factory"]
@@ -81,17 +75,6 @@ def _server(desktop: Desktop) -> DeskrigServer:
 
 
 @contextmanager
-def _x11_side() -> Iterator[Side]:
-    width, height = SIZE
-    with (
-        Rig(RigOptions(size=f"{width}x{height}", app=APP, a11y=False)) as rig,
-        open_desktop("x11", rig.display) as desktop,
-    ):
-        window = _app_window(desktop, "X11")
-        yield Side("X11", desktop, _server(desktop), {**os.environ, **rig.env}, window)
-
-
-@contextmanager
 def _environment(values: dict[str, str]) -> Iterator[None]:
     """``values`` in os.environ while open: the sway backend attaches from the environment."""
     saved = {name: os.environ.get(name) for name in values}
@@ -107,29 +90,19 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 @contextmanager
-def _sway_session() -> Iterator[SwaySession]:
-    from tests.sway.swayproc import start_sway  # a checkout's test helper: see the module docstring
-
-    session = start_sway(Path(tempfile.mkdtemp(prefix="deskrig-bench-sway-")), SIZE)
-    try:
-        yield session
-    finally:
-        session.stop()
-
-
-@contextmanager
-def _sway_side() -> Iterator[Side]:
+def _side(backend: RigBackend, label: str) -> Iterator[Side]:
+    width, height = SIZE
     with ExitStack() as stack:
-        session = stack.enter_context(_sway_session())
-        stack.enter_context(_environment(session.env))
-        env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
-        app_env = {**env, "GDK_BACKEND": "wayland", "NO_AT_BRIDGE": "1"}
-        app = subprocess.Popen(APP, env=app_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        stack.callback(app.wait, 10)
-        stack.callback(app.terminate)
-        desktop = stack.enter_context(open_desktop("sway"))
-        window = _app_window(desktop, "sway")
-        yield Side("sway", desktop, _server(desktop), env, window)
+        rig = stack.enter_context(
+            Rig(RigOptions(backend=backend, size=f"{width}x{height}", app=APP, a11y=False))
+        )
+        env = {**os.environ, **rig.env}
+        if backend == "x11":
+            desktop = stack.enter_context(open_desktop("x11", rig.display))
+        else:
+            stack.enter_context(_environment(rig.env))
+            desktop = stack.enter_context(open_desktop("sway"))
+        yield Side(label, desktop, _server(desktop), env, _app_window(desktop, label))
 
 
 def _size(bounds: Bounds) -> str:
@@ -237,9 +210,16 @@ def _cold_starts() -> None:
     print_table(f"cold start to /readyz 200 (p50 of {COLD_STARTS})", [Row(x11), Row(sway, x11)])
 
 
+def _cpu(rows: list[Row]) -> list[Row]:
+    """The same comparisons in CPU time (the compositor's and X server's own work left out)."""
+    return [Row(row.timing.cpu(), None if row.baseline is None else row.baseline.cpu()) for row in rows]
+
+
 def run(runs: int) -> None:
-    with _x11_side() as x11, _sway_side() as sway:
+    with _side("x11", "X11") as x11, _side("sway", "sway") as sway:
         title = f"{APP[0]} at {SIZE[0]}x{SIZE[1]}, {runs} runs"
-        print_table(f"sway capture vs X11 and grim ({title})", _captures(x11, sway, runs))
-        print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", _actions(x11, sway, runs))
+        captures, actions = _captures(x11, sway, runs), _actions(x11, sway, runs)
+    print_table(f"sway capture vs X11 and grim ({title})", captures)
+    print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", actions)
+    print_table(f"the same in CPU time ({title})", _cpu(captures + actions))
     _cold_starts()
