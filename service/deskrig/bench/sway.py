@@ -90,7 +90,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 @contextmanager
-def _side(backend: RigBackend, label: str) -> Iterator[Side]:
+def rig_side(backend: RigBackend, label: str) -> Iterator[Side]:
     width, height = SIZE
     with ExitStack() as stack:
         rig = stack.enter_context(
@@ -132,7 +132,7 @@ def _capture_cases(x11: Side, sway: Side) -> list[Case]:
     ]
 
 
-def _captures(x11: Side, sway: Side, runs: int) -> list[Row]:
+def capture_rows(x11: Side, sway: Side, runs: int) -> list[Row]:
     timings = anyio.run(measure_interleaved, _capture_cases(x11, sway), runs)
     grim, x11_png, sway_png, grim_window, x11_window, sway_window, sway_region, x11_raw, sway_raw = timings
     return [
@@ -155,7 +155,7 @@ def _click_call(side: Side) -> Callable[[], Awaitable[object]]:
     return lambda: call_tool(side.server, "click", {"x": x, "y": y, "include_screenshot": True})
 
 
-def _actions(x11: Side, sway: Side, runs: int) -> list[Row]:
+def action_rows(x11: Side, sway: Side, runs: int) -> list[Row]:
     x, y = sway.click_point()
     # wtype has no pointer: swaymsg moves and clicks sway's own cursor, in one process.
     clicks = f"seat - cursor set {x} {y}, seat - cursor press button1, seat - cursor release button1"
@@ -219,9 +219,9 @@ def _cpu(rows: list[Row]) -> list[Row]:
 
 
 def run(runs: int) -> None:
-    with _side("x11", "X11") as x11, _side("sway", "sway") as sway:
+    with rig_side("x11", "X11") as x11, rig_side("sway", "sway") as sway:
         title = f"{APP[0]} at {SIZE[0]}x{SIZE[1]}, {runs} runs"
-        captures, actions = _captures(x11, sway, runs), _actions(x11, sway, runs)
+        captures, actions = capture_rows(x11, sway, runs), action_rows(x11, sway, runs)
     print_table(f"sway capture vs X11 and grim ({title})", captures)
     print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", actions)
     print_table(f"the same in CPU time ({title})", _cpu(captures + actions))
