@@ -179,14 +179,20 @@ class SwayBackend(DesktopBackend):
             )
         visible = region.intersection(screen)
         assert visible is not None
+        parts = [(d, part) for d in displays if (part := visible.intersection(d.bounds)) is not None]
+        if len(parts) == 1 and parts[0][1] == visible:
+            # One output holds the whole region (always, with one output): its copy is the image,
+            # with no canvas to allocate and paste it onto.
+            return self._capture_part(*parts[0])
         image = Image.new("RGB", (visible.width, visible.height))
-        for display in displays:
-            part = visible.intersection(display.bounds)
-            if part is None:
-                continue
-            local = part.model_copy(update={"x": part.x - display.bounds.x, "y": part.y - display.bounds.y})
-            image.paste(self._wayland.capture(display.name, local), (part.x - visible.x, part.y - visible.y))
+        for display, part in parts:
+            image.paste(self._capture_part(display, part), (part.x - visible.x, part.y - visible.y))
         return image
+
+    def _capture_part(self, display: DisplayInfo, part: Bounds) -> Image.Image:
+        """``part`` (layout coordinates, inside ``display``) copied from that output."""
+        local = part.model_copy(update={"x": part.x - display.bounds.x, "y": part.y - display.bounds.y})
+        return self._wayland.capture(display.name, local)
 
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
         window = self._window(window_id)
