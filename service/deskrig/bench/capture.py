@@ -8,17 +8,15 @@ floor (``get_screen_size`` over the same transport).
 from __future__ import annotations
 
 import functools
-import inspect
 import io
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,15 @@ from mcp import Client, StdioServerParameters
 from PIL import Image
 
 from deskrig import imaging
-from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
+from deskrig.bench.stats import (
+    Row,
+    Timing,
+    awaitable,
+    measure,
+    measure_async,
+    measure_interleaved,
+    print_table,
+)
 from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
@@ -47,24 +53,36 @@ SIZES = ("1280x800", "1920x1080")
 DEMO_APP = ["gtk3-widget-factory"] if shutil.which("gtk3-widget-factory") else ["xterm"]
 
 
-def _in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
-    """The tool handler called directly: capture, mask, encode, fit; no protocol."""
-    spec = server.tools["screenshot_screen"]
+def screenshot_call(
+    server: DeskrigServer, arguments: dict[str, Any], tool: str = "screenshot_screen"
+) -> Callable[[], Awaitable[None]]:
+    """A screenshot tool's handler called directly: capture, mask, encode, fit; no protocol."""
+    spec = server.tools[tool]
     validated = spec.input_model.model_validate(arguments)
 
     async def call() -> None:
         result = await spec.handler(server.services, CallInfo(ClientRef("bench")), validated)
         assert result.images
 
-    return anyio.run(measure_async, name, call, runs)
+    return call
 
 
-def _peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
+def in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
+    return anyio.run(measure_async, name, screenshot_call(server, arguments), runs)
+
+
+def peer_capture(command: str, env: dict[str, str]) -> Callable[[], None]:
+    """A peer's per-capture cost: ``command`` run through the shell, PNG on its stdout."""
+
     def run() -> None:
         out = subprocess.run(command, shell=True, env=env, capture_output=True, check=True)
         assert out.stdout[:4] == b"\x89PNG"
 
-    return measure(name, run, runs)
+    return run
+
+
+def peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
+    return measure(name, peer_capture(command, env), runs)
 
 
 def _wait_listening(port: int, timeout: float = 30.0) -> None:
@@ -112,10 +130,10 @@ def _fresh_captures(size: str, runs: int) -> list[Row]:
     rows: list[Row] = []
     with Rig(RigOptions(size=size, app=DEMO_APP, a11y=False)) as rig:
         env = {**os.environ, **rig.env}
-        imagemagick = _peer(
+        imagemagick = peer(
             f"peer: import -window root png:- ({size})", "import -window root png:-", env, runs
         )
-        xwd = _peer(
+        xwd = peer(
             f"peer: xwd -root | convert ({size})", "xwd -root -silent | convert xwd:- png:-", env, runs
         )
         rows += [Row(imagemagick), Row(xwd, imagemagick)]
@@ -124,7 +142,7 @@ def _fresh_captures(size: str, runs: int) -> list[Row]:
         with open_desktop("x11", rig.display) as desktop:
             server = build_server(desktop, settings)
             for fmt, target in (("png", 5.0), ("jpeg", 20.0)):
-                timing = _in_process(server, {"format": fmt}, f"in-process {fmt} ({size})", runs)
+                timing = in_process(server, {"format": fmt}, f"in-process {fmt} ({size})", runs)
                 rows.append(Row(timing, imagemagick, target if size == "1280x800" else None))
             for fmt in ("png", "jpeg"):
                 timing = _over_http(server, {"format": fmt}, f"MCP/HTTP {fmt} ({size})", runs)
@@ -136,13 +154,13 @@ def _unchanged_screen(runs: int) -> list[Row]:
     """gtk3-widget-factory animates a spinner, so an idle xterm stands for an unchanged screen."""
     with Rig(RigOptions(size="1280x800", app=["xterm"], a11y=False)) as rig:
         env = {**os.environ, **rig.env}
-        imagemagick = _peer("peer: import -window root png:- (xterm)", "import -window root png:-", env, runs)
+        imagemagick = peer("peer: import -window root png:- (xterm)", "import -window root png:-", env, runs)
         settings = load_settings(env={}, overrides={"reuse_unchanged_captures": True})
         with open_desktop("x11", rig.display) as desktop:
             server = build_server(desktop, settings)
-            in_process = _in_process(server, {}, "in-process png, unchanged screen (xterm)", runs)
+            cached = in_process(server, {}, "in-process png, unchanged screen (xterm)", runs)
             over_http = _over_http(server, {}, "MCP/HTTP png, unchanged screen (xterm)", runs)
-    return [Row(imagemagick), Row(in_process, imagemagick, 50.0), Row(over_http, imagemagick)]
+    return [Row(imagemagick), Row(cached, imagemagick, 50.0), Row(over_http, imagemagick)]
 
 
 #: End-to-end targets over MCP stdio, full screen 1280x800 on a changing screen (ms, p50).
@@ -166,17 +184,9 @@ def _grab_and_encode(
     return encode(desktop.grab(screen), fmt)
 
 
-async def _sample(fn: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    result = fn()
-    if inspect.isawaitable(result):
-        await result
-    return (time.perf_counter() - started) * 1000
-
-
 def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
-    """Every case once per round, round after round, so that all of them see the same load
-    (this machine is shared; a case measured a minute later is measured on another machine)."""
+    """Every case in turn, round after round (:func:`measure_interleaved`): on a shared machine a
+    case measured a minute later is measured under another load."""
     screen = desktop.screen_bounds()
     params = StdioServerParameters(
         command=str(Path(sys.executable).parent / "deskrig"),  # the venv's, like the tests
@@ -185,7 +195,7 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
     )
     cached = 0
 
-    async def run() -> dict[str, list[float]]:
+    async def run() -> list[Timing]:
         nonlocal cached
         async with Client(params) as client:
 
@@ -195,29 +205,34 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
                 assert not result.is_error, result
                 cached += bool((result.structured_content or {}).get("from_cache"))
 
-            cases: dict[str, Callable[[], object]] = {"floor": functools.partial(call, "get_screen_size", {})}
+            cases: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+                ("floor", functools.partial(call, "get_screen_size", {}))
+            ]
             for fmt in STDIO_TARGETS_MS:
-                cases[f"stdio {fmt}"] = functools.partial(call, "screenshot_screen", {"format": fmt})
-                cases[f"new {fmt}"] = functools.partial(
-                    _grab_and_encode, desktop, screen, fmt, imaging.encode
-                )
-                cases[f"old {fmt}"] = functools.partial(_grab_and_encode, desktop, screen, fmt, _pillow_path)
-            samples: dict[str, list[float]] = {name: [] for name in cases}
-            for round_number in range(runs + 2):
-                for name, case in cases.items():
-                    elapsed = await _sample(case)
-                    if round_number >= 2:  # warm-up rounds
-                        samples[name].append(elapsed)
-            return samples
+                cases += [
+                    (f"stdio {fmt}", functools.partial(call, "screenshot_screen", {"format": fmt})),
+                    (
+                        f"new {fmt}",
+                        awaitable(functools.partial(_grab_and_encode, desktop, screen, fmt, imaging.encode)),
+                    ),
+                    (
+                        f"old {fmt}",
+                        awaitable(functools.partial(_grab_and_encode, desktop, screen, fmt, _pillow_path)),
+                    ),
+                ]
+            return await measure_interleaved(cases, runs)
 
-    samples = anyio.run(run)
-    p50 = {name: statistics.median(values) for name, values in samples.items()}
+    timings = {timing.name: timing for timing in anyio.run(run)}
+
+    def in_process(name: str) -> str:  # the CPU time does not move with the machine's load
+        return f"{timings[name].p50:.2f} (CPU {timings[name].cpu().p50:.2f})"
+
     lines = []
     for fmt, target in STDIO_TARGETS_MS.items():
-        e2e = p50[f"stdio {fmt}"]
+        e2e = timings[f"stdio {fmt}"].p50
         lines.append(
             f"| {fmt} | {e2e:.2f} | {target:g} | {'yes' if e2e <= target else 'NO'} | "
-            f"{p50[f'new {fmt}']:.2f} | {p50[f'old {fmt}']:.2f} | {p50['floor']:.2f} |"
+            f"{in_process(f'new {fmt}')} | {in_process(f'old {fmt}')} | {timings['floor'].p50:.2f} |"
         )
     lines.append(f"\nscreenshots served from the unchanged-screen cache: {cached} of {2 * (runs + 2)}")
     return lines
