@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 
 from deskrig import imaging
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.frames import Frame
+from deskrig.grabs import Grab
 from deskrig.model import Bounds
 
 BLUE = (53, 132, 228)
@@ -214,17 +214,17 @@ def test_fit_inline_that_cannot_fit_reports_the_smallest_size() -> None:
 # --- black_out and click marker --------------------------------------------------------------
 
 
-def bgrx_frame(image: Image.Image, seed: int = 3) -> Frame:
+def bgrx_frame(image: Image.Image, seed: int = 3) -> Grab:
     """``image`` (RGB) as an X11 grab: B, G, R and a padding byte of noise, which must not show."""
     red, green, blue = image.split()
     padding = Image.frombytes("L", image.size, random.Random(seed).randbytes(image.width * image.height))
-    return Frame.from_bgrx(bytearray(Image.merge("RGBA", (blue, green, red, padding)).tobytes()), *image.size)
+    return Grab.from_bgrx(bytearray(Image.merge("RGBA", (blue, green, red, padding)).tobytes()), *image.size)
 
 
 @pytest.mark.parametrize("kind", ["bgrx", "image"])
 def test_black_out_paints_only_the_overlap_in_image_coordinates(kind: str) -> None:
     image = Image.new("RGB", (200, 100), PANEL)
-    frame = bgrx_frame(image) if kind == "bgrx" else Frame.of(image)
+    frame = bgrx_frame(image) if kind == "bgrx" else Grab.of(image)
     origin = (100, 50)  # the image shows screen pixels x 100..299, y 50..149
     blocked = [Bounds(x=250, y=120, width=100, height=100), Bounds(x=0, y=0, width=50, height=50)]
     masked = imaging.black_out(frame, blocked, origin).image()
@@ -239,7 +239,7 @@ def test_black_out_paints_only_the_overlap_in_image_coordinates(kind: str) -> No
 
 
 def test_black_out_without_overlap_returns_the_input() -> None:
-    frame = Frame.of(Image.new("RGBA", (50, 50), (*PANEL, 255)))
+    frame = Grab.of(Image.new("RGBA", (50, 50), (*PANEL, 255)))
     assert imaging.black_out(frame, [Bounds(x=500, y=500, width=5, height=5)], (0, 0)) is frame
     masked = imaging.black_out(frame, [Bounds(x=0, y=0, width=5, height=5)], (0, 0))
     assert masked.image().getpixel((2, 2)) == (0, 0, 0, 255)
@@ -261,10 +261,10 @@ def test_png_of_a_bgrx_frame_is_every_pixel_of_the_grab(size: tuple[int, int]) -
 def test_png_and_jpeg_read_the_bgrx_rows_without_an_rgb_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     frame = bgrx_frame(desktop_like(64, 48))
 
-    def no_conversion(self: Frame) -> Image.Image:
+    def no_conversion(self: Grab) -> Image.Image:
         raise AssertionError("the encoder converted the frame to a Pillow RGB image")
 
-    monkeypatch.setattr(Frame, "image", no_conversion)
+    monkeypatch.setattr(Grab, "image", no_conversion)
     assert decode(imaging.encode(frame, "png")).size == (64, 48)
     assert decode(imaging.encode(frame, "jpeg")).size == (64, 48)
 
@@ -309,7 +309,7 @@ def test_other_formats_of_a_bgrx_frame_go_through_pillow(fmt: str) -> None:
 
 def test_a_frame_of_the_wrong_length_is_refused() -> None:
     with pytest.raises(ValueError, match="not 4x4 BGRX"):
-        Frame.from_bgrx(bytes(15), 4, 4)
+        Grab.from_bgrx(bytes(15), 4, 4)
 
 
 def test_click_marker_is_pure_red_at_the_click_point() -> None:

@@ -1,6 +1,6 @@
 """Pixels to bytes and bytes to files: encode, scale, fit inline, mask, mark, save.
 
-Encoders read a :class:`~deskrig.frames.Frame` straight from the grab's BGRX rows where they can
+Encoders read a :class:`~deskrig.grabs.Grab` straight from the grab's BGRX rows where they can
 (measured on this project's reference machine, Xvfb 1280x800 showing gtk3-widget-factory; see the
 README's Benchmarks and ``scripts/bench capture``):
 
@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
 from deskrig.files import write_atomic, write_temp
-from deskrig.frames import Frame
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, ImageFormat
 
 SUPPORTED_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
@@ -65,7 +65,7 @@ _PNG_IDAT_SIZE = 1 << 24
 T = TypeVar("T")
 
 #: What the encoders take: a capture as grabbed, or any Pillow image.
-Picture = Frame | Image.Image
+Picture = Grab | Image.Image
 
 
 class InlineImage(BaseModel):
@@ -152,7 +152,7 @@ def _png_chunk(tag: bytes, body: bytes) -> bytes:
 
 
 def _as_image(picture: Picture) -> Image.Image:
-    return picture.image() if isinstance(picture, Frame) else picture
+    return picture.image() if isinstance(picture, Grab) else picture
 
 
 #: Rows packed per call of Pillow's raw encoder when writing a BGRX frame's PNG scanlines.
@@ -169,7 +169,7 @@ def _rows_of(packed: bytes | bytearray, stride: int) -> Iterator[memoryview]:
     return (view[start : start + stride] for start in range(0, len(packed), stride))
 
 
-def _bgrx_rgb_rows(frame: Frame, bgrx: bytes | bytearray) -> Iterator[memoryview]:
+def _bgrx_rgb_rows(frame: Grab, bgrx: bytes | bytearray) -> Iterator[memoryview]:
     """RGB rows of a BGRX frame, packed in one pass: Pillow's raw packer reverses the first three
     bytes of each pixel of a zero-copy view, a band of rows at a time (``Image.tobytes`` runs
     the same encoder but joins the bands into one more copy)."""
@@ -189,7 +189,7 @@ def _encode_png(picture: Picture) -> bytes:
     """Lossless PNG with unfiltered rows (see the module docstring for why)."""
     from isal import isal_zlib
 
-    if isinstance(picture, Frame) and picture.bgrx is not None:
+    if isinstance(picture, Grab) and picture.bgrx is not None:
         mode, scanlines = "RGB", _scanlines(_bgrx_rgb_rows(picture, picture.bgrx))
     else:
         image = _as_image(picture)
@@ -206,7 +206,7 @@ def _encode_png(picture: Picture) -> bytes:
     return _PNG_SIGNATURE + _png_chunk(b"IHDR", header) + idat + _png_chunk(b"IEND", b"")
 
 
-def _encode_bgrx_jpeg(frame: Frame, bgrx: bytes | bytearray, quality: int) -> bytes:
+def _encode_bgrx_jpeg(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
     """libjpeg-turbo straight from the BGRX rows, with Pillow's default 4:2:0 chroma."""
     import simplejpeg
 
@@ -242,7 +242,7 @@ def encode(picture: Picture, fmt: str, quality: int | None = None) -> bytes:
     _check_quality(quality)
     if name == "png":
         return _guard_codec("encoding png", lambda: _encode_png(picture))
-    if name == "jpeg" and isinstance(picture, Frame) and picture.bgrx is not None:
+    if name == "jpeg" and isinstance(picture, Grab) and picture.bgrx is not None:
         bgrx = picture.bgrx
         jpeg_quality = quality or DEFAULT_QUALITY["jpeg"]
         return _guard_codec("encoding jpeg", lambda: _encode_bgrx_jpeg(picture, bgrx, jpeg_quality))
@@ -355,7 +355,7 @@ def fit_inline(picture: Picture, fmt: str, quality: int | None, max_bytes: int) 
     )
 
 
-def black_out(frame: Frame, rects: Sequence[Bounds], origin: tuple[int, int]) -> Frame:
+def black_out(frame: Grab, rects: Sequence[Bounds], origin: tuple[int, int]) -> Grab:
     """Paint black every part of the screen-space ``rects`` that falls on ``frame``.
 
     ``origin`` is the screen position of the frame's top-left pixel. Do this before scaling. The

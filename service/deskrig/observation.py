@@ -24,7 +24,7 @@ from deskrig.a11y import Snapshot
 from deskrig.a11y.atspi import AccessibilityClient
 from deskrig.desktop import Desktop
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.frames import Frame
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, WindowInfo
 from deskrig.security import WindowBlocklist
 
@@ -33,7 +33,7 @@ from deskrig.security import WindowBlocklist
 class Pixels:
     """An image of part of the screen, as a client may see it."""
 
-    frame: Frame
+    frame: Grab
     #: Where ``frame`` lies on the screen.
     region: Bounds
     #: Blocked windows blacked out in it.
@@ -92,10 +92,10 @@ class Observation:
         await self.check_app(pid)
         return await client.snapshot(pid, **options)
 
-    def redact(self, frame: Frame, region: Bounds) -> Pixels:
+    def redact(self, frame: Grab, region: Bounds) -> Pixels:
         """``frame`` of ``region`` with what a client may not see removed: every blocked window
         (its frame, whatever lies above it) blacked out. The one place to add PII masking (draw
-        with :meth:`Frame.blacked_out`, or on ``frame.image()`` and hand back ``Frame.of(...)``)."""
+        with :meth:`Grab.blacked_out`, or on ``frame.image()`` and hand back ``Grab.of(...)``)."""
         if not self.blocklist.active:
             return Pixels(frame, region)
         blocked = [w.frame_bounds or w.bounds for w in self.blocklist.blocked(self.windows)]
@@ -114,7 +114,7 @@ class Observation:
         them). Callers refuse a blocked window rather than showing it black."""
         image = self.desktop.capture_window(window.id, include_frame)
         region = window.frame_bounds if include_frame and window.frame_bounds else window.bounds
-        return Pixels(Frame.of(image), Bounds(x=region.x, y=region.y, width=image.width, height=image.height))
+        return Pixels(Grab.of(image), Bounds(x=region.x, y=region.y, width=image.width, height=image.height))
 
     def window_as_seen(self, window: WindowInfo) -> Pixels:
         """The window as it shows: an unobscured window is cut from the screen (a shared-memory

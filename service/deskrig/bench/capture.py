@@ -37,7 +37,7 @@ from deskrig.bench.stats import (
 from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
-from deskrig.frames import Frame
+from deskrig.grabs import Grab
 from deskrig.guard import bind_listener
 from deskrig.http import Readiness
 from deskrig.identity import ClientRef
@@ -167,7 +167,7 @@ def _unchanged_screen(runs: int) -> list[Row]:
 STDIO_TARGETS_MS = {"png": 9.0, "jpeg": 5.0}
 
 
-def _pillow_path(frame: Frame, fmt: str) -> bytes:
+def _pillow_path(frame: Grab, fmt: str) -> bytes:
     """The encoders before they read BGRX: an RGB copy, then Pillow's PNG (level 1) or JPEG q80."""
     out = io.BytesIO()
     image = Image.frombuffer("RGB", frame.size, frame.bgrx or b"", "raw", "BGRX", 0, 1)
@@ -179,7 +179,7 @@ def _pillow_path(frame: Frame, fmt: str) -> bytes:
 
 
 def _grab_and_encode(
-    desktop: Desktop, screen: Bounds, fmt: str, encode: Callable[[Frame, str], bytes]
+    desktop: Desktop, screen: Bounds, fmt: str, encode: Callable[[Grab, str], bytes]
 ) -> bytes:
     return encode(desktop.grab(screen), fmt)
 

@@ -18,7 +18,7 @@ from typing import Literal, Protocol, TypeVar
 from PIL import Image
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.frames import Frame
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
 
 T = TypeVar("T")
@@ -115,10 +115,10 @@ class DesktopBackend(ABC):
     def capture(self, region: Bounds) -> Image.Image:
         """RGB pixels of ``region`` of the screen, exactly as shown (covered parts included)."""
 
-    def grab(self, region: Bounds) -> Frame:
+    def grab(self, region: Bounds) -> Grab:
         """:meth:`capture` as a frame, in the layout the platform hands pixels over; a backend
         whose grabs come as BGRX rows overrides this, so encoders skip the RGB conversion."""
-        return Frame.of(self.capture(region))
+        return Grab.of(self.capture(region))
 
     @abstractmethod
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
@@ -189,7 +189,7 @@ class Desktop:
     def capture(self, region: Bounds) -> Image.Image:
         return self._call(lambda: self._backend.capture(region))
 
-    def grab(self, region: Bounds) -> Frame:
+    def grab(self, region: Bounds) -> Grab:
         return self._call(lambda: self._backend.grab(region))
 
     def capture_window(self, window_id: int, include_frame: bool = False) -> Image.Image:

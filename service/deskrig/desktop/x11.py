@@ -37,7 +37,7 @@ from Xlib.ext import composite
 from Xlib.protocol import event
 from Xlib.xobject.drawable import Window
 
-from deskrig import frames
+from deskrig import grabs
 from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
@@ -120,7 +120,7 @@ class X11Backend(DesktopBackend):
     def capture(self, region: Bounds) -> Image.Image:
         return self.grab(region).image()
 
-    def grab(self, region: Bounds) -> frames.Frame:
+    def grab(self, region: Bounds) -> grabs.Grab:
         with self._translated(ErrorCode.CAPTURE_FAILED, "screen capture failed"):
             visible = region.intersection(self._root_bounds())
             if visible is None:

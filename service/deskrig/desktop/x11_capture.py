@@ -18,7 +18,7 @@ from Xlib.ext import damage
 
 from deskrig.desktop.x11_conn import close_display
 from deskrig.errors import BackendError, ErrorCode
-from deskrig.frames import Frame
+from deskrig.grabs import Grab
 from deskrig.model import Bounds
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ PILLOW_CACHED_BLOCKS = 4
 Note = Callable[[str, str], None]
 
 
-def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) -> Frame:
+def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) -> Grab:
     """XGetImage of a window or pixmap; ~10 ms for a 1280x800 screen, so only a fallback for screens."""
     reply = drawable.get_image(x, y, width, height, X.ZPixmap, ALL_PLANES)  # type: ignore[attr-defined]
     expected = width * height * 4
@@ -44,7 +44,7 @@ def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) ->
             ErrorCode.CAPTURE_FAILED,
             f"got {len(reply.data)} bytes for {width}x{height} pixels; only 24/32-bit screens are supported",
         )
-    return Frame.from_bgrx(reply.data[:expected], width, height)
+    return Grab.from_bgrx(reply.data[:expected], width, height)
 
 
 class ScreenGrabber:
@@ -73,7 +73,7 @@ class ScreenGrabber:
         self._capacity = geometry.width * geometry.height
         self._shm_checked = False
 
-    def grab(self, region: Bounds) -> Frame:
+    def grab(self, region: Bounds) -> Grab:
         """``region``'s pixels as the X server keeps them (BGRX), in a buffer of their own."""
         if self._mss is None:
             return xlib_get_image(self._root, region.x, region.y, region.width, region.height)
@@ -86,7 +86,7 @@ class ScreenGrabber:
             self._shm_checked = True
             self._report_shm_status()
         # mss copies the shared segment into a fresh bytearray: the frame's alone.
-        return Frame.from_bgrx(shot.raw, shot.width, shot.height)
+        return Grab.from_bgrx(shot.raw, shot.width, shot.height)
 
     def _report_shm_status(self) -> None:
         """mss falls back to XGetImage by itself when MIT-SHM fails; make that visible."""

@@ -2,13 +2,13 @@
 
 X11 grabs arrive as BGRX rows (4 bytes a pixel: blue, green, red, padding). Converting them to a
 Pillow RGB image costs about 3 ms for 1280x800 and the encoders do not need it: libjpeg-turbo
-reads BGRX itself, and the PNG writer packs RGB rows straight from it. So a :class:`Frame` keeps
+reads BGRX itself, and the PNG writer packs RGB rows straight from it. So a :class:`Grab` keeps
 the grab as it came and makes a Pillow image only when one is asked for (scaling, drawing, the
 formats Pillow encodes). Backends whose pixels are already a Pillow image (sway's screencopy, the
-scripted backend, a window's composited pixmap) hand that over with :meth:`Frame.of`.
+scripted backend, a window's composited pixmap) hand that over with :meth:`Grab.of`.
 
 Code that draws on a capture (the redaction seam, ``Observation.redact``) works on the frame:
-:meth:`Frame.blacked_out` for rectangles of black, or ``Frame.of(draw(frame.image()))`` for
+:meth:`Grab.blacked_out` for rectangles of black, or ``Grab.of(draw(frame.image()))`` for
 anything Pillow can draw.
 """
 
@@ -22,7 +22,7 @@ from PIL import Image, ImageColor
 BGRX_PIXEL = 4
 
 
-class Frame:
+class Grab:
     """Pixels of one capture: BGRX rows as grabbed, or a Pillow image. Never modified in place."""
 
     __slots__ = ("_bgrx", "_image", "height", "width")
@@ -38,12 +38,12 @@ class Frame:
         self._image = image
 
     @classmethod
-    def from_bgrx(cls, data: bytes | bytearray, width: int, height: int) -> Frame:
+    def from_bgrx(cls, data: bytes | bytearray, width: int, height: int) -> Grab:
         """A frame of 32-bit little-endian X pixels (B, G, R, padding), rows without gaps."""
         return cls(width, height, data, None)
 
     @classmethod
-    def of(cls, image: Image.Image) -> Frame:
+    def of(cls, image: Image.Image) -> Grab:
         """A frame of a Pillow image (any mode), kept as it is."""
         return cls(image.width, image.height, None, image)
 
@@ -63,7 +63,7 @@ class Frame:
             self._image = Image.frombuffer("RGB", self.size, self._bgrx, "raw", "BGRX", 0, 1)
         return self._image
 
-    def blacked_out(self, boxes: Iterable[tuple[int, int, int, int]]) -> Frame:
+    def blacked_out(self, boxes: Iterable[tuple[int, int, int, int]]) -> Grab:
         """A copy with every ``(left, top, right, bottom)`` box, in frame pixels and already
         clipped to the frame, painted black."""
         if self._bgrx is None:
@@ -71,7 +71,7 @@ class Frame:
             black = ImageColor.getcolor("black", image.mode)
             for box in boxes:
                 image.paste(black, box)
-            return Frame.of(image)
+            return Grab.of(image)
         pixels = bytearray(self._bgrx)
         stride = self.width * BGRX_PIXEL
         for left, top, right, bottom in boxes:
@@ -79,4 +79,4 @@ class Frame:
             for row in range(top, bottom):
                 start = row * stride + left * BGRX_PIXEL
                 pixels[start : start + len(run)] = run
-        return Frame.from_bgrx(pixels, self.width, self.height)
+        return Grab.from_bgrx(pixels, self.width, self.height)
