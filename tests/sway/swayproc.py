@@ -25,7 +25,7 @@ SWAY_USER = "deskrig-test"
 STARTUP_TIMEOUT_S = 30.0
 
 
-def sway_config(width: int, height: int) -> str:
+def sway_config(width: int, height: int, xwayland: bool = False) -> str:
     # No `bar` block (no swaybar), no `output * bg` (no swaybg), no `exec` (no swayidle).
     return "\n".join(
         [
@@ -33,7 +33,8 @@ def sway_config(width: int, height: int) -> str:
             "default_border none",
             "default_floating_border none",
             "focus_follows_mouse no",
-            "xwayland disable",
+            # enable: started on the first X client's connection.
+            f"xwayland {'enable' if xwayland else 'disable'}",
             "",
         ]
     )
@@ -77,13 +78,16 @@ def _answers(socket: Path) -> bool:
     return True
 
 
-def start_sway(work_dir: Path, size: tuple[int, int], user: str = SWAY_USER) -> SwaySession:
-    """Start a headless sway as ``user`` under ``work_dir`` and wait until it answers."""
+def start_sway(
+    work_dir: Path, size: tuple[int, int], user: str = SWAY_USER, xwayland: bool = False
+) -> SwaySession:
+    """Start a headless sway as ``user`` under ``work_dir`` and wait until it answers (with an
+    Xwayland for X11 clients if ``xwayland``)."""
     account = pwd.getpwnam(user)  # KeyError: run scripts/setup, which creates the user
     # Not under work_dir: pytest's temporary folders are root's alone, and sway must reach this.
     runtime_dir = Path(tempfile.mkdtemp(prefix="deskrig-sway-"))
     config = runtime_dir / "sway.config"
-    config.write_text(sway_config(*size))
+    config.write_text(sway_config(*size, xwayland=xwayland))
     os.chown(runtime_dir, account.pw_uid, account.pw_gid)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

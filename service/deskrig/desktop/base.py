@@ -18,7 +18,7 @@ from typing import Literal, Protocol, TypeVar
 from PIL import Image
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
+from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, Point, TypeReport, WindowInfo
 
 T = TypeVar("T")
 
@@ -130,6 +130,15 @@ class DesktopBackend(ABC):
         """Raise and focus a window (un-minimising it); WINDOW_NOT_FOUND for an unknown id."""
 
     @abstractmethod
+    def a11y_origin(self, window: WindowInfo) -> Point:
+        """Where the coordinates ``window``'s toolkit reports over accessibility start, in screen pixels.
+
+        Adding it to an element's AT-SPI extents gives screen coordinates. (0, 0) where toolkits
+        know where their windows are (X11, Xwayland); the window's content origin where they do
+        not (native Wayland clients report positions relative to their window).
+        """
+
+    @abstractmethod
     def damage_serial(self) -> int:
         """A counter that changes whenever anything on screen may have changed.
 
@@ -194,6 +203,9 @@ class Desktop:
 
     def activate_window(self, window_id: int) -> None:
         self._call(lambda: self._backend.activate_window(window_id))
+
+    def a11y_origin(self, window: WindowInfo) -> Point:
+        return self._call(lambda: self._backend.a11y_origin(window))
 
     def with_input(
         self, fn: Callable[[InputDevice], T], job: InputJob | None = None, timeout: float | None = None

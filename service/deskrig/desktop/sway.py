@@ -29,7 +29,7 @@ from PIL import Image
 from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,12 @@ class SwaySockets:
 
 def _bounds(rect: dict[str, int]) -> Bounds:
     return Bounds(x=rect["x"], y=rect["y"], width=rect["width"], height=rect["height"])
+
+
+def _window_not_found(window_id: int) -> DeskrigError:
+    return DeskrigError(
+        ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
+    )
 
 
 def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str, Any], str]]:
@@ -205,6 +211,16 @@ class SwayBackend(DesktopBackend):
                 details={"window_id": window_id},
             )
 
+    def a11y_origin(self, window: WindowInfo) -> Point:
+        # Xwayland clients see an X screen laid out like sway's outputs, so their "screen"
+        # coordinates are already layout coordinates; native Wayland clients are never told where
+        # their surface is and report positions relative to it (GTK: its content area).
+        view = self._view(window.id)
+        if view.get("shell") == "xwayland":
+            return Point(x=0, y=0)
+        content = _window_info(view, "", 0).bounds
+        return Point(x=content.x, y=content.y)
+
     def damage_serial(self) -> int:
         return next(self._serial)
 
@@ -222,10 +238,17 @@ class SwayBackend(DesktopBackend):
     def _window(self, window_id: int) -> WindowInfo:
         window = next((w for w in self.windows() if w.id == window_id), None)
         if window is None:
-            raise DeskrigError(
-                ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
-            )
+            raise _window_not_found(window_id)
         return window
+
+    def _view(self, window_id: int) -> dict[str, Any]:
+        """sway's own record of a window (its shell, X11 window id, rects)."""
+        with self._translated("cannot list windows"):
+            tree = self._ipc.get_tree().ipc_data
+        view = next((view for view, _ in _views(tree) if view["id"] == window_id), None)
+        if view is None:
+            raise _window_not_found(window_id)
+        return view
 
     @contextmanager
     def _translated(self, message: str, **details: object) -> Iterator[None]:

@@ -41,7 +41,7 @@ from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +164,10 @@ class X11Backend(DesktopBackend):
                 frame_of(self._root, window).window.configure(stack_mode=X.Above)
                 window.set_input_focus(X.RevertToParent, X.CurrentTime)
             self._display.sync()
+
+    def a11y_origin(self, window: WindowInfo) -> Point:
+        # X11 toolkits translate to root coordinates themselves (XTranslateCoordinates).
+        return Point(x=0, y=0)
 
     def damage_serial(self) -> int:
         if self._damage is None:
