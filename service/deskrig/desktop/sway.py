@@ -89,6 +89,21 @@ def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str
         yield from _views(children[cid], workspace)
 
 
+def view_at(tree: dict[str, Any], x: int, y: int) -> dict[str, Any] | None:
+    """The view shown at layout point (x, y): on an output's current workspace, floating views
+    (which sway draws above the tiled ones) first."""
+    for output in tree.get("nodes", []):
+        for workspace in output.get("nodes", []):
+            if workspace.get("name") != output.get("current_workspace"):
+                continue
+            floating = [v for node in workspace.get("floating_nodes", []) for v, _ in _views(node)]
+            tiled = [v for node in workspace.get("nodes", []) for v, _ in _views(node)]
+            for view in [*floating, *tiled]:
+                if _bounds(view["rect"]).contains(x, y):
+                    return view
+    return None
+
+
 def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowInfo:
     frame = _bounds(view["rect"])
     content = _bounds(view["window_rect"])
