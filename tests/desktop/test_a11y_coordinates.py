@@ -1,0 +1,86 @@
+"""Accessibility element bounds are screen coordinates on every backend.
+
+GTK under Wayland reports AT-SPI extents relative to its window; the desktop's ``a11y_origin``
+says where each window's coordinates start and the accessibility client shifts them. Checked
+through the real tools (an MCP server built as a rig builds it, over the session's desktop and
+accessibility bus) against the GTK form's own report of its layout and its log of clicks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from deskrig.config import SecurityPolicy, Settings
+from deskrig.errors import tool_error
+from deskrig.model import Bounds, Point
+from deskrig.serving import build_server
+
+from .forms import Forms
+
+
+@asynccontextmanager
+async def tools(forms: Forms, tmp_path: Path) -> AsyncIterator[Client]:
+    """An MCP client of a server over the forms' desktop and accessibility bus."""
+    settings = Settings(security=SecurityPolicy(allowed_directories=[str(tmp_path)]))
+    server = build_server(forms.desktop, settings, session_bus=forms.session_bus)
+    try:
+        async with Client(server.mcp, mode="legacy") as client:
+            yield client
+    finally:
+        if server.services.recorder is not None:
+            server.services.recorder.close()
+        server.services.security.close()
+
+
+async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, (tool, tool_error(result))
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+def element(state: dict[str, Any], role: str, name: str) -> dict[str, Any]:
+    (found,) = [e for e in state["elements"] if e["role"] == role and e["name"] == name]
+    return found
+
+
+def test_a11y_origin_is_where_each_toolkit_counts_from(backend: Forms) -> None:
+    gtk, tk = backend.window(backend.gtk), backend.window(backend.tk)
+    # Native Wayland GTK counts from its content area; X clients (Xvfb, Xwayland) from the screen's.
+    expected = Point(x=gtk.bounds.x, y=gtk.bounds.y) if backend.gtk.window_relative else Point(x=0, y=0)
+    assert backend.desktop.a11y_origin(gtk) == expected
+    assert backend.desktop.a11y_origin(tk) == Point(x=0, y=0)
+
+
+def test_element_bounds_are_where_the_widgets_are_on_screen(backend: Forms, tmp_path: Path) -> None:
+    async def run() -> dict[str, Any]:
+        async with tools(backend, tmp_path) as client:
+            return await ok(client, "get_app_state", {"pid": backend.gtk.pid})
+
+    state = anyio.run(run)
+
+    for role, name, widget in (("push button", "Click me", "button"), ("text", "Name", "entry")):
+        bounds = Bounds.model_validate(element(state, role, name)["bounds"])
+        assert bounds == backend.widget(backend.gtk, widget), (role, name)
+
+
+def test_a_click_on_an_element_lands_on_it(backend: Forms, tmp_path: Path) -> None:
+    before = (backend.gtk.events("button") or [{"count": 0}])[-1]["count"]
+
+    async def run() -> dict[str, Any]:
+        async with tools(backend, tmp_path) as client:
+            state = await ok(client, "get_app_state", {"pid": backend.gtk.pid, "role": "push button"})
+            button = element(state, "push button", "Click me")
+            target = {"snapshot_id": state["snapshot_id"], "index": button["index"]}
+            return await ok(client, "click", {"element": target})
+
+    result = anyio.run(run)
+
+    backend.gtk.wait("button", lambda e: e["count"] == before + 1, "the element click to press the button")
+    x, y = backend.center(backend.gtk, "button")
+    assert (result["target"]["point"]["x"], result["target"]["point"]["y"]) == (x, y)
