@@ -3,7 +3,8 @@
 GTK under Wayland reports AT-SPI extents relative to its window; the desktop's ``a11y_origin``
 says where each window's coordinates start and the accessibility client shifts them. Checked
 through the real tools (an MCP server built as a rig builds it, over the session's desktop and
-accessibility bus) against the GTK form's own report of its layout and its log of clicks.
+accessibility bus) against the GTK form's own report of its layout and its log of clicks; the
+matching of elements to windows on the scripted desktop at the end.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from deskrig.a11y import Element, ElementRef, PathStep
+from deskrig.a11y.placement import placed, toplevel_names, toplevel_origins
 from deskrig.config import SecurityPolicy, Settings
+from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.errors import tool_error
 from deskrig.model import Bounds, Point
 from deskrig.serving import build_server
@@ -84,3 +88,48 @@ def test_a_click_on_an_element_lands_on_it(backend: Forms, tmp_path: Path) -> No
     backend.gtk.wait("button", lambda e: e["count"] == before + 1, "the element click to press the button")
     x, y = backend.center(backend.gtk, "button")
     assert (result["target"]["point"]["x"], result["target"]["point"]["y"]) == (x, y)
+
+
+def scripted_element(index: int, toplevel: str, bounds: Bounds | None) -> Element:
+    path = [PathStep("frame", toplevel, 0), PathStep("push button", f"b{index}", 0)]
+    return Element(
+        index=index,
+        parent=0,
+        depth=2,
+        role="push button",
+        name=f"b{index}",
+        states=[],
+        bounds=bounds,
+        ref=ElementRef(":1.5", f"/org/a11y/atspi/accessible/{index}"),
+        path=path,
+    )
+
+
+def test_elements_move_with_the_window_of_their_top_level_on_the_scripted_desktop() -> None:
+    world = ScriptedDesktop()
+    size = {"width": 200, "height": 100}
+    world.add_window("Main", Bounds(x=100, y=50, **size), pid=7, a11y_window_relative=True)
+    world.add_window("Dialog", Bounds(x=300, y=400, **size), pid=7, a11y_window_relative=True)
+    world.add_window("Twin", Bounds(x=500, y=10, **size), pid=7, a11y_window_relative=True)
+    world.add_window("Twin", Bounds(x=500, y=600, **size), pid=7, a11y_window_relative=True)
+    world.add_window("Main", Bounds(x=700, y=700, **size), pid=8, a11y_window_relative=True)
+    desktop = world.open()
+    inside = Bounds(x=10, y=20, width=30, height=40)
+    elements = [
+        scripted_element(1, "Main", inside),
+        scripted_element(2, "Dialog", inside),
+        scripted_element(3, "Twin", inside),  # two windows with that title: which is unknown
+        scripted_element(4, "Main", None),  # not showing
+    ]
+
+    origins = toplevel_origins(desktop, 7, toplevel_names(elements))
+    moved = placed(elements, origins)
+
+    assert origins == {"Main": Point(x=100, y=50), "Dialog": Point(x=300, y=400)}
+    assert [e.bounds for e in moved] == [
+        Bounds(x=110, y=70, width=30, height=40),
+        Bounds(x=310, y=420, width=30, height=40),
+        inside,
+        None,
+    ]
+    assert elements[0].bounds == inside  # the snapshot's own elements are left alone

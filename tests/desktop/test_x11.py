@@ -333,10 +333,10 @@ window = screen.root.create_window(10, 20, 40, 30, 0, screen.root_depth, backgro
 window.map()
 xlib.sync()
 print(json.dumps({
-    "screen_pixel": x11_backend.capture(Bounds(x=0, y=0, width=100, height=100)).getpixel((10, 20)),
-    "window_colours": x11_backend.capture_window(window.id, include_frame=False).getcolors(),
-    "serials": [x11_backend.damage_serial() for _ in range(3)],
-    "diagnostics": [d.message for d in x11_backend.diagnostics],
+    "screen_pixel": backend.capture(Bounds(x=0, y=0, width=100, height=100)).getpixel((10, 20)),
+    "window_colours": backend.capture_window(window.id, include_frame=False).getcolors(),
+    "serials": [backend.damage_serial() for _ in range(3)],
+    "diagnostics": [d.message for d in backend.diagnostics],
 }))
 backend.close()
 """
