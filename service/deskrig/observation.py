@@ -5,18 +5,25 @@ The one path from the desktop to what a screenshot tool returns or a recording k
 the list an action's target resolver already made) and every image read from it has what a client
 may not see removed in one place, :meth:`Observation.redact`: blocked windows blacked out (and,
 later, PII masked). The recorder reads the accessibility half of its observations beside it
-(``deskrig.recording.moments``), withheld for a blocked target window by the same rule
-(:meth:`Observation.is_blocked`).
+(``deskrig.recording.moments``) through :meth:`Observation.app_tree`, which every accessibility
+read of an app goes through: an app with a blocked window is withheld, since its tree would show
+what the blackout hides.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
 from PIL import Image
 
 from deskrig import imaging
+from deskrig.a11y import Snapshot
+from deskrig.a11y.atspi import AccessibilityClient
 from deskrig.desktop import Desktop
+from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, WindowInfo
 from deskrig.security import WindowBlocklist
 
@@ -33,7 +40,8 @@ class Pixels:
 
 
 class Observation:
-    """The desktop at one instant. Blocking (X calls): use it from one worker thread."""
+    """The desktop at one instant. Its pixel methods block (X calls): call them from a worker
+    thread; :meth:`app_tree` is a coroutine, for the event loop."""
 
     def __init__(
         self, desktop: Desktop, blocklist: WindowBlocklist, windows: list[WindowInfo] | None = None
@@ -41,19 +49,42 @@ class Observation:
         self.desktop = desktop
         self.blocklist = blocklist
         self._windows = windows
+        #: A recorded moment reads pixels (worker thread) and the tree (event loop) at once.
+        self._listing = threading.Lock()
 
     @property
     def windows(self) -> list[WindowInfo]:
         """Every window, top-most first, blocked ones included; listed on first use only."""
-        if self._windows is None:
-            self._windows = self.desktop.windows()
-        return self._windows
+        with self._listing:
+            if self._windows is None:
+                self._windows = self.desktop.windows()
+            return self._windows
 
     def window(self, window_id: int) -> WindowInfo | None:
         return next((w for w in self.windows if w.id == window_id), None)
 
     def is_blocked(self, title: str | None) -> bool:
         return title is not None and self.blocklist.is_blocked(title)
+
+    async def check_app(self, pid: int) -> None:
+        """SECURITY_ERROR when the app with ``pid`` has a blocked window: its accessibility tree
+        (names, texts, values) would show what the blackout hides."""
+        if not self.blocklist.active:
+            return
+        windows = await anyio.to_thread.run_sync(lambda: self.windows)
+        blocked = next((w for w in self.blocklist.blocked(windows) if w.pid == pid), None)
+        if blocked is not None:
+            raise DeskrigError(
+                ErrorCode.SECURITY_ERROR,
+                "this app has a window blocked by the rig's security policy",
+                details={"pid": pid, "window_id": blocked.id},
+            )
+
+    async def app_tree(self, client: AccessibilityClient, pid: int, **options: Any) -> Snapshot:
+        """The accessibility snapshot of the app with ``pid`` (``options``: those of
+        :meth:`AccessibilityClient.snapshot`), unless :meth:`check_app` withholds it."""
+        await self.check_app(pid)
+        return await client.snapshot(pid, **options)
 
     def redact(self, image: Image.Image, region: Bounds) -> Pixels:
         """``image`` of ``region`` with what a client may not see removed: every blocked window

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds
 
 ButtonName = Literal["left", "right", "middle"]
 ScrollDirection = Literal["up", "down", "left", "right"]
@@ -62,3 +63,21 @@ def check_text(text: object, delay_ms: object) -> str:
         raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
     check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
     return text
+
+
+def check_point(x: object, y: object, screen: Bounds) -> tuple[int, int]:
+    """(x, y) when it is a point on ``screen`` (the union of the displays' bounds)."""
+    if (
+        isinstance(x, bool)
+        or isinstance(y, bool)
+        or not isinstance(x, int)
+        or not isinstance(y, int)
+        or not screen.contains(x, y)
+    ):
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"point ({x}, {y}) is not on the {screen.width}x{screen.height} screen",
+            details={"x": x, "y": y, "screen": {"width": screen.width, "height": screen.height}},
+            remediation="Use coordinates inside the screen (see get_screen_size).",
+        )
+    return x, y

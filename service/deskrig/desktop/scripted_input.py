@@ -19,6 +19,7 @@ from deskrig.desktop.input_limits import (
     ButtonName,
     ScrollDirection,
     check_button,
+    check_point,
     check_range,
     check_scroll,
     check_text,
@@ -81,21 +82,7 @@ class ScriptedInput:
         return self.world
 
     def _check_point(self, x: object, y: object) -> tuple[int, int]:
-        screen = self.world.screen_bounds()
-        if (
-            isinstance(x, bool)
-            or isinstance(y, bool)
-            or not isinstance(x, int)
-            or not isinstance(y, int)
-            or not screen.contains(x, y)
-        ):
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"point ({x}, {y}) is not on the {screen.width}x{screen.height} screen",
-                details={"x": x, "y": y, "screen": {"width": screen.width, "height": screen.height}},
-                remediation="Use coordinates inside the screen (see get_screen_size).",
-            )
-        return x, y
+        return check_point(x, y, self.world.screen_bounds())
 
     def move(self, x: int, y: int) -> None:
         world = self._open()

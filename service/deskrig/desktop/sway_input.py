@@ -33,6 +33,7 @@ from deskrig.desktop.input_limits import (
     ButtonName,
     ScrollDirection,
     check_button,
+    check_point,
     check_range,
     check_scroll,
     check_text,
@@ -181,21 +182,7 @@ class SwayInput:
         )
 
     def _check_point(self, x: object, y: object) -> tuple[int, int]:
-        layout = self._layout()
-        if (
-            isinstance(x, bool)
-            or isinstance(y, bool)
-            or not isinstance(x, int)
-            or not isinstance(y, int)
-            or not layout.contains(x, y)
-        ):
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"point ({x}, {y}) is not on the {layout.width}x{layout.height} screen",
-                details={"x": x, "y": y, "screen": {"width": layout.width, "height": layout.height}},
-                remediation="Use coordinates inside the screen (see get_screen_size).",
-            )
-        return x, y
+        return check_point(x, y, self._layout())
 
     def _motion(self, x: int, y: int) -> None:
         layout = self._layout()

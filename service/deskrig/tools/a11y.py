@@ -60,8 +60,9 @@ class SetValueInput(ActionOptions):
 async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInput) -> ToolResult:
     pid = args.pid
     window = None
+    observation = services.observer.observe()
     if args.window_id is not None:
-        windows = await anyio.to_thread.run_sync(services.desktop.windows)
+        windows = await anyio.to_thread.run_sync(lambda: observation.windows)
         window = resolve_window(windows, args.window_id, None)
         if window.pid is None:
             raise DeskrigError(
@@ -73,8 +74,8 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
     assert pid is not None
     client = await a11y_of(services).client()
     query = ElementQuery(role=args.role, name=args.name) if args.role or args.name else None
-    snapshot = await client.snapshot(
-        pid, max_depth=args.max_depth, max_elements=args.max_elements, query=query
+    snapshot = await observation.app_tree(
+        client, pid, max_depth=args.max_depth, max_elements=args.max_elements, query=query
     )
     state = AppState(
         snapshot_id=snapshot.snapshot_id,
