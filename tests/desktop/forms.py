@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from i3ipc import Connection
@@ -32,6 +32,8 @@ from deskrig.desktop import Desktop, open_desktop
 from deskrig.model import Bounds, WindowInfo
 
 from .conftest import APPS_DIR, SCREEN, SYSTEM_PYTHON, start_xvfb, stop_process, window_manager_ready
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -129,9 +131,15 @@ def launch(
 
 
 def base_env(session_bus: str) -> dict[str, str]:
+    """This process's environment without its desktop, with the apps' session bus."""
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "SWAYSOCK")}
     env |= {"LANG": "C.UTF-8", "GSETTINGS_BACKEND": "memory", "GIO_USE_VFS": "local"}
     return env | {"DBUS_SESSION_BUS_ADDRESS": session_bus}
+
+
+def xwayland_env(sway: SwaySession, env: dict[str, str]) -> dict[str, str]:
+    """``env`` for an X client of sway's Xwayland."""
+    return {k: v for k, v in env.items() if k != "WAYLAND_DISPLAY"} | {"DISPLAY": xwayland_display(sway)}
 
 
 def _overlap(a: Bounds, b: Bounds) -> bool:
@@ -163,6 +171,14 @@ def x11_forms(log_dir: Path, stack: ExitStack, session_bus: str) -> Iterator[For
     yield forms
 
 
+def attached(sway: SwaySession, attach: Callable[[], T]) -> T:
+    """What ``attach`` opens from the environment of ``sway``, as ``deskrig serve`` attaches."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in sway.env.items():
+            patch.setenv(name, value)
+        return attach()
+
+
 def xwayland_display(sway: SwaySession) -> str:
     """The X display sway gives its Xwayland, asked of sway itself (it sets $DISPLAY for what it runs)."""
     answer = sway.runtime_dir / "xwayland-display"
@@ -177,18 +193,14 @@ def sway_forms(log_dir: Path, stack: ExitStack, session_bus: str) -> Iterator[Fo
     env = base_env(session_bus) | sway.env
     # Tk first: it logs its layout again when tiling resizes it, GTK only once, when ready.
     # Its log goes where sway's user may write; root (the tests) reads it there too.
-    x_display = xwayland_display(sway)
-    x_env = {k: v for k, v in env.items() if k != "WAYLAND_DISPLAY"} | {"DISPLAY": x_display}
+    x_env = xwayland_env(sway, env)
     tk = launch(sway.runtime_dir, "tk_form.py", "Tk form", x_env, as_user=SWAY_USER)
     stack.callback(stop_process, tk.proc)
     gtk = launch(log_dir, "gtk_form.py", "GTK form", env | {"GDK_BACKEND": "wayland"}, window_relative=True)
     stack.callback(stop_process, gtk.proc)
-    with pytest.MonkeyPatch.context() as patch:  # attached from the environment, as `serve` is
-        for name, value in sway.env.items():
-            patch.setenv(name, value)
-        desktop = open_desktop("sway")
+    desktop = attached(sway, lambda: open_desktop("sway"))
     stack.callback(desktop.close)
-    forms = Forms("sway", desktop, gtk, tk, session_bus, x_display)
+    forms = Forms("sway", desktop, gtk, tk, session_bus, x_env["DISPLAY"])
     for app in (gtk, tk):  # sway tiles each window again as the next one maps
         poll(f"{app.title!r} laid out inside its tile", lambda app=app: laid_out(forms, app))
     yield forms

@@ -109,9 +109,10 @@ def test_bad_input_is_refused_and_sends_nothing(backend: Forms) -> None:
         lambda d: d.button(x, y, button="fourth"),
         lambda d: d.button(x, y, modifiers=["a"]),
         lambda d: d.hotkey(["ctrl"]),
-        lambda d: d.type_text("bell\x07"),
     ):
         refused(lambda call=call: send(backend, call))
+    bell = refused(lambda: send(backend, lambda d: d.type_text("bell\x07")))
+    assert bell == {"characters": [{"index": 4, "codepoint": "U+0007"}]}
     assert "Return" in refused(lambda: send(backend, lambda d: d.press_key("Retrun")))["suggestions"]
     assert "shift" in refused(lambda: send(backend, lambda d: d.press_key("ctrl+shfit+t")))["suggestions"]
 

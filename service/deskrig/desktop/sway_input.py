@@ -37,7 +37,6 @@ from deskrig.desktop.input_limits import (
     check_range,
     check_scroll,
     check_text,
-    invalid,
 )
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
 from deskrig.desktop.sway import PointerState, SwaySockets, view_at
@@ -341,8 +340,6 @@ class SwayInput:
         ends the typing after the chunk it was stopped in (CANCELLED, counting what was typed).
         """
         check_text(text, delay_ms)
-        if bad := [ch for ch in dict.fromkeys(text) if ch not in _TEXT_KEYS and not ch.isprintable()]:
-            raise invalid("text contains characters no key types", characters=bad[:20])
         keys = [_TEXT_KEYS.get(ch, ch) for ch in text.replace("\r\n", "\n")]
         job = job or InputJob()
         with self._delivering("type_text"):
