@@ -1,6 +1,6 @@
 """Accessibility element bounds are screen coordinates on every backend.
 
-GTK under Wayland reports AT-SPI extents relative to its window; the desktop's ``a11y_origin``
+GTK under Wayland reports AT-SPI extents relative to its window; the desktop's ``a11y_origins``
 says where each window's coordinates start and the accessibility client shifts them. Checked
 through the real tools (an MCP server built as a rig builds it, over the session's desktop and
 accessibility bus) against the GTK form's own report of its layout and its log of clicks; the
@@ -53,12 +53,12 @@ def element(state: dict[str, Any], role: str, name: str) -> dict[str, Any]:
     return found
 
 
-def test_a11y_origin_is_where_each_toolkit_counts_from(backend: Forms) -> None:
-    gtk, tk = backend.window(backend.gtk), backend.window(backend.tk)
+def test_a11y_origins_are_where_each_toolkit_counts_from(backend: Forms) -> None:
+    gtk = backend.window(backend.gtk)
     # Native Wayland GTK counts from its content area; X clients (Xvfb, Xwayland) from the screen's.
-    expected = Point(x=gtk.bounds.x, y=gtk.bounds.y) if backend.gtk.window_relative else Point(x=0, y=0)
-    assert backend.desktop.a11y_origin(gtk) == expected
-    assert backend.desktop.a11y_origin(tk) == Point(x=0, y=0)
+    expected = [(gtk.id, Point(x=gtk.bounds.x, y=gtk.bounds.y))] if backend.gtk.window_relative else []
+    assert [(w.id, origin) for w, origin in backend.desktop.a11y_origins(backend.gtk.pid)] == expected
+    assert backend.desktop.a11y_origins(backend.tk.pid) == []
 
 
 def test_element_bounds_are_where_the_widgets_are_on_screen(backend: Forms, tmp_path: Path) -> None:
@@ -113,6 +113,7 @@ def test_elements_move_with_the_window_of_their_top_level_on_the_scripted_deskto
     world.add_window("Twin", Bounds(x=500, y=10, **size), pid=7, a11y_window_relative=True)
     world.add_window("Twin", Bounds(x=500, y=600, **size), pid=7, a11y_window_relative=True)
     world.add_window("Main", Bounds(x=700, y=700, **size), pid=8, a11y_window_relative=True)
+    world.add_window("Plain", Bounds(x=900, y=100, **size), pid=7)  # reports screen coordinates
     desktop = world.open()
     inside = Bounds(x=10, y=20, width=30, height=40)
     elements = [
@@ -120,6 +121,7 @@ def test_elements_move_with_the_window_of_their_top_level_on_the_scripted_deskto
         scripted_element(2, "Dialog", inside),
         scripted_element(3, "Twin", inside),  # two windows with that title: which is unknown
         scripted_element(4, "Main", None),  # not showing
+        scripted_element(5, "Plain", inside),
     ]
 
     origins = toplevel_origins(desktop, 7, toplevel_names(elements))
@@ -131,5 +133,6 @@ def test_elements_move_with_the_window_of_their_top_level_on_the_scripted_deskto
         Bounds(x=310, y=420, width=30, height=40),
         inside,
         None,
+        inside,
     ]
     assert elements[0].bounds == inside  # the snapshot's own elements are left alone

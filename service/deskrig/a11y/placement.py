@@ -3,9 +3,9 @@
 AT-SPI's "screen" extents are screen pixels from an X11 toolkit, but a native Wayland client is
 never told where its surface is, so GTK under Wayland reports them relative to its window. The
 desktop says where each window's accessibility coordinates start
-(:meth:`deskrig.desktop.base.Desktop.a11y_origin`); here each element is matched to the window of
-its top-level (the frame or dialog at the first step of its path, by title) and shifted by that
-origin. Nothing here knows which backend runs: on X11 every origin is (0, 0) and nothing moves.
+(:meth:`deskrig.desktop.base.Desktop.a11y_origins`); here each element is matched to the window
+of its top-level (the frame or dialog at the first step of its path, by title) and shifted by that
+origin. Nothing here knows which backend runs: on X11 no window is shifted and nothing moves.
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ from deskrig.model import Point, WindowInfo
 
 
 class WindowPlacement(Protocol):
-    """Where windows are, and where their accessibility coordinates start (the Desktop facade)."""
+    """Where windows' accessibility coordinates start (the Desktop facade)."""
 
-    def windows(self) -> list[WindowInfo]: ...
-
-    def a11y_origin(self, window: WindowInfo) -> Point: ...
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]: ...
 
 
 def toplevel_names(elements: Iterable[Element]) -> set[str]:
@@ -30,28 +28,25 @@ def toplevel_names(elements: Iterable[Element]) -> set[str]:
     return {e.path[0].name for e in elements if e.path and e.bounds is not None}
 
 
-def _window_of(windows: Sequence[WindowInfo], toplevel: str) -> WindowInfo | None:
-    """The app's window showing ``toplevel``: the one with its title, or the app's only window."""
-    titled = [w for w in windows if w.title == toplevel]
+def _origin_of(shifted: Sequence[tuple[WindowInfo, Point]], toplevel: str) -> Point | None:
+    """The origin of the window showing ``toplevel``: the one with its title, or the only one."""
+    titled = [origin for window, origin in shifted if window.title == toplevel]
     if len(titled) == 1:
         return titled[0]
-    return windows[0] if len(windows) == 1 and not titled else None
+    return shifted[0][1] if len(shifted) == 1 and not titled else None
 
 
 def toplevel_origins(placement: WindowPlacement, pid: int, toplevels: Iterable[str]) -> dict[str, Point]:
-    """Blocking: the origin of each of ``pid``'s named top-levels that is not at the screen's origin.
+    """Blocking: the origin of each of ``pid``'s named top-levels that is not the screen's.
 
-    A top-level with no window to match (several windows share its title, or it is a popup the
-    desktop does not list) is left out: its elements keep the coordinates the toolkit gave.
+    A top-level with no window to match (several windows share its title) is left out: its
+    elements keep the coordinates the toolkit gave.
     """
-    windows = [w for w in placement.windows() if w.pid == pid]
-    origins = {}
-    for name in toplevels:
-        window = _window_of(windows, name)
-        origin = placement.a11y_origin(window) if window is not None else None
-        if origin is not None and (origin.x, origin.y) != (0, 0):
-            origins[name] = origin
-    return origins
+    shifted = placement.a11y_origins(pid)
+    if not shifted:
+        return {}
+    origins = {name: _origin_of(shifted, name) for name in toplevels}
+    return {name: origin for name, origin in origins.items() if origin is not None}
 
 
 def placed(elements: list[Element], origins: dict[str, Point]) -> list[Element]:

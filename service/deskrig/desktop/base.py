@@ -130,12 +130,13 @@ class DesktopBackend(ABC):
         """Raise and focus a window (un-minimising it); WINDOW_NOT_FOUND for an unknown id."""
 
     @abstractmethod
-    def a11y_origin(self, window: WindowInfo) -> Point:
-        """Where the coordinates ``window``'s toolkit reports over accessibility start, in screen pixels.
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        """The windows of ``pid`` whose toolkit reports accessibility positions from somewhere
+        other than the screen's origin, each with that point, in screen pixels.
 
-        Adding it to an element's AT-SPI extents gives screen coordinates. (0, 0) where toolkits
-        know where their windows are (X11, Xwayland); the window's content origin where they do
-        not (native Wayland clients report positions relative to their window).
+        Adding it to an element's AT-SPI extents gives screen coordinates. None on X11, where
+        toolkits know where their windows are (so are Xwayland's clients); a native Wayland
+        client reports positions relative to its window, whose content origin is its point.
         """
 
     @abstractmethod
@@ -204,8 +205,8 @@ class Desktop:
     def activate_window(self, window_id: int) -> None:
         self._call(lambda: self._backend.activate_window(window_id))
 
-    def a11y_origin(self, window: WindowInfo) -> Point:
-        return self._call(lambda: self._backend.a11y_origin(window))
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        return self._call(lambda: self._backend.a11y_origins(pid))
 
     def with_input(
         self, fn: Callable[[InputDevice], T], job: InputJob | None = None, timeout: float | None = None

@@ -161,7 +161,7 @@ class ScriptedDesktop:
     ) -> ScriptedWindow:
         """Map a new window on top, filled with ``color`` (or showing ``pixels``); focused unless not
         ``focus``. ``a11y_window_relative``: its toolkit reports accessibility positions relative to
-        the window (native Wayland), see :meth:`ScriptedBackend.a11y_origin`."""
+        the window (native Wayland), see :meth:`ScriptedBackend.a11y_origins`."""
         with self._lock:
             window = ScriptedWindow(
                 id=next(self._ids),
@@ -387,9 +387,12 @@ class ScriptedBackend(DesktopBackend):
     def activate_window(self, window_id: int) -> None:
         self.world.activate(window_id)
 
-    def a11y_origin(self, window: WindowInfo) -> Point:
-        scripted = self.world.window(window.id)
-        return Point(x=scripted.bounds.x, y=scripted.bounds.y) if scripted.a11y_window_relative else Point(x=0, y=0)
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        return [
+            (w, Point(x=w.bounds.x, y=w.bounds.y))
+            for w in self.world.windows()
+            if w.pid == pid and self.world.window(w.id).a11y_window_relative
+        ]
 
     def damage_serial(self) -> int:
         return self.world.damage_serial()

@@ -226,15 +226,18 @@ class SwayBackend(DesktopBackend):
                 details={"window_id": window_id},
             )
 
-    def a11y_origin(self, window: WindowInfo) -> Point:
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
         # Xwayland clients see an X screen laid out like sway's outputs, so their "screen"
         # coordinates are already layout coordinates; native Wayland clients are never told where
         # their surface is and report positions relative to it (GTK: its content area).
-        view = self._view(window.id)
-        if view.get("shell") == "xwayland":
-            return Point(x=0, y=0)
-        content = _window_info(view, "", 0).bounds
-        return Point(x=content.x, y=content.y)
+        with self._translated("cannot list windows"):
+            tree = self._ipc.get_tree().ipc_data
+        native = [
+            _window_info(view, ws, z)
+            for z, (view, ws) in enumerate(_views(tree))
+            if view.get("pid") == pid and view.get("shell") != "xwayland"
+        ]
+        return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in native]
 
     def damage_serial(self) -> int:
         return next(self._serial)
@@ -255,15 +258,6 @@ class SwayBackend(DesktopBackend):
         if window is None:
             raise _window_not_found(window_id)
         return window
-
-    def _view(self, window_id: int) -> dict[str, Any]:
-        """sway's own record of a window (its shell, X11 window id, rects)."""
-        with self._translated("cannot list windows"):
-            tree = self._ipc.get_tree().ipc_data
-        view = next((view for view, _ in _views(tree) if view["id"] == window_id), None)
-        if view is None:
-            raise _window_not_found(window_id)
-        return view
 
     @contextmanager
     def _translated(self, message: str, **details: object) -> Iterator[None]:

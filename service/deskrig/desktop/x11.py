@@ -165,9 +165,9 @@ class X11Backend(DesktopBackend):
                 window.set_input_focus(X.RevertToParent, X.CurrentTime)
             self._display.sync()
 
-    def a11y_origin(self, window: WindowInfo) -> Point:
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
         # X11 toolkits translate to root coordinates themselves (XTranslateCoordinates).
-        return Point(x=0, y=0)
+        return []
 
     def damage_serial(self) -> int:
         if self._damage is None:
