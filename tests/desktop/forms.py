@@ -207,6 +207,7 @@ def sway_forms(log_dir: Path, stack: ExitStack, session_bus: str) -> Iterator[Fo
 
 
 def laid_out(forms: Forms, app: App) -> bool:
+    """Every widget the app reports lies inside its listed window."""
     window = forms.window(app).bounds
     widgets = [forms.widget(app, name) for name in app.layout()["widgets"]]
     return all(window.intersection(widget) == widget for widget in widgets)
