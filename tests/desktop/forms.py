@@ -2,8 +2,9 @@
 each backend, with a private session bus and AT-SPI bus, behind the Desktop facade a server uses.
 
 - x11: Xvfb with openbox; both forms are X clients.
-- sway: a headless sway with Xwayland; the GTK form is a native Wayland client, the Tk form an X
-  client under Xwayland (run as sway's user: Xwayland admits only its own user's clients).
+- sway: a headless sway rig (tests/sway/swayproc.py) with Xwayland; the GTK form is a native
+  Wayland client, the Tk form an X client under Xwayland (run as sway's user: Xwayland admits only
+  its own user's clients).
 
 Each app logs what it receives as JSON lines; tests read the app's own view of what happened.
 """
@@ -21,15 +22,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from i3ipc import Connection
 from tests.a11y.conftest import _stop as stop_session
 from tests.a11y.conftest import start_at_spi, start_session_bus
 from tests.polling import poll
-from tests.sway.swayproc import SWAY_USER, SwaySession, start_sway
+from tests.sway.swayproc import SwaySession, start_sway
 from Xlib.display import Display
 
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.model import Bounds, WindowInfo
+from deskrig.rig.sway import run_as_account
 
 from .conftest import APPS_DIR, SCREEN, SYSTEM_PYTHON, start_xvfb, stop_process, window_manager_ready
 
@@ -137,11 +138,6 @@ def base_env(session_bus: str) -> dict[str, str]:
     return env | {"DBUS_SESSION_BUS_ADDRESS": session_bus}
 
 
-def xwayland_env(sway: SwaySession, env: dict[str, str]) -> dict[str, str]:
-    """``env`` for an X client of sway's Xwayland."""
-    return {k: v for k, v in env.items() if k != "WAYLAND_DISPLAY"} | {"DISPLAY": xwayland_display(sway)}
-
-
 def _overlap(a: Bounds, b: Bounds) -> bool:
     return a.intersection(b) is not None
 
@@ -179,22 +175,16 @@ def attached(sway: SwaySession, attach: Callable[[], T]) -> T:
         return attach()
 
 
-def xwayland_display(sway: SwaySession) -> str:
-    """The X display sway gives its Xwayland, asked of sway itself (it sets $DISPLAY for what it runs)."""
-    answer = sway.runtime_dir / "xwayland-display"
-    Connection(socket_path=sway.ipc_socket).command(f"exec printenv DISPLAY > {answer}")
-    return poll("sway to say its Xwayland DISPLAY", lambda: answer.exists() and answer.read_text().strip())
-
-
 @contextmanager
 def sway_forms(log_dir: Path, stack: ExitStack, session_bus: str) -> Iterator[Forms]:
-    sway = start_sway(log_dir, SCREEN, xwayland=True)
+    sway = start_sway(log_dir, SCREEN)
     stack.callback(sway.stop)
     env = base_env(session_bus) | sway.env
     # Tk first: it logs its layout again when tiling resizes it, GTK only once, when ready.
     # Its log goes where sway's user may write; root (the tests) reads it there too.
-    x_env = xwayland_env(sway, env)
-    tk = launch(sway.runtime_dir, "tk_form.py", "Tk form", x_env, as_user=SWAY_USER)
+    x_env = {k: v for k, v in env.items() if k != "WAYLAND_DISPLAY"}  # DISPLAY: sway's Xwayland
+    account = run_as_account(None)  # who the rig runs sway (and so Xwayland) as
+    tk = launch(sway.runtime_dir, "tk_form.py", "Tk form", x_env, as_user=account.name if account else None)
     stack.callback(stop_process, tk.proc)
     gtk = launch(log_dir, "gtk_form.py", "GTK form", env | {"GDK_BACKEND": "wayland"}, window_relative=True)
     stack.callback(stop_process, gtk.proc)

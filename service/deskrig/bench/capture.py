@@ -10,6 +10,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -37,24 +38,36 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
-    """The tool handler called directly: capture, mask, encode, fit; no protocol."""
-    spec = server.tools["screenshot_screen"]
+def screenshot_call(
+    server: DeskrigServer, arguments: dict[str, Any], tool: str = "screenshot_screen"
+) -> Callable[[], Awaitable[None]]:
+    """A screenshot tool's handler called directly: capture, mask, encode, fit; no protocol."""
+    spec = server.tools[tool]
     validated = spec.input_model.model_validate(arguments)
 
     async def call() -> None:
         result = await spec.handler(server.services, CallInfo(ClientRef("bench")), validated)
         assert result.images
 
-    return anyio.run(measure_async, name, call, runs)
+    return call
 
 
-def _peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
+def in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
+    return anyio.run(measure_async, name, screenshot_call(server, arguments), runs)
+
+
+def peer_capture(command: str, env: dict[str, str]) -> Callable[[], None]:
+    """A peer's per-capture cost: ``command`` run through the shell, PNG on its stdout."""
+
     def run() -> None:
         out = subprocess.run(command, shell=True, env=env, capture_output=True, check=True)
         assert out.stdout[:4] == b"\x89PNG"
 
-    return measure(name, run, runs)
+    return run
+
+
+def peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
+    return measure(name, peer_capture(command, env), runs)
 
 
 def _wait_listening(port: int, timeout: float = 30.0) -> None:
@@ -101,10 +114,10 @@ def _fresh_captures(size: str, runs: int) -> list[Row]:
     rows: list[Row] = []
     with Rig(RigOptions(size=size, app=DEMO_APP, a11y=False)) as rig:
         env = {**os.environ, **rig.env}
-        imagemagick = _peer(
+        imagemagick = peer(
             f"peer: import -window root png:- ({size})", "import -window root png:-", env, runs
         )
-        xwd = _peer(
+        xwd = peer(
             f"peer: xwd -root | convert ({size})", "xwd -root -silent | convert xwd:- png:-", env, runs
         )
         rows += [Row(imagemagick), Row(xwd, imagemagick)]
@@ -113,7 +126,7 @@ def _fresh_captures(size: str, runs: int) -> list[Row]:
         with open_desktop("x11", rig.display) as desktop:
             server = build_server(desktop, settings)
             for fmt, target in (("png", 5.0), ("jpeg", 20.0)):
-                timing = _in_process(server, {"format": fmt}, f"in-process {fmt} ({size})", runs)
+                timing = in_process(server, {"format": fmt}, f"in-process {fmt} ({size})", runs)
                 rows.append(Row(timing, imagemagick, target if size == "1280x800" else None))
             for fmt in ("png", "jpeg"):
                 timing = _over_http(server, {"format": fmt}, f"MCP/HTTP {fmt} ({size})", runs)
@@ -125,13 +138,13 @@ def _unchanged_screen(runs: int) -> list[Row]:
     """gtk3-widget-factory animates a spinner, so an idle xterm stands for an unchanged screen."""
     with Rig(RigOptions(size="1280x800", app=["xterm"], a11y=False)) as rig:
         env = {**os.environ, **rig.env}
-        imagemagick = _peer("peer: import -window root png:- (xterm)", "import -window root png:-", env, runs)
+        imagemagick = peer("peer: import -window root png:- (xterm)", "import -window root png:-", env, runs)
         settings = load_settings(env={}, overrides={"reuse_unchanged_captures": True})
         with open_desktop("x11", rig.display) as desktop:
             server = build_server(desktop, settings)
-            in_process = _in_process(server, {}, "in-process png, unchanged screen (xterm)", runs)
+            cached = in_process(server, {}, "in-process png, unchanged screen (xterm)", runs)
             over_http = _over_http(server, {}, "MCP/HTTP png, unchanged screen (xterm)", runs)
-    return [Row(imagemagick), Row(in_process, imagemagick, 50.0), Row(over_http, imagemagick)]
+    return [Row(imagemagick), Row(cached, imagemagick, 50.0), Row(over_http, imagemagick)]
 
 
 def run(runs: int) -> None:
