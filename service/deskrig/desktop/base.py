@@ -19,7 +19,7 @@ from PIL import Image
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
-from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
+from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, Point, TypeReport, WindowInfo
 
 T = TypeVar("T")
 
@@ -136,6 +136,16 @@ class DesktopBackend(ABC):
         """Raise and focus a window (un-minimising it); WINDOW_NOT_FOUND for an unknown id."""
 
     @abstractmethod
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        """The windows of ``pid`` whose toolkit reports accessibility positions from somewhere
+        other than the screen's origin, each with that point, in screen pixels.
+
+        Adding it to an element's AT-SPI extents gives screen coordinates. None on X11, where
+        toolkits know where their windows are (so are Xwayland's clients); a native Wayland
+        client reports positions relative to its window, whose content origin is its point.
+        """
+
+    @abstractmethod
     def damage_serial(self) -> int:
         """A counter that changes whenever anything on screen may have changed.
 
@@ -203,6 +213,9 @@ class Desktop:
 
     def activate_window(self, window_id: int) -> None:
         self._call(lambda: self._backend.activate_window(window_id))
+
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        return self._call(lambda: self._backend.a11y_origins(pid))
 
     def with_input(
         self, fn: Callable[[InputDevice], T], job: InputJob | None = None, timeout: float | None = None

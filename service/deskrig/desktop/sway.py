@@ -29,7 +29,7 @@ from PIL import Image
 from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,12 @@ def _bounds(rect: dict[str, int]) -> Bounds:
     return Bounds(x=rect["x"], y=rect["y"], width=rect["width"], height=rect["height"])
 
 
+def _window_not_found(window_id: int) -> DeskrigError:
+    return DeskrigError(
+        ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
+    )
+
+
 def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str, Any], str]]:
     """Every view (a container holding a window) under ``node``, with its workspace's name,
     children visited in the parent's focus order so the walk yields most recently focused first."""
@@ -94,6 +100,21 @@ def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str
         yield node, workspace
     for cid in order:
         yield from _views(children[cid], workspace)
+
+
+def view_at(tree: dict[str, Any], x: int, y: int) -> dict[str, Any] | None:
+    """The view shown at layout point (x, y): on an output's current workspace, floating views
+    (which sway draws above the tiled ones) first."""
+    for output in tree.get("nodes", []):
+        for workspace in output.get("nodes", []):
+            if workspace.get("name") != output.get("current_workspace"):
+                continue
+            floating = [v for node in workspace.get("floating_nodes", []) for v, _ in _views(node)]
+            tiled = [v for node in workspace.get("nodes", []) for v, _ in _views(node)]
+            for view in [*floating, *tiled]:
+                if _bounds(view["rect"]).contains(x, y):
+                    return view
+    return None
 
 
 def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowInfo:
@@ -224,6 +245,19 @@ class SwayBackend(DesktopBackend):
                 details={"window_id": window_id},
             )
 
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        # Xwayland clients see an X screen laid out like sway's outputs, so their "screen"
+        # coordinates are already layout coordinates; native Wayland clients are never told where
+        # their surface is and report positions relative to it (GTK: its content area).
+        with self._translated("cannot list windows"):
+            tree = self._ipc.get_tree().ipc_data
+        native = [
+            _window_info(view, ws, z)
+            for z, (view, ws) in enumerate(_views(tree))
+            if view.get("pid") == pid and view.get("shell") != "xwayland"
+        ]
+        return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in native]
+
     def damage_serial(self) -> int:
         return next(self._serial)
 
@@ -238,9 +272,7 @@ class SwayBackend(DesktopBackend):
     def _window(self, window_id: int) -> WindowInfo:
         window = next((w for w in self.windows() if w.id == window_id), None)
         if window is None:
-            raise DeskrigError(
-                ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
-            )
+            raise _window_not_found(window_id)
         return window
 
     @contextmanager

@@ -42,7 +42,7 @@ from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,10 @@ class X11Backend(DesktopBackend):
                 frame_of(self._root, window).window.configure(stack_mode=X.Above)
                 window.set_input_focus(X.RevertToParent, X.CurrentTime)
             self._display.sync()
+
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        # X11 toolkits translate to root coordinates themselves (XTranslateCoordinates).
+        return []
 
     def damage_serial(self) -> int:
         if self._damage is None:
