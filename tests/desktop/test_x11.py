@@ -120,13 +120,13 @@ def test_region_capture_is_clipped_to_the_screen(x11_backend: X11Backend) -> Non
 
 
 def test_a_screen_grab_is_encoded_from_its_bgrx_rows_pixel_for_pixel(
-    desktop: Desktop, backend: X11Backend
+    desktop: Desktop, x11_backend: X11Backend
 ) -> None:
     """An odd-sized region across the Tk window's edge: the PNG decodes to exactly the grabbed
     pixels, the JPEG to the same picture, and a blocked window is black in both."""
-    tk = desktop.settled_window(backend, desktop.tk)
+    tk = desktop.settled_window(x11_backend, desktop.tk)
     region = Bounds(x=tk.bounds.x - 7, y=tk.bounds.y + 3, width=37, height=21)
-    frame = backend.grab(region)
+    frame = x11_backend.grab(region)
     assert frame.bgrx is not None, "X11 hands over the grab as it came"
     grabbed = Image.frombytes("RGB", frame.size, bytes(frame.bgrx), "raw", "BGRX")
     assert grabbed.getpixel((7, 0)) == desktop.tk.color
@@ -138,7 +138,7 @@ def test_a_screen_grab_is_encoded_from_its_bgrx_rows_pixel_for_pixel(
     assert jpeg.size == (37, 21)
     assert max(abs(a - b) for a, b in zip(jpeg.getpixel((30, 15)), desktop.tk.color, strict=True)) < 12
 
-    observation = Observation(DesktopFacade(backend), WindowBlocklist([f"^{desktop.tk.title}$"]))
+    observation = Observation(DesktopFacade(x11_backend), WindowBlocklist([f"^{desktop.tk.title}$"]))
     redacted = observation.screen(region)
     assert redacted.masked_windows == 1
     hidden = region.intersection(tk.frame_bounds or tk.bounds)
@@ -150,7 +150,7 @@ def test_a_screen_grab_is_encoded_from_its_bgrx_rows_pixel_for_pixel(
     )
     masked_png = Image.open(io.BytesIO(imaging.encode(redacted.frame, "png")))
     assert masked_png.tobytes() == expected.tobytes()
-    assert backend.grab(region).image().tobytes() == grabbed.tobytes(), "the grab itself is untouched"
+    assert x11_backend.grab(region).image().tobytes() == grabbed.tobytes(), "the grab itself is untouched"
 
 
 def test_capture_window_sees_through_a_covering_window(
