@@ -21,8 +21,9 @@ from tests.recording.conftest import (
 )
 from tests.server.rigproc import DESKRIG, RigProcess, color_app, read_events
 
+from deskrig.desktop.x11 import x11grab_video
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.recording.video import VideoRecorder
+from deskrig.recording.video import FRAME_RATE, VideoRecorder, video_argv
 
 GREEN = "#20c040"
 
@@ -69,13 +70,24 @@ def test_without_ffmpeg_turns_are_recorded_and_last_error_says_why(tmp_path: Pat
 
 
 def test_ffmpeg_failing_at_start_up_is_a_recording_error_with_its_diagnostic(tmp_path: Path) -> None:
-    recorder = VideoRecorder(":9999", 64, 48, tmp_path / "recording.mp4")
+    recorder = VideoRecorder(x11grab_video(":9999", 64, 48, FRAME_RATE), tmp_path / "recording.mp4")
     with pytest.raises(DeskrigError) as raised:
         recorder.start()
     assert raised.value.code == ErrorCode.RECORDING_ERROR
     assert recorder.last_error is not None and "exited at start-up" in recorder.last_error
     assert any(":9999" in line for line in raised.value.details["ffmpeg_stderr"])  # type: ignore[index]
     assert recorder.stop() is not None  # already exited: stop only reaps
+
+
+def test_x11_video_is_ffmpeg_grabbing_the_display_into_a_fragmented_mp4(tmp_path: Path) -> None:
+    path = tmp_path / "recording.mp4"
+    argv = video_argv("ffmpeg", x11grab_video(":7", 1281, 801, FRAME_RATE), path)
+    assert argv == [
+        "ffmpeg", "-f", "x11grab", "-video_size", "1280x800", "-draw_mouse", "1", "-framerate", "30",
+        "-i", ":7", "-f", "mp4", "-flush_packets", "1", "-frag_duration", "200000",
+        "-movflags", "+frag_keyframe+empty_moov", "-pix_fmt", "yuv420p", "-preset", "ultrafast",
+        "-r", "30", "-vcodec", "libx264", "-vf", "crop=1280:800:0:0", str(path), "-nostats",
+    ]  # fmt: skip  (as before video came from the backend, plus a crop of a grab that is already even)
 
 
 def test_stdio_hang_up_finalises_the_video(tmp_path: Path) -> None:
