@@ -88,7 +88,8 @@ class VideoRecorder:
         self._process: subprocess.Popen[bytes] | None = None
         self._feeder: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
-        self._died = threading.Lock()
+        #: Taken by the first program to stop unexpectedly: its exit is the cause worth reporting.
+        self._first_death = threading.Lock()
         self._lock = threading.Lock()
         self._readers: list[threading.Thread] = []
         self.started_at: float | None = None
@@ -232,7 +233,7 @@ class VideoRecorder:
         if self._stopping.is_set() or self.started_at is None:
             return
         # The first program to stop unexpectedly is the cause; what the other does next follows.
-        if self._died.acquire(blocking=False):
+        if self._first_death.acquire(blocking=False):
             tail = list(ring)[-1:]
             self.last_error = f"{program} stopped unexpectedly with status {status}" + (
                 f": {tail[0]}" if tail else ""
