@@ -104,7 +104,6 @@ def cmd_serve(invocation: Invocation) -> int:
             settings,
             session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"),
             launcher=launcher,
-            display=args.display,
         )
 
         def readiness() -> Readiness:
@@ -157,7 +156,6 @@ def cmd_rig_run(invocation: Invocation) -> int:
                 settings,
                 session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
                 launcher=CallbackLauncher(lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd)),
-                display=rig.display if x11 else None,
             )
 
             def readiness() -> Readiness:
