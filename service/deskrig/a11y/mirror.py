@@ -1,0 +1,188 @@
+"""A live mirror of one application's accessibility tree, kept current from AT-SPI events.
+
+The tree comes from one bulk fetch (:func:`~deskrig.a11y.fetch.fetch_tree`, with its Qt
+fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
+
+- a property, text, value, bounds or ordinary state change of a mirrored object: that object is
+  described again (one small batch for all of them) when the tree is next read;
+- every list, tree or table that manages its descendants is listed again on each read (one
+  call each): toolkits report their rows unreliably (Qt's bridge sends no event for an inserted
+  row); when its showing children differ from the mirror's, the tree is fetched again;
+- a change of the tree's shape (children added or removed, an object shown, hidden or made
+  defunct), an event from an object the mirror does not hold, a burst of more changes than a
+  targeted re-fetch is worth, or an event gap (the subscription was lost or renewed): the whole tree
+  is fetched again.
+
+A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
+the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from deskrig.a11y import constants as c
+from deskrig.a11y.connection import AppConnection, CallFailed, Request
+from deskrig.a11y.describe import describe_many
+from deskrig.a11y.events import ObjectEvent
+from deskrig.a11y.fetch import children_request, fetch_tree, listed_children
+from deskrig.a11y.nodes import fetch_nodes
+from deskrig.a11y.tree import Element, ElementRef, PathStep
+
+#: The most elements a mirror holds; a request for more is fetched directly.
+MIRROR_MAX_ELEMENTS = 5000
+#: More changed objects than this re-fetch the whole tree: one bulk fetch beats that many lookups.
+BURST_LIMIT = 48
+#: State changes that show, hide or remove objects, and with them whole subtrees' details.
+_MANAGES_DESCENDANTS = c.STATE_NAMES[c.STATE_MANAGES_DESCENDANTS]
+_SHAPE_STATES = frozenset({"showing", "visible", "defunct", "manages-descendants"})
+
+
+@dataclass(frozen=True, slots=True)
+class MirroredTree:
+    """The mirror's tree at one moment."""
+
+    elements: list[Element]
+    truncated: bool
+    #: time.monotonic() of the bulk fetch it descends from, and of the newest event it reflects.
+    fetched_at: float
+    newest_event_at: float | None
+    notes: tuple[str, ...] = ()
+    #: True when this read fetched the whole tree.
+    refetched: bool = False
+
+
+class AppMirror:
+    """One application's mirrored tree and the changes the events say it needs."""
+
+    def __init__(self, bus_name: str) -> None:
+        self.bus_name = bus_name
+        self._tree: MirroredTree | None = None
+        self._generation = -1
+        self._index: dict[ElementRef, int] = {}
+        #: Each mirrored list's index -> its mirrored children, and the requests that list them now.
+        self._lists: dict[int, list[ElementRef]] = {}
+        self._list_requests: list[Request] = []
+        self._changed: dict[str, float] = {}  # object path -> time of its newest event
+        self._reshaped_at: float | None = None
+        self._newest_event_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    def note(self, event: ObjectEvent) -> None:
+        """Record what ``event`` says changed; the tree is corrected when next read."""
+        self._newest_event_at = event.at
+        reshapes = event.member == "ChildrenChanged" or (
+            event.member == "StateChanged" and event.detail in _SHAPE_STATES
+        )
+        if reshapes or len(self._changed) >= BURST_LIMIT:
+            self._reshaped_at = event.at
+        else:
+            self._changed[event.path] = event.at
+
+    def forget(self) -> None:
+        """Drop the tree: the next read fetches it again."""
+        self._tree = None
+
+    async def read(self, app: AppConnection, generation: int) -> MirroredTree:
+        """The tree as it is now; ``generation``: the event feed's (a change means a gap)."""
+        async with self._lock:
+            tree = self._tree
+            if tree is None or generation != self._generation or self._reshaped_at is not None:
+                return await self._fetch(app, generation)
+            changed, self._changed = self._changed, {}
+            if await self._lists_changed(app):
+                return await self._fetch(app, generation)
+            if not changed:
+                return replace(tree, refetched=False)
+            patched = await self._patch(app, tree, changed)
+            return patched if patched is not None else await self._fetch(app, generation)
+
+    async def _fetch(self, app: AppConnection, generation: int) -> MirroredTree:
+        self._changed.clear()
+        self._reshaped_at = None
+        self._generation = generation
+        started = time.monotonic()
+        fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
+        tree = MirroredTree(
+            fetched.elements,
+            fetched.truncated,
+            started,
+            self._newest_event_at,
+            tuple(fetched.notes),
+            refetched=True,
+        )
+        self._store(tree)
+        return tree
+
+    def _store(self, tree: MirroredTree) -> None:
+        self._tree = tree
+        self._index = {e.ref: e.index for e in tree.elements}
+        lists = {e.index: e for e in tree.elements if e.has_state(_MANAGES_DESCENDANTS)}
+        self._lists = {index: [] for index in lists}
+        for element in tree.elements:
+            if element.parent in self._lists:
+                self._lists[element.parent].append(element.ref)
+        self._list_requests = [
+            children_request(e.ref.path, showing_only=e.offscreen_children_omitted) for e in lists.values()
+        ]
+
+    async def _lists_changed(self, app: AppConnection) -> bool:
+        """True when a list that manages its descendants shows other children than mirrored."""
+        replies = await app.call_many(self._list_requests)
+        for children, reply in zip(self._lists.values(), replies, strict=True):
+            if isinstance(reply, CallFailed) or listed_children(reply) != children:
+                return True
+        return False
+
+    async def _patch(
+        self, app: AppConnection, tree: MirroredTree, changed: dict[str, float]
+    ) -> MirroredTree | None:
+        """``tree`` with the ``changed`` objects described again; None when only a fetch will do."""
+        keys = [ElementRef(self.bus_name, path) for path in changed]
+        positions = [self._index.get(key) for key in keys]
+        if any(p is None for p in positions):
+            return None  # an object the mirror never saw changed: its place in the tree is unknown
+        old = [tree.elements[p] for p in positions if p is not None]
+        nodes = await fetch_nodes(app, keys)
+        kept = []
+        for node, element in zip(nodes, old, strict=True):
+            if isinstance(node, CallFailed) or node.has_state(c.STATE_DEFUNCT):
+                return None
+            if node.child_count != element.child_count or node.showing != element.has_state("showing"):
+                return None  # its children or their details changed too
+            node.offscreen_omitted = element.offscreen_children_omitted
+            kept.append((node, element.depth, element.parent, element.path))
+        elements = list(tree.elements)
+        renamed = False
+        for fresh, element in zip(await describe_many(app, kept), old, strict=True):
+            fresh.index = element.index
+            elements[element.index] = fresh
+            renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
+        patched = MirroredTree(
+            _with_paths(elements) if renamed else elements,
+            tree.truncated,
+            tree.fetched_at,
+            self._newest_event_at,
+            tree.notes,
+        )
+        self._store(patched)
+        return patched
+
+
+def _with_paths(elements: list[Element]) -> list[Element]:
+    """``elements`` with every path recomputed from roles and names (after a rename)."""
+    seen: defaultdict[int, defaultdict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    result: list[Element] = []
+    for element in elements:
+        if element.parent is None:
+            result.append(element)
+            continue
+        siblings = seen[element.parent]
+        nth = siblings[(element.role, element.name)]
+        siblings[(element.role, element.name)] += 1
+        path = [*result[element.parent].path, PathStep(element.role, element.name, nth)]
+        result.append(element if path == element.path else element.model_copy(update={"path": path}))
+    return result
