@@ -8,8 +8,10 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 - every list, tree or table that manages its descendants is listed again on each read (one
   call each): toolkits report their rows unreliably (Qt's bridge sends no event for an inserted
   row); when its showing children differ from the mirror's, the tree is fetched again;
+- an event from an object the tree does not hold (a cell renderer, an off-screen row) is
+  ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged;
 - a change of the tree's shape (children added or removed, an object shown, hidden or made
-  defunct), an event from an object the mirror does not hold, a burst of more changes than a
+  defunct), a burst of more changes than a
   targeted re-fetch is worth, or an event gap (the subscription was lost or renewed): the whole tree
   is fetched again.
 
@@ -69,10 +71,16 @@ class AppMirror:
         self._changed: dict[str, float] = {}  # object path -> time of its newest event
         self._reshaped_at: float | None = None
         self._newest_event_at: float | None = None
+        #: While a bulk fetch runs every event counts: it may be about an object the fetch adds.
+        self._fetching = False
         self._lock = asyncio.Lock()
 
     def note(self, event: ObjectEvent) -> None:
         """Record what ``event`` says changed; the tree is corrected when next read."""
+        if not self._fetching and ElementRef(self.bus_name, event.path) not in self._index:
+            # Not in the tree (a cell renderer, an off-screen row): its change does not show in
+            # it. A new object comes with its parent's ChildrenChanged.
+            return
         self._newest_event_at = event.at
         reshapes = event.member == "ChildrenChanged" or (
             event.member == "StateChanged" and event.detail in _SHAPE_STATES
@@ -105,7 +113,11 @@ class AppMirror:
         self._reshaped_at = None
         self._generation = generation
         started = time.monotonic()
-        fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
+        self._fetching = True
+        try:
+            fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
+        finally:
+            self._fetching = False
         tree = MirroredTree(
             fetched.elements,
             fetched.truncated,
@@ -141,11 +153,9 @@ class AppMirror:
         self, app: AppConnection, tree: MirroredTree, changed: dict[str, float]
     ) -> MirroredTree | None:
         """``tree`` with the ``changed`` objects described again; None when only a fetch will do."""
-        keys = [ElementRef(self.bus_name, path) for path in changed]
-        positions = [self._index.get(key) for key in keys]
-        if any(p is None for p in positions):
-            return None  # an object the mirror never saw changed: its place in the tree is unknown
-        old = [tree.elements[p] for p in positions if p is not None]
+        # Objects reported while the last fetch ran that it did not add are not in the tree.
+        keys = [key for key in (ElementRef(self.bus_name, path) for path in changed) if key in self._index]
+        old = [tree.elements[self._index[key]] for key in keys]
         nodes = await fetch_nodes(app, keys)
         kept = []
         for node, element in zip(nodes, old, strict=True):

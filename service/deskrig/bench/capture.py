@@ -6,35 +6,24 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import threading
-import time
 from typing import Any
 
 import anyio
 
+from deskrig.bench.over_http import over_http
 from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
-from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
-from deskrig.http import Readiness
 from deskrig.identity import ClientRef
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
-from deskrig.serving import build_server, serve
+from deskrig.serving import build_server
 from deskrig.tools import CallInfo
-from deskrig.transport import Transport
 
 SIZES = ("1280x800", "1920x1080")
 #: A busy, realistic desktop to encode; xterm when GTK's demo is not installed.
 DEMO_APP = ["gtk3-widget-factory"] if shutil.which("gtk3-widget-factory") else ["xterm"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _in_process(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
@@ -57,44 +46,8 @@ def _peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
     return measure(name, run, runs)
 
 
-def _wait_listening(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the benchmark's HTTP server did not listen on {port}") from None
-            time.sleep(0.05)
-
-
 def _over_http(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
-    port = _free_port()
-    stop = threading.Event()
-    transport = Transport("http", "127.0.0.1", port, no_auth=True)
-    thread = threading.Thread(
-        target=serve,
-        args=(server, transport, None, lambda: Readiness(ready=True, checks={}), stop),
-        daemon=True,
-    )
-    thread.start()
-    _wait_listening(port)
-
-    async def run() -> Timing:
-        async with connect(f"http://127.0.0.1:{port}/mcp") as client:
-
-            async def call() -> None:
-                result = await client.call_tool("screenshot_screen", arguments)
-                assert not result.is_error, result
-
-            return await measure_async(name, call, runs)
-
-    try:
-        return anyio.run(run)
-    finally:
-        stop.set()
-        thread.join(10)
+    return over_http(server, "screenshot_screen", arguments, name, runs)
 
 
 def _fresh_captures(size: str, runs: int) -> list[Row]:
