@@ -113,6 +113,7 @@ class AppMirror:
         self._reshaped_at = None
         self._generation = generation
         started = time.monotonic()
+        self._newest_event_at = None  # the fetch reads what every earlier event changed
         self._fetching = True
         try:
             fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
@@ -122,7 +123,7 @@ class AppMirror:
             fetched.elements,
             fetched.truncated,
             started,
-            self._newest_event_at,
+            None,
             tuple(fetched.notes),
             refetched=True,
         )
