@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -15,7 +16,7 @@ from tests.toolkits import Capability, needs
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
 
-from .conftest import FormApp
+from .conftest import A11yDesktop, FormApp
 
 T = TypeVar("T")
 Run = Callable[[Coroutine[Any, Any, T]], T]
@@ -119,3 +120,26 @@ def test_an_event_gap_fetches_the_tree_again(
 
     renamed = click_button(run, client, form, after_gap)
     assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed
+
+
+def test_a_moved_window_moves_its_elements(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
+    assert before is not None
+    xdotool = ["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(form.pid)]
+    window = subprocess.run(xdotool, env=a11y_desktop.env, capture_output=True, text=True, check=True)
+    frame = run(client.snapshot(form.pid)).elements[1].bounds
+    assert frame is not None
+    to_x, to_y = frame.x + 40, frame.y + 30
+    move = ["xdotool", "windowmove", window.stdout.split()[0], str(to_x), str(to_y)]
+    subprocess.run(move, env=a11y_desktop.env, check=True)
+    # Only the window reports new bounds; every element in it has moved on the screen.
+    expected = (before.x + 40, before.y + 30)
+    poll(
+        f"the entry at {expected}",
+        lambda: (
+            (b := run(client.snapshot(form.pid)).resolve(ENTRY).bounds) is not None and (b.x, b.y) == expected
+        ),
+        5,
+    )

@@ -5,9 +5,10 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 
 - a property, text, value, bounds or ordinary state change of a mirrored object: that object is
   described again (one small batch for all of them) when the tree is next read;
-- every list, tree or table that manages its descendants is listed again on each read (one
-  call each): toolkits report their rows unreliably (Qt's bridge sends no event for an inserted
-  row); when its showing children differ from the mirror's, the tree is fetched again;
+- what toolkits do not report is checked on each read, in one batch: every list, tree or table
+  that manages its descendants is listed again (Qt's bridge sends no event for an inserted row),
+  and every window's extents are read (a moved window reports nothing for the elements in it,
+  whose screen bounds all changed); when either differs from the mirror, the tree is fetched again;
 - an event from an object the tree does not hold (a cell renderer, an off-screen row) is
   ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged;
 - a change of the tree's shape (children added or removed, an object shown, hidden or made
@@ -27,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from deskrig.a11y import constants as c
-from deskrig.a11y.connection import AppConnection, CallFailed, Request
+from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
 from deskrig.a11y.describe import describe_many
 from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import children_request, fetch_tree, listed_children
@@ -68,6 +69,9 @@ class AppMirror:
         #: Each mirrored list's index -> its mirrored children, and the requests that list them now.
         self._lists: dict[int, list[ElementRef]] = {}
         self._list_requests: list[Request] = []
+        #: Each window's GetExtents request, and its replies just after the fetch.
+        self._window_requests: list[Request] = []
+        self._window_extents: list[Reply] = []
         self._changed: dict[str, float] = {}  # object path -> time of its newest event
         self._reshaped_at: float | None = None
         self._newest_event_at: float | None = None
@@ -101,7 +105,7 @@ class AppMirror:
             if tree is None or generation != self._generation or self._reshaped_at is not None:
                 return await self._fetch(app, generation)
             changed, self._changed = self._changed, {}
-            if await self._lists_changed(app):
+            if await self._unreported_change(app):
                 return await self._fetch(app, generation)
             if not changed:
                 return replace(tree, refetched=False)
@@ -128,6 +132,7 @@ class AppMirror:
             refetched=True,
         )
         self._store(tree)
+        self._window_extents = await app.call_many(self._window_requests)
         return tree
 
     def _store(self, tree: MirroredTree) -> None:
@@ -141,14 +146,23 @@ class AppMirror:
         self._list_requests = [
             children_request(e.ref.path, showing_only=e.offscreen_children_omitted) for e in lists.values()
         ]
+        self._window_requests = [
+            Request(e.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+            for e in tree.elements
+            if e.depth == 1 and e.has_interface("Component")
+        ]
 
-    async def _lists_changed(self, app: AppConnection) -> bool:
-        """True when a list that manages its descendants shows other children than mirrored."""
-        replies = await app.call_many(self._list_requests)
-        for children, reply in zip(self._lists.values(), replies, strict=True):
+    async def _unreported_change(self, app: AppConnection) -> bool:
+        """True when a list that manages its descendants shows other children than mirrored, or a
+        window has moved or changed size since the tree was fetched."""
+        replies = await app.call_many(self._list_requests + self._window_requests)
+        listed, extents = replies[: len(self._list_requests)], replies[len(self._list_requests) :]
+        for children, reply in zip(self._lists.values(), listed, strict=True):
             if isinstance(reply, CallFailed) or listed_children(reply) != children:
                 return True
-        return False
+        if any(isinstance(reply, CallFailed) for reply in extents):
+            return True
+        return extents != self._window_extents
 
     async def _patch(
         self, app: AppConnection, tree: MirroredTree, changed: dict[str, float]
