@@ -41,6 +41,8 @@ class FetchedTree:
     truncated: bool
     used_cache: bool
     notes: list[str] = field(default_factory=list)
+    #: The node each element was described from, in the same order.
+    nodes: list[RawNode] = field(default_factory=list)
 
 
 def _get_children(node: RawNode) -> Request:
@@ -91,7 +93,7 @@ class TreeFetch:
             frontier = await self._expand(self._gaps(frontier))
         kept, truncated = self._flatten()
         elements = await describe_many(self.app, kept)
-        return FetchedTree(elements, truncated, used_cache, self.notes)
+        return FetchedTree(elements, truncated, used_cache, self.notes, [node for node, *_ in kept])
 
     async def _load_cache(self) -> bool:
         try:

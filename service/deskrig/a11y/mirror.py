@@ -32,7 +32,7 @@ from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
 from deskrig.a11y.describe import describe_many
 from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import children_request, fetch_tree, listed_children
-from deskrig.a11y.nodes import fetch_nodes
+from deskrig.a11y.nodes import RawNode, fetch_nodes
 from deskrig.a11y.tree import Element, ElementRef, PathStep
 
 #: The most elements a mirror holds; a request for more is fetched directly.
@@ -49,6 +49,8 @@ class MirroredTree:
     """The mirror's tree at one moment."""
 
     elements: list[Element]
+    #: The node each element was described from (for a re-read of its bounds alone).
+    nodes: list[RawNode]
     truncated: bool
     #: time.monotonic() of the bulk fetch it descends from, and of the newest event it reflects.
     fetched_at: float
@@ -72,7 +74,7 @@ class AppMirror:
         #: Each window's GetExtents request, and its replies just after the fetch.
         self._window_requests: list[Request] = []
         self._window_extents: list[Reply] = []
-        self._changed: dict[str, float] = {}  # object path -> time of its newest event
+        self._changed: dict[str, bool] = {}  # object path -> only its bounds changed
         self._reshaped_at: float | None = None
         self._newest_event_at: float | None = None
         #: While a bulk fetch runs every event counts: it may be about an object the fetch adds.
@@ -92,7 +94,9 @@ class AppMirror:
         if reshapes or len(self._changed) >= BURST_LIMIT:
             self._reshaped_at = event.at
         else:
-            self._changed[event.path] = event.at
+            self._changed[event.path] = (
+                self._changed.get(event.path, True) and event.member == "BoundsChanged"
+            )
 
     def forget(self) -> None:
         """Drop the tree: the next read fetches it again."""
@@ -125,6 +129,7 @@ class AppMirror:
             self._fetching = False
         tree = MirroredTree(
             fetched.elements,
+            fetched.nodes,
             fetched.truncated,
             started,
             None,
@@ -165,20 +170,27 @@ class AppMirror:
         return extents != self._window_extents
 
     async def _patch(
-        self, app: AppConnection, tree: MirroredTree, changed: dict[str, float]
+        self, app: AppConnection, tree: MirroredTree, changed: dict[str, bool]
     ) -> MirroredTree | None:
-        """``tree`` with the ``changed`` objects described again; None when only a fetch will do."""
+        """``tree`` with the ``changed`` objects described again; None when only a fetch will do.
+
+        An object whose only change is its bounds keeps its node (role, name, states) and has just
+        its details read again; the others are described from scratch."""
         # Objects reported while the last fetch ran that it did not add are not in the tree.
         keys = [key for key in (ElementRef(self.bus_name, path) for path in changed) if key in self._index]
+        redescribe = [key for key in keys if not changed[key.path]]
+        fresh_nodes = dict(zip(redescribe, await fetch_nodes(app, redescribe), strict=True))
         old = [tree.elements[self._index[key]] for key in keys]
-        nodes = await fetch_nodes(app, keys)
+        nodes = list(tree.nodes)
         kept = []
-        for node, element in zip(nodes, old, strict=True):
+        for key, element in zip(keys, old, strict=True):
+            node = fresh_nodes.get(key, nodes[element.index])
             if isinstance(node, CallFailed) or node.has_state(c.STATE_DEFUNCT):
                 return None
             if node.child_count != element.child_count or node.showing != element.has_state("showing"):
                 return None  # its children or their details changed too
             node.offscreen_omitted = element.offscreen_children_omitted
+            nodes[element.index] = node
             kept.append((node, element.depth, element.parent, element.path))
         elements = list(tree.elements)
         renamed = False
@@ -188,6 +200,7 @@ class AppMirror:
             renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
         patched = MirroredTree(
             _with_paths(elements) if renamed else elements,
+            nodes,
             tree.truncated,
             tree.fetched_at,
             self._newest_event_at,
