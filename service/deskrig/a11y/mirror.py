@@ -12,9 +12,8 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 - an event from an object the tree does not hold (a cell renderer, an off-screen row) is
   ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged;
 - a change of the tree's shape (children added or removed, an object shown, hidden or made
-  defunct), a burst of more changes than a
-  targeted re-fetch is worth, or an event gap (the subscription was lost or renewed): the whole tree
-  is fetched again.
+  defunct), a burst of more changes than a targeted re-fetch is worth, or an event gap (the
+  subscription was lost or renewed): the whole tree is fetched again.
 
 A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
@@ -38,9 +37,9 @@ from deskrig.a11y.tree import Element, ElementRef, PathStep
 #: The most elements a mirror holds; a request for more is fetched directly.
 MIRROR_MAX_ELEMENTS = 5000
 #: More changed objects than this re-fetch the whole tree: one bulk fetch beats that many lookups.
-BURST_LIMIT = 48
-#: State changes that show, hide or remove objects, and with them whole subtrees' details.
+BURST_LIMIT = 128
 _MANAGES_DESCENDANTS = c.STATE_NAMES[c.STATE_MANAGES_DESCENDANTS]
+#: State changes that show, hide or remove objects, and with them whole subtrees' details.
 _SHAPE_STATES = frozenset({"showing", "visible", "defunct", "manages-descendants"})
 
 

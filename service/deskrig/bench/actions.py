@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from deskrig.bench.over_http import over_http
+from deskrig.bench.over_http import over_http, over_http_bare
 from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
@@ -102,7 +102,25 @@ def _widget_factory(runs: int) -> list[Row]:
             floor = over_http(
                 server, "get_screen_size", {}, "per-call floor: get_screen_size over MCP/HTTP", runs
             )
-    return [Row(peer), Row(ours, peer, 20.0), Row(whole, peer), Row(over_mcp, peer, 20.0), Row(floor)]
+            bare = over_http_bare(
+                server,
+                "get_app_state",
+                {"pid": pid},
+                "get_app_state over MCP/HTTP, bare JSON-RPC client",
+                runs,
+            )
+            bare_floor = over_http_bare(
+                server, "get_screen_size", {}, "per-call floor: get_screen_size, bare JSON-RPC client", runs
+            )
+    return [
+        Row(peer),
+        Row(ours, peer, 20.0),
+        Row(whole, peer),
+        Row(over_mcp, peer, 20.0),
+        Row(floor),
+        Row(bare, peer, 20.0),
+        Row(bare_floor),
+    ]
 
 
 def _input(runs: int) -> list[Row]:
