@@ -277,7 +277,10 @@ class AccessibilityClient:
         return (await self.snapshot(pid, max_elements=None)).resolve(query)
 
     async def focused_element(self, pid: int) -> Element | None:
-        """The deepest focusable element with the ``focused`` state, if any."""
+        """The deepest focusable element with the ``focused`` state, if any.
+
+        It confirms typed text, so it must not rest on the toolkit having reported every change:
+        the mirror reads the focused elements from the app again on every read."""
         snapshot = await self.snapshot(pid, max_elements=None)
         focused = [e for e in snapshot.elements if e.has_state("focused")]
         # Qt marks a focused scroll area's viewport (a filler, not focusable) as focused too;
