@@ -80,7 +80,9 @@ def test_the_next_snapshot_shows_each_change(
         run, client, form, run(client.snapshot(form.pid, refresh=True))
     )  # the status label is renamed
     after_click = run(client.snapshot(form.pid))
-    assert after_click.resolve(STATUS).name == renamed
+    status = after_click.resolve(STATUS)
+    assert status.name == renamed
+    assert status.path[-1].name == renamed, "the path that re-resolves it follows the rename"
     assert after_click.newest_event_age_ms is not None, "the change came as an event"
     assert after_click.newest_event_age_ms <= after_click.tree_age_ms
 
