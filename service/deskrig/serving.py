@@ -63,7 +63,7 @@ def build_server(
         desktop=desktop,
         settings=settings,
         security=security,
-        a11y=A11yAccess(session_bus) if session_bus else None,
+        a11y=A11yAccess(session_bus, desktop) if session_bus else None,
         launcher=launcher or SubprocessLauncher({}),
         recorder=recorder,
     )

@@ -40,6 +40,7 @@ from deskrig.a11y.failures import invalid_argument, require_running, translate_f
 from deskrig.a11y.fetch import FetchedTree, fetch_tree
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror, MirroredTree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
+from deskrig.a11y.placement import WindowPlacement, placed, toplevel_names, toplevel_origins
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
@@ -82,6 +83,9 @@ class AccessibilityClient:
         self.events = EventFeed(a11y_bus, self._on_event)
         self.snapshots = store if store is not None else SnapshotStore()
         self.diagnostics: list[Diagnostic] = []
+        #: The desktop, which says where windows' accessibility coordinates start; without it,
+        #: element bounds are the toolkit's own.
+        self.placement: WindowPlacement | None = None
 
     @classmethod
     async def connect(
@@ -240,6 +244,8 @@ class AccessibilityClient:
         else:
             assert mirrored is not None
             content = _from_mirror(mirrored, max_elements, time.monotonic())
+        # The mirror keeps the toolkit's coordinates; where each window starts is asked anew.
+        content["elements"] = await self._on_screen(pid, content["elements"])
         snapshot = Snapshot(
             snapshot_id=uuid.uuid4().hex[:12],
             pid=pid,
@@ -301,7 +307,20 @@ class AccessibilityClient:
             (fresh,) = await describe_many(
                 app, [(node, element.depth, element.parent, element.path)], first_index=element.index
             )
-        return fresh
+        (on_screen,) = await self._on_screen(app.pid, [fresh])
+        return on_screen
+
+    async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
+        """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""
+        names = toplevel_names(elements)
+        if self.placement is None or not names:
+            return elements
+        try:
+            origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, names)
+        except DeskrigError as exc:
+            self._note(f"pid {pid}: element bounds left as the toolkit reports them: {exc.message}")
+            return elements
+        return placed(elements, origins)
 
     # ---- actions -----------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ from typing import Literal, Protocol, TypeVar
 from PIL import Image
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
+from deskrig.grabs import Grab
+from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, Point, TypeReport, WindowInfo
 
 T = TypeVar("T")
 
@@ -114,6 +115,11 @@ class DesktopBackend(ABC):
     def capture(self, region: Bounds) -> Image.Image:
         """RGB pixels of ``region`` of the screen, exactly as shown (covered parts included)."""
 
+    def grab(self, region: Bounds) -> Grab:
+        """:meth:`capture` as a frame, in the layout the platform hands pixels over; a backend
+        whose grabs come as BGRX rows overrides this, so encoders skip the RGB conversion."""
+        return Grab.of(self.capture(region))
+
     @abstractmethod
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
         """RGB pixels of one window's own contents, correct even where other windows cover it.
@@ -128,6 +134,16 @@ class DesktopBackend(ABC):
     @abstractmethod
     def activate_window(self, window_id: int) -> None:
         """Raise and focus a window (un-minimising it); WINDOW_NOT_FOUND for an unknown id."""
+
+    @abstractmethod
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        """The windows of ``pid`` whose toolkit reports accessibility positions from somewhere
+        other than the screen's origin, each with that point, in screen pixels.
+
+        Adding it to an element's AT-SPI extents gives screen coordinates. None on X11, where
+        toolkits know where their windows are (so are Xwayland's clients); a native Wayland
+        client reports positions relative to its window, whose content origin is its point.
+        """
 
     @abstractmethod
     def damage_serial(self) -> int:
@@ -183,6 +199,9 @@ class Desktop:
     def capture(self, region: Bounds) -> Image.Image:
         return self._call(lambda: self._backend.capture(region))
 
+    def grab(self, region: Bounds) -> Grab:
+        return self._call(lambda: self._backend.grab(region))
+
     def capture_window(self, window_id: int, include_frame: bool = False) -> Image.Image:
         return self._call(lambda: self._backend.capture_window(window_id, include_frame))
 
@@ -194,6 +213,9 @@ class Desktop:
 
     def activate_window(self, window_id: int) -> None:
         self._call(lambda: self._backend.activate_window(window_id))
+
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        return self._call(lambda: self._backend.a11y_origins(pid))
 
     def with_input(
         self, fn: Callable[[InputDevice], T], job: InputJob | None = None, timeout: float | None = None

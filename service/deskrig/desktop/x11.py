@@ -37,11 +37,12 @@ from Xlib.ext import composite
 from Xlib.protocol import event
 from Xlib.xobject.drawable import Window
 
+from deskrig import grabs
 from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,9 @@ class X11Backend(DesktopBackend):
             return self._windows.collect()
 
     def capture(self, region: Bounds) -> Image.Image:
+        return self.grab(region).image()
+
+    def grab(self, region: Bounds) -> grabs.Grab:
         with self._translated(ErrorCode.CAPTURE_FAILED, "screen capture failed"):
             visible = region.intersection(self._root_bounds())
             if visible is None:
@@ -164,6 +168,10 @@ class X11Backend(DesktopBackend):
                 frame_of(self._root, window).window.configure(stack_mode=X.Above)
                 window.set_input_focus(X.RevertToParent, X.CurrentTime)
             self._display.sync()
+
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        # X11 toolkits translate to root coordinates themselves (XTranslateCoordinates).
+        return []
 
     def damage_serial(self) -> int:
         if self._damage is None:
@@ -270,7 +278,7 @@ class X11Backend(DesktopBackend):
                     f"the window has no off-screen pixmap ({error})",
                     details={"window_id": window_id},
                 )
-            return xlib_get_image(pixmap, crop.x, crop.y, crop.width, crop.height)
+            return xlib_get_image(pixmap, crop.x, crop.y, crop.width, crop.height).image()
         finally:
             pixmap.free()
 

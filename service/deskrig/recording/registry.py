@@ -84,7 +84,7 @@ class RecordingRegistry:
         its accessibility bus; ``display`` is the X display ffmpeg grabs (default: $DISPLAY)."""
         self.observer = observer
         #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
-        self.a11y = A11yAccess(session_bus) if session_bus else None
+        self.a11y = A11yAccess(session_bus, observer.desktop) if session_bus else None
         #: The X display ffmpeg grabs (default: $DISPLAY).
         self.display = display or os.environ.get("DISPLAY") or None
         self.boot: Recording | None = None
