@@ -12,6 +12,7 @@ FILE as one JSON line, so tests can check the app's own view of what it received
     {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
     {"event": "check", "active": ...}        {"event": "button", "count": N}
     {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
+    {"event": "row_added", "name": "Added row N"}   (on SIGUSR1: a row inserted at the top of the list)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from typing import Any
 
 import gi
@@ -33,6 +35,7 @@ class Form:
     def __init__(self, title: str, log_path: str) -> None:
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
         self.clicks = 0
+        self.rows_added = 0
         self.ready_logged = False
         self.logged_layout: dict[str, dict[str, int]] = {}
 
@@ -102,6 +105,14 @@ class Form:
         self.status.set_text(f"clicked {self.clicks}")
         self.log(event="button", count=self.clicks)
 
+    def add_row(self) -> bool:
+        self.rows_added += 1
+        label = Gtk.Label(label=f"Added row {self.rows_added}", xalign=0)
+        label.show()
+        self.listbox.insert(label, 0)
+        self.log(event="row_added", name=label.get_text())
+        return True  # keep the signal handler
+
     def on_list_scrolled(self, adjustment: Gtk.Adjustment) -> None:
         row = self.listbox.get_row_at_y(int(adjustment.get_value()))
         self.log(event="list_view", first_visible=row.get_index() if row else 0)
@@ -145,7 +156,8 @@ def main() -> None:
     parser.add_argument("--title", default="deskrig GTK form")
     parser.add_argument("--log", required=True)
     args = parser.parse_args()
-    Form(args.title, args.log)
+    form = Form(args.title, args.log)
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR1, form.add_row)
     Gtk.main()
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 
+from deskrig.bench.over_http import over_http, over_http_bare
 from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
@@ -85,13 +86,43 @@ def _widget_factory(runs: int) -> list[Row]:
 
             async def run() -> Timing:
                 state = await call_tool(server, "get_app_state", {"pid": pid})
-                name = f"get_app_state ({state['element_count']} elements)"
+                name = f"get_app_state, in process ({state['element_count']} elements, live mirror)"
                 return await measure_async(
                     name, lambda: call_tool(server, "get_app_state", {"pid": pid}), runs
                 )
 
+            async def fetched() -> Timing:
+                name = "get_app_state, in process, refresh=true (bulk fetch)"
+                arguments = {"pid": pid, "refresh": True}
+                return await measure_async(name, lambda: call_tool(server, "get_app_state", arguments), runs)
+
             ours = anyio.run(run)
-    return [Row(peer), Row(ours, peer, 10.0)]
+            whole = anyio.run(fetched)
+            over_mcp = over_http(
+                server, "get_app_state", {"pid": pid}, "get_app_state over MCP/HTTP (live mirror)", runs
+            )
+            floor = over_http(
+                server, "get_screen_size", {}, "per-call floor: get_screen_size over MCP/HTTP", runs
+            )
+            bare = over_http_bare(
+                server,
+                "get_app_state",
+                {"pid": pid},
+                "get_app_state over MCP/HTTP, bare JSON-RPC client",
+                runs,
+            )
+            bare_floor = over_http_bare(
+                server, "get_screen_size", {}, "per-call floor: get_screen_size, bare JSON-RPC client", runs
+            )
+    return [
+        Row(peer),
+        Row(ours, peer, 20.0),
+        Row(whole, peer),
+        Row(over_mcp, peer, 20.0),
+        Row(floor),
+        Row(bare, peer, 20.0),
+        Row(bare_floor),
+    ]
 
 
 def _input(runs: int) -> list[Row]:

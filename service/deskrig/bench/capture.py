@@ -11,11 +11,8 @@ import functools
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from mcp import Client, StdioServerParameters
 from PIL import Image
 
 from deskrig import imaging
+from deskrig.bench.over_http import over_http
 from deskrig.bench.stats import (
     Row,
     Timing,
@@ -34,19 +32,15 @@ from deskrig.bench.stats import (
     measure_interleaved,
     print_table,
 )
-from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.grabs import Grab
-from deskrig.guard import bind_listener
-from deskrig.http import Readiness
 from deskrig.identity import ClientRef
 from deskrig.model import Bounds
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
-from deskrig.serving import build_server, serve
+from deskrig.serving import build_server
 from deskrig.tools import CallInfo
-from deskrig.transport import Transport
 
 SIZES = ("1280x800", "1920x1080")
 #: A busy, realistic desktop to encode; xterm when GTK's demo is not installed.
@@ -85,45 +79,8 @@ def peer(name: str, command: str, env: dict[str, str], runs: int) -> Timing:
     return measure(name, peer_capture(command, env), runs)
 
 
-def _wait_listening(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the benchmark's HTTP server did not listen on {port}") from None
-            time.sleep(0.05)
-
-
 def _over_http(server: DeskrigServer, arguments: dict[str, Any], name: str, runs: int) -> Timing:
-    listener = bind_listener("127.0.0.1", 0)
-    port = int(listener.getsockname()[1])
-    stop = threading.Event()
-    transport = Transport("http", "127.0.0.1", port, no_auth=True)
-    thread = threading.Thread(
-        target=serve,
-        args=(server, transport, listener, None, lambda: Readiness(ready=True, checks={}), stop),
-        daemon=True,
-    )
-    thread.start()
-    _wait_listening(port)
-
-    async def run() -> Timing:
-        async with connect(f"http://127.0.0.1:{port}/mcp") as client:
-
-            async def call() -> None:
-                result = await client.call_tool("screenshot_screen", arguments)
-                assert not result.is_error, result
-
-            return await measure_async(name, call, runs)
-
-    try:
-        return anyio.run(run)
-    finally:
-        stop.set()
-        thread.join(10)
+    return over_http(server, "screenshot_screen", arguments, name, runs)
 
 
 def _fresh_captures(size: str, runs: int) -> list[Row]:
