@@ -12,12 +12,16 @@ import socket
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from deskrig import __version__
 from deskrig.cli_errors import report_cli_error
 from deskrig.cli_flags import Invocation, option, prepare, server_options
 from deskrig.errors import DeskrigError
 from deskrig.transport import Transport, resolve_tokens
+
+if TYPE_CHECKING:
+    from deskrig.server import DeskrigServer
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,36 +76,56 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
 
 
 def cmd_serve(invocation: Invocation) -> int:
-    from deskrig.desktop import open_desktop
-    from deskrig.http import Readiness
-    from deskrig.launcher import SubprocessLauncher
-    from deskrig.serving import build_server, serve
+    from deskrig.desktop import choose_backend
     from deskrig.signals import handling_signals
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
+    choose_backend(settings.backend, display=args.display)  # no display at all: refused before serving
+    stop = threading.Event()
 
-    with _listener(transport) as listener, open_desktop(settings.backend, args.display) as desktop:
-        launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
-        server = build_server(
-            desktop,
-            settings,
-            session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"),
-            launcher=launcher,
-            display=args.display,
-        )
+    def open_server() -> DeskrigServer:
+        from deskrig.desktop import open_desktop
+        from deskrig.launcher import SubprocessLauncher
+        from deskrig.serving import build_server
 
-        def readiness() -> Readiness:
-            try:
-                desktop.screen_bounds()
-                up = True
-            except DeskrigError:
-                up = False
-            return Readiness(ready=up, checks={"display": up})
+        desktop = open_desktop(settings.backend, args.display)
+        try:
+            return build_server(
+                desktop,
+                settings,
+                session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"),
+                launcher=SubprocessLauncher({"DISPLAY": args.display} if args.display else {}),
+                display=args.display,
+            )
+        except BaseException:
+            desktop.close()
+            raise
 
-        stop = threading.Event()
+    if transport.kind == "stdio":
+        from deskrig.serving import serve_stdio_deferred  # opens the desktop after `initialize`
+
         with handling_signals(lambda signum: stop.set()):
-            serve(server, transport, listener, tokens, readiness, stop)
+            serve_stdio_deferred(settings.tool_profile, open_server, stop)
+        return 0
+
+    from deskrig.http import Readiness
+    from deskrig.serving import serve
+
+    with _listener(transport) as listener:
+        server = open_server()
+        with server.services.desktop as desktop:
+
+            def readiness() -> Readiness:
+                try:
+                    desktop.screen_bounds()
+                    up = True
+                except DeskrigError:
+                    up = False
+                return Readiness(ready=up, checks={"display": up})
+
+            with handling_signals(lambda signum: stop.set()):
+                serve(server, transport, listener, tokens, readiness, stop)
     return 0
 
 
