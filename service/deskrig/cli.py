@@ -21,6 +21,7 @@ from deskrig.errors import DeskrigError
 from deskrig.transport import Transport, resolve_tokens
 
 if TYPE_CHECKING:
+    from deskrig.desktop import Desktop
     from deskrig.server import DeskrigServer
 
 
@@ -76,7 +77,7 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
 
 
 def cmd_serve(invocation: Invocation) -> int:
-    from deskrig.desktop import choose_backend
+    from deskrig.desktop import choose_backend, open_desktop
     from deskrig.signals import handling_signals
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
@@ -84,48 +85,44 @@ def cmd_serve(invocation: Invocation) -> int:
     choose_backend(settings.backend, display=args.display)  # no display at all: refused before serving
     stop = threading.Event()
 
-    def open_server() -> DeskrigServer:
-        from deskrig.desktop import open_desktop
+    def build(desktop: Desktop) -> DeskrigServer:
         from deskrig.launcher import SubprocessLauncher
         from deskrig.serving import build_server
 
-        desktop = open_desktop(settings.backend, args.display)
-        try:
-            return build_server(
-                desktop,
-                settings,
-                session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"),
-                launcher=SubprocessLauncher({"DISPLAY": args.display} if args.display else {}),
-                display=args.display,
-            )
-        except BaseException:
-            desktop.close()
-            raise
+        return build_server(
+            desktop,
+            settings,
+            session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"),
+            launcher=SubprocessLauncher({"DISPLAY": args.display} if args.display else {}),
+            display=args.display,
+        )
+
+    def open_now() -> Desktop:
+        return open_desktop(settings.backend, args.display)
 
     if transport.kind == "stdio":
         from deskrig.serving import serve_stdio_deferred  # opens the desktop after `initialize`
 
         with handling_signals(lambda signum: stop.set()):
-            serve_stdio_deferred(settings.tool_profile, open_server, stop)
+            serve_stdio_deferred(settings.tool_profile, open_now, build, stop)
         return 0
 
     from deskrig.http import Readiness
     from deskrig.serving import serve
 
-    with _listener(transport) as listener:
-        server = open_server()
-        with server.services.desktop as desktop:
+    with _listener(transport) as listener, open_now() as desktop:
+        server = build(desktop)
 
-            def readiness() -> Readiness:
-                try:
-                    desktop.screen_bounds()
-                    up = True
-                except DeskrigError:
-                    up = False
-                return Readiness(ready=up, checks={"display": up})
+        def readiness() -> Readiness:
+            try:
+                desktop.screen_bounds()
+                up = True
+            except DeskrigError:
+                up = False
+            return Readiness(ready=up, checks={"display": up})
 
-            with handling_signals(lambda signum: stop.set()):
-                serve(server, transport, listener, tokens, readiness, stop)
+        with handling_signals(lambda signum: stop.set()):
+            serve(server, transport, listener, tokens, readiness, stop)
     return 0
 
 

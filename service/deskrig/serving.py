@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import mcp_types as types
@@ -28,7 +28,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from deskrig.config import Settings, ToolProfile
-from deskrig.errors import ConfigError, DeskrigError
+from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.mcp_face import mcp_server
 from deskrig.transport import Transport
 
@@ -180,24 +180,36 @@ def serve(
 CLOSE_WAIT_SECONDS = 5.0
 
 
+class ToolList(NamedTuple):
+    specs: dict[str, AnyTool]
+    #: As tools/list shows them.
+    listed: list[types.Tool]
+
+
 class DeferredServer:
     """The stdio front of ``deskrig serve``: answers ``initialize`` before the server exists.
 
-    The server proper (``open_server``: its desktop, tools and recorder) is built in a thread that
-    starts when the client has its ``initialize`` answer, on the next message it sends; not before,
+    The server proper (``build`` over ``open_desktop``: tools, recorder) is built in threads that
+    start when the client has its ``initialize`` answer, on the next message it sends; not before,
     as a thread importing beside the answer would hold it up for the GIL. tools/list waits for the
     tool list, tools/call for the server. A desktop that cannot be opened is logged, and each
     tools/call tries again and answers the error while it still cannot be (a display started after
     the server is then used; the client gets the structured error, not a dead server).
     """
 
-    def __init__(self, profile: ToolProfile, open_server: Callable[[], DeskrigServer]) -> None:
+    def __init__(
+        self,
+        profile: ToolProfile,
+        open_desktop: Callable[[], Desktop],
+        build: Callable[[Desktop], DeskrigServer],
+    ) -> None:
         self.mcp = mcp_server(self._list_tools, self._call_tool)
         self.mcp.middleware.append(self._forward)
         self._profile = profile
-        self._open_server = open_server
+        self._open_desktop = open_desktop
+        self._build_server = build
         self._begin = threading.Event()
-        self._tools: Future[tuple[dict[str, AnyTool], list[types.Tool]]] = Future()
+        self._tools: Future[ToolList] = Future()
         self._server: DeskrigServer | None = None
         self._failure: DeskrigError | None = None
         #: Opening attempts made: a call waiting for one in progress takes its outcome.
@@ -207,16 +219,22 @@ class DeferredServer:
         threading.Thread(target=self._build, name="deskrig-build", daemon=True).start()
 
     def _build(self) -> None:
+        """The tool list, with the desktop opened beside its schemas: the round trips to the display
+        server overlap them. (Not beside the imports: two threads importing the same modules may
+        each find the other's half done.)"""
         self._begin.wait()
         try:
             from deskrig.server import describe_tools
             from deskrig.tools import tools_for_profile
 
             specs = tools_for_profile(self._profile)
-            self._tools.set_result(({spec.name: spec for spec in specs}, describe_tools(specs)))
+            threading.Thread(target=self._open_first, name="deskrig-open", daemon=True).start()
+            self._tools.set_result(ToolList({spec.name: spec for spec in specs}, describe_tools(specs)))
         except BaseException as exc:  # answered to tools/list and tools/call, not lost in a thread
             self._tools.set_exception(exc)
             raise
+
+    def _open_first(self) -> None:
         with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
             self._open(0)
 
@@ -226,7 +244,13 @@ class DeferredServer:
             if self._server is None and self._attempts == seen and not self._closed:
                 self._attempts += 1
                 try:
-                    self._server = self._open_server()
+                    desktop = self._open_desktop()
+                    try:
+                        self._tools.result()  # its schemas are built once, by _build
+                        self._server = self._build_server(desktop)
+                    except BaseException:
+                        desktop.close()
+                        raise
                     self._failure = None
                 except DeskrigError as exc:
                     self._failure = exc
@@ -234,7 +258,7 @@ class DeferredServer:
             if self._server is not None:
                 return self._server
             if self._failure is None:  # closed before the first attempt
-                raise ConfigError("the server is stopping")
+                raise DeskrigError(ErrorCode.CANCELLED, "the server is stopping")
             raise self._failure
 
     async def _server_now(self) -> DeskrigServer:
@@ -243,7 +267,7 @@ class DeferredServer:
         seen = self._attempts
         return await anyio.to_thread.run_sync(self._open, seen)
 
-    async def _tool_list(self) -> tuple[dict[str, AnyTool], list[types.Tool]]:
+    async def _tool_list(self) -> ToolList:
         self._begin.set()
         return await anyio.to_thread.run_sync(self._tools.result)
 
@@ -264,14 +288,14 @@ class DeferredServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=(await self._tool_list())[1])
+        return types.ListToolsResult(tools=(await self._tool_list()).listed)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         from deskrig.server import error_result, lookup_tool
 
-        spec = lookup_tool((await self._tool_list())[0], params.name)
+        spec = lookup_tool((await self._tool_list()).specs, params.name)
         try:
             server = await self._server_now()
         except DeskrigError as exc:
@@ -302,11 +326,14 @@ def _chained(middleware: ServerMiddleware[Any], call_next: CallNext) -> CallNext
 
 
 def serve_stdio_deferred(
-    profile: ToolProfile, open_server: Callable[[], DeskrigServer], stop: threading.Event
+    profile: ToolProfile,
+    open_desktop: Callable[[], Desktop],
+    build: Callable[[Desktop], DeskrigServer],
+    stop: threading.Event,
 ) -> None:
     """Serve MCP over stdio at once, building the server behind :class:`DeferredServer`, until
     ``stop`` is set or the client hangs up."""
-    front = DeferredServer(profile, open_server)
+    front = DeferredServer(profile, open_desktop, build)
     try:
         anyio.run(_serve_stdio, front.mcp, stop)
     finally:
