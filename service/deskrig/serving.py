@@ -268,6 +268,8 @@ class DeferredServer:
         return await anyio.to_thread.run_sync(self._open, seen)
 
     async def _tool_list(self) -> ToolList:
+        if self._tools.done():  # every call after the first: no thread hop
+            return self._tools.result()
         self._begin.set()
         return await anyio.to_thread.run_sync(self._tools.result)
 
