@@ -79,7 +79,6 @@ class DeskrigServer:
         self.tools: dict[str, AnyTool] = {spec.name: spec for spec in specs}
         #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
         self.last_activity = time.time()
-        self._listed = describe_tools(specs)
         self.mcp: Server[Any] = mcp_server(self.list_tools, self.call_tool)
         #: deskrig's own request middleware, installed on :attr:`mcp` by :meth:`use` (a front that
         #: serves before this server exists, ``deskrig.serving.DeferredServer``, runs it too).
@@ -111,7 +110,9 @@ class DeskrigServer:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self._listed)
+        # Described on the first tools/list, not at start (``deskrig serve --stdio`` answers it from
+        # a cache); once for each tool in this process.
+        return types.ListToolsResult(tools=describe_tools(list(self.tools.values())))
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

@@ -13,22 +13,27 @@ fails if ``initialize`` is answered with any of them loaded).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
+import pydantic
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from deskrig.config import Settings, ToolProfile
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+from deskrig.files import write_atomic
 from deskrig.mcp_face import mcp_server
 from deskrig.transport import Transport
 
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
     from deskrig.services import AnyTool
 
 log = logging.getLogger("deskrig.serving")
+T = TypeVar("T")
 
 #: How often the stop event is polled from the event loop.
 STOP_POLL_SECONDS = 0.1
@@ -180,10 +186,33 @@ def serve(
 CLOSE_WAIT_SECONDS = 5.0
 
 
-class ToolList(NamedTuple):
-    specs: dict[str, AnyTool]
-    #: As tools/list shows them.
-    listed: list[types.Tool]
+def tool_list_cache(profile: ToolProfile) -> Path:
+    """Where ``deskrig serve --stdio`` keeps tools/list for ``profile``, named for the code that
+    builds it: deskrig's sources, pydantic's version and the MCP types' module (an edit or an upgrade
+    of any of them names another file)."""
+    digest = hashlib.sha256(f"{profile}\0{pydantic.VERSION}\0".encode())
+    sdk = Path(types.__file__).stat()
+    digest.update(f"{types.__file__}\0{sdk.st_mtime_ns}\0{sdk.st_size}\0".encode())
+    for source in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(source.read_bytes())
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "deskrig" / f"tools-{digest.hexdigest()[:32]}.json"
+
+
+def _cached_tools(path: Path) -> list[types.Tool] | None:
+    try:
+        return [types.Tool.model_validate(tool) for tool in json.loads(path.read_bytes())]
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        log.debug("no usable tool list cache at %s: %s", path, exc)
+        return None
+
+
+def _cache_tools(path: Path, listed: list[types.Tool]) -> None:
+    data = json.dumps([tool.model_dump(mode="json", by_alias=True) for tool in listed]).encode()
+    try:
+        write_atomic(path, data, parents=True)
+    except OSError as exc:  # a read-only home: every start builds the schemas
+        log.debug("cannot cache the tool list at %s: %s", path, exc)
 
 
 class DeferredServer:
@@ -192,7 +221,8 @@ class DeferredServer:
     The server proper (``build`` over ``open_desktop``: tools, recorder) is built in threads that
     start when the client has its ``initialize`` answer, on the next message it sends; not before,
     as a thread importing beside the answer would hold it up for the GIL. tools/list waits for the
-    tool list, tools/call for the server. A desktop that cannot be opened is logged, and each
+    tool list (read from :func:`tool_list_cache` when this code built it before: the JSON schemas
+    are a fifth of the start), tools/call for the server. A desktop that cannot be opened is logged, and each
     tools/call tries again and answers the error while it still cannot be (a display started after
     the server is then used; the client gets the structured error, not a dead server).
     """
@@ -209,7 +239,8 @@ class DeferredServer:
         self._open_desktop = open_desktop
         self._build_server = build
         self._begin = threading.Event()
-        self._tools: Future[ToolList] = Future()
+        self._specs: Future[dict[str, AnyTool]] = Future()
+        self._listed: Future[list[types.Tool]] = Future()
         self._server: DeskrigServer | None = None
         self._failure: DeskrigError | None = None
         #: Opening attempts made: a call waiting for one in progress takes its outcome.
@@ -219,19 +250,28 @@ class DeferredServer:
         threading.Thread(target=self._build, name="deskrig-build", daemon=True).start()
 
     def _build(self) -> None:
-        """The tool list, with the desktop opened beside its schemas: the round trips to the display
-        server overlap them. (Not beside the imports: two threads importing the same modules may
-        each find the other's half done.)"""
+        """The tool list, from the cache or with the desktop opened beside its schemas (the round
+        trips to the display server overlap them; not the imports: two threads importing the same
+        modules may each find the other's half done)."""
         self._begin.wait()
         try:
+            cache = tool_list_cache(self._profile)
+            listed = _cached_tools(cache)
+            if listed is not None:
+                self._listed.set_result(listed)
             from deskrig.server import describe_tools
             from deskrig.tools import tools_for_profile
 
             specs = tools_for_profile(self._profile)
+            self._specs.set_result({spec.name: spec for spec in specs})
             threading.Thread(target=self._open_first, name="deskrig-open", daemon=True).start()
-            self._tools.set_result(ToolList({spec.name: spec for spec in specs}, describe_tools(specs)))
+            if listed is None:
+                self._listed.set_result(describe_tools(specs))
+                _cache_tools(cache, self._listed.result())
         except BaseException as exc:  # answered to tools/list and tools/call, not lost in a thread
-            self._tools.set_exception(exc)
+            for future in (self._specs, self._listed):
+                if not future.done():
+                    future.set_exception(exc)
             raise
 
     def _open_first(self) -> None:
@@ -246,7 +286,7 @@ class DeferredServer:
                 try:
                     desktop = self._open_desktop()
                     try:
-                        self._tools.result()  # its schemas are built once, by _build
+                        self._specs.result()  # the tools, imported by _build
                         self._server = self._build_server(desktop)
                     except BaseException:
                         desktop.close()
@@ -267,18 +307,18 @@ class DeferredServer:
         seen = self._attempts
         return await anyio.to_thread.run_sync(self._open, seen)
 
-    async def _tool_list(self) -> ToolList:
-        if self._tools.done():  # every call after the first: no thread hop
-            return self._tools.result()
+    async def _wait(self, future: Future[T]) -> T:
+        if future.done():  # every call after the first: no thread hop
+            return future.result()
         self._begin.set()
-        return await anyio.to_thread.run_sync(self._tools.result)
+        return await anyio.to_thread.run_sync(future.result)
 
     async def _forward(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Starts the build after ``initialize``, and runs the server's own middleware on its calls."""
         if ctx.method != "initialize":
             self._begin.set()
         if ctx.method == "tools/call":
-            await self._tool_list()
+            await self._wait(self._specs)
             try:
                 server = await self._server_now()
             except DeskrigError:
@@ -290,14 +330,14 @@ class DeferredServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=(await self._tool_list()).listed)
+        return types.ListToolsResult(tools=await self._wait(self._listed))
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         from deskrig.server import error_result, lookup_tool
 
-        spec = lookup_tool((await self._tool_list()).specs, params.name)
+        spec = lookup_tool(await self._wait(self._specs), params.name)
         try:
             server = await self._server_now()
         except DeskrigError as exc:

@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 
 import mcp_types as types
+import pytest
 from tests.desktop.conftest import start_xvfb, stop_process
 from tests.polling import poll
 
 from deskrig.bench.stdio import StdioPeer, initialize
 from deskrig.errors import tool_error
+from deskrig.serving import tool_list_cache
 
 #: Runs the CLI and writes its sys.modules to the file named by argv[1] on SIGUSR1.
 HARNESS = """
@@ -119,3 +121,41 @@ def test_a_display_that_cannot_be_opened_answers_each_call_until_it_can(tmp_path
         stop_process(peer.proc)
         if xvfb is not None:
             stop_process(xvfb)
+
+
+def test_tools_list_is_kept_for_the_next_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first start builds the tools' schemas and keeps them; the next answers tools/list from
+    the file named for its code (as built, by the server proper too); an unreadable one is rebuilt."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = {**os.environ, "DISPLAY": ":0"}
+
+    def tools_listed() -> list[dict[str, object]]:
+        peer = StdioPeer([sys.executable, "-m", "deskrig.cli", "serve", "--stdio"], env)
+        try:
+            initialize(peer)
+            listed: list[dict[str, object]] = peer.request(2, "tools/list")["result"]["tools"]
+            assert peer.close() == 0
+            return listed
+        finally:
+            stop_process(peer.proc)
+
+    built = tools_listed()
+    (cache,) = (tmp_path / "cache" / "deskrig").iterdir()
+    assert cache == tool_list_cache("default")
+    expected = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in described()]
+    assert built == expected
+    assert tools_listed() == built  # from the cache
+    kept = json.loads(cache.read_text())
+    kept[0]["description"] = "as kept"
+    cache.write_text(json.dumps(kept))
+    assert tools_listed()[0]["description"] == "as kept"  # it is what tools/list answers
+    cache.write_text("{not json")
+    assert tools_listed() == built
+    assert json.loads(cache.read_text())[0]["description"] == built[0]["description"]
+
+
+def described() -> list[types.Tool]:
+    from deskrig.server import describe_tools
+    from deskrig.tools import tools_for_profile
+
+    return describe_tools(tools_for_profile("default"))
