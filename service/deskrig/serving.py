@@ -222,9 +222,10 @@ class DeferredServer:
     start when the client has its ``initialize`` answer, on the next message it sends; not before,
     as a thread importing beside the answer would hold it up for the GIL. tools/list waits for the
     tool list (read from :func:`tool_list_cache` when this code built it before: the JSON schemas
-    are a fifth of the start), tools/call for the server. A desktop that cannot be opened is logged, and each
-    tools/call tries again and answers the error while it still cannot be (a display started after
-    the server is then used; the client gets the structured error, not a dead server).
+    are a fifth of the start), tools/call for the server. A desktop that cannot be opened is
+    logged, and each tools/call tries again and answers the error while it still cannot be (a
+    display started after the server is then used; the client gets the structured error, not a
+    dead server).
     """
 
     def __init__(
