@@ -24,6 +24,7 @@ from deskrig.a11y import Snapshot
 from deskrig.a11y.atspi import AccessibilityClient
 from deskrig.desktop import Desktop
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, WindowInfo
 from deskrig.security import WindowBlocklist
 
@@ -32,11 +33,16 @@ from deskrig.security import WindowBlocklist
 class Pixels:
     """An image of part of the screen, as a client may see it."""
 
-    image: Image.Image
-    #: Where ``image`` lies on the screen.
+    frame: Grab
+    #: Where ``frame`` lies on the screen.
     region: Bounds
     #: Blocked windows blacked out in it.
     masked_windows: int = 0
+
+    @property
+    def image(self) -> Image.Image:
+        """The pixels as a Pillow image (converted from the grab on first use)."""
+        return self.frame.image()
 
 
 class Observation:
@@ -86,28 +92,29 @@ class Observation:
         await self.check_app(pid)
         return await client.snapshot(pid, **options)
 
-    def redact(self, image: Image.Image, region: Bounds) -> Pixels:
-        """``image`` of ``region`` with what a client may not see removed: every blocked window
-        (its frame, whatever lies above it) blacked out. The one place to add PII masking."""
+    def redact(self, frame: Grab, region: Bounds) -> Pixels:
+        """``frame`` of ``region`` with what a client may not see removed: every blocked window
+        (its frame, whatever lies above it) blacked out. The one place to add PII masking (draw
+        with :meth:`Grab.blacked_out`, or on ``frame.image()`` and hand back ``Grab.of(...)``)."""
         if not self.blocklist.active:
-            return Pixels(image, region)
+            return Pixels(frame, region)
         blocked = [w.frame_bounds or w.bounds for w in self.blocklist.blocked(self.windows)]
         overlapping = [b for b in blocked if b.intersection(region) is not None]
         if overlapping:
-            image = imaging.black_out(image, overlapping, origin=(region.x, region.y))
-        return Pixels(image, region, len(overlapping))
+            frame = imaging.black_out(frame, overlapping, origin=(region.x, region.y))
+        return Pixels(frame, region, len(overlapping))
 
     def screen(self, region: Bounds | None = None) -> Pixels:
         """``region`` of the screen (default: all of it), redacted."""
         region = region if region is not None else self.desktop.screen_bounds()
-        return self.redact(self.desktop.capture(region), region)
+        return self.redact(self.desktop.grab(region), region)
 
     def window_pixels(self, window: WindowInfo, include_frame: bool = False) -> Pixels:
         """A window's own pixels, whole, from the compositor's copy (what lies above it is not in
         them). Callers refuse a blocked window rather than showing it black."""
         image = self.desktop.capture_window(window.id, include_frame)
         region = window.frame_bounds if include_frame and window.frame_bounds else window.bounds
-        return Pixels(image, Bounds(x=region.x, y=region.y, width=image.width, height=image.height))
+        return Pixels(Grab.of(image), Bounds(x=region.x, y=region.y, width=image.width, height=image.height))
 
     def window_as_seen(self, window: WindowInfo) -> Pixels:
         """The window as it shows: an unobscured window is cut from the screen (a shared-memory
@@ -117,7 +124,7 @@ class Observation:
         covered = any((w.frame_bounds or w.bounds).intersection(window.bounds) for w in above)
         visible = self.desktop.screen_bounds().intersection(window.bounds)
         if not covered and visible is not None:
-            return Pixels(self.desktop.capture(visible), visible)
+            return Pixels(self.desktop.grab(visible), visible)
         return self.window_pixels(window)
 
 

@@ -63,11 +63,10 @@ def build_server(
     *,
     session_bus: str | None = None,
     launcher: AppLauncher | None = None,
-    display: str | None = None,
 ) -> DeskrigServer:
     """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus;
-    ``launcher`` starts apps on it (default: plain subprocesses with this process's environment);
-    ``display`` is the X display the recorder's ffmpeg grabs (default: $DISPLAY)."""
+    ``launcher`` starts apps on it (default: plain subprocesses with this process's environment).
+    The recorder's video is the desktop's own (``Desktop.screen_video``)."""
     from deskrig.a11y.access import A11yAccess
     from deskrig.launcher import SubprocessLauncher
     from deskrig.observation import Observer
@@ -81,12 +80,12 @@ def build_server(
     # Recording (issue 4): the recorder observes action tools (through the same observation path
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
-    recorder = RecordingRegistry(Observer(desktop, security.blocklist), settings, session_bus, display)
+    recorder = RecordingRegistry(Observer(desktop, security.blocklist), settings, session_bus)
     services = Services(
         desktop=desktop,
         settings=settings,
         security=security,
-        a11y=A11yAccess(session_bus) if session_bus else None,
+        a11y=A11yAccess(session_bus, desktop) if session_bus else None,
         launcher=launcher or SubprocessLauncher({}),
         recorder=recorder,
     )

@@ -8,6 +8,7 @@ Widgets: an entry, a multi-line text view, a check box, a button that updates a 
 FILE as one JSON line, so tests can check the app's own view of what it received:
 
     {"event": "ready", "pid": P, "widgets": {name: {"x", "y", "width", "height"}}}  (root coords)
+    {"event": "layout", "widgets": ...}      the same geometry again whenever it changes
     {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
     {"event": "check", "active": ...}        {"event": "button", "count": N}
     {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
@@ -33,6 +34,7 @@ class Form:
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
         self.clicks = 0
         self.ready_logged = False
+        self.logged_layout: dict[str, dict[str, int]] = {}
 
         self.window = Gtk.Window(title=title)
         self.window.set_default_size(480, 640)
@@ -105,11 +107,11 @@ class Form:
         self.log(event="list_view", first_visible=row.get_index() if row else 0)
 
     def on_painted(self, _clock: object) -> None:
-        if not self.ready_logged:
-            self.ready_logged = True
-            GLib.idle_add(self.log_ready)
+        GLib.idle_add(self.log_layout)
 
-    def log_ready(self) -> bool:
+    def log_layout(self) -> bool:
+        """Log the widgets' geometry once painted ("ready"), then whenever it changes ("layout"):
+        a tiling compositor resizes a window after its first frame."""
         widgets = {
             "entry": self.entry,
             "textview": self.textview,
@@ -119,7 +121,13 @@ class Form:
             "list": self.list_scroll,
             "scale": self.scale,
         }
-        self.log(event="ready", pid=os.getpid(), widgets={k: root_geometry(w) for k, w in widgets.items()})
+        layout = {k: root_geometry(w) for k, w in widgets.items()}
+        if not self.ready_logged:
+            self.ready_logged = True
+            self.log(event="ready", pid=os.getpid(), widgets=layout)
+        elif layout != self.logged_layout:
+            self.log(event="layout", widgets=layout)
+        self.logged_layout = layout
         return False
 
 

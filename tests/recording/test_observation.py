@@ -45,7 +45,6 @@ class AppRig:
             self.desktop,
             load_settings(env={}, overrides={"security": security}),
             session_bus=self.rig.env["DBUS_SESSION_BUS_ADDRESS"],
-            display=self.rig.display,
         )
 
     def bare_point(self) -> tuple[int, int]:

@@ -38,6 +38,7 @@ from deskrig.a11y.describe import VALUE_PROPERTIES, describe_many
 from deskrig.a11y.failures import invalid_argument, require_running, translate_failures
 from deskrig.a11y.fetch import fetch_tree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
+from deskrig.a11y.placement import WindowPlacement, placed, toplevel_names, toplevel_origins
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
@@ -78,6 +79,9 @@ class AccessibilityClient:
         self._apps: dict[str, AppConnection] = {}  # by unique name on the a11y bus
         self.snapshots = store if store is not None else SnapshotStore()
         self.diagnostics: list[Diagnostic] = []
+        #: The desktop, which says where windows' accessibility coordinates start; without it,
+        #: element bounds are the toolkit's own.
+        self.placement: WindowPlacement | None = None
 
     @classmethod
     async def connect(
@@ -218,15 +222,16 @@ class AccessibilityClient:
             )
         for note in fetched.notes:
             self._note(f"pid {pid}: {note}")
+        elements = await self._on_screen(pid, fetched.elements)
         snapshot = Snapshot(
             snapshot_id=uuid.uuid4().hex[:12],
             pid=pid,
-            app_name=fetched.elements[0].name if fetched.elements else "",
+            app_name=elements[0].name if elements else "",
             bus_name=app.bus_name,
             created_at=datetime.now(UTC),
             fetch_ms=round((time.perf_counter() - started) * 1000, 2),
             truncated=fetched.truncated,
-            elements=fetched.elements,
+            elements=elements,
         )
         self.snapshots.add(snapshot)
         return snapshot.matching(query) if query is not None else snapshot
@@ -257,7 +262,20 @@ class AccessibilityClient:
             (fresh,) = await describe_many(
                 app, [(node, element.depth, element.parent, element.path)], first_index=element.index
             )
-        return fresh
+        (on_screen,) = await self._on_screen(app.pid, [fresh])
+        return on_screen
+
+    async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
+        """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""
+        names = toplevel_names(elements)
+        if self.placement is None or not names:
+            return elements
+        try:
+            origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, names)
+        except DeskrigError as exc:
+            self._note(f"pid {pid}: element bounds left as the toolkit reports them: {exc.message}")
+            return elements
+        return placed(elements, origins)
 
     # ---- actions -----------------------------------------------------------------------------
 

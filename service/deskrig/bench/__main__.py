@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture, images, orchestrator, recording, reliability, stdio
+from deskrig.bench import actions, capture, images, orchestrator, recording, reliability, stdio, sway
 
 SUITES = {
     "capture": capture.run,
@@ -19,6 +19,7 @@ SUITES = {
     "images": images.run,
     "orchestrator": orchestrator.run,
     "stdio": stdio.run,
+    "sway": sway.run,
 }
 
 

@@ -52,7 +52,7 @@ PYATSPI_WALK = textwrap.dedent(
 )
 
 
-async def _call(server: DeskrigServer, tool: str, arguments: dict[str, Any]) -> Any:
+async def call_tool(server: DeskrigServer, tool: str, arguments: dict[str, Any]) -> Any:
     spec = server.tools[tool]
     result = await server.call(spec, arguments, CallInfo(ClientRef("bench")))
     assert not result.is_error, result.structured_content
@@ -84,9 +84,11 @@ def _widget_factory(runs: int) -> list[Row]:
             )
 
             async def run() -> Timing:
-                state = await _call(server, "get_app_state", {"pid": pid})
+                state = await call_tool(server, "get_app_state", {"pid": pid})
                 name = f"get_app_state ({state['element_count']} elements)"
-                return await measure_async(name, lambda: _call(server, "get_app_state", {"pid": pid}), runs)
+                return await measure_async(
+                    name, lambda: call_tool(server, "get_app_state", {"pid": pid}), runs
+                )
 
             ours = anyio.run(run)
     return [Row(peer), Row(ours, peer, 10.0)]
@@ -120,11 +122,11 @@ def _input(runs: int) -> list[Row]:
             async def run() -> tuple[Timing, Timing]:
                 args = {"x": x, "y": y, "include_screenshot": True}
                 click = await measure_async(
-                    "click + after-screenshot", lambda: _call(server, "click", args), runs
+                    "click + after-screenshot", lambda: call_tool(server, "click", args), runs
                 )
                 typing = await measure_async(
                     "type_text, 100 chars",
-                    lambda: _call(server, "type_text", {"text": TEXT_100}),
+                    lambda: call_tool(server, "type_text", {"text": TEXT_100}),
                     max(3, runs // 5),
                 )
                 return click, typing

@@ -3,6 +3,7 @@ text, and the INVALID_ARGUMENT they raise, so X11 and Sway refuse the same input
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Literal
 
 from deskrig.errors import DeskrigError, ErrorCode
@@ -58,10 +59,18 @@ def check_scroll(direction: object, amount: object, x: object, y: object) -> Scr
 
 
 def check_text(text: object, delay_ms: object) -> str:
-    """The text of a valid type_text call (which characters a backend can type is its own check)."""
+    """The text of a valid type_text call: no control character other than newline, carriage
+    return and tab (which type Return and Tab), no lone surrogate; no key types those."""
     if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
         raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
     check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+    bad = [
+        {"index": index, "codepoint": f"U+{ord(ch):04X}"}
+        for index, ch in enumerate(text)
+        if ch not in "\n\r\t" and unicodedata.category(ch) in ("Cc", "Cs")
+    ]
+    if bad:
+        raise invalid("text contains characters no key types", characters=bad[:20])
     return text
 
 

@@ -5,7 +5,6 @@ desktop (:class:`deskrig.desktop.scripted.ScriptedDesktop`), which logs it and a
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -23,7 +22,6 @@ from deskrig.desktop.input_limits import (
     check_range,
     check_scroll,
     check_text,
-    invalid,
 )
 from deskrig.desktop.keys import MODIFIER_KEYS, parse_combo, parse_hotkey, parse_modifier
 from deskrig.errors import DeskrigError, ErrorCode
@@ -140,13 +138,6 @@ class ScriptedInput:
 
         The report says ``xtest``: the fake stands in for synthetic key events."""
         check_text(text, delay_ms)
-        bad = [
-            {"index": index, "codepoint": f"U+{ord(ch):04X}"}
-            for index, ch in enumerate(text)
-            if ch not in "\n\r\t" and unicodedata.category(ch) in ("Cc", "Cs")
-        ]
-        if bad:
-            raise invalid("text contains characters no key types", characters=bad[:20])
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         world = self._open()
         for start in range(0, len(text), TYPE_CHUNK):
