@@ -7,7 +7,7 @@ README's Benchmarks and ``scripts/bench capture``):
 - JPEG: libjpeg-turbo (``simplejpeg``) takes BGRX itself, so no RGB copy is made; 4:2:0 chroma
   like Pillow's default, so a quality gives the same size as before.
 - PNG: written here, RGB rows packed from BGRX in one pass (Pillow's packer on a zero-copy view),
-  every row with filter type 0, deflated by ISA-L (``isal``) at level :data:`PNG_ISAL_LEVEL`.
+  every row with filter type 0, deflated by ISA-L (``isal``) at level :data:`deskrig.png.PNG_ISAL_LEVEL`.
   Pillow's own PNG writer runs its per-row adaptive filter heuristic for every truecolour image
   (level 1 about 24-33 ms); ``zlib`` at level 3 on unfiltered rows took 11-19 ms; ISA-L does the
   same deflate in a few ms for files about as small (screens are mostly flat colour).
@@ -26,7 +26,7 @@ import io
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar, get_args
@@ -38,6 +38,7 @@ from deskrig.errors import DeskrigError, ErrorCode, file_system_error
 from deskrig.files import write_atomic, write_temp
 from deskrig.grabs import Grab
 from deskrig.model import Bounds, ImageFormat
+from deskrig.png import encode_png, has_alpha
 
 SUPPORTED_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
 DEFAULT_QUALITY: dict[ImageFormat, int] = {"jpeg": 80, "webp": 80}
@@ -53,14 +54,6 @@ FILE_EXTENSIONS: dict[ImageFormat, str] = {"png": "png", "jpeg": "jpg", "webp": 
 #: The scale ladder stops at 1/16: smaller than that is no use to an agent.
 FALLBACK_QUALITIES = (85, 70, 50, 35)
 FALLBACK_SCALES = (0.75, 0.5, 0.35, 0.25, 0.18, 0.125, 0.09, 0.0625)
-
-#: ISA-L's levels run 0-3. On a 1280x800 GTK screen 0 made a file 22% larger, 3 took 20x longer;
-#: 1 and 2 took the same time (about 3 ms under load) and 2 made the smaller file.
-PNG_ISAL_LEVEL = 2
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_PNG_COLOUR_TYPES = {"L": 0, "RGB": 2, "RGBA": 6}
-#: IDAT payload per chunk; the PNG spec caps a chunk at 2**31 - 1 bytes.
-_PNG_IDAT_SIZE = 1 << 24
 
 T = TypeVar("T")
 
@@ -143,67 +136,8 @@ def _guard_codec(action: str, work: Callable[[], T]) -> T:
         ) from exc
 
 
-def _has_alpha(image: Image.Image) -> bool:
-    return "A" in image.getbands() or "transparency" in image.info
-
-
-def _png_chunk(tag: bytes, body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
-
-
 def _as_image(picture: Picture) -> Image.Image:
     return picture.image() if isinstance(picture, Grab) else picture
-
-
-#: Rows packed per call of Pillow's raw encoder when writing a BGRX frame's PNG scanlines.
-_PACKED_BAND_ROWS = 64
-
-
-def _scanlines(rows: Iterable[memoryview]) -> bytes:
-    """PNG's scanlines: every row prefixed with its filter type, 0."""
-    return b"\0" + b"\0".join(rows)
-
-
-def _rows_of(packed: bytes | bytearray, stride: int) -> Iterator[memoryview]:
-    view = memoryview(packed)
-    return (view[start : start + stride] for start in range(0, len(packed), stride))
-
-
-def _bgrx_rgb_rows(frame: Grab, bgrx: bytes | bytearray) -> Iterator[memoryview]:
-    """RGB rows of a BGRX frame, packed in one pass: Pillow's raw packer reverses the first three
-    bytes of each pixel of a zero-copy view, a band of rows at a time (``Image.tobytes`` runs
-    the same encoder but joins the bands into one more copy)."""
-    view = Image.frombuffer("RGBX", frame.size, bgrx, "raw", "RGBX", 0, 1)
-    encoder = Image._getencoder("RGBX", "raw", ("BGR", 0, 1))
-    encoder.setimage(view.im, (0, 0, *view.size))
-    stride = frame.width * 3
-    done = 0
-    while not done:
-        _, done, band = encoder.encode(stride * _PACKED_BAND_ROWS)
-        if done < 0:
-            raise ValueError(f"packing RGB rows failed (Pillow encoder error {done})")
-        yield from _rows_of(band, stride)
-
-
-def _encode_png(picture: Picture) -> bytes:
-    """Lossless PNG with unfiltered rows (see the module docstring for why)."""
-    from isal import isal_zlib
-
-    if isinstance(picture, Grab) and picture.bgrx is not None:
-        mode, scanlines = "RGB", _scanlines(_bgrx_rgb_rows(picture, picture.bgrx))
-    else:
-        image = _as_image(picture)
-        if image.mode not in _PNG_COLOUR_TYPES:
-            image = image.convert("RGBA" if _has_alpha(image) else "RGB")
-        mode = image.mode
-        scanlines = _scanlines(_rows_of(image.tobytes(), image.width * len(image.getbands())))
-    compressed = isal_zlib.compress(scanlines, PNG_ISAL_LEVEL)
-    header = struct.pack(">IIBBBBB", picture.width, picture.height, 8, _PNG_COLOUR_TYPES[mode], 0, 0, 0)
-    idat = b"".join(
-        _png_chunk(b"IDAT", compressed[i : i + _PNG_IDAT_SIZE])
-        for i in range(0, len(compressed), _PNG_IDAT_SIZE)
-    )
-    return _PNG_SIGNATURE + _png_chunk(b"IHDR", header) + idat + _png_chunk(b"IEND", b"")
 
 
 def _encode_bgrx_jpeg(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
@@ -223,11 +157,11 @@ def _encode_with_pillow(image: Image.Image, fmt: ImageFormat, quality: int | Non
         image.save(out, format="JPEG", quality=quality or DEFAULT_QUALITY["jpeg"])
     elif fmt == "webp":
         if image.mode not in ("RGB", "RGBA"):
-            image = image.convert("RGBA" if _has_alpha(image) else "RGB")
+            image = image.convert("RGBA" if has_alpha(image) else "RGB")
         image.save(out, format="WEBP", quality=quality or DEFAULT_QUALITY["webp"], method=0)
     else:
         if image.mode not in ("1", "L", "P", "RGB", "RGBA"):
-            image = image.convert("RGBA" if _has_alpha(image) else "RGB")
+            image = image.convert("RGBA" if has_alpha(image) else "RGB")
         image.save(out, format="BMP")
     return out.getvalue()
 
@@ -241,7 +175,7 @@ def encode(picture: Picture, fmt: str, quality: int | None = None) -> bytes:
     name = normalize_format(fmt)
     _check_quality(quality)
     if name == "png":
-        return _guard_codec("encoding png", lambda: _encode_png(picture))
+        return _guard_codec("encoding png", lambda: encode_png(picture))
     if name == "jpeg" and isinstance(picture, Grab) and picture.bgrx is not None:
         bgrx = picture.bgrx
         jpeg_quality = quality or DEFAULT_QUALITY["jpeg"]
@@ -381,7 +315,7 @@ def draw_click_marker(image: Image.Image, x: int, y: int) -> Image.Image:
 
     Parts of the marker outside the image are clipped. Images without colour are converted to RGB.
     """
-    marked = image.convert("RGBA" if _has_alpha(image) else "RGB")  # always a copy
+    marked = image.convert("RGBA" if has_alpha(image) else "RGB")  # always a copy
     colour = MARKER_RED + ((255,) if marked.mode == "RGBA" else ())
     draw = ImageDraw.Draw(marked)
     r = MARKER_RADIUS
