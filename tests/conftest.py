@@ -1,12 +1,28 @@
-"""Hooks every test directory shares: the ``toolkit`` parameters declared in tests/toolkits.py."""
+"""Hooks every test directory shares: the ``toolkit`` parameters declared in tests/toolkits.py,
+and ``app_dir``, a folder the rig's apps can use whoever they run as."""
 
 from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.toolkits import TOOLKITS, toolkits_for
 
 #: Why toolkits were left out of tests, for the summary: test -> reasons.
 _LEFT_OUT: dict[str, list[str]] = {}
+
+
+@pytest.fixture
+def app_dir() -> Iterator[Path]:
+    """A folder for the files an app in a rig reads and writes (logs, triggers). A sway rig run
+    as root runs its app as an unprivileged user, who cannot enter pytest's (root's) tmp_path."""
+    path = Path(tempfile.mkdtemp(prefix="deskrig-test-app-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

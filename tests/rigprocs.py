@@ -13,6 +13,9 @@ from pathlib import Path
 from tests.polling import poll
 
 APPS = Path(__file__).parent / "apps"
+#: The rig backends the runner tests run on, and the name each gives its display server's process.
+BACKENDS = ["x11", "sway"]
+DISPLAY_SERVER = {"x11": "xvfb", "sway": "sway"}
 FIXTURE_PYTHON = "/usr/bin/python3"  # Debian's, with tkinter and python3-gi
 XTERM_TITLE = "rig-test-xterm"
 # A Tk window that exits with status 5 once the file named by argv[1] exists.

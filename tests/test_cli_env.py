@@ -55,6 +55,7 @@ def sample(action: argparse.Action, tmp: Path) -> tuple[list[str], str]:
         "size": "640x480",
         "wm": "xfwm4",
         "backend": "x11",
+        "run_as": "rigger",
     }.get(action.dest)
     if value is None:
         if action.choices:

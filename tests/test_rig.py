@@ -1,4 +1,5 @@
-"""The in-rig supervisor against real Xvfb, openbox, dbus-daemon, AT-SPI and real apps.
+"""The in-rig supervisor against real Xvfb, openbox, sway, dbus-daemon, AT-SPI and real apps; the
+tests that do not read the X server run on each backend.
 
 The runner around it (signals, app exit, a killed supervisor) is in test_rig_runner.py.
 """
@@ -22,6 +23,7 @@ from dbus_fast.aio import MessageBus
 from tests.polling import poll
 from tests.rigprocs import (
     APPS,
+    BACKENDS,
     FIXTURE_PYTHON,
     TK_EXIT_WHEN_TOLD,
     XTERM_TITLE,
@@ -199,9 +201,10 @@ def test_two_rigs_run_side_by_side_with_separate_displays_and_buses(xterm_rig: R
     assert_all_gone(runtime_dir, pids)
 
 
-def test_gtk_app_joins_the_rigs_accessibility_bus(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gtk_app_joins_the_rigs_accessibility_bus(app_dir: Path, backend: str) -> None:
     gtk_app = [FIXTURE_PYTHON, str(APPS / "gtk_color.py"), "--title", "gtk-a11y", "--color", "#00ff00"]
-    with Rig(RigOptions(app=[*gtk_app, "--log", str(tmp_path / "gtk.log")])) as rig:
+    with Rig(RigOptions(backend=backend, app=[*gtk_app, "--log", str(app_dir / "gtk.log")])) as rig:
         status = rig.status()
         assert status.ready and status.a11y_bus is not None
 
@@ -223,9 +226,10 @@ def test_gtk_app_joins_the_rigs_accessibility_bus(tmp_path: Path) -> None:
     assert_all_gone(runtime_dir, pids)
 
 
-def test_app_that_dies_during_startup_raises_with_status_and_stderr_tail() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_app_that_dies_during_startup_raises_with_status_and_stderr_tail(backend: str) -> None:
     failing = [FIXTURE_PYTHON, "-c", "import sys; print('boom: no config', file=sys.stderr); sys.exit(3)"]
-    rig = Rig(RigOptions(app=failing))
+    rig = Rig(RigOptions(backend=backend, app=failing))
     with pytest.raises(RigStartupError) as caught:
         rig.start()
     error = caught.value
@@ -240,8 +244,9 @@ def test_app_that_dies_during_startup_raises_with_status_and_stderr_tail() -> No
     assert_all_gone(rig.env["XDG_RUNTIME_DIR"], list(status.pids.values()))
 
 
-def test_missing_app_executable_is_an_invalid_argument() -> None:
-    rig = Rig(RigOptions(wm=None, a11y=False, app=["/nonexistent/app"]))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_missing_app_executable_is_an_invalid_argument(backend: str) -> None:
+    rig = Rig(RigOptions(backend=backend, wm=None, a11y=False, app=["/nonexistent/app"]))
     with pytest.raises(RigStartupError) as caught:
         rig.start()
     assert caught.value.code == ErrorCode.INVALID_ARGUMENT and caught.value.details is not None
@@ -249,17 +254,20 @@ def test_missing_app_executable_is_an_invalid_argument() -> None:
     assert not rig.status().display_up
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("size", ["1280", "63x800", "1280x8193", "axb", "1280x800x24", ""])
-def test_invalid_size_is_rejected(size: str) -> None:
+def test_invalid_size_is_rejected(size: str, backend: str) -> None:
     with pytest.raises(DeskrigError) as caught:
-        Rig(RigOptions(size=size))
+        Rig(RigOptions(backend=backend, size=size))
     assert caught.value.code == ErrorCode.INVALID_ARGUMENT
     assert caught.value.details == {"argument": "size", "value": size, "min": 64, "max": 8192}
 
 
-def test_app_exit_is_reported_to_waiters_and_callbacks(tmp_path: Path) -> None:
-    trigger = tmp_path / "exit-now"
-    rig = Rig(RigOptions(wm=None, a11y=False, app=[FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger)]))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_app_exit_is_reported_to_waiters_and_callbacks(app_dir: Path, backend: str) -> None:
+    trigger = app_dir / "exit-now"
+    app = [FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger)]
+    rig = Rig(RigOptions(backend=backend, wm=None, a11y=False, app=app))
     with rig:
         statuses: queue.Queue[int] = queue.Queue()
         rig.on_app_exit(statuses.put)

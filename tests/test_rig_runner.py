@@ -1,5 +1,6 @@
 """``run_until_signal`` in a child process (tests/apps/rig_harness.py): signals during and after
-start-up, the app's exit and a SIGKILLed runner end the rig and leave nothing running."""
+start-up, the app's exit and a SIGKILLed runner end the rig and leave nothing running, on each
+rig backend."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from tests.polling import poll
 from tests.rigprocs import (
     APPS,
+    BACKENDS,
     FIXTURE_PYTHON,
     TK_EXIT_WHEN_TOLD,
     XTERM_TITLE,
@@ -81,9 +83,19 @@ def harness() -> Iterator[Callable[..., Harness]]:
         each.close()
 
 
-def _start_xterm_with_grandchild(harness: Callable[..., Harness]) -> tuple[Harness, dict[str, Any]]:
+#: The programs of a rig running xterm (under Xwayland on sway) whose shell runs a sleep.
+XTERM_RIG_PROGRAMS = {
+    "x11": {"Xvfb", "openbox", "dbus-daemon", "at-spi-bus-laun", "xterm", "sh", "sleep"},
+    "sway": {"sway", "Xwayland", "dbus-daemon", "at-spi-bus-laun", "xterm", "sh", "sleep"},
+}
+
+
+def _start_xterm_with_grandchild(
+    harness: Callable[..., Harness], backend: str
+) -> tuple[Harness, dict[str, Any]]:
     """A harness running xterm whose shell runs a sleep: grandchildren outside xterm's session."""
-    run = harness("xterm", "-T", XTERM_TITLE, "-e", "sh", "-c", "sleep 600 & wait")
+    options = ("--backend", backend)
+    run = harness("xterm", "-T", XTERM_TITLE, "-e", "sh", "-c", "sleep 600 & wait", options=options)
     ready = run.ready()
     assert ready["ready"]["ready"] is True
     runtime_dir = ready["env"]["XDG_RUNTIME_DIR"]
@@ -91,19 +103,19 @@ def _start_xterm_with_grandchild(harness: Callable[..., Harness]) -> tuple[Harne
     return run, ready
 
 
-def test_sigterm_to_the_runner_tears_everything_down(harness: Callable[..., Harness]) -> None:
-    run, ready = _start_xterm_with_grandchild(harness)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigterm_to_the_runner_tears_everything_down(harness: Callable[..., Harness], backend: str) -> None:
+    run, ready = _start_xterm_with_grandchild(harness, backend)
     runtime_dir, pids = ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())
-    assert {"Xvfb", "openbox", "dbus-daemon", "at-spi-bus-laun", "xterm", "sh", "sleep"} <= set(
-        live_rig_processes(runtime_dir, pids).values()
-    )
+    assert XTERM_RIG_PROGRAMS[backend] <= set(live_rig_processes(runtime_dir, pids).values())
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(timeout=15) == 0
     assert live_rig_processes(runtime_dir, pids) == {}
     assert not Path(runtime_dir).exists() and not Path(ready["run_dir"]).exists()
 
 
-def test_sigterm_during_startup_stops_the_runner(harness: Callable[..., Harness]) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigterm_during_startup_stops_the_runner(harness: Callable[..., Harness], backend: str) -> None:
     marker = b"sleep\x00599.25\x00"  # an app that never shows a window, found by its command line
 
     def app_pid() -> int | None:
@@ -115,7 +127,7 @@ def test_sigterm_during_startup_stops_the_runner(harness: Callable[..., Harness]
                 continue
         return None
 
-    run = harness("sleep", "599.25")
+    run = harness("sleep", "599.25", options=("--backend", backend))
     pid = poll("the app to be started", app_pid, 30)
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     runtime_dir = next(e for e in environ if e.startswith(b"XDG_RUNTIME_DIR=")).decode().partition("=")[2]
@@ -125,21 +137,23 @@ def test_sigterm_during_startup_stops_the_runner(harness: Callable[..., Harness]
     assert not Path(runtime_dir).exists()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_app_exit_ends_the_runner_with_the_apps_status(
-    harness: Callable[..., Harness], tmp_path: Path
+    harness: Callable[..., Harness], app_dir: Path, backend: str
 ) -> None:
-    trigger = tmp_path / "exit-now"
-    run = harness(FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger))
+    trigger = app_dir / "exit-now"
+    run = harness(FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger), options=("--backend", backend))
     ready = run.ready()
     trigger.touch()
     assert run.proc.wait(timeout=15) == 5
     assert live_rig_processes(ready["env"]["XDG_RUNTIME_DIR"], list(ready["ready"]["pids"].values())) == {}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_rig_dies_with_a_sigkilled_runner_and_the_next_rig_sweeps_its_dirs(
-    harness: Callable[..., Harness],
+    harness: Callable[..., Harness], backend: str
 ) -> None:
-    run, ready = _start_xterm_with_grandchild(harness)
+    run, ready = _start_xterm_with_grandchild(harness, backend)
     left_behind = [Path(ready["env"]["XDG_RUNTIME_DIR"]), Path(ready["run_dir"])]
     run.proc.kill()
     run.proc.wait(timeout=5)

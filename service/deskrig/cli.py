@@ -12,11 +12,13 @@ import socket
 import sys
 import threading
 from collections.abc import Sequence
+from typing import get_args
 
 from deskrig import __version__
 from deskrig.cli_errors import report_cli_error
 from deskrig.cli_flags import Invocation, option, prepare, server_options
-from deskrig.errors import DeskrigError
+from deskrig.errors import ConfigError, DeskrigError
+from deskrig.rig.options import RigBackend
 from deskrig.transport import Transport, resolve_tokens
 
 
@@ -31,11 +33,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     rig = commands.add_parser("rig", help="run a rig: virtual display, window manager, app and MCP server")
     rig_commands = rig.add_subparsers(dest="rig_command", required=True)
-    run = rig_commands.add_parser("run", help="start a rig around APP and serve MCP until it ends")
+    run = rig_commands.add_parser(
+        "run",
+        help="start a rig around APP and serve MCP until it ends",
+        description="Start a rig around APP and serve MCP until it ends. --backend: x11 (Xvfb and a "
+        "window manager; also what auto picks) or sway (a headless sway, Xwayland for X11-only apps).",
+    )
     server_options(run)
     option(run, "--size", env="DESKRIG_SIZE", metavar="WxH", help="screen size (default 1280x800)")
-    option(run, "--wm", env="DESKRIG_WM", help="window manager (default openbox)")
-    option(run, "--no-wm", env="DESKRIG_NO_WM", action="store_true", help="run without a window manager")
+    option(run, "--wm", env="DESKRIG_WM", help="x11: window manager (default openbox)")
+    option(
+        run, "--no-wm", env="DESKRIG_NO_WM", action="store_true", help="x11: run without a window manager"
+    )
+    option(
+        run,
+        "--run-as",
+        env="DESKRIG_RUN_AS",
+        metavar="USER",
+        help="sway, as root: run sway and the app as USER (sway refuses root; default: $SUDO_USER, else nobody)",
+    )
     option(
         run,
         "--no-a11y",
@@ -115,12 +131,15 @@ def cmd_rig_run(invocation: Invocation) -> int:
     importer = threading.Thread(target=importlib.import_module, args=("deskrig.serving",), daemon=True)
     importer.start()
     app = list(args.app)
+    backend = rig_backend(settings.backend, args)
     options = RigOptions(
+        backend=backend,
         size=args.size or "1280x800",
-        wm=None if args.no_wm else args.wm or "openbox",
+        wm=None if args.no_wm or backend != "x11" else args.wm or "openbox",
         app=app,
         a11y=not args.no_a11y,
         startup_timeout=args.startup_timeout or 30.0,
+        run_as=args.run_as,
     )
     rig = Rig(options)
 
@@ -131,13 +150,14 @@ def cmd_rig_run(invocation: Invocation) -> int:
         from deskrig.launcher import CallbackLauncher
         from deskrig.serving import build_server, serve
 
-        with open_desktop(settings.backend, rig.display) as desktop:
+        x11 = backend == "x11"
+        with open_desktop(backend, rig.display if x11 else None, env=rig.env) as desktop:
             server = build_server(
                 desktop,
                 settings,
                 session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
                 launcher=CallbackLauncher(lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd)),
-                display=rig.display,
+                display=rig.display if x11 else None,
             )
 
             def readiness() -> Readiness:
@@ -151,6 +171,20 @@ def cmd_rig_run(invocation: Invocation) -> int:
 
     with _listener(transport) as listener:
         return run_until_signal(rig, lambda rig, stop: serve_rig(rig, stop, listener))
+
+
+def rig_backend(backend: str, args: argparse.Namespace) -> RigBackend:
+    """The backend a rig runs: ``auto`` is X11 (the rig makes its own display, so there is
+    no environment to pick from); the window-manager flags are X11's and --run-as sway's."""
+    if backend == "auto":
+        backend = "x11"
+    if backend not in get_args(RigBackend):
+        raise ConfigError(f"a rig's backend is x11 or sway, not {backend!r} (--backend, DESKRIG_BACKEND)")
+    if backend == "sway" and (args.wm or args.no_wm):
+        raise ConfigError("sway is the window manager of a sway rig: drop --wm / --no-wm (DESKRIG_WM, DESKRIG_NO_WM)")
+    if backend == "x11" and args.run_as:
+        raise ConfigError("--run-as (DESKRIG_RUN_AS) is for the sway backend: an X11 rig runs as you")
+    return backend  # type: ignore[return-value]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

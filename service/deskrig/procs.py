@@ -268,6 +268,15 @@ class ManagedProcess:
             time.sleep(0.02)
 
 
+@dataclass(frozen=True)
+class Account:
+    """A user a child runs as (see :func:`spawn`'s ``user``)."""
+
+    name: str
+    uid: int
+    gid: int
+
+
 def spawn(
     name: str,
     argv: Sequence[str],
@@ -278,14 +287,15 @@ def spawn(
     pass_fds: Sequence[int] = (),
     death_signal: int = signal.SIGKILL,
     spawner: Executor | None = None,
+    user: Account | None = None,
 ) -> ManagedProcess:
     """Start ``argv`` as a :class:`ManagedProcess` logging to ``{log_dir}/{name}.log``.
 
     The death signal fires when the *thread* that forked the child ends, not only the process;
     pass a long-lived ``spawner`` (a one-thread executor) when the caller's thread may end first.
-    Raises OSError (FileNotFoundError for a missing executable) like :class:`subprocess.Popen`.
+    ``user``: run the child as this user, with its group and no others (needs root). Raises
+    OSError (FileNotFoundError for a missing executable) like :class:`subprocess.Popen`.
     """
-
     def launch() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             list(argv),
@@ -296,7 +306,12 @@ def spawn(
             stderr=subprocess.PIPE,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
+            # Popen switches the user before it runs preexec_fn, so the death signal (which a
+            # change of user clears) is set for the child's final user.
             preexec_fn=die_with_parent(death_signal),
+            user=None if user is None else user.uid,
+            group=None if user is None else user.gid,
+            extra_groups=None if user is None else [],
         )
 
     popen = spawner.submit(launch).result() if spawner is not None else launch()

@@ -1,6 +1,6 @@
 """Run a rig until SIGINT/SIGTERM or until its app exits, with no MCP server: a test harness.
 
-    .venv/bin/python tests/apps/rig_harness.py [--size WxH] [--no-wm] [--no-a11y] -- APP [ARGS...]
+    .venv/bin/python tests/apps/rig_harness.py [--backend x11|sway] [--size WxH] [--no-wm] [--no-a11y] -- APP [ARGS...]
 
 When the rig is ready it writes one JSON line to stderr:
 ``{"ready": <RigStatus>, "env": <Rig.env>, "run_dir": "..."}``; a start-up failure writes
@@ -22,13 +22,15 @@ def main() -> int:
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--backend", choices=["x11", "sway"], default="x11")
     parser.add_argument("--size", default="1280x800")
     parser.add_argument("--no-wm", action="store_true")
     parser.add_argument("--no-a11y", action="store_true")
     args = parser.parse_args(argv[:split])
     options = RigOptions(
+        backend=args.backend,
         size=args.size,
-        wm=None if args.no_wm else "openbox",
+        wm=None if args.no_wm or args.backend != "x11" else "openbox",
         a11y=not args.no_a11y,
         app=argv[split + 1 :],
     )

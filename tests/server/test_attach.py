@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
-from tests.desktop.conftest import start_xvfb, stop_process
+import pytest
+from tests.desktop.conftest import SCREEN, start_xvfb, stop_process
 from tests.polling import poll
+from tests.rigprocs import BACKENDS
 from tests.server.conftest import GREEN
 from tests.server.rigproc import DESKRIG, RigProcess, color_app, free_port, http_status, read_events
+from tests.sway.swayproc import start_sway
 
 from deskrig.errors import tool_error
 
@@ -56,10 +62,48 @@ def test_serve_attaches_to_an_existing_display(tmp_path: Path) -> None:
         stop_process(xvfb)
 
 
-def test_serve_answers_structured_errors_and_stops_cleanly_after_its_display_died(tmp_path: Path) -> None:
-    """The X connections are already closed by the server when teardown closes them."""
-    xvfb, display = start_xvfb(tmp_path)
-    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path), "NO_AT_BRIDGE": "1"}
+@contextlib.contextmanager
+def running_display(backend: str, tmp_path: Path) -> Iterator[tuple[dict[str, str], Callable[[], None]]]:
+    """A display of ``backend`` (Xvfb, or a headless sway) to attach to: the variables that
+    name it, and a function that SIGKILLs its server."""
+    if backend == "x11":
+        xvfb, display = start_xvfb(tmp_path)
+
+        def kill_xvfb() -> None:
+            xvfb.kill()
+            xvfb.wait(timeout=10)
+
+        try:
+            yield {"DISPLAY": display}, kill_xvfb
+        finally:
+            stop_process(xvfb)
+    else:
+        sway = start_sway(tmp_path, SCREEN)
+
+        def kill_sway() -> None:
+            os.kill(sway.proc.pid, signal.SIGKILL)
+            sway.proc.wait(timeout=10)
+
+        try:
+            yield sway.env, kill_sway
+        finally:
+            sway.stop()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_serve_answers_structured_errors_and_stops_cleanly_after_its_display_died(
+    tmp_path: Path, backend: str
+) -> None:
+    """The display's connections are already closed by the server when teardown closes them."""
+    with running_display(backend, tmp_path) as (display_env, kill_display):
+        _serve_until_the_display_dies(tmp_path, display_env, kill_display)
+
+
+def _serve_until_the_display_dies(
+    tmp_path: Path, display_env: dict[str, str], kill_display: Callable[[], None]
+) -> None:
+    host_env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "SWAYSOCK")}
+    env = {**host_env, **display_env, "HOME": str(tmp_path), "NO_AT_BRIDGE": "1"}
     port = free_port()
     stderr = tmp_path / "serve.err"
     server = subprocess.Popen(
@@ -72,8 +116,7 @@ def test_serve_answers_structured_errors_and_stops_cleanly_after_its_display_die
         poll("serve ready", lambda: http_status(f"http://127.0.0.1:{port}/readyz") == 200)
         attached = RigProcess(app=[], token="T", port=port)
         assert not attached.call("list_windows", {}).is_error
-        xvfb.kill()
-        xvfb.wait(timeout=10)
+        kill_display()
         for tool in ("screenshot_screen", "list_windows", "click"):
             arguments = {"x": 5, "y": 5} if tool == "click" else {}
             result = attached.call(tool, arguments)
@@ -83,7 +126,6 @@ def test_serve_answers_structured_errors_and_stops_cleanly_after_its_display_die
     finally:
         server.terminate()
         status = server.wait(timeout=20)
-        stop_process(xvfb)
     assert status == 0, stderr.read_text()
     assert "Traceback" not in stderr.read_text()
 

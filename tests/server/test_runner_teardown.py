@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.polling import poll
+from tests.rigprocs import BACKENDS, DISPLAY_SERVER, live_rig_processes
 from tests.server.rigproc import DESKRIG, RigProcess, free_port
 
 from deskrig.rig import EXIT_DISPLAY_LOST
@@ -52,23 +53,29 @@ def test_signal_tears_everything_down(tmp_path: Path, sig: int) -> None:
     poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
 
 
+#: What the runner logs when the display server dies, by backend.
+DISPLAY_LOST_LOG = {"x11": "the X server (Xvfb", "sway": "sway (pid"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("app", [[], ["xterm", "-e", "sh", "-c", "sleep 300"]], ids=["bare", "xterm"])
-def test_display_death_stops_the_runner_cleanly(tmp_path: Path, app: list[str]) -> None:
-    """Xvfb killed under a running rig: the runner stops with EXIT_DISPLAY_LOST, quietly, leaving
-    nothing behind (before, a bare rig ran on without a display, and a rig with an app died in
-    teardown on Xlib's ConnectionClosedError)."""
-    rig = RigProcess(app=app).start(tmp_path)
+def test_display_death_stops_the_runner_cleanly(tmp_path: Path, app: list[str], backend: str) -> None:
+    """The display server (Xvfb, sway) killed under a running rig: the runner stops with
+    EXIT_DISPLAY_LOST, quietly, leaving nothing behind (before, a bare rig ran on without a display,
+    and a rig with an app died in teardown on Xlib's ConnectionClosedError)."""
+    rig = RigProcess(app=app, extra=["--backend", backend]).start(tmp_path)
     try:
         details = rig.wait_ready()["details"]
         display = details["display"]
         runtime_dir = Path(details["a11y_bus"].split(",")[0].removeprefix("unix:path=")).parents[1]
-        os.kill(details["pids"]["xvfb"], signal.SIGKILL)
+        os.kill(details["pids"][DISPLAY_SERVER[backend]], signal.SIGKILL)
         assert rig.proc is not None and rig.proc.wait(timeout=30) == EXIT_DISPLAY_LOST
     finally:
         rig.stop()
     stderr = rig.stderr()
-    assert "Traceback" not in stderr and "the X server (Xvfb" in stderr, stderr
+    assert "Traceback" not in stderr and DISPLAY_LOST_LOG[backend] in stderr, stderr
     poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+    poll("no stray processes", lambda: not live_rig_processes(str(runtime_dir)), timeout=10)
     assert not Path(runtime_dir).exists()
 
 

@@ -36,9 +36,12 @@ def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None, 
     )
 
 
-def open_desktop(backend: str = "auto", display: str | None = None) -> Desktop:
-    """Open the desktop named by ``display`` (default: the environment's) with ``backend``."""
-    name = choose_backend(backend, display=display)
+def open_desktop(
+    backend: str = "auto", display: str | None = None, env: Mapping[str, str] | None = None
+) -> Desktop:
+    """Open the desktop named by ``display`` or, for sway, by ``env`` (default: the environment's)
+    with ``backend``."""
+    name = choose_backend(backend, env=env, display=display)
     if name == "x11":
         from deskrig.desktop.x11 import X11Backend
         from deskrig.desktop.x11_input import X11Input
@@ -53,7 +56,7 @@ def open_desktop(backend: str = "auto", display: str | None = None) -> Desktop:
         from deskrig.desktop.sway import PointerState, SwayBackend, SwaySockets
         from deskrig.desktop.sway_input import SwayInput
 
-        sockets, pointer = SwaySockets.from_environment(), PointerState()
+        sockets, pointer = SwaySockets.from_environment(env), PointerState()
         impl = SwayBackend(sockets, pointer)
         try:
             return Desktop(impl, SwayInput(sockets, pointer))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +53,13 @@ class SwaySockets:
     wayland: str
 
     @classmethod
-    def from_environment(cls) -> SwaySockets:
-        ipc, wayland = os.environ.get("SWAYSOCK", ""), os.environ.get("WAYLAND_DISPLAY", "")
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> SwaySockets:
+        """From ``SWAYSOCK`` and ``WAYLAND_DISPLAY`` in ``env`` (default: ours); a relative Wayland
+        display is made a path in ``env``'s ``XDG_RUNTIME_DIR``, which need not be ours."""
+        env = os.environ if env is None else env
+        ipc, wayland = env.get("SWAYSOCK", ""), env.get("WAYLAND_DISPLAY", "")
+        if wayland and not os.path.isabs(wayland) and env.get("XDG_RUNTIME_DIR"):
+            wayland = os.path.join(env["XDG_RUNTIME_DIR"], wayland)
         if not ipc or not wayland:
             raise DeskrigError(
                 ErrorCode.DISPLAY_NOT_FOUND,
@@ -63,6 +68,14 @@ class SwaySockets:
                 remediation="Run inside a sway session (it sets both), or export them for a running sway.",
             )
         return cls(ipc=ipc, wayland=wayland)
+
+
+def close_ipc(ipc: Connection) -> None:
+    """Close an i3ipc connection's sockets (i3ipc has no public close for the command socket)."""
+    ipc.main_quit()
+    sock = getattr(ipc, "_cmd_socket", None)
+    if sock is not None:
+        sock.close()
 
 
 def _bounds(rect: dict[str, int]) -> Bounds:
@@ -212,10 +225,7 @@ class SwayBackend(DesktopBackend):
         try:
             self._wayland.close()
         finally:
-            self._ipc.main_quit()
-            sock = getattr(self._ipc, "_cmd_socket", None)
-            if sock is not None:
-                sock.close()
+            close_ipc(self._ipc)
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -4,8 +4,9 @@
 previous one is ready, polling its readiness probe with a deadline (``RigOptions.startup_timeout``
 per stage), never sleeping a fixed time:
 
-1. **the display** (Xvfb, :mod:`deskrig.rig.x11`),
-2. **the window manager** (openbox unless ``wm=None``),
+1. **the display** (Xvfb, :mod:`deskrig.rig.x11`; or a headless sway, :mod:`deskrig.rig.sway`,
+   with ``RigOptions.backend="sway"``),
+2. **the window manager** (openbox unless ``wm=None``; sway is its own),
 3. **a private D-Bus session bus and the AT-SPI bus** on it (:mod:`deskrig.rig.a11y`); missing
    ones are not fatal,
 4. **the app**, ready once one of its top-level windows is mapped.

@@ -10,10 +10,14 @@ display protocol.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
 from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
+from deskrig.files import write_atomic
 from deskrig.procs import ManagedProcess, PipeLine
 from deskrig.rig.options import RigStartupError
 from deskrig.rig.stages import A11yStage, StageHost
@@ -24,6 +28,22 @@ A11Y_LAUNCHERS = (
     "/usr/lib/at-spi2-core/at-spi-bus-launcher",
     "/usr/lib/at-spi2/at-spi-bus-launcher",
 )
+SESSION_CONF = "/usr/share/dbus-1/session.conf"
+
+
+def admitting_supervisor(directory: Path) -> list[str]:
+    """dbus-daemon flags for a session bus that the supervisor's user may join besides the
+    daemon's own (a bus admits only its own user by default; the AT-SPI bus admits root)."""
+    user = pwd.getpwuid(os.getuid()).pw_name
+    config = directory / "session-bus.conf"
+    text = (
+        '<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"'
+        ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+        f"<busconfig>\n  <include>{SESSION_CONF}</include>\n"
+        f'  <policy context="default"><allow user={quoteattr(user)}/></policy>\n</busconfig>\n'
+    )
+    write_atomic(config, text.encode(), mode=0o644)
+    return [f"--config-file={config}"]
 
 
 class SessionA11yStage(A11yStage):
@@ -64,7 +84,8 @@ class SessionA11yStage(A11yStage):
             return
         pipe = PipeLine()
         try:
-            argv = ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--print-address={pipe.write_fd}"]
+            argv = ["dbus-daemon", "--nofork", "--nopidfile", f"--print-address={pipe.write_fd}"]
+            argv += ["--session"] if host.account is None else admitting_supervisor(host.runtime_dir)
             argv.append(f"--address=unix:path={host.runtime_dir / 'bus'}")
             bus = host.spawn(
                 self,

@@ -15,18 +15,33 @@ from deskrig.rig.supervisor import Supervisor
 log = logging.getLogger(__name__)
 
 
+def backend_stages(options: RigOptions) -> RigStages:
+    """The stages of ``options.backend``; only that backend's module is imported."""
+    if options.backend == "sway":
+        from deskrig.rig.sway import sway_stages
+
+        return sway_stages(options)
+    from deskrig.rig.x11 import x11_stages
+
+    return x11_stages(options)
+
+
 class Rig(Supervisor):
     """One virtual desktop with its window manager, buses and app (see :mod:`deskrig.rig`).
 
-    ``stages`` picks the backend; the default is X11's (:func:`deskrig.rig.x11.x11_stages`)."""
+    ``stages`` default to those of ``options.backend`` (:func:`deskrig.rig.x11.x11_stages`,
+    :func:`deskrig.rig.sway.sway_stages`)."""
 
     def __init__(self, options: RigOptions, stages: RigStages | None = None) -> None:
         parse_size(options.size)  # a bad size fails here, before anything starts
         if stages is None:
-            from deskrig.rig.x11 import x11_stages
-
-            stages = x11_stages(options)
-        super().__init__(stages.ordered, startup_timeout=options.startup_timeout, run_dir=options.run_dir)
+            stages = backend_stages(options)
+        super().__init__(
+            stages.ordered,
+            startup_timeout=options.startup_timeout,
+            run_dir=options.run_dir,
+            account=stages.account,
+        )
         self.options = options
         self._roles = stages
 
@@ -40,9 +55,10 @@ class Rig(Supervisor):
         display, wm, a11y, app = self._roles.display, self._roles.wm, self._roles.a11y, self._roles.app
         app_process = app.process if app is not None else None
         return RigStatus(
+            backend=self.options.backend,
             display=display.display,
             display_up=display.up,
-            wm=self.options.wm,
+            wm=self._roles.wm_name,
             wm_up=wm is not None and wm.up,
             a11y_bus=a11y.a11y_bus,
             a11y_up=a11y.up,
@@ -55,7 +71,7 @@ class Rig(Supervisor):
 
     @property
     def display(self) -> str:
-        """The display's name (``":N"`` for X11)."""
+        """The display's name: ``":N"`` for X11, the Wayland socket's path for sway."""
         display = self._roles.display.display
         if display is None:
             raise DeskrigError(ErrorCode.DISPLAY_NOT_FOUND, "the rig's display is not up (call start())")

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from deskrig.errors import DeskrigError, ErrorCode
 
 SIZE_LIMITS = (64, 8192)
+#: The backends a rig can run: Xvfb with a window manager, or a headless sway.
+RigBackend = Literal["x11", "sway"]
 
 
 def parse_size(size: str) -> tuple[int, int]:
@@ -32,6 +34,7 @@ class RigOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    backend: RigBackend = "x11"
     size: str = "1280x800"
     wm: str | None = Field("openbox", description="Window manager executable; None runs none")
     app: list[str] = Field(default_factory=list, description="The app's argv; empty for a bare desktop")
@@ -40,11 +43,17 @@ class RigOptions(BaseModel):
     a11y: bool = True
     startup_timeout: float = Field(30.0, gt=0, description="Seconds each start-up stage may take")
     run_dir: str | None = Field(None, description="Logs go here; default: a temp dir removed on stop")
+    run_as: str | None = Field(
+        None,
+        description="sway only: the user its programs run as when the rig runs as root "
+        "(sway refuses root); default: $SUDO_USER, else nobody",
+    )
 
 
 class RigStatus(BaseModel):
     """What is up in a rig right now (shown by /readyz)."""
 
+    backend: RigBackend = "x11"
     display: str | None
     display_up: bool
     wm: str | None

@@ -6,8 +6,8 @@ through a :class:`StageHost` (which logs them, kills them with the supervisor an
 when a watched one exits), returns only once its own readiness probe passes, says through
 :attr:`Stage.up` whether it is still up, contributes the variables that put a program into the
 rig (:meth:`Stage.env`) and tears itself down (:meth:`Stage.stop`). The X11 stages are in
-:mod:`deskrig.rig.x11`; a Wayland backend would bring its own display (a headless compositor,
-which is also its window manager) and app stages and reuse :mod:`deskrig.rig.a11y`.
+:mod:`deskrig.rig.x11`; sway's in :mod:`deskrig.rig.sway` bring their own display (a headless
+compositor, which is also the window manager) and app stages and reuse :mod:`deskrig.rig.a11y`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from deskrig.errors import ErrorCode
-from deskrig.procs import ManagedProcess
-from deskrig.rig.options import RigStartupError
+from deskrig.procs import Account, ManagedProcess
+from deskrig.rig.options import RigOptions, RigStartupError
 
 T = TypeVar("T")
 
@@ -47,6 +47,10 @@ class StageHost(Protocol):
     @property
     def startup_timeout(self) -> float:
         """Seconds each readiness probe may take."""
+
+    @property
+    def account(self) -> Account | None:
+        """The user the rig's programs run as; None: the supervisor's own."""
 
     def spawn(
         self,
@@ -141,16 +145,66 @@ class AppStage(Stage):
     def process(self) -> ManagedProcess | None:
         """The app's process, once started."""
 
+    def spawn_app(self, host: StageHost, options: RigOptions) -> ManagedProcess:
+        """Start ``options.app`` in the rig, watched as ``"app"``; a command that cannot be
+        started (no such program, a bad working directory) is an INVALID_ARGUMENT."""
+        argv = options.app
+        try:
+            return host.spawn(
+                self,
+                "app",
+                argv,
+                host.launch_environment(options.app_env),
+                cwd=options.app_cwd,
+                watch=ExitWatch("app", "the app (pid %d) exited with status %d"),
+            )
+        except OSError as exc:
+            raise RigStartupError(
+                f"cannot start the app {argv[0]!r}: {exc.strerror}",
+                stage="app",
+                code=ErrorCode.INVALID_ARGUMENT,
+                details={"argv": argv},
+                remediation="Check the app's command line and working directory.",
+            ) from exc
+
+
+class WindowedAppStage(AppStage):
+    """An app that is up while it runs and has shown a window: a backend's :meth:`start` calls
+    :meth:`spawn_app`, then waits for the window and sets ``_window``."""
+
+    def __init__(self, options: RigOptions) -> None:
+        super().__init__()
+        self._options = options
+        self._app: ManagedProcess | None = None
+        self._window: int | None = None
+
+    @property
+    def process(self) -> ManagedProcess | None:
+        return self._app
+
+    @property
+    def up(self) -> bool:
+        return self._app is not None and self._app.alive and self._window is not None
+
 
 @dataclass(frozen=True)
 class RigStages:
-    """A backend's stages by role; :attr:`ordered` is their start order."""
+    """A backend's stages by role; :attr:`ordered` is their start order.
+
+    ``wm`` may be the display stage itself (a compositor manages its windows); ``wm_name`` names
+    the window manager. With an ``account``, the rig's programs run as that user."""
 
     display: DisplayStage
     wm: Stage | None
     a11y: A11yStage
     app: AppStage | None
+    wm_name: str | None = None
+    account: Account | None = None
 
     @property
     def ordered(self) -> list[Stage]:
-        return [stage for stage in (self.display, self.wm, self.a11y, self.app) if stage is not None]
+        stages: list[Stage] = []
+        for stage in (self.display, self.wm, self.a11y, self.app):
+            if stage is not None and not any(stage is seen for seen in stages):
+                stages.append(stage)
+        return stages

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Diagnostic
-from deskrig.procs import ManagedProcess, spawn
+from deskrig.procs import Account, ManagedProcess, spawn
 from deskrig.rig.options import RigStartupError
 from deskrig.rig.stages import ExitWatch, Stage
 from deskrig.rundirs import make_rig_dir, sweep_stale_dirs
@@ -58,10 +58,20 @@ def require_executable(executable: str, stage: str, code: ErrorCode, remediation
 class Supervisor:
     """Starts ``stages`` in order, each once the one before is ready; stops them in reverse.
 
-    Implements :class:`deskrig.rig.stages.StageHost` for them."""
+    Implements :class:`deskrig.rig.stages.StageHost` for them. With an ``account``, every program
+    of the rig runs as that user (the supervisor stays who it is and reaches their sockets as root),
+    with a private runtime dir and home of that user's own."""
 
-    def __init__(self, stages: Sequence[Stage], *, startup_timeout: float, run_dir: str | None) -> None:
+    def __init__(
+        self,
+        stages: Sequence[Stage],
+        *,
+        startup_timeout: float,
+        run_dir: str | None,
+        account: Account | None = None,
+    ) -> None:
         self._stages = list(stages)
+        self._account = account
         self._startup_timeout = startup_timeout
         self._run_dir_option = run_dir
         self._lock = threading.Lock()
@@ -74,6 +84,8 @@ class Supervisor:
         self._launch_count = 0
         self._diagnostics: list[Diagnostic] = []
         self._spawner: ThreadPoolExecutor | None = None
+        #: The rig's own 0700 (0711 with an account) directory, which holds the runtime dir.
+        self._private_dir: Path | None = None
         self._runtime_dir: Path | None = None
         self._run_dir: Path | None = None
         #: The processes watched per role, and who to tell when one exits on its own.
@@ -128,15 +140,23 @@ class Supervisor:
                 stage.stop(STOP_GRACE)
             if self._spawner is not None:
                 self._spawner.shutdown(wait=True)
-            if self._runtime_dir is not None:
-                shutil.rmtree(self._runtime_dir, ignore_errors=True)
+            if self._private_dir is not None:
+                shutil.rmtree(self._private_dir, ignore_errors=True)
             if self._run_dir is not None and self._run_dir_option is None:
                 shutil.rmtree(self._run_dir, ignore_errors=True)
 
     def _make_dirs(self) -> None:
         sweep_stale_dirs()  # what SIGKILLed rigs left behind
         # A fresh 0700 dir per rig: its bus socket, a11y bus socket and cookie are nobody else's.
-        self._runtime_dir = make_rig_dir("xdg")
+        self._private_dir = self._runtime_dir = make_rig_dir("xdg")
+        if self._account is not None:
+            # The supervisor's own dir (with the owner record the sweep reads) holds the account's:
+            # the account may pass through the first, and only it (and root) into the second.
+            self._private_dir.chmod(0o711)
+            self._runtime_dir = self._private_dir / "run"
+            for path in (self._runtime_dir, self._runtime_dir / "home"):
+                path.mkdir(mode=0o700)
+                os.chown(path, self._account.uid, self._account.gid)
         if self._run_dir_option is None:
             self._run_dir = make_rig_dir("rig")
         else:
@@ -167,6 +187,9 @@ class Supervisor:
         env: dict[str, str] = {}
         if self._runtime_dir is not None:
             env["XDG_RUNTIME_DIR"] = str(self._runtime_dir)
+            if self._account is not None:  # the supervisor's home is not the account's to write
+                home = str(self._runtime_dir / "home")
+                env |= {"HOME": home, "USER": self._account.name, "LOGNAME": self._account.name}
         for stage in self._stages:
             env |= stage.env()
         return env
@@ -221,6 +244,10 @@ class Supervisor:
     def startup_timeout(self) -> float:
         return self._startup_timeout
 
+    @property
+    def account(self) -> Account | None:
+        return self._account
+
     def spawn(
         self,
         stage: Stage | None,
@@ -246,6 +273,7 @@ class Supervisor:
                 pass_fds=pass_fds,
                 death_signal=death_signal,
                 spawner=self._spawner,
+                user=self._account,
             )
             (stage.processes if stage is not None else self._launched).append(proc)
             if watch is not None:

@@ -30,8 +30,8 @@ from deskrig.desktop.x11_windows import wm_check_window
 from deskrig.errors import ErrorCode
 from deskrig.procs import ManagedProcess, PipeLine, descends_from
 from deskrig.rig.a11y import SessionA11yStage
-from deskrig.rig.options import RigOptions, RigStartupError, parse_size
-from deskrig.rig.stages import AppStage, DisplayStage, ExitWatch, RigStages, Stage, StageHost
+from deskrig.rig.options import RigOptions, parse_size
+from deskrig.rig.stages import DisplayStage, ExitWatch, RigStages, Stage, StageHost, WindowedAppStage
 from deskrig.rig.supervisor import require_executable
 
 X_EXTENSIONS = ("Composite", "DAMAGE", "RANDR", "X-Resource", "MIT-SHM")
@@ -155,46 +155,17 @@ class WindowManagerStage(Stage):
         self._ready = True
 
 
-class X11AppStage(AppStage):
+class X11AppStage(WindowedAppStage):
     """The app under test, ready once one of its top-level windows is mapped."""
 
     def __init__(self, options: RigOptions, display: XvfbStage) -> None:
-        super().__init__()
-        self._options = options
+        super().__init__(options)
         self._display = display
-        self._app: ManagedProcess | None = None
-        self._window: int | None = None
-
-    @property
-    def process(self) -> ManagedProcess | None:
-        return self._app
-
-    @property
-    def up(self) -> bool:
-        return self._app is not None and self._app.alive and self._window is not None
 
     def start(self, host: StageHost) -> None:
-        argv = self._options.app
         conn = self._display.connection
         baseline = {wid for wid, _, _ in mapped_windows(conn)}
-        env = host.launch_environment(self._options.app_env)
-        try:
-            self._app = app = host.spawn(
-                self,
-                "app",
-                argv,
-                env,
-                cwd=self._options.app_cwd,
-                watch=ExitWatch("app", "the app (pid %d) exited with status %d"),
-            )
-        except OSError as exc:
-            raise RigStartupError(
-                f"cannot start the app {argv[0]!r}: {exc.strerror}",
-                stage="app",
-                code=ErrorCode.INVALID_ARGUMENT,
-                details={"argv": argv},
-                remediation="Check the app's command line and working directory.",
-            ) from exc
+        self._app = app = self.spawn_app(host, self._options)
 
         def own_window() -> int | None:
             for wid, pid, _ in mapped_windows(conn):
@@ -225,4 +196,5 @@ def x11_stages(options: RigOptions) -> RigStages:
         wm=WindowManagerStage(options.wm, display) if options.wm is not None else None,
         a11y=SessionA11yStage(a11y=options.a11y),
         app=X11AppStage(options, display) if options.app else None,
+        wm_name=options.wm,
     )
