@@ -13,6 +13,7 @@ from PIL import Image, ImageDraw
 
 from deskrig import imaging
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.grabs import Grab
 from deskrig.model import Bounds
 
 BLUE = (53, 132, 228)
@@ -213,24 +214,102 @@ def test_fit_inline_that_cannot_fit_reports_the_smallest_size() -> None:
 # --- black_out and click marker --------------------------------------------------------------
 
 
-def test_black_out_paints_only_the_overlap_in_image_coordinates() -> None:
+def bgrx_frame(image: Image.Image, seed: int = 3) -> Grab:
+    """``image`` (RGB) as an X11 grab: B, G, R and a padding byte of noise, which must not show."""
+    red, green, blue = image.split()
+    padding = Image.frombytes("L", image.size, random.Random(seed).randbytes(image.width * image.height))
+    return Grab.from_bgrx(bytearray(Image.merge("RGBA", (blue, green, red, padding)).tobytes()), *image.size)
+
+
+@pytest.mark.parametrize("kind", ["bgrx", "image"])
+def test_black_out_paints_only_the_overlap_in_image_coordinates(kind: str) -> None:
     image = Image.new("RGB", (200, 100), PANEL)
+    frame = bgrx_frame(image) if kind == "bgrx" else Grab.of(image)
     origin = (100, 50)  # the image shows screen pixels x 100..299, y 50..149
     blocked = [Bounds(x=250, y=120, width=100, height=100), Bounds(x=0, y=0, width=50, height=50)]
-    masked = imaging.black_out(image, blocked, origin)
+    masked = imaging.black_out(frame, blocked, origin).image()
     assert masked.getpixel((150, 70)) == (0, 0, 0)  # screen (250, 120): the overlap's corner
     assert masked.getpixel((199, 99)) == (0, 0, 0)
     assert masked.getpixel((149, 70)) == PANEL  # one pixel left of the overlap
     assert masked.getpixel((150, 69)) == PANEL  # one pixel above it
     assert masked.getpixel((0, 0)) == PANEL  # the second rect is off the image
-    assert image.getpixel((199, 99)) == PANEL  # the input is untouched
+    assert frame.image().getpixel((199, 99)) == PANEL  # the input is untouched
+    png = decode(imaging.encode(imaging.black_out(frame, blocked, origin), "png"))
+    assert png.tobytes() == masked.tobytes()
 
 
 def test_black_out_without_overlap_returns_the_input() -> None:
-    image = Image.new("RGBA", (50, 50), (*PANEL, 255))
-    assert imaging.black_out(image, [Bounds(x=500, y=500, width=5, height=5)], (0, 0)) is image
-    masked = imaging.black_out(image, [Bounds(x=0, y=0, width=5, height=5)], (0, 0))
-    assert masked.getpixel((2, 2)) == (0, 0, 0, 255)
+    frame = Grab.of(Image.new("RGBA", (50, 50), (*PANEL, 255)))
+    assert imaging.black_out(frame, [Bounds(x=500, y=500, width=5, height=5)], (0, 0)) is frame
+    masked = imaging.black_out(frame, [Bounds(x=0, y=0, width=5, height=5)], (0, 0))
+    assert masked.image().getpixel((2, 2)) == (0, 0, 0, 255)
+
+
+# --- frames as grabbed: BGRX straight into the encoders ----------------------------------------
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 5), (17, 9), (641, 3), (640, 400)])
+def test_png_of_a_bgrx_frame_is_every_pixel_of_the_grab(size: tuple[int, int]) -> None:
+    image = noise(*size) if size != (640, 400) else desktop_like()
+    frame = bgrx_frame(image)
+    back = decode(imaging.encode(frame, "png"))
+    assert (back.format, back.mode, back.size) == ("PNG", "RGB", size)
+    assert back.tobytes() == image.tobytes()
+    assert frame.image().tobytes() == image.tobytes()
+
+
+def test_png_and_jpeg_read_the_bgrx_rows_without_an_rgb_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = bgrx_frame(desktop_like(64, 48))
+
+    def no_conversion(self: Grab) -> Image.Image:
+        raise AssertionError("the encoder converted the frame to a Pillow RGB image")
+
+    monkeypatch.setattr(Grab, "image", no_conversion)
+    assert decode(imaging.encode(frame, "png")).size == (64, 48)
+    assert decode(imaging.encode(frame, "jpeg")).size == (64, 48)
+
+
+def test_jpeg_of_a_bgrx_frame_is_what_pillow_makes_of_the_same_pixels() -> None:
+    image = desktop_like()
+    for quality in (35, 80):
+        from_frame = imaging.encode(bgrx_frame(image), "jpeg", quality)
+        from_pillow = imaging.encode(image, "jpeg", quality)
+        back = decode(from_frame)
+        assert (back.format, back.mode, back.size) == ("JPEG", "RGB", image.size)
+        # Same libjpeg-turbo, quality and 4:2:0 chroma: the same size and colours as before.
+        assert abs(len(from_frame) - len(from_pillow)) < len(from_pillow) * 0.03
+        assert close_to(back.getpixel((100, 60)), BLUE)
+        assert close_to(back.getpixel((300, 30)), PANEL)
+    assert len(imaging.encode(bgrx_frame(image), "jpeg", 30)) < len(
+        imaging.encode(bgrx_frame(image), "jpeg", 90)
+    )
+
+
+def test_fit_inline_steps_a_bgrx_frame_down_like_an_image() -> None:
+    image = noise(400, 300)
+    frame = bgrx_frame(image)
+    from_frame = imaging.fit_inline(frame, "png", None, 60_000)
+    from_image = imaging.fit_inline(image, "png", None, 60_000)
+    assert (from_frame.format, from_frame.quality, from_frame.scale) == (
+        from_image.format,
+        from_image.quality,
+        from_image.scale,
+    )
+    assert len(from_frame.data) <= 60_000
+
+
+@pytest.mark.parametrize("fmt", ["webp", "bmp"])
+def test_other_formats_of_a_bgrx_frame_go_through_pillow(fmt: str) -> None:
+    image = noise(33, 7)
+    back = decode(imaging.encode(bgrx_frame(image), fmt))
+    assert back.size == image.size
+    if fmt == "bmp":
+        assert back.convert("RGB").tobytes() == image.tobytes()
+
+
+def test_a_frame_of_the_wrong_length_is_refused() -> None:
+    with pytest.raises(ValueError, match="not 4x4 BGRX"):
+        Grab.from_bgrx(bytes(15), 4, 4)
 
 
 def test_click_marker_is_pure_red_at_the_click_point() -> None:

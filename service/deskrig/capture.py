@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from PIL import Image
 from pydantic import BaseModel, Field
 
 from deskrig import imaging
@@ -90,7 +89,7 @@ class CaptureTarget:
 
 @dataclass
 class _Encoded:
-    image: Image.Image
+    image: imaging.Picture
     fmt: str
     quality: int | None
     inline: imaging.InlineImage
@@ -181,9 +180,10 @@ class CapturePipeline:
 
     def _encode(self, target: CaptureTarget, fmt: str, options: CaptureOptions) -> _Encoded:
         pixels = self._grab(target)
-        image, scale = pixels.image, 1.0
+        image: imaging.Picture = pixels.frame
+        scale = 1.0
         if options.max_width is not None and image.width > options.max_width:
-            image, scale = imaging.scale_to_width(image, options.max_width)
+            image, scale = imaging.scale_to_width(pixels.image, options.max_width)
         inline = imaging.fit_inline(image, fmt, options.quality, self._settings.max_inline_bytes)
         if scale != 1.0:
             inline = inline.model_copy(update={"scale": inline.scale * scale})

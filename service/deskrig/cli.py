@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 from collections.abc import Sequence
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 from deskrig import __version__
 from deskrig.cli_errors import report_cli_error
@@ -20,6 +20,10 @@ from deskrig.cli_flags import Invocation, option, prepare, server_options
 from deskrig.errors import ConfigError, DeskrigError
 from deskrig.rig.options import RigBackend
 from deskrig.transport import Transport, resolve_tokens
+
+if TYPE_CHECKING:
+    from deskrig.desktop import Desktop
+    from deskrig.server import DeskrigServer
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,24 +92,40 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
 
 
 def cmd_serve(invocation: Invocation) -> int:
-    from deskrig.desktop import open_desktop
-    from deskrig.http import Readiness
-    from deskrig.launcher import SubprocessLauncher
-    from deskrig.serving import build_server, serve
+    from deskrig.desktop import choose_backend, open_desktop
     from deskrig.signals import handling_signals
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
+    choose_backend(settings.backend, display=args.display)  # no display at all: refused before serving
+    stop = threading.Event()
 
-    with _listener(transport) as listener, open_desktop(settings.backend, args.display) as desktop:
-        launcher = SubprocessLauncher({"DISPLAY": args.display} if args.display else {})
-        server = build_server(
+    def build(desktop: Desktop) -> DeskrigServer:
+        from deskrig.launcher import SubprocessLauncher
+        from deskrig.serving import build_server
+
+        return build_server(
             desktop,
             settings,
             session_bus=os.environ.get("DBUS_SESSION_BUS_ADDRESS"),
-            launcher=launcher,
-            display=args.display,
+            launcher=SubprocessLauncher({"DISPLAY": args.display} if args.display else {}),
         )
+
+    def open_now() -> Desktop:
+        return open_desktop(settings.backend, args.display)
+
+    if transport.kind == "stdio":
+        from deskrig.serving import serve_stdio_deferred  # opens the desktop after `initialize`
+
+        with handling_signals(lambda signum: stop.set()):
+            serve_stdio_deferred(settings.tool_profile, open_now, build, stop)
+        return 0
+
+    from deskrig.http import Readiness
+    from deskrig.serving import serve
+
+    with _listener(transport) as listener, open_now() as desktop:
+        server = build(desktop)
 
         def readiness() -> Readiness:
             try:
@@ -115,7 +135,6 @@ def cmd_serve(invocation: Invocation) -> int:
                 up = False
             return Readiness(ready=up, checks={"display": up})
 
-        stop = threading.Event()
         with handling_signals(lambda signum: stop.set()):
             serve(server, transport, listener, tokens, readiness, stop)
     return 0
@@ -157,7 +176,6 @@ def cmd_rig_run(invocation: Invocation) -> int:
                 settings,
                 session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
                 launcher=CallbackLauncher(lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd)),
-                display=rig.display if x11 else None,
             )
 
             def readiness() -> Readiness:

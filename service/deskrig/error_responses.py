@@ -10,7 +10,8 @@ MCP tool call       :func:`tool_error_result`: ``isError`` with :func:`error_bod
 acs tool call       :func:`acs_envelope`: ``{"status": "error", "error": {...}}``; the acs output
                     schema admits it, so it is the result's structured content as well
 HTTP                :func:`http_error`: :func:`error_body` with the status for the code (the
-                    orchestrator's API, the rig's recording feed, the guard in front of both)
+                    orchestrator's API, the rig's recording feed, the guard in front of both);
+                    :func:`unexpected_error` for a failure nothing expected (INTERNAL_ERROR, 500)
 ==================  ========================================================================
 
 The error itself is always ``{code, message, details?, remediation?}``: a field without a value
@@ -24,9 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from deskrig.errors import ErrorCode, ErrorInfo
+from deskrig.errors import REMEDIATION, ErrorCode, ErrorInfo
 
 #: The HTTP status for an error code; any other code is a server-side failure (500).
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -72,4 +74,16 @@ def http_error(
     """A failed HTTP request: :func:`error_body` with ``status``, by default the code's."""
     return JSONResponse(
         error_body(error), status_code=status or HTTP_STATUS.get(error.code, 500), headers=headers
+    )
+
+
+async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+    """The handler of an HTTP app's unexpected exceptions: INTERNAL_ERROR rather than a plain-text
+    500. The traceback stays in the server's log (Starlette logs the exception after answering)."""
+    return http_error(
+        ErrorInfo(
+            code=ErrorCode.INTERNAL_ERROR,
+            message=f"internal error ({type(exc).__name__})",
+            remediation=REMEDIATION[ErrorCode.INTERNAL_ERROR],
+        )
     )

@@ -26,6 +26,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
+from deskrig.error_responses import unexpected_error
 from deskrig.feed import recording_router
 from deskrig.guard import AUTHORIZED, GuardMiddleware, host_patterns
 from deskrig.identity import TokenTable
@@ -88,6 +89,7 @@ def create_app(
             yield
 
     app = FastAPI(title="deskrig rig", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_exception_handler(Exception, unexpected_error)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

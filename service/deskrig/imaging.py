@@ -1,15 +1,23 @@
 """Pixels to bytes and bytes to files: encode, scale, fit inline, mask, mark, save.
 
-Measured on this project's reference machine (Xvfb 1280x800, a gtk3-widget-factory screen,
-Pillow 13): Pillow's own PNG writer spends most of its time in its per-row adaptive filter
-heuristic, which it always runs for truecolour images and offers no switch for (level 1 about
-24-33 ms, default level 6 about 38-48 ms). Screens are mostly flat colour and compress about as well
-unfiltered, so :func:`encode` writes PNG itself: filter type 0 rows deflated by ``zlib`` at level 3
-(zlib 1.2's levels 1-3 share the fast matcher, 3 finds more), about 11-19 ms and no larger than
-Pillow's level 1. WebP uses ``method=0`` (about 20 ms against about 65 ms for Pillow's default
-method 4, for a 25% larger file). Downscaling uses ``Image.reduce`` for exact integer factors
-(about 3 ms for 1920x1200 to 960x600) and a BOX filter otherwise (area averaging, about 20% cheaper
-than BILINEAR at the same legibility).
+Encoders read a :class:`~deskrig.grabs.Grab` straight from the grab's BGRX rows where they can
+(measured on this project's reference machine, Xvfb 1280x800 showing gtk3-widget-factory; see the
+README's Benchmarks and ``scripts/bench capture``):
+
+- JPEG: libjpeg-turbo (``simplejpeg``) takes BGRX itself, so no RGB copy is made; 4:2:0 chroma
+  like Pillow's default, so a quality gives the same size as before.
+- PNG: written here, RGB rows packed from BGRX in one pass (Pillow's packer on a zero-copy view),
+  every row with filter type 0, deflated by ISA-L (``isal``) at level :data:`PNG_ISAL_LEVEL`.
+  Pillow's own PNG writer runs its per-row adaptive filter heuristic for every truecolour image
+  (level 1 about 24-33 ms); ``zlib`` at level 3 on unfiltered rows took 11-19 ms; ISA-L does the
+  same deflate in a few ms for files about as small (screens are mostly flat colour).
+- WebP uses ``method=0`` (about 20 ms against about 65 ms for Pillow's default method 4, for a 25%
+  larger file); BMP and WebP go through Pillow.
+
+The codecs are imported on first use, so importing this module (and starting a server) stays
+cheap. Downscaling uses ``Image.reduce`` for exact integer factors (about 3 ms for 1920x1200 to
+960x600) and a BOX filter otherwise (area averaging, about 20% cheaper than BILINEAR at the same
+legibility).
 """
 
 from __future__ import annotations
@@ -18,16 +26,17 @@ import io
 import os
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar, get_args
 
-from PIL import Image, ImageColor, ImageDraw
+from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict
 
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
 from deskrig.files import write_atomic, write_temp
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, ImageFormat
 
 SUPPORTED_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
@@ -45,13 +54,18 @@ FILE_EXTENSIONS: dict[ImageFormat, str] = {"png": "png", "jpeg": "jpg", "webp": 
 FALLBACK_QUALITIES = (85, 70, 50, 35)
 FALLBACK_SCALES = (0.75, 0.5, 0.35, 0.25, 0.18, 0.125, 0.09, 0.0625)
 
-PNG_ZLIB_LEVEL = 3
+#: ISA-L's levels run 0-3. On a 1280x800 GTK screen 0 made a file 22% larger, 3 took 20x longer;
+#: 1 and 2 took the same time (about 3 ms under load) and 2 made the smaller file.
+PNG_ISAL_LEVEL = 2
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_COLOUR_TYPES = {"L": 0, "RGB": 2, "RGBA": 6}
 #: IDAT payload per chunk; the PNG spec caps a chunk at 2**31 - 1 bytes.
 _PNG_IDAT_SIZE = 1 << 24
 
 T = TypeVar("T")
+
+#: What the encoders take: a capture as grabbed, or any Pillow image.
+Picture = Grab | Image.Image
 
 
 class InlineImage(BaseModel):
@@ -107,13 +121,21 @@ def _check_quality(quality: int | None) -> None:
         )
 
 
-def _guard_pillow(action: str, work: Callable[[], T]) -> T:
-    """Run a Pillow operation, turning its failures into deskrig errors."""
+def _codec_errors() -> tuple[type[Exception], ...]:
+    from isal import isal_zlib
+
+    # isal's stub declares its error class as an instance.
+    isal_error: type[Exception] = isal_zlib.error  # type: ignore[assignment]
+    return (OSError, ValueError, struct.error, zlib.error, isal_error)
+
+
+def _guard_codec(action: str, work: Callable[[], T]) -> T:
+    """Run a Pillow or codec operation, turning its failures into deskrig errors."""
     try:
         return work()
     except MemoryError as exc:
         raise DeskrigError(ErrorCode.OUT_OF_MEMORY, f"out of memory while {action}") from exc
-    except (OSError, ValueError, struct.error, zlib.error) as exc:
+    except _codec_errors() as exc:
         raise DeskrigError(
             ErrorCode.ENCODING_FAILED,
             f"{action} failed: {exc}",
@@ -129,23 +151,68 @@ def _png_chunk(tag: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
 
 
-def _encode_png(image: Image.Image) -> bytes:
+def _as_image(picture: Picture) -> Image.Image:
+    return picture.image() if isinstance(picture, Grab) else picture
+
+
+#: Rows packed per call of Pillow's raw encoder when writing a BGRX frame's PNG scanlines.
+_PACKED_BAND_ROWS = 64
+
+
+def _scanlines(rows: Iterable[memoryview]) -> bytes:
+    """PNG's scanlines: every row prefixed with its filter type, 0."""
+    return b"\0" + b"\0".join(rows)
+
+
+def _rows_of(packed: bytes | bytearray, stride: int) -> Iterator[memoryview]:
+    view = memoryview(packed)
+    return (view[start : start + stride] for start in range(0, len(packed), stride))
+
+
+def _bgrx_rgb_rows(frame: Grab, bgrx: bytes | bytearray) -> Iterator[memoryview]:
+    """RGB rows of a BGRX frame, packed in one pass: Pillow's raw packer reverses the first three
+    bytes of each pixel of a zero-copy view, a band of rows at a time (``Image.tobytes`` runs
+    the same encoder but joins the bands into one more copy)."""
+    view = Image.frombuffer("RGBX", frame.size, bgrx, "raw", "RGBX", 0, 1)
+    encoder = Image._getencoder("RGBX", "raw", ("BGR", 0, 1))
+    encoder.setimage(view.im, (0, 0, *view.size))
+    stride = frame.width * 3
+    done = 0
+    while not done:
+        _, done, band = encoder.encode(stride * _PACKED_BAND_ROWS)
+        if done < 0:
+            raise ValueError(f"packing RGB rows failed (Pillow encoder error {done})")
+        yield from _rows_of(band, stride)
+
+
+def _encode_png(picture: Picture) -> bytes:
     """Lossless PNG with unfiltered rows (see the module docstring for why)."""
-    if image.mode not in _PNG_COLOUR_TYPES:
-        image = image.convert("RGBA" if _has_alpha(image) else "RGB")
-    width, height = image.size
-    stride = width * len(image.getbands())
-    # The raw scanlines as one byte per "pixel", pasted one column to the right of a zeroed
-    # canvas: the result is every row prefixed with filter type 0, built by Pillow in C.
-    rows = Image.new("L", (stride + 1, height))
-    rows.paste(Image.frombytes("L", (stride, height), image.tobytes()), (1, 0))
-    compressed = zlib.compress(rows.tobytes(), PNG_ZLIB_LEVEL)
-    header = struct.pack(">IIBBBBB", width, height, 8, _PNG_COLOUR_TYPES[image.mode], 0, 0, 0)
+    from isal import isal_zlib
+
+    if isinstance(picture, Grab) and picture.bgrx is not None:
+        mode, scanlines = "RGB", _scanlines(_bgrx_rgb_rows(picture, picture.bgrx))
+    else:
+        image = _as_image(picture)
+        if image.mode not in _PNG_COLOUR_TYPES:
+            image = image.convert("RGBA" if _has_alpha(image) else "RGB")
+        mode = image.mode
+        scanlines = _scanlines(_rows_of(image.tobytes(), image.width * len(image.getbands())))
+    compressed = isal_zlib.compress(scanlines, PNG_ISAL_LEVEL)
+    header = struct.pack(">IIBBBBB", picture.width, picture.height, 8, _PNG_COLOUR_TYPES[mode], 0, 0, 0)
     idat = b"".join(
         _png_chunk(b"IDAT", compressed[i : i + _PNG_IDAT_SIZE])
         for i in range(0, len(compressed), _PNG_IDAT_SIZE)
     )
     return _PNG_SIGNATURE + _png_chunk(b"IHDR", header) + idat + _png_chunk(b"IEND", b"")
+
+
+def _encode_bgrx_jpeg(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
+    """libjpeg-turbo straight from the BGRX rows, with Pillow's default 4:2:0 chroma."""
+    import simplejpeg
+
+    pixels = memoryview(bgrx).cast("B", (frame.height, frame.width, 4))
+    data: bytes = simplejpeg.encode_jpeg(pixels, quality=quality, colorspace="BGRX", colorsubsampling="420")
+    return data
 
 
 def _encode_with_pillow(image: Image.Image, fmt: ImageFormat, quality: int | None) -> bytes:
@@ -165,8 +232,8 @@ def _encode_with_pillow(image: Image.Image, fmt: ImageFormat, quality: int | Non
     return out.getvalue()
 
 
-def encode(image: Image.Image, fmt: str, quality: int | None = None) -> bytes:
-    """Encode ``image`` as png, jpeg, webp or bmp.
+def encode(picture: Picture, fmt: str, quality: int | None = None) -> bytes:
+    """Encode ``picture`` as png, jpeg, webp or bmp.
 
     ``quality`` (1-100) applies to jpeg and webp (default 80). PNG and BMP are lossless and ignore
     it: there is no pixel quality to trade, and PNG always uses the fastest setting measured.
@@ -174,8 +241,12 @@ def encode(image: Image.Image, fmt: str, quality: int | None = None) -> bytes:
     name = normalize_format(fmt)
     _check_quality(quality)
     if name == "png":
-        return _guard_pillow("encoding png", lambda: _encode_png(image))
-    return _guard_pillow(f"encoding {name}", lambda: _encode_with_pillow(image, name, quality))
+        return _guard_codec("encoding png", lambda: _encode_png(picture))
+    if name == "jpeg" and isinstance(picture, Grab) and picture.bgrx is not None:
+        bgrx = picture.bgrx
+        jpeg_quality = quality or DEFAULT_QUALITY["jpeg"]
+        return _guard_codec("encoding jpeg", lambda: _encode_bgrx_jpeg(picture, bgrx, jpeg_quality))
+    return _guard_codec(f"encoding {name}", lambda: _encode_with_pillow(_as_image(picture), name, quality))
 
 
 def _resize_to_width(image: Image.Image, width: int) -> Image.Image:
@@ -199,7 +270,7 @@ def scale_to_width(image: Image.Image, max_width: int) -> tuple[Image.Image, flo
         )
     if max_width >= image.width:
         return image, 1.0
-    scaled = _guard_pillow("scaling", lambda: _resize_to_width(image, max_width))
+    scaled = _guard_codec("scaling", lambda: _resize_to_width(image, max_width))
     return scaled, scaled.width / image.width
 
 
@@ -214,8 +285,8 @@ def _describe(fmt: ImageFormat, quality: int | None) -> str:
     return f"{fmt} q={quality}" if fmt in DEFAULT_QUALITY else fmt
 
 
-def fit_inline(image: Image.Image, fmt: str, quality: int | None, max_bytes: int) -> InlineImage:
-    """Encode ``image`` within ``max_bytes``, stepping down only when it would not fit.
+def fit_inline(picture: Picture, fmt: str, quality: int | None, max_bytes: int) -> InlineImage:
+    """Encode ``picture`` within ``max_bytes``, stepping down only when it would not fit.
 
     Order: the requested encoding; then JPEG at 85, 70, 50, 35 (only qualities below the one asked
     for when jpeg was asked for); then, at the last quality, the scale ladder 0.75, 0.5, 0.35,
@@ -226,35 +297,36 @@ def fit_inline(image: Image.Image, fmt: str, quality: int | None, max_bytes: int
     quality = (quality or DEFAULT_QUALITY[name]) if name in DEFAULT_QUALITY else None
     limit = _human_bytes(max_bytes)
 
-    def fitted(data: bytes, fmt: ImageFormat, quality: int | None, scaled: Image.Image) -> InlineImage:
+    def fitted(data: bytes, fmt: ImageFormat, quality: int | None, scaled: Picture) -> InlineImage:
         return InlineImage(
             data=data,
             format=fmt,
             quality=quality,
             width=scaled.width,
             height=scaled.height,
-            scale=scaled.width / image.width,
+            scale=scaled.width / picture.width,
             steps=steps,
         )
 
     steps: list[str] = []
-    data = encode(image, name, quality)
+    data = encode(picture, name, quality)
     if len(data) <= max_bytes:
-        return fitted(data, name, quality, image)
+        return fitted(data, name, quality, picture)
 
     rejected = [f"{_describe(name, quality)} was {_human_bytes(len(data))} > {limit} limit"]
     jpeg_quality = quality if name == "jpeg" and quality is not None else 100
     for candidate in (q for q in FALLBACK_QUALITIES if q < jpeg_quality):
         jpeg_quality = candidate
-        data = encode(image, "jpeg", jpeg_quality)
+        data = encode(picture, "jpeg", jpeg_quality)
         if len(data) <= max_bytes:
             steps.append(f"re-encoded as jpeg q={jpeg_quality} ({'; '.join(rejected)})")
-            return fitted(data, "jpeg", jpeg_quality, image)
+            return fitted(data, "jpeg", jpeg_quality, picture)
         rejected.append(f"jpeg q={jpeg_quality} was {_human_bytes(len(data))}")
     if jpeg_quality != quality:
         steps.append(f"re-encoded as jpeg q={jpeg_quality} ({'; '.join(rejected)})")
 
     full_size = smallest = len(data)
+    image = _as_image(picture)
     for factor in FALLBACK_SCALES:
         scaled, scale = scale_to_width(image, max(1, round(image.width * factor)))
         data = encode(scaled, "jpeg", jpeg_quality)
@@ -283,26 +355,19 @@ def fit_inline(image: Image.Image, fmt: str, quality: int | None, max_bytes: int
     )
 
 
-def black_out(image: Image.Image, rects: Sequence[Bounds], origin: tuple[int, int]) -> Image.Image:
-    """Paint black every part of the screen-space ``rects`` that falls on ``image``.
+def black_out(frame: Grab, rects: Sequence[Bounds], origin: tuple[int, int]) -> Grab:
+    """Paint black every part of the screen-space ``rects`` that falls on ``frame``.
 
-    ``origin`` is the screen position of the image's top-left pixel. Do this before scaling. The
-    input is never modified: a copy is made on the first overlap, and with no overlap the input
-    itself is returned.
+    ``origin`` is the screen position of the frame's top-left pixel. Do this before scaling. The
+    input is never modified: with an overlap a blacked-out copy is returned, without one the input
+    itself.
     """
     ox, oy = origin
-    on_screen = Bounds(x=ox, y=oy, width=image.width, height=image.height)
-    black = ImageColor.getcolor("black", image.mode)
-    masked = image
-    for rect in rects:
-        overlap = on_screen.intersection(rect)
-        if overlap is None:
-            continue
-        if masked is image:
-            masked = image.copy()
-        box = (overlap.x - ox, overlap.y - oy, overlap.right - ox, overlap.bottom - oy)
-        masked.paste(black, box)
-    return masked
+    on_screen = Bounds(x=ox, y=oy, width=frame.width, height=frame.height)
+    overlaps = [overlap for rect in rects if (overlap := on_screen.intersection(rect)) is not None]
+    if not overlaps:
+        return frame
+    return frame.blacked_out((o.x - ox, o.y - oy, o.right - ox, o.bottom - oy) for o in overlaps)
 
 
 MARKER_RED = (255, 0, 0)

@@ -18,25 +18,19 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from deskrig import __version__
 from deskrig.error_responses import tool_error_result
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, invalid_argument
+from deskrig.mcp_face import mcp_server
 from deskrig.services import ActionObserver, AnyTool, ProgressReporter, client_of
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
 
 log = logging.getLogger("deskrig.server")
-
-INSTRUCTIONS = (
-    "deskrig drives one virtual desktop. Coordinates are screen pixels everywhere; a scaled "
-    "screenshot states its scale and origin so points can be mapped back. Failures carry "
-    "{code, message, details, remediation}."
-)
 
 
 def call_info(ctx: ServerRequestContext[Any, Any]) -> CallInfo:
@@ -58,6 +52,24 @@ def call_info(ctx: ServerRequestContext[Any, Any]) -> CallInfo:
     )
 
 
+def describe_tools(specs: list[AnyTool]) -> list[types.Tool]:
+    """The tools as tools/list shows them."""
+    return [DeskrigServer._describe(spec) for spec in specs]
+
+
+def lookup_tool(tools: dict[str, AnyTool], name: str) -> AnyTool:
+    """The tool a tools/call names; a protocol error for an unknown one."""
+    spec = tools.get(name)
+    if spec is None:
+        raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}")
+    return spec
+
+
+def error_result(spec: AnyTool, error: ErrorInfo) -> types.CallToolResult:
+    """A failed call of ``spec`` as its client sees it."""
+    return tool_error_result(error, spec.error_output(error) if spec.error_output else None)
+
+
 class DeskrigServer:
     """A low-level MCP server over a tool list; transports (stdio, HTTP) wrap :attr:`mcp`."""
 
@@ -67,14 +79,14 @@ class DeskrigServer:
         self.tools: dict[str, AnyTool] = {spec.name: spec for spec in specs}
         #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
         self.last_activity = time.time()
-        self._listed = [self._describe(spec) for spec in specs]
-        self.mcp: Server[Any] = Server(
-            "deskrig",
-            version=__version__,
-            instructions=INSTRUCTIONS,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-        )
+        self.mcp: Server[Any] = mcp_server(self.list_tools, self.call_tool)
+        #: deskrig's own request middleware, installed on :attr:`mcp` by :meth:`use` (a front that
+        #: serves before this server exists, ``deskrig.serving.DeferredServer``, runs it too).
+        self.middleware: list[ServerMiddleware[Any]] = []
+
+    def use(self, middleware: ServerMiddleware[Any]) -> None:
+        self.middleware.append(middleware)
+        self.mcp.middleware.append(middleware)
 
     @staticmethod
     @functools.cache
@@ -95,18 +107,17 @@ class DeskrigServer:
             ),
         )
 
-    async def _list_tools(
+    async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self._listed)
+        # Described on the first tools/list, not at start (``deskrig serve --stdio`` answers it from
+        # a cache); once for each tool in this process.
+        return types.ListToolsResult(tools=describe_tools(list(self.tools.values())))
 
-    async def _call_tool(
+    async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        spec = self.tools.get(params.name)
-        if spec is None:
-            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        return await self.call(spec, params.arguments or {}, call_info(ctx))
+        return await self.call(lookup_tool(self.tools, params.name), params.arguments or {}, call_info(ctx))
 
     async def call(self, spec: AnyTool, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:
         """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises
@@ -196,7 +207,7 @@ class DeskrigServer:
     def _result(spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
         if error is not None or result is None:
             assert error is not None
-            return tool_error_result(error, spec.error_output(error) if spec.error_output else None)
+            return error_result(spec, error)
         structured = result.structured.model_dump(mode="json", exclude_none=spec.omit_none)
         content: list[types.ContentBlock] = [
             types.ImageContent(

@@ -2,37 +2,51 @@
 
 Used by ``deskrig serve`` (attach to an existing display) and ``deskrig rig run`` (inside the rig
 supervisor). Both stop on a :class:`threading.Event`, set by a signal or by the app exiting.
+
+``deskrig serve --stdio`` starts in two steps (:class:`DeferredServer`): MCP clients spawn stdio
+servers on every start and wait for ``initialize``, so it is answered with the MCP SDK alone
+imported; the tools, the desktop backend, imaging, accessibility and recording load after it. This
+module therefore imports them inside the functions that need them (tests/server/test_stdio_start.py
+fails if ``initialize`` is answered with any of them loaded).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import uvicorn
+import mcp_types as types
+import pydantic
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from deskrig.a11y.access import A11yAccess
-from deskrig.config import Settings
-from deskrig.desktop import Desktop
-from deskrig.errors import ConfigError
-from deskrig.guard import uvicorn_config
-from deskrig.http import Readiness, create_app
-from deskrig.identity import TokenTable
-from deskrig.launcher import AppLauncher, SubprocessLauncher
-from deskrig.observation import Observer
-from deskrig.recording.registry import RecordingRegistry
-from deskrig.recording.watch import DisconnectWatch
-from deskrig.security import SecurityContext
-from deskrig.server import DeskrigServer
-from deskrig.tools import Services
+from deskrig.config import Settings, ToolProfile
+from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+from deskrig.files import write_atomic
+from deskrig.mcp_face import mcp_server
 from deskrig.transport import Transport
 
+if TYPE_CHECKING:
+    from deskrig.desktop import Desktop
+    from deskrig.http import Readiness
+    from deskrig.identity import TokenTable
+    from deskrig.launcher import AppLauncher
+    from deskrig.server import DeskrigServer
+    from deskrig.services import AnyTool
+
 log = logging.getLogger("deskrig.serving")
+T = TypeVar("T")
 
 #: How often the stop event is polled from the event loop.
 STOP_POLL_SECONDS = 0.1
@@ -49,26 +63,34 @@ def build_server(
     *,
     session_bus: str | None = None,
     launcher: AppLauncher | None = None,
-    display: str | None = None,
 ) -> DeskrigServer:
     """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus;
-    ``launcher`` starts apps on it (default: plain subprocesses with this process's environment);
-    ``display`` is the X display the recorder's ffmpeg grabs (default: $DISPLAY)."""
+    ``launcher`` starts apps on it (default: plain subprocesses with this process's environment).
+    The recorder's video is the desktop's own (``Desktop.screen_video``)."""
+    from deskrig.a11y.access import A11yAccess
+    from deskrig.launcher import SubprocessLauncher
+    from deskrig.observation import Observer
+    from deskrig.recording.registry import RecordingRegistry
+    from deskrig.recording.watch import DisconnectWatch
+    from deskrig.security import SecurityContext
+    from deskrig.server import DeskrigServer
+    from deskrig.tools import Services
+
     security = SecurityContext.from_policy(settings.security)
     # Recording (issue 4): the recorder observes action tools (through the same observation path
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
-    recorder = RecordingRegistry(Observer(desktop, security.blocklist), settings, session_bus, display)
+    recorder = RecordingRegistry(Observer(desktop, security.blocklist), settings, session_bus)
     services = Services(
         desktop=desktop,
         settings=settings,
         security=security,
-        a11y=A11yAccess(session_bus) if session_bus else None,
+        a11y=A11yAccess(session_bus, desktop) if session_bus else None,
         launcher=launcher or SubprocessLauncher({}),
         recorder=recorder,
     )
     server = DeskrigServer(services)
-    server.mcp.middleware.append(DisconnectWatch(recorder, desktop))
+    server.use(DisconnectWatch(recorder, desktop))
     if settings.record_dir:
         recorder.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)
     return server
@@ -79,7 +101,7 @@ async def _wait_for(stop: threading.Event) -> None:
         await anyio.sleep(STOP_POLL_SECONDS)
 
 
-async def _serve_stdio(server: DeskrigServer, stop: threading.Event) -> None:
+async def _serve_stdio(mcp: Server[Any], stop: threading.Event) -> None:
     async with stdio_server() as (read, write), anyio.create_task_group() as tg:
 
         async def stop_when_asked() -> None:
@@ -87,7 +109,7 @@ async def _serve_stdio(server: DeskrigServer, stop: threading.Event) -> None:
             tg.cancel_scope.cancel()
 
         tg.start_soon(stop_when_asked)
-        await server.mcp.run(read, write, server.mcp.create_initialization_options())
+        await mcp.run(read, write, mcp.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
@@ -99,6 +121,11 @@ async def _serve_http(
     readiness: Callable[[], Readiness],
     stop: threading.Event,
 ) -> None:
+    import uvicorn  # the HTTP stack: not imported for stdio
+
+    from deskrig.guard import uvicorn_config
+    from deskrig.http import create_app
+
     app = create_app(
         server,
         tokens=tokens,
@@ -145,10 +172,212 @@ def serve(
     HTTP serves on ``listener``, bound beforehand by :func:`deskrig.guard.bind_listener`."""
     try:
         if listener is None:
-            anyio.run(_serve_stdio, server, stop)
+            anyio.run(_serve_stdio, server.mcp, stop)
         else:
             anyio.run(_serve_http, server, transport, listener, tokens, readiness, stop)
     finally:
         stop.set()
         if server.services.recorder is not None:
             server.services.recorder.close()  # finalise the turn folders and mp4s before exit
+
+
+#: How long closing waits for a desktop being opened in the background, to close it too.
+CLOSE_WAIT_SECONDS = 5.0
+
+
+def tool_list_cache(profile: ToolProfile) -> Path:
+    """Where ``deskrig serve --stdio`` keeps tools/list for ``profile``, named for the code that
+    builds it: deskrig's sources, pydantic's version and the MCP types' module (an edit or an upgrade
+    of any of them names another file)."""
+    digest = hashlib.sha256(f"{profile}\0{pydantic.VERSION}\0".encode())
+    sdk = Path(types.__file__).stat()
+    digest.update(f"{types.__file__}\0{sdk.st_mtime_ns}\0{sdk.st_size}\0".encode())
+    for source in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(source.read_bytes())
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "deskrig" / f"tools-{digest.hexdigest()[:32]}.json"
+
+
+def _cached_tools(path: Path) -> list[types.Tool] | None:
+    try:
+        return [types.Tool.model_validate(tool) for tool in json.loads(path.read_bytes())]
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        log.debug("no usable tool list cache at %s: %s", path, exc)
+        return None
+
+
+def _cache_tools(path: Path, listed: list[types.Tool]) -> None:
+    data = json.dumps([tool.model_dump(mode="json", by_alias=True) for tool in listed]).encode()
+    try:
+        write_atomic(path, data, parents=True)
+    except OSError as exc:  # a read-only home: every start builds the schemas
+        log.debug("cannot cache the tool list at %s: %s", path, exc)
+
+
+class DeferredServer:
+    """The stdio front of ``deskrig serve``: answers ``initialize`` before the server exists.
+
+    The server proper (``build`` over ``open_desktop``: tools, recorder) is built in threads that
+    start when the client has its ``initialize`` answer, on the next message it sends; not before,
+    as a thread importing beside the answer would hold it up for the GIL. tools/list waits for the
+    tool list (read from :func:`tool_list_cache` when this code built it before: the JSON schemas
+    are a fifth of the start), tools/call for the server. A desktop that cannot be opened is
+    logged, and each tools/call tries again and answers the error while it still cannot be (a
+    display started after the server is then used; the client gets the structured error, not a
+    dead server).
+    """
+
+    def __init__(
+        self,
+        profile: ToolProfile,
+        open_desktop: Callable[[], Desktop],
+        build: Callable[[Desktop], DeskrigServer],
+    ) -> None:
+        self.mcp = mcp_server(self._list_tools, self._call_tool)
+        self.mcp.middleware.append(self._forward)
+        self._profile = profile
+        self._open_desktop = open_desktop
+        self._build_server = build
+        self._begin = threading.Event()
+        self._specs: Future[dict[str, AnyTool]] = Future()
+        self._listed: Future[list[types.Tool]] = Future()
+        self._server: DeskrigServer | None = None
+        self._failure: DeskrigError | None = None
+        #: Opening attempts made: a call waiting for one in progress takes its outcome.
+        self._attempts = 0
+        self._closed = False
+        self._lock = threading.Lock()
+        threading.Thread(target=self._build, name="deskrig-build", daemon=True).start()
+
+    def _build(self) -> None:
+        """The tool list, from the cache or with the desktop opened beside its schemas (the round
+        trips to the display server overlap them; not the imports: two threads importing the same
+        modules may each find the other's half done)."""
+        self._begin.wait()
+        try:
+            cache = tool_list_cache(self._profile)
+            listed = _cached_tools(cache)
+            if listed is not None:
+                self._listed.set_result(listed)
+            from deskrig.server import describe_tools
+            from deskrig.tools import tools_for_profile
+
+            specs = tools_for_profile(self._profile)
+            self._specs.set_result({spec.name: spec for spec in specs})
+            threading.Thread(target=self._open_first, name="deskrig-open", daemon=True).start()
+            if listed is None:
+                self._listed.set_result(describe_tools(specs))
+                _cache_tools(cache, self._listed.result())
+        except BaseException as exc:  # answered to tools/list and tools/call, not lost in a thread
+            for future in (self._specs, self._listed):
+                if not future.done():
+                    future.set_exception(exc)
+            raise
+
+    def _open_first(self) -> None:
+        with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
+            self._open(0)
+
+    def _open(self, seen: int) -> DeskrigServer:
+        """The server, opened now unless an attempt was made since the caller saw ``seen`` of them."""
+        with self._lock:
+            if self._server is None and self._attempts == seen and not self._closed:
+                self._attempts += 1
+                try:
+                    desktop = self._open_desktop()
+                    try:
+                        self._specs.result()  # the tools, imported by _build
+                        self._server = self._build_server(desktop)
+                    except BaseException:
+                        desktop.close()
+                        raise
+                    self._failure = None
+                except DeskrigError as exc:
+                    self._failure = exc
+                    log.error("cannot open the desktop: %s: %s", exc.code.value, exc.message)
+            if self._server is not None:
+                return self._server
+            if self._failure is None:  # closed before the first attempt
+                raise DeskrigError(ErrorCode.CANCELLED, "the server is stopping")
+            raise self._failure
+
+    async def _server_now(self) -> DeskrigServer:
+        if self._server is not None:
+            return self._server
+        seen = self._attempts
+        return await anyio.to_thread.run_sync(self._open, seen)
+
+    async def _wait(self, future: Future[T]) -> T:
+        if future.done():  # every call after the first: no thread hop
+            return future.result()
+        self._begin.set()
+        return await anyio.to_thread.run_sync(future.result)
+
+    async def _forward(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Starts the build after ``initialize``, and runs the server's own middleware on its calls."""
+        if ctx.method != "initialize":
+            self._begin.set()
+        if ctx.method == "tools/call":
+            await self._wait(self._specs)
+            try:
+                server = await self._server_now()
+            except DeskrigError:
+                return await call_next(ctx)  # answered by _call_tool
+            for middleware in reversed(server.middleware):
+                call_next = _chained(middleware, call_next)
+        return await call_next(ctx)
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await self._wait(self._listed))
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        from deskrig.server import error_result, lookup_tool
+
+        spec = lookup_tool(await self._wait(self._specs), params.name)
+        try:
+            server = await self._server_now()
+        except DeskrigError as exc:
+            return error_result(spec, exc.info())
+        return await server.call_tool(ctx, params)
+
+    def close(self) -> None:
+        """Stop opening; finalise the recordings and close the desktop if they were opened."""
+        if not self._lock.acquire(timeout=CLOSE_WAIT_SECONDS):
+            log.warning("the desktop was still opening at exit; left to the process's end")
+            return
+        try:
+            self._closed = True
+            server = self._server
+        finally:
+            self._lock.release()
+        if server is not None:
+            if server.services.recorder is not None:
+                server.services.recorder.close()
+            server.services.desktop.close()
+
+
+def _chained(middleware: ServerMiddleware[Any], call_next: CallNext) -> CallNext:
+    async def call(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        return await middleware(ctx, call_next)
+
+    return call
+
+
+def serve_stdio_deferred(
+    profile: ToolProfile,
+    open_desktop: Callable[[], Desktop],
+    build: Callable[[Desktop], DeskrigServer],
+    stop: threading.Event,
+) -> None:
+    """Serve MCP over stdio at once, building the server behind :class:`DeferredServer`, until
+    ``stop`` is set or the client hangs up."""
+    front = DeferredServer(profile, open_desktop, build)
+    try:
+        anyio.run(_serve_stdio, front.mcp, stop)
+    finally:
+        stop.set()
+        front.close()

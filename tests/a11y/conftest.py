@@ -100,6 +100,28 @@ def start_session_bus(env: Mapping[str, str]) -> tuple[subprocess.Popen[Any], st
         raise
 
 
+def start_at_spi(env: Mapping[str, str], session_bus_address: str) -> subprocess.Popen[Any]:
+    """The AT-SPI bus launcher on that session bus, once it answers, with accessibility switched on."""
+    launcher = subprocess.Popen(
+        [AT_SPI_BUS_LAUNCHER, "--launch-immediately"],
+        env=dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        poll(
+            "at-spi-bus-launcher to take org.a11y.Bus",
+            lambda: a11y_bus_address(session_bus_address),
+            STARTUP_TIMEOUT_S,
+        )
+    except BaseException:
+        _stop(launcher)
+        raise
+    enable_a11y(session_bus_address)
+    return launcher
+
+
 @pytest.fixture(scope="session")
 def a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDesktop]:
     runtime_dir = tmp_path_factory.mktemp("xdg-runtime")
@@ -138,17 +160,7 @@ def a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDeskt
             "GSETTINGS_BACKEND": "memory",
             "GIO_USE_VFS": "local",
         }
-        processes.append(
-            subprocess.Popen(
-                [AT_SPI_BUS_LAUNCHER, "--launch-immediately"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        )
-        poll("at-spi-bus-launcher to take org.a11y.Bus", lambda: a11y_bus_address(address), STARTUP_TIMEOUT_S)
-        enable_a11y(address)
+        processes.append(start_at_spi(env, address))
         desktop = A11yDesktop(display=display, session_bus_address=address, env=env, processes=processes)
         yield desktop
     finally:

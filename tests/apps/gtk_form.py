@@ -8,9 +8,11 @@ Widgets: an entry, a multi-line text view, a check box, a button that updates a 
 FILE as one JSON line, so tests can check the app's own view of what it received:
 
     {"event": "ready", "pid": P, "widgets": {name: {"x", "y", "width", "height"}}}  (root coords)
+    {"event": "layout", "widgets": ...}      the same geometry again whenever it changes
     {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
     {"event": "check", "active": ...}        {"event": "button", "count": N}
     {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
+    {"event": "row_added", "name": "Added row N"}   (on SIGUSR1: a row inserted at the top of the list)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from typing import Any
 
 import gi
@@ -32,7 +35,9 @@ class Form:
     def __init__(self, title: str, log_path: str) -> None:
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
         self.clicks = 0
+        self.rows_added = 0
         self.ready_logged = False
+        self.logged_layout: dict[str, dict[str, int]] = {}
 
         self.window = Gtk.Window(title=title)
         self.window.set_default_size(480, 640)
@@ -100,16 +105,24 @@ class Form:
         self.status.set_text(f"clicked {self.clicks}")
         self.log(event="button", count=self.clicks)
 
+    def add_row(self) -> bool:
+        self.rows_added += 1
+        label = Gtk.Label(label=f"Added row {self.rows_added}", xalign=0)
+        label.show()
+        self.listbox.insert(label, 0)
+        self.log(event="row_added", name=label.get_text())
+        return True  # keep the signal handler
+
     def on_list_scrolled(self, adjustment: Gtk.Adjustment) -> None:
         row = self.listbox.get_row_at_y(int(adjustment.get_value()))
         self.log(event="list_view", first_visible=row.get_index() if row else 0)
 
     def on_painted(self, _clock: object) -> None:
-        if not self.ready_logged:
-            self.ready_logged = True
-            GLib.idle_add(self.log_ready)
+        GLib.idle_add(self.log_layout)
 
-    def log_ready(self) -> bool:
+    def log_layout(self) -> bool:
+        """Log the widgets' geometry once painted ("ready"), then whenever it changes ("layout"):
+        a tiling compositor resizes a window after its first frame."""
         widgets = {
             "entry": self.entry,
             "textview": self.textview,
@@ -119,7 +132,13 @@ class Form:
             "list": self.list_scroll,
             "scale": self.scale,
         }
-        self.log(event="ready", pid=os.getpid(), widgets={k: root_geometry(w) for k, w in widgets.items()})
+        layout = {k: root_geometry(w) for k, w in widgets.items()}
+        if not self.ready_logged:
+            self.ready_logged = True
+            self.log(event="ready", pid=os.getpid(), widgets=layout)
+        elif layout != self.logged_layout:
+            self.log(event="layout", widgets=layout)
+        self.logged_layout = layout
         return False
 
 
@@ -137,7 +156,8 @@ def main() -> None:
     parser.add_argument("--title", default="deskrig GTK form")
     parser.add_argument("--log", required=True)
     args = parser.parse_args()
-    Form(args.title, args.log)
+    form = Form(args.title, args.log)
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR1, form.add_row)
     Gtk.main()
 
 

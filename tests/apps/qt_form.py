@@ -11,6 +11,7 @@ Every change is appended to FILE as one JSON line, with the same events as the G
     {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
     {"event": "check", "active": ...}        {"event": "button", "count": N}
     {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
+    {"event": "row_added", "name": "Added row N"}   (on SIGUSR1: a row inserted at the top of the list)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -43,6 +45,7 @@ class Form(QWidget):
         super().__init__()
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
         self.clicks = 0
+        self.rows_added = 0
         self.ready_logged = False
         self.setWindowTitle(title)
         self.resize(480, 640)
@@ -103,6 +106,12 @@ class Form(QWidget):
         self.status.setText(f"clicked {self.clicks}")
         self.log(event="button", count=self.clicks)
 
+    def add_row(self) -> None:
+        self.rows_added += 1
+        name = f"Added row {self.rows_added}"
+        self.list.insertItem(0, name)
+        self.log(event="row_added", name=name)
+
     def on_list_scrolled(self, _value: int) -> None:
         item = self.list.itemAt(0, 0)
         self.log(event="list_view", first_visible=self.list.row(item) if item else 0)
@@ -143,6 +152,12 @@ def main() -> None:
     app = QApplication(sys.argv[:1])
     form = Form(args.title, args.log)
     form.show()
+    # Python runs a signal handler only between bytecodes: a timer gives it the chance while Qt's
+    # loop waits, and the handler defers the work to the loop.
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: QTimer.singleShot(0, form.add_row))
+    wakeup = QTimer()
+    wakeup.start(50)
+    wakeup.timeout.connect(lambda: None)
     sys.exit(app.exec())
 
 

@@ -7,7 +7,7 @@ and a Listbox of 200 rows with a scrollbar. Events appended to FILE:
 
 - ``{"event": "ready", "pid", "widgets": {name: {x, y, width, height}}, "scale_knob": {x, y},
   "scale_end": {x, y}}`` once the window is on screen (root coordinates), and ``"layout"`` with the
-  same fields whenever the window moves;
+  same fields whenever the window moves or its widgets are resized;
 - ``{"event": "entry", "text"}``, ``{"event": "text", "text"}`` on every change;
 - ``{"event": "button", "count"}`` when the button is invoked;
 - ``{"event": "mouse", "num", "state"}`` for a mouse button pressed on the button widget, and
@@ -145,7 +145,9 @@ def main() -> None:
             report("ready")
 
     def on_configure(event: tk.Event) -> None:
-        if event.widget is root and last_layout is not None:
+        # Any widget's, not only the window's: when a tiling compositor resizes the window, the
+        # widgets are re-laid out (and configured) after the window's own event.
+        if last_layout is not None:
             report("layout")
 
     root.bind("<Map>", on_shown)

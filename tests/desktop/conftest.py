@@ -2,8 +2,11 @@
 
 Two session-wide desktops, each on its own Xvfb (display number from ``-displayfd``, so parallel
 runs never collide): one managed by openbox, one with no window manager. Each runs the GTK and
-the Tk colour fixture apps. ``desktop`` is parametrised over both; ``backend`` is an X11Backend
-on it. Everything here polls for conditions with a deadline; nothing sleeps for a fixed time.
+the Tk colour fixture apps. ``desktop`` is parametrised over both; ``x11_backend`` is an
+X11Backend on it.
+
+``backend`` is parametrised over the desktop backends (x11, sway): a running desktop with the GTK
+and the Tk form and an accessibility bus (see ``forms.py``), one per backend for the session. Everything here polls for conditions with a deadline; nothing sleeps for a fixed time.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.polling import poll
@@ -26,6 +29,9 @@ from Xlib.display import Display
 from deskrig.desktop.x11 import X11Backend
 from deskrig.desktop.x11_windows import wm_check_window
 from deskrig.model import Bounds, WindowInfo
+
+if TYPE_CHECKING:
+    from .forms import Forms
 
 APPS_DIR = Path(__file__).resolve().parents[1] / "apps"
 #: The fixture apps need Debian's python3-gi and tkinter, not the project venv.
@@ -232,7 +238,7 @@ def desktop(request: pytest.FixtureRequest) -> Desktop:
 
 
 @pytest.fixture(scope="session")
-def backend(desktop: Desktop) -> Iterator[X11Backend]:
+def x11_backend(desktop: Desktop) -> Iterator[X11Backend]:
     """Opened after the standing apps are up, as a rig's server is."""
     impl = X11Backend(desktop.display)
     yield impl
@@ -252,3 +258,26 @@ def extra_apps(desktop: Desktop) -> Iterator[Callable[..., FixtureApp]]:
     yield launch
     for app in started:
         stop_process(app.proc)
+
+
+def _forms(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forms]:
+    from .forms import running_forms  # it builds on this module's helpers
+
+    with running_forms(backend, tmp_path_factory.mktemp(f"forms-{backend}")) as forms:
+        yield forms
+
+
+@pytest.fixture(scope="session")
+def x11_forms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forms]:
+    yield from _forms("x11", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def sway_forms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forms]:
+    yield from _forms("sway", tmp_path_factory)
+
+
+@pytest.fixture(scope="session", params=["x11", "sway"])
+def backend(request: pytest.FixtureRequest) -> Forms:
+    """Each desktop backend in turn, running the forms (python-mss style: every test on every backend)."""
+    return request.getfixturevalue(f"{request.param}_forms")  # type: ignore[no-any-return]

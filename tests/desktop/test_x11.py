@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -15,10 +16,13 @@ from tests.polling import poll
 from Xlib import X, Xatom
 from Xlib.protocol import event
 
+from deskrig import imaging
 from deskrig.desktop.base import Desktop as DesktopFacade
 from deskrig.desktop.x11 import X11Backend
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
+from deskrig.observation import Observation
+from deskrig.security import WindowBlocklist
 
 from .conftest import SCREEN, Desktop, FixtureApp, start_xvfb, stop_process
 
@@ -41,22 +45,22 @@ def colours_at(image: Image.Image, area: Bounds) -> set[tuple[int, int, int]]:
     return {image.getpixel(point) for point in probe_points(area)}  # type: ignore[misc]
 
 
-def test_displays_are_the_randr_monitors(backend: X11Backend) -> None:
-    displays = backend.displays()
+def test_displays_are_the_randr_monitors(x11_backend: X11Backend) -> None:
+    displays = x11_backend.displays()
 
     assert len(displays) == 1
     (only,) = displays
     assert (only.id, only.primary, only.scale) == (1, True, 1.0)  # numbered from 1, as mss does
     assert only.name  # Xvfb names its one monitor "screen"
     assert only.bounds == Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
-    assert backend.screen_bounds() == only.bounds
+    assert x11_backend.screen_bounds() == only.bounds
 
 
 @pytest.mark.parametrize("kind", ["gtk", "tk"])
-def test_window_reports_title_pid_and_client_bounds(desktop: Desktop, backend: X11Backend, kind: str) -> None:
+def test_window_reports_title_pid_and_client_bounds(desktop: Desktop, x11_backend: X11Backend, kind: str) -> None:
     app = desktop.gtk if kind == "gtk" else desktop.tk
 
-    window = desktop.settled_window(backend, app)
+    window = desktop.settled_window(x11_backend, app)
 
     assert window.title == app.title
     assert window.app == ("Tk" if kind == "tk" else "Gtk_color.py")
@@ -71,19 +75,19 @@ def test_window_reports_title_pid_and_client_bounds(desktop: Desktop, backend: X
     assert not window.minimized
 
 
-def test_tk_pid_comes_from_x_resource(desktop: Desktop, backend: X11Backend) -> None:
-    window = desktop.settled_window(backend, desktop.tk)
+def test_tk_pid_comes_from_x_resource(desktop: Desktop, x11_backend: X11Backend) -> None:
+    window = desktop.settled_window(x11_backend, desktop.tk)
     client = desktop.xlib.create_resource_object("window", window.id)
 
     assert client.get_full_property(desktop.xlib.intern_atom("_NET_WM_PID"), Xatom.CARDINAL) is None
     assert window.pid == desktop.tk.pid
 
 
-def test_screen_capture_shows_each_app_where_it_says_it_is(desktop: Desktop, backend: X11Backend) -> None:
+def test_screen_capture_shows_each_app_where_it_says_it_is(desktop: Desktop, x11_backend: X11Backend) -> None:
     for app in desktop.apps:
-        desktop.settled_window(backend, app)
+        desktop.settled_window(x11_backend, app)
 
-    screen = backend.capture(backend.screen_bounds())
+    screen = x11_backend.capture(x11_backend.screen_bounds())
 
     assert screen.mode == "RGB"
     assert screen.size == SCREEN
@@ -94,11 +98,11 @@ def test_screen_capture_shows_each_app_where_it_says_it_is(desktop: Desktop, bac
         assert screen.getpixel((outside.x - 1, outside.y + outside.height // 2)) != app.color
 
 
-def test_region_capture_is_the_requested_part_of_the_screen(desktop: Desktop, backend: X11Backend) -> None:
-    area = desktop.settled_window(backend, desktop.tk).bounds
+def test_region_capture_is_the_requested_part_of_the_screen(desktop: Desktop, x11_backend: X11Backend) -> None:
+    area = desktop.settled_window(x11_backend, desktop.tk).bounds
     region = Bounds(x=area.x - 5, y=area.y + 10, width=30, height=20)
 
-    image = backend.capture(region)
+    image = x11_backend.capture(region)
 
     assert image.size == (30, 20)
     assert image.getpixel((4, 0)) != desktop.tk.color
@@ -106,43 +110,77 @@ def test_region_capture_is_the_requested_part_of_the_screen(desktop: Desktop, ba
     assert image.getpixel((29, 19)) == desktop.tk.color
 
 
-def test_region_capture_is_clipped_to_the_screen(backend: X11Backend) -> None:
-    image = backend.capture(Bounds(x=SCREEN[0] - 10, y=SCREEN[1] - 4, width=50, height=50))
+def test_region_capture_is_clipped_to_the_screen(x11_backend: X11Backend) -> None:
+    image = x11_backend.capture(Bounds(x=SCREEN[0] - 10, y=SCREEN[1] - 4, width=50, height=50))
 
     assert image.size == (10, 4)
     with pytest.raises(DeskrigError) as excinfo:
-        backend.capture(Bounds(x=SCREEN[0] + 5, y=0, width=10, height=10))
+        x11_backend.capture(Bounds(x=SCREEN[0] + 5, y=0, width=10, height=10))
     assert excinfo.value.code is ErrorCode.INVALID_REGION
 
 
-def test_capture_window_sees_through_a_covering_window(
-    desktop: Desktop, backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+def test_a_screen_grab_is_encoded_from_its_bgrx_rows_pixel_for_pixel(
+    desktop: Desktop, x11_backend: X11Backend
 ) -> None:
-    target = desktop.settled_window(backend, desktop.gtk)
+    """An odd-sized region across the Tk window's edge: the PNG decodes to exactly the grabbed
+    pixels, the JPEG to the same picture, and a blocked window is black in both."""
+    tk = desktop.settled_window(x11_backend, desktop.tk)
+    region = Bounds(x=tk.bounds.x - 7, y=tk.bounds.y + 3, width=37, height=21)
+    frame = x11_backend.grab(region)
+    assert frame.bgrx is not None, "X11 hands over the grab as it came"
+    grabbed = Image.frombytes("RGB", frame.size, bytes(frame.bgrx), "raw", "BGRX")
+    assert grabbed.getpixel((7, 0)) == desktop.tk.color
+
+    png = Image.open(io.BytesIO(imaging.encode(frame, "png")))
+    assert (png.mode, png.size) == ("RGB", (37, 21))
+    assert png.tobytes() == grabbed.tobytes()
+    jpeg = Image.open(io.BytesIO(imaging.encode(frame, "jpeg")))
+    assert jpeg.size == (37, 21)
+    assert max(abs(a - b) for a, b in zip(jpeg.getpixel((30, 15)), desktop.tk.color, strict=True)) < 12
+
+    observation = Observation(DesktopFacade(x11_backend), WindowBlocklist([f"^{desktop.tk.title}$"]))
+    redacted = observation.screen(region)
+    assert redacted.masked_windows == 1
+    hidden = region.intersection(tk.frame_bounds or tk.bounds)
+    assert hidden is not None
+    expected = grabbed.copy()
+    expected.paste(
+        (0, 0, 0),
+        (hidden.x - region.x, hidden.y - region.y, hidden.right - region.x, hidden.bottom - region.y),
+    )
+    masked_png = Image.open(io.BytesIO(imaging.encode(redacted.frame, "png")))
+    assert masked_png.tobytes() == expected.tobytes()
+    assert x11_backend.grab(region).image().tobytes() == grabbed.tobytes(), "the grab itself is untouched"
+
+
+def test_capture_window_sees_through_a_covering_window(
+    desktop: Desktop, x11_backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+) -> None:
+    target = desktop.settled_window(x11_backend, desktop.gtk)
     area = target.bounds
     # A window over the target's lower-right quarter, on top because it is mapped last.
     cover_app = extra_apps(
         "tk", f"cover-{desktop.mode}", BLUE, (area.x + area.width // 2, area.y + area.height // 2), (300, 200)
     )
-    cover = desktop.settled_window(backend, cover_app)
+    cover = desktop.settled_window(x11_backend, cover_app)
     overlap = area.intersection(cover.bounds)
     assert overlap is not None
-    assert cover.z_order < desktop.settled_window(backend, desktop.gtk).z_order
-    screen = backend.capture(backend.screen_bounds())
+    assert cover.z_order < desktop.settled_window(x11_backend, desktop.gtk).z_order
+    screen = x11_backend.capture(x11_backend.screen_bounds())
     assert screen.getpixel((area.right - 1, area.bottom - 1)) == BLUE, "the cover must hide the corner"
 
-    image = backend.capture_window(target.id, include_frame=False)
+    image = x11_backend.capture_window(target.id, include_frame=False)
 
     assert image.size == (area.width, area.height)
     assert image.getcolors() == [(area.width * area.height, desktop.gtk.color)]
 
 
-def test_capture_window_with_frame_includes_the_decoration(desktop: Desktop, backend: X11Backend) -> None:
-    window = desktop.settled_window(backend, desktop.tk)
+def test_capture_window_with_frame_includes_the_decoration(desktop: Desktop, x11_backend: X11Backend) -> None:
+    window = desktop.settled_window(x11_backend, desktop.tk)
     assert window.frame_bounds is not None
     frame = window.frame_bounds
 
-    image = backend.capture_window(window.id, include_frame=True)
+    image = x11_backend.capture_window(window.id, include_frame=True)
 
     assert image.size == (frame.width, frame.height)
     inside = {"x": window.bounds.x - frame.x, "y": window.bounds.y - frame.y}
@@ -153,55 +191,55 @@ def test_capture_window_with_frame_includes_the_decoration(desktop: Desktop, bac
 
 
 @pytest.mark.parametrize("window_id", [0x1FFFFF00, 0, -1, 1 << 40])
-def test_capture_window_of_unknown_id_is_window_not_found(backend: X11Backend, window_id: int) -> None:
+def test_capture_window_of_unknown_id_is_window_not_found(x11_backend: X11Backend, window_id: int) -> None:
     with pytest.raises(DeskrigError) as excinfo:
-        backend.capture_window(window_id, include_frame=False)
+        x11_backend.capture_window(window_id, include_frame=False)
 
     assert excinfo.value.code is ErrorCode.WINDOW_NOT_FOUND
     assert excinfo.value.details == {"window_id": window_id}
 
 
 def test_capture_window_of_a_closed_window_is_window_not_found(
-    desktop: Desktop, backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+    desktop: Desktop, x11_backend: X11Backend, extra_apps: Callable[..., FixtureApp]
 ) -> None:
     app = extra_apps("tk", f"short-lived-{desktop.mode}", YELLOW, (700, 500), (120, 80))
-    window_id = desktop.settled_window(backend, app).id
+    window_id = desktop.settled_window(x11_backend, app).id
     app.proc.terminate()
     app.proc.wait()
 
     def gone() -> DeskrigError | None:
         try:
-            backend.capture_window(window_id, include_frame=False)
+            x11_backend.capture_window(window_id, include_frame=False)
         except DeskrigError as exc:
             return exc
         return None
 
     assert poll("the closed window's capture to fail", gone).code is ErrorCode.WINDOW_NOT_FOUND
-    assert all(w.id != window_id for w in backend.windows())
+    assert all(w.id != window_id for w in x11_backend.windows())
 
 
 def test_damage_serial_is_stable_when_idle_and_moves_on_a_change(
-    desktop: Desktop, backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+    desktop: Desktop, x11_backend: X11Backend, extra_apps: Callable[..., FixtureApp]
 ) -> None:
     def settled() -> int | None:
-        first = backend.damage_serial()
-        return first if backend.damage_serial() == first else None
+        first = x11_backend.damage_serial()
+        return first if x11_backend.damage_serial() == first else None
 
     idle = poll("an idle screen", settled)
-    assert backend.damage_serial() == idle
+    assert x11_backend.damage_serial() == idle
 
     extra_apps("gtk", f"damage-{desktop.mode}", YELLOW, (700, 80), (100, 60))
 
-    assert backend.damage_serial() != idle
+    assert x11_backend.damage_serial() != idle
 
 
-def test_focused_window_follows_the_keyboard_focus(desktop: Desktop, backend: X11Backend) -> None:
+def test_focused_window_follows_the_keyboard_focus(desktop: Desktop, x11_backend: X11Backend) -> None:
     for app in desktop.apps:
-        window = desktop.settled_window(backend, app)
+        window = desktop.settled_window(x11_backend, app)
         focus(desktop, window.id)
 
         def focused_is(window_id: int = window.id) -> bool:
-            return [w.id for w in backend.windows() if w.focused] == [window_id]
+            return [w.id for w in x11_backend.windows() if w.focused] == [window_id]
 
         poll(f"{app.title!r} to be the one focused window", focused_is)
 
@@ -291,8 +329,8 @@ def test_minimized_window_is_listed_as_minimized(openbox_desktop: Desktop) -> No
         impl.close()
 
 
-def test_capture_works_from_any_thread(backend: X11Backend) -> None:
-    facade = DesktopFacade(backend)
+def test_capture_works_from_any_thread(x11_backend: X11Backend) -> None:
+    facade = DesktopFacade(x11_backend)
     region = Bounds(x=0, y=0, width=64, height=48)
     results: list[Image.Image] = []
     worker = threading.Thread(target=lambda: results.append(facade.capture(region)))
@@ -312,10 +350,10 @@ def test_unreachable_display_is_display_not_found() -> None:
     assert excinfo.value.code is ErrorCode.DISPLAY_NOT_FOUND
 
 
-def test_backend_reports_no_fallbacks_on_xvfb(backend: X11Backend) -> None:
-    backend.capture(Bounds(x=0, y=0, width=8, height=8))
+def test_backend_reports_no_fallbacks_on_xvfb(x11_backend: X11Backend) -> None:
+    x11_backend.capture(Bounds(x=0, y=0, width=8, height=8))
 
-    assert backend.diagnostics == []
+    assert x11_backend.diagnostics == []
 
 
 #: Runs in a child process: python-xlib keeps its event-code table in a class attribute shared by

@@ -109,9 +109,10 @@ async def test_a_rig_that_cannot_be_created_fails_its_session(
 async def test_a_crashed_rig_fails_its_session_with_reason_and_logs(
     fast: OrchestratorConfig, runtime: MemoryRuntime
 ) -> None:
-    runtime.script_next(RigScript(exit_after=0.3, exit_code=3))
     async with Orchestrator(fast, runtime) as orch:
-        info = await ended(orch, (await orch.start(SPEC)).id)
+        started = await orch.start(SPEC)
+        runtime.exit(started.id, code=3)
+        info = await ended(orch, started.id)
         assert info.state is SessionState.FAILED
         assert info.reason == "the rig stopped unexpectedly: container exited with code 3"
         assert info.error is not None and info.error.details is not None
@@ -132,9 +133,10 @@ async def test_an_engine_hiccup_is_not_a_crash(fast: OrchestratorConfig, runtime
 
 
 async def test_a_vanished_rig_fails_its_session(fast: OrchestratorConfig, runtime: MemoryRuntime) -> None:
-    runtime.script_next(RigScript(vanish_after=0.3))
     async with Orchestrator(fast, runtime) as orch:
-        info = await ended(orch, (await orch.start(SPEC)).id)
+        started = await orch.start(SPEC)
+        runtime.vanish(started.id)
+        info = await ended(orch, started.id)
         assert info.state is SessionState.FAILED
         assert info.reason == "the rig stopped unexpectedly: container gone (removed from outside)"
 

@@ -3,12 +3,17 @@
 Recordings belong to an MCP *session*, so these tests talk the handshake-era protocol
 (``mode="legacy"``), whose Streamable HTTP sessions carry an ``Mcp-Session-Id``; the stateless
 2026-07-28 protocol has no session to scope a recording to.
+
+``recording_rig`` is the GTK form behind a server over HTTP on each ``backend``: X11 a rig, sway
+a headless sway (tests/sway/swayproc.py) with the form under native Wayland, its own session bus
+and AT-SPI, and ``deskrig serve --backend sway`` attached to it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -17,8 +22,13 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from mcp import Client
-from tests.server.rigproc import FormRig, RigProcess, start_form
+from tests.a11y.conftest import AT_SPI_BUS_LAUNCHER, start_session_bus
+from tests.desktop.conftest import SCREEN, stop_process
+from tests.polling import poll
+from tests.server.rigproc import APPS, SYSTEM_PYTHON, FormRig, RigProcess, start_form
+from tests.sway.swayproc import start_sway
 
+from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
 from deskrig.client import connect
 from deskrig.errors import tool_error
 
@@ -69,6 +79,69 @@ def form_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
     form.rig.stop()
 
 
+#: The desktop backends recording runs on.
+BACKENDS = ["x11", "sway"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def recording_rig(backend: str, request: pytest.FixtureRequest) -> FormRig:
+    """The GTK form behind an MCP server over HTTP, on ``backend``."""
+    return request.getfixturevalue("form_rig" if backend == "x11" else "sway_form_rig")  # type: ignore[no-any-return]
+
+
+class SwayFormRig(FormRig):
+    """The form under native Wayland, where GTK reports widget positions relative to its window."""
+
+    def widget_center(self, name: str) -> tuple[int, int]:
+        x, y = super().widget_center(name)
+        windows = self.rig.call("list_windows", {"pid": self.pid}).structured_content["windows"]
+        origin = windows[0]["bounds"]
+        return origin["x"] + x, origin["y"] + y
+
+
+@pytest.fixture(scope="package")
+def sway_form_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
+    tmp = tmp_path_factory.mktemp("rec-sway-form")
+    with contextlib.ExitStack() as stack:
+        sway = start_sway(tmp, SCREEN)
+        stack.callback(sway.stop)
+        # HOME: the server's is the one RigProcess gives it (its allowed folder is tmp/home/deskrig).
+        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "HOME")}
+        dbus, address = start_session_bus(env)  # not in sway's runtime dir: that is sway's user's
+        env |= sway.env
+        stack.callback(stop_process, dbus)
+        env |= {"DBUS_SESSION_BUS_ADDRESS": address, "GDK_BACKEND": "wayland", "GSETTINGS_BACKEND": "memory"}
+        at_spi = subprocess.Popen(
+            [AT_SPI_BUS_LAUNCHER, "--launch-immediately"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        stack.callback(stop_process, at_spi)
+        poll("at-spi-bus-launcher to take org.a11y.Bus", lambda: a11y_bus_address(address))
+        enable_a11y(address)
+        log = tmp / "form.log"
+        with (tmp / "form.stderr").open("wb") as stderr:
+            app = subprocess.Popen(
+                [SYSTEM_PYTHON, str(APPS / "gtk_form.py"), "--title", "Sway Form", "--log", str(log)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        stack.callback(stop_process, app)
+        rig = RigProcess(app=[], serve=True, extra=["--backend", "sway"], env=env).start(tmp)
+        stack.callback(rig.stop)
+        form = SwayFormRig(rig, log, tmp)
+        assert form.pid == app.pid
+        yield form
+
+
 def load_json(path: Path) -> Any:
     return json.loads(path.read_text("utf-8"))
 
@@ -92,19 +165,46 @@ def ffprobe_duration(path: Path) -> float:
     return float(probe.stdout.strip())
 
 
-def ffmpeg_writing(path: Path) -> list[int]:
-    """Pids of ffmpeg processes writing ``path``."""
-    pids = []
+def video_frames(path: Path) -> int:
+    """How many frames the video's first stream decodes to."""
+    count = ["-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames"]
+    probe = subprocess.run(
+        ["ffprobe", "-v", "error", *count, "-of", "csv=p=0", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return int(probe.stdout.strip())
+
+
+def _processes() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, argv) of every live process."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            yield int(proc.name), (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0].endswith(b"ffmpeg") and str(path).encode() in argv:
-            pids.append(int(proc.name))
-    return pids
+
+
+def ffmpeg_writing(path: Path) -> list[int]:
+    """Pids of ffmpeg processes writing ``path``."""
+    return [pid for pid, argv in _processes() if argv[0].endswith(b"ffmpeg") and str(path).encode() in argv]
+
+
+def feeding(pid: int) -> list[int]:
+    """Pids of the processes whose stdout is the stdin of process ``pid`` (ffmpeg's screen recorder)."""
+
+    def pipe(pid: int, fd: int) -> str | None:
+        try:
+            return os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            return None
+
+    stdin = pipe(pid, 0)
+    return [other for other, _ in _processes() if other != pid and stdin and pipe(other, 1) == stdin]
 
 
 def mp4_boxes(path: Path) -> list[str]:

@@ -18,7 +18,7 @@ from tests.server.rigproc import color_app, read_events
 from deskrig.a11y.access import A11yAccess
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
-from deskrig.errors import DeskrigError
+from deskrig.errors import DeskrigError, tool_error
 from deskrig.identity import ClientRef
 from deskrig.model import Bounds
 from deskrig.recording.registry import RecordingRegistry, registry_of
@@ -45,7 +45,6 @@ class AppRig:
             self.desktop,
             load_settings(env={}, overrides={"security": security}),
             session_bus=self.rig.env["DBUS_SESSION_BUS_ADDRESS"],
-            display=self.rig.display,
         )
 
     def bare_point(self) -> tuple[int, int]:
@@ -159,3 +158,28 @@ def test_blocked_window_is_blacked_out_in_recorded_images(app_rig: AppRig, tmp_p
         facts = evidence[name]
         assert facts["source"] == "screen" and facts.get("masked_windows") == 1, facts
     assert looks.windows == 2  # the blackout used the lists taken anyway
+
+
+async def _calls(server: DeskrigServer, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    results = []
+    for tool, arguments in calls:
+        result = await server.call(server.tools[tool], arguments, CallInfo(ClientRef(CLIENT)))
+        results.append(tool_error(result) if result.is_error else result.structured_content)
+    return results
+
+
+def test_an_app_with_a_blocked_window_shows_no_accessibility_tree(app_rig: AppRig) -> None:
+    """Its tree (names, texts, values) would show what the blackout hides: get_app_state by pid or
+    by window and an element target in it are refused; unblocked, the same calls read the tree."""
+    window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("get_app_state", {"pid": window.pid}),
+        ("get_app_state", {"window_id": window.id}),
+        ("click", {"element": {"role": "frame", "pid": window.pid}}),
+    ]
+    refused = anyio.run(_calls, app_rig.server(blocked=[f"^{TITLE}$"]), calls)
+    for error in refused:
+        assert error is not None and error["code"] == "SECURITY_ERROR", error
+        assert error["details"] == {"pid": window.pid, "window_id": window.id}
+    allowed = anyio.run(_calls, app_rig.server(), calls[:2])
+    assert all(state["pid"] == window.pid and state["element_count"] > 0 for state in allowed), allowed

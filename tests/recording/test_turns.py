@@ -20,6 +20,7 @@ from tests.recording.conftest import (
     load_json,
     mp4_boxes,
     session,
+    video_frames,
 )
 
 RED = (255, 0, 0)
@@ -44,6 +45,10 @@ ACTION_FIELDS = {
     "duration_ms",
 }
 STALE_ELEMENT = {"element": {"snapshot_id": "0123456789ab", "index": 3}}
+#: Every key action.json has, on every backend.
+ACTION_KEYS = ACTION_FIELDS | {"window_id", "window_title", "element", "client_id"}
+#: A recorded click's folder, on every backend.
+CLICK_FOLDER = {*ARTIFACTS, "action.json", "action.sig", "evidence.json"}
 
 
 async def element(s: Session, pid: int, role: str, name: str) -> dict[str, Any]:
@@ -186,9 +191,44 @@ def test_only_the_recording_sessions_turns_are_recorded(form_rig: FormRig) -> No
     assert load_json(only / "action.json")["arguments"] == {"x": x + 2, "y": y}
 
 
-def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(form_rig: FormRig) -> None:
-    out = form_rig.allowed / "video"
-    x, y = form_rig.widget_center("button")
+def test_a_recorded_click_gives_the_same_turn_folder_and_a_playing_video_on_every_backend(
+    recording_rig: FormRig,
+) -> None:
+    out = recording_rig.allowed / "shape"
+    x, y = recording_rig.widget_center("button")
+
+    async def record(s: Session) -> tuple[dict[str, Any], dict[str, Any]]:
+        started = await s.ok("start_recording", {"output_dir": str(out), "record_video": True})
+        await anyio.sleep(0.5)
+        await s.ok("click", {"x": x, "y": y})
+        await anyio.sleep(0.5)
+        return started, await s.ok("stop_recording")
+
+    started, stopped = in_session(recording_rig.rig, record)
+    assert started["video_recording"] and not started["last_error"], started
+    assert stopped["turns"] == 1 and stopped["last_error"] is None, stopped
+    recording_rig.wait_event("button")  # the click landed on the button
+    (folder,) = turns(out)
+    assert {p.name for p in folder.iterdir()} == CLICK_FOLDER
+    action = load_json(folder / "action.json")
+    assert set(action) == ACTION_KEYS
+    assert action["click_point"] == {"x": x, "y": y} and action["pid"] == recording_rig.pid
+    evidence = load_json(folder / "evidence.json")
+    assert set(evidence) == ARTIFACTS
+    assert {name: e["status"] for name, e in evidence.items()} == dict.fromkeys(ARTIFACTS, "captured")
+    assert evidence["before.png"]["source"] == "window"
+    for name in ("before_state.json", "after_state.json"):
+        state = load_json(folder / name)
+        assert state["pid"] == recording_rig.pid and state["elements"], name
+    video = Path(stopped["last_video_path"])
+    assert video == out / "recording.mp4" and mp4_boxes(video)[-1] == "mfra"
+    assert ffprobe_duration(video) > 0.8
+    assert video_frames(video) > 20
+
+
+def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(recording_rig: FormRig) -> None:
+    out = recording_rig.allowed / "video"
+    x, y = recording_rig.widget_center("button")
 
     async def record(s: Session) -> tuple[dict[str, Any], float]:
         started = await s.ok("start_recording", {"output_dir": str(out), "record_video": True})
@@ -198,14 +238,14 @@ def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(fo
             await anyio.sleep(0.25)
         return started, began
 
-    started, began = in_session(form_rig.rig, record)  # the session ends here (DELETE), not stopped
+    started, began = in_session(recording_rig.rig, record)  # the session ends here (DELETE), not stopped
     wall = time.monotonic() - began
     video = out / "recording.mp4"
     assert started["video_path"] == str(video) and started["video_recording"] and not started["last_error"]
     poll("ffmpeg to finish", lambda: not ffmpeg_writing(video), timeout=15)
     assert mp4_boxes(video)[-1] == "mfra", mp4_boxes(video)  # closed cleanly by `q`, not killed
     assert abs(ffprobe_duration(video) - wall) < max(0.75, 0.2 * wall)
-    assert len(turns(out)) == 8
+    poll("the 8 turns", lambda: len(turns(out)) == 8, timeout=10)  # written after the video is final
 
 
 def test_without_a_recording_from_boot_the_feed_is_404_and_status_has_none(form_rig: FormRig) -> None:

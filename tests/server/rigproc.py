@@ -93,7 +93,8 @@ def read_events(log: Path, event: str | None = None) -> list[dict[str, Any]]:
 
 @dataclass
 class RigProcess:
-    """One `deskrig rig run --http` subprocess."""
+    """One `deskrig rig run --http` subprocess (with ``serve``: `deskrig serve --http`, attached to
+    the desktop its ``env`` names; ``app`` is then empty)."""
 
     app: list[str]
     extra: list[str] = field(default_factory=list)
@@ -102,6 +103,7 @@ class RigProcess:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     stderr_path: Path | None = None
+    serve: bool = False
 
     @property
     def base(self) -> str:
@@ -113,17 +115,9 @@ class RigProcess:
 
     def start(self, tmp: Path, wait: bool = True) -> RigProcess:
         auth = ["--token", self.token] if self.token else ["--no-auth"]
-        argv = [
-            *DESKRIG,
-            "rig",
-            "run",
-            "--http",
-            f"127.0.0.1:{self.port}",
-            *auth,
-            *self.extra,
-            "--",
-            *self.app,
-        ]
+        command = ["serve"] if self.serve else ["rig", "run"]
+        app = [] if self.serve else ["--", *self.app]
+        argv = [*DESKRIG, *command, "--http", f"127.0.0.1:{self.port}", *auth, *self.extra, *app]
         self.stderr_path = tmp / f"rig-{self.port}.stderr"
         env = {**os.environ, "HOME": str(tmp / "home"), **self.env}
         self.proc = subprocess.Popen(

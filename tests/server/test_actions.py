@@ -6,6 +6,8 @@ Each assertion reads the app's own view (its JSON log) and, where it exists, the
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +124,19 @@ def test_type_unicode_by_element_lands_exactly_in_the_entry(toolkit_form: FormRi
     assert result["effect"] == "confirmed", result["evidence"]
     toolkit_form.wait_event("entry", lambda e: e["text"] == line)
     assert toolkit_form.element("text", "Name")["text"] == line
+
+
+@needs(Capability.A11Y_TREE)
+def test_the_next_app_state_shows_an_added_row_and_says_how_fresh_it_is(toolkit_form: FormRig) -> None:
+    toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})  # the live mirror holds the tree
+    added = len(read_events(toolkit_form.log, "row_added")) + 1
+    os.kill(toolkit_form.pid, signal.SIGUSR1)  # the form inserts a row at the top of its list
+    toolkit_form.wait_event("row_added", lambda e: e["name"] == f"Added row {added}")
+    state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
+    assert f"Added row {added}" in {e["name"] for e in state["elements"]}
+    assert state["source"] in ("mirror", "fetch") and state["tree_age_ms"] >= 0
+    refreshed = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "refresh": True})
+    assert refreshed["source"] == "fetch" and refreshed["newest_event_age_ms"] is None
 
 
 @needs(Capability.A11Y_TREE)

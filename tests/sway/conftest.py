@@ -7,12 +7,9 @@ GTK colour app and ``form_app`` the GTK form, tiled side by side.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 from tests.desktop.conftest import APPS_DIR, SCREEN, SYSTEM_PYTHON, FixtureApp, hex_color, stop_process
@@ -77,22 +74,3 @@ def window_of(desktop: Desktop, app: FixtureApp) -> WindowInfo:
     return poll(
         f"{app.title!r} listed", lambda: next((w for w in desktop.windows() if w.pid == app.pid), None)
     )
-
-
-def last_event(app: FixtureApp, kind: str) -> dict[str, Any] | None:
-    return next((e for e in reversed(app.events()) if e["event"] == kind), None)
-
-
-def widget_center(desktop: Desktop, app: FixtureApp, widget: str) -> tuple[int, int]:
-    """Screen point at the middle of a form widget. GTK under Wayland knows only window-relative
-    positions, so the window's content origin (from the backend) is added."""
-    ready = last_event(app, "ready")
-    assert ready is not None
-    geometry, window = ready["widgets"][widget], window_of(desktop, app)
-    return window.bounds.x + geometry["x"] + geometry["width"] // 2, window.bounds.y + geometry[
-        "y"
-    ] + geometry["height"] // 2
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]

@@ -1,4 +1,6 @@
-"""The sway backend against a real headless sway with GTK apps under native Wayland."""
+"""sway-only facts of the sway backend, against a real headless sway with GTK apps under native
+Wayland: attaching, the headless output, tiling, capture with the cursor drawn in, the private
+session. Input, and accessibility coordinates, run on every backend in tests/desktop."""
 
 from __future__ import annotations
 
@@ -8,21 +10,13 @@ import subprocess
 
 import pytest
 from tests.desktop.conftest import FixtureApp
-from tests.polling import poll
 from tests.server.rigproc import DESKRIG
-from tests.sway.conftest import COLOR, last_event, widget_center, window_of
+from tests.sway.conftest import COLOR, window_of
 from tests.sway.swayproc import SwaySession
 
 from deskrig.desktop import Desktop, choose_backend
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
-
-UNICODE_SENTENCE = "Grüße, Zoë — 東京 🎉"
-
-
-def entry_text(app: FixtureApp) -> str | None:
-    event = last_event(app, "entry")
-    return None if event is None else str(event["text"])
 
 
 def test_auto_picks_sway_when_its_sockets_are_set_and_x11_otherwise() -> None:
@@ -99,40 +93,15 @@ def test_screen_and_window_capture_show_the_apps_own_colour(
     assert odd == []
     region = sway_desktop.capture(Bounds(x=middle[0] - 5, y=middle[1] - 5, width=10, height=10))
     assert region.getcolors() == [(100, COLOR)]
+    # Tiled, its neighbour does not show in it; a floating window above it would, and says so.
+    assert any("floating" in d.message for d in sway_desktop.diagnostics)
 
 
-def test_a_click_presses_the_button(sway_desktop: Desktop, form_app: FixtureApp) -> None:
-    before = (last_event(form_app, "button") or {"count": 0})["count"]
-    x, y = widget_center(sway_desktop, form_app, "button")
-    sway_desktop.with_input(lambda device: device.button(x, y))
-    poll(
-        "the button's click count to rise",
-        lambda: (last_event(form_app, "button") or {"count": 0})["count"] > before,
-    )
-    assert sway_desktop.cursor_position().model_dump() == {"x": x, "y": y, "display_id": 1}
-
-
-def test_unicode_text_and_key_chords_reach_the_entry(sway_desktop: Desktop, form_app: FixtureApp) -> None:
-    x, y = widget_center(sway_desktop, form_app, "entry")
-    sway_desktop.with_input(lambda device: device.button(x, y))
-    sway_desktop.with_input(lambda device: device.press_key("ctrl+a"))
-    sway_desktop.with_input(lambda device: device.press_key("BackSpace"))
-    report = sway_desktop.with_input(lambda device: device.type_text(UNICODE_SENTENCE))
-    assert (report.chars, report.path) == (len(UNICODE_SENTENCE), "virtual-keyboard")
-    poll("the sentence in the entry", lambda: entry_text(form_app) == UNICODE_SENTENCE)
-    # ctrl+a selects all (a chord), and the next key replaces the selection.
-    sway_desktop.with_input(lambda device: device.press_key("a", modifiers=["ctrl"]))
-    sway_desktop.with_input(lambda device: device.type_text("x"))
-    poll("the entry replaced by 'x'", lambda: entry_text(form_app) == "x")
-
-
-def test_bad_input_is_refused_with_the_x11_error_codes(sway_desktop: Desktop) -> None:
+def test_unknown_windows_and_regions_off_screen_are_refused_with_the_x11_error_codes(
+    sway_desktop: Desktop,
+) -> None:
+    """Refused input is tests/desktop/test_input.py's, on every backend."""
     cases = [
-        (lambda: sway_desktop.with_input(lambda device: device.button(5000, 10)), ErrorCode.INVALID_ARGUMENT),
-        (
-            lambda: sway_desktop.with_input(lambda device: device.press_key("ctrl+nosuchkey")),
-            ErrorCode.INVALID_ARGUMENT,
-        ),
         (lambda: sway_desktop.capture_window(987654), ErrorCode.WINDOW_NOT_FOUND),
         (lambda: sway_desktop.activate_window(987654), ErrorCode.WINDOW_NOT_FOUND),
         (lambda: sway_desktop.capture(Bounds(x=2000, y=2000, width=5, height=5)), ErrorCode.INVALID_REGION),

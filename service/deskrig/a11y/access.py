@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from deskrig.a11y.atspi import AccessibilityClient
+from deskrig.a11y.placement import WindowPlacement
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.errors import DeskrigError, ErrorCode
 
@@ -17,8 +18,10 @@ from deskrig.errors import DeskrigError, ErrorCode
 class A11yAccess:
     """Hands out the :class:`AccessibilityClient` for ``session_bus_address``."""
 
-    def __init__(self, session_bus_address: str | None) -> None:
+    def __init__(self, session_bus_address: str | None, placement: WindowPlacement | None = None) -> None:
+        """``placement``: the desktop, to put element bounds in screen coordinates."""
         self.session_bus_address = session_bus_address
+        self.placement = placement
         #: Shared across reconnects, so snapshot ids stay valid.
         self.snapshots = SnapshotStore()
         self._client: AccessibilityClient | None = None
@@ -40,6 +43,7 @@ class A11yAccess:
             if self._client is None:
                 self._client = await AccessibilityClient.connect(self.session_bus_address)
                 self._client.snapshots = self.snapshots
+                self._client.placement = self.placement
             return self._client
 
     async def close(self) -> None:

@@ -35,9 +35,12 @@ from deskrig.a11y.connection import (
     open_bus,
 )
 from deskrig.a11y.describe import VALUE_PROPERTIES, describe_many
+from deskrig.a11y.events import EventFeed, ObjectEvent
 from deskrig.a11y.failures import invalid_argument, require_running, translate_failures
-from deskrig.a11y.fetch import fetch_tree
+from deskrig.a11y.fetch import FetchedTree, fetch_tree
+from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror, MirroredTree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
+from deskrig.a11y.placement import WindowPlacement, placed, toplevel_names, toplevel_origins
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
@@ -76,8 +79,13 @@ class AccessibilityClient:
         self._a11y_bus = a11y_bus
         self._timeout_s = timeout_s
         self._apps: dict[str, AppConnection] = {}  # by unique name on the a11y bus
+        self._mirrors: dict[str, AppMirror] = {}  # likewise
+        self.events = EventFeed(a11y_bus, self._on_event)
         self.snapshots = store if store is not None else SnapshotStore()
         self.diagnostics: list[Diagnostic] = []
+        #: The desktop, which says where windows' accessibility coordinates start; without it,
+        #: element bounds are the toolkit's own.
+        self.placement: WindowPlacement | None = None
 
     @classmethod
     async def connect(
@@ -147,6 +155,7 @@ class AccessibilityClient:
                 if app.alive:
                     return app
                 del self._apps[app.bus_name]
+                self._mirrors.pop(app.bus_name, None)
         apps = await self.applications()
         match = next((a for a in apps if a.pid == pid), None)
         if match is None:
@@ -195,13 +204,16 @@ class AccessibilityClient:
         max_elements: int | None = 2000,
         query: ElementQuery | None = None,
         include_offscreen_items: bool = False,
+        refresh: bool = False,
     ) -> Snapshot:
         """The accessibility tree of the app with ``pid``, stored for ``{snapshot_id, index}`` lookups.
 
-        With ``query`` the returned snapshot lists only the matching elements (best first); the
+        The tree comes from the app's live mirror (:mod:`deskrig.a11y.mirror`), synced with the
+        app first; ``refresh`` fetches it whole again instead (and renews the mirror). With
+        ``query`` the returned snapshot lists only the matching elements (best first); the
         stored one keeps the whole tree, so indices stay valid. Lists, trees and tables that
         manage their own descendants contribute only their showing items unless
-        ``include_offscreen_items`` (which can mean thousands of round trips).
+        ``include_offscreen_items`` (which can mean thousands of round trips, and bypasses the mirror).
         """
         if max_depth is not None and max_depth < 0:
             raise invalid_argument("max_depth", max_depth, "max_depth must be 0 or more")
@@ -210,33 +222,71 @@ class AccessibilityClient:
         started = time.perf_counter()
         async with self._guard(f"reading the accessibility tree of pid {pid}", pid=pid):
             app = await self._app_for_pid(pid)
-            fetched = await fetch_tree(
-                app,
-                max_depth=max_depth,
-                max_elements=max_elements,
-                include_offscreen_items=include_offscreen_items,
+            mirrored = None
+            if max_depth is None and not include_offscreen_items:
+                mirrored = await self._mirrored(app, refresh=refresh)
+                if mirrored.truncated and (max_elements is None or max_elements > MIRROR_MAX_ELEMENTS):
+                    mirrored = None  # more than the mirror holds was asked for
+            fetched = (
+                None
+                if mirrored is not None
+                else await fetch_tree(
+                    app,
+                    max_depth=max_depth,
+                    max_elements=max_elements,
+                    include_offscreen_items=include_offscreen_items,
+                )
             )
-        for note in fetched.notes:
-            self._note(f"pid {pid}: {note}")
+        if fetched is not None:
+            for note in fetched.notes:
+                self._note(f"pid {pid}: {note}")
+            content = _from_fetch(fetched)
+        else:
+            assert mirrored is not None
+            content = _from_mirror(mirrored, max_elements, time.monotonic())
+        # The mirror keeps the toolkit's coordinates; where each window starts is asked anew.
+        content["elements"] = await self._on_screen(pid, content["elements"])
         snapshot = Snapshot(
             snapshot_id=uuid.uuid4().hex[:12],
             pid=pid,
-            app_name=fetched.elements[0].name if fetched.elements else "",
             bus_name=app.bus_name,
             created_at=datetime.now(UTC),
             fetch_ms=round((time.perf_counter() - started) * 1000, 2),
-            truncated=fetched.truncated,
-            elements=fetched.elements,
+            **content,
         )
         self.snapshots.add(snapshot)
         return snapshot.matching(query) if query is not None else snapshot
+
+    async def _mirrored(self, app: AppConnection, *, refresh: bool) -> MirroredTree:
+        """The app's mirrored tree, current as of now (see :mod:`deskrig.a11y.events`)."""
+        if not self.events.subscribed:
+            await self.events.subscribe()
+        await self.events.sync(app.bus_name)
+        mirror = self._mirrors.get(app.bus_name)
+        if mirror is None:
+            mirror = self._mirrors[app.bus_name] = AppMirror(app.bus_name)
+        if refresh:
+            mirror.forget()
+        tree = await mirror.read(app, self.events.generation)
+        if tree.refetched:
+            for note in tree.notes:
+                self._note(f"pid {app.pid}: {note}")
+        return tree
+
+    def _on_event(self, event: ObjectEvent) -> None:
+        mirror = self._mirrors.get(event.sender)
+        if mirror is not None:
+            mirror.note(event)
 
     async def find_element(self, pid: int, query: ElementQuery) -> Element:
         """Resolve ``query`` against a fresh snapshot: exactly one element, or an error."""
         return (await self.snapshot(pid, max_elements=None)).resolve(query)
 
     async def focused_element(self, pid: int) -> Element | None:
-        """The deepest focusable element with the ``focused`` state, if any."""
+        """The deepest focusable element with the ``focused`` state, if any.
+
+        It confirms typed text, so it must not rest on the toolkit having reported every change:
+        the mirror reads the focused elements from the app again on every read."""
         snapshot = await self.snapshot(pid, max_elements=None)
         focused = [e for e in snapshot.elements if e.has_state("focused")]
         # Qt marks a focused scroll area's viewport (a filler, not focusable) as focused too;
@@ -257,7 +307,20 @@ class AccessibilityClient:
             (fresh,) = await describe_many(
                 app, [(node, element.depth, element.parent, element.path)], first_index=element.index
             )
-        return fresh
+        (on_screen,) = await self._on_screen(app.pid, [fresh])
+        return on_screen
+
+    async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
+        """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""
+        names = toplevel_names(elements)
+        if self.placement is None or not names:
+            return elements
+        try:
+            origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, names)
+        except DeskrigError as exc:
+            self._note(f"pid {pid}: element bounds left as the toolkit reports them: {exc.message}")
+            return elements
+        return placed(elements, origins)
 
     # ---- actions -----------------------------------------------------------------------------
 
@@ -349,3 +412,31 @@ def _pick_action(names: list[tuple[str, str]], wanted: str) -> int | None:
     if found is None and wanted in ACTIVATE_ALIASES:
         found = next((i for i, both in enumerate(folded) if both & set(ACTIVATE_ALIASES)), None)
     return found
+
+
+def _from_fetch(fetched: FetchedTree) -> dict[str, Any]:
+    """The fields of a snapshot fetched whole just now."""
+    return {
+        "app_name": fetched.elements[0].name if fetched.elements else "",
+        "truncated": fetched.truncated,
+        "elements": fetched.elements,
+        "source": "fetch",
+        "tree_age_ms": 0.0,
+        "newest_event_age_ms": None,
+    }
+
+
+def _from_mirror(tree: MirroredTree, max_elements: int | None, now: float) -> dict[str, Any]:
+    """The fields of a snapshot read from the mirror: its first ``max_elements`` elements (in
+    depth-first order, so every parent index stays valid) and how old the tree's parts are."""
+    elements = tree.elements if max_elements is None else tree.elements[:max_elements]
+    return {
+        "app_name": tree.elements[0].name if tree.elements else "",
+        "truncated": tree.truncated or len(elements) < len(tree.elements),
+        "elements": elements,
+        "source": "fetch" if tree.refetched else "mirror",
+        "tree_age_ms": round((now - tree.fetched_at) * 1000, 1),
+        "newest_event_age_ms": (
+            None if tree.newest_event_at is None else round((now - tree.newest_event_at) * 1000, 1)
+        ),
+    }

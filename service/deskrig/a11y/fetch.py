@@ -26,6 +26,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from deskrig.a11y import constants as c
 from deskrig.a11y.connection import AppConnection, CallFailed, Request
@@ -40,10 +41,24 @@ class FetchedTree:
     truncated: bool
     used_cache: bool
     notes: list[str] = field(default_factory=list)
+    #: The node each element was described from, in the same order.
+    nodes: list[RawNode] = field(default_factory=list)
 
 
 def _get_children(node: RawNode) -> Request:
-    return Request(node.key.path, c.ACCESSIBLE, "GetChildren")
+    return children_request(node.key.path, showing_only=False)
+
+
+def children_request(path: str, *, showing_only: bool) -> Request:
+    """List an object's children: all of them, or (``showing_only``) just the showing ones."""
+    if showing_only:
+        return Request(path, c.COLLECTION, "GetMatches", c.MATCH_RULE_SIGNATURE, c.SHOWING_CHILDREN)
+    return Request(path, c.ACCESSIBLE, "GetChildren")
+
+
+def listed_children(reply: list[Any]) -> list[ElementRef]:
+    """The children a :func:`children_request` reply lists."""
+    return [k for k in map(element_ref, reply[0]) if k.path != c.NULL_PATH]
 
 
 class TreeFetch:
@@ -78,7 +93,7 @@ class TreeFetch:
             frontier = await self._expand(self._gaps(frontier))
         kept, truncated = self._flatten()
         elements = await describe_many(self.app, kept)
-        return FetchedTree(elements, truncated, used_cache, self.notes)
+        return FetchedTree(elements, truncated, used_cache, self.notes, [node for node, *_ in kept])
 
     async def _load_cache(self) -> bool:
         try:
@@ -151,7 +166,7 @@ class TreeFetch:
             if isinstance(reply, CallFailed):
                 node.children = []  # the object vanished meanwhile: drop its subtree
                 continue
-            node.children = [k for k in map(element_ref, reply[0]) if k.path != c.NULL_PATH]
+            node.children = listed_children(reply)
             for child in node.children:
                 if child not in self.nodes and child.bus_name == self.app.bus_name:
                     unknown[child] = None
@@ -170,9 +185,7 @@ class TreeFetch:
         # children; their showing ones are what an agent can act on, and one call finds them.
         if self._showing_only(node):
             node.offscreen_omitted = True
-            return Request(
-                node.key.path, c.COLLECTION, "GetMatches", c.MATCH_RULE_SIGNATURE, c.SHOWING_CHILDREN
-            )
+            return children_request(node.key.path, showing_only=True)
         return _get_children(node)
 
     def _flatten(self) -> tuple[list[Kept], bool]:

@@ -158,7 +158,20 @@ class Snapshot(BaseModel):
     app_name: str
     bus_name: str = Field(exclude=True)
     created_at: datetime
-    fetch_ms: float = Field(description="Wall time spent fetching the tree")
+    fetch_ms: float = Field(description="Wall time spent reading the tree (from the live mirror or the app)")
+    source: Literal["mirror", "fetch"] = Field(
+        "fetch",
+        description="mirror: the live mirror, synced with the app just now and corrected from its "
+        "AT-SPI events; fetch: the whole tree was fetched from the app for this snapshot",
+    )
+    tree_age_ms: float = Field(
+        0.0, description="How long ago the bulk fetch this tree descends from started"
+    )
+    newest_event_age_ms: float | None = Field(
+        None,
+        description="How old the newest AT-SPI event of the app that this tree reflects is; None "
+        "when the app sent none since the tree was fetched",
+    )
     truncated: bool = Field(description="True when max_depth or max_elements cut the tree short")
     query: ElementQuery | None = Field(default=None, description="Set when elements lists only the matches")
     elements: list[Element]

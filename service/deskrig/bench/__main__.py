@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture, images, orchestrator, recording, reliability
+from deskrig.bench import actions, capture, images, orchestrator, recording, reliability, stdio, sway
 
 SUITES = {
     "capture": capture.run,
@@ -18,6 +18,8 @@ SUITES = {
     "recording": recording.run,
     "images": images.run,
     "orchestrator": orchestrator.run,
+    "stdio": stdio.run,
+    "sway": sway.run,
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 
+from deskrig.bench.over_http import over_http, over_http_bare
 from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
@@ -52,7 +53,7 @@ PYATSPI_WALK = textwrap.dedent(
 )
 
 
-async def _call(server: DeskrigServer, tool: str, arguments: dict[str, Any]) -> Any:
+async def call_tool(server: DeskrigServer, tool: str, arguments: dict[str, Any]) -> Any:
     spec = server.tools[tool]
     result = await server.call(spec, arguments, CallInfo(ClientRef("bench")))
     assert not result.is_error, result.structured_content
@@ -84,12 +85,44 @@ def _widget_factory(runs: int) -> list[Row]:
             )
 
             async def run() -> Timing:
-                state = await _call(server, "get_app_state", {"pid": pid})
-                name = f"get_app_state ({state['element_count']} elements)"
-                return await measure_async(name, lambda: _call(server, "get_app_state", {"pid": pid}), runs)
+                state = await call_tool(server, "get_app_state", {"pid": pid})
+                name = f"get_app_state, in process ({state['element_count']} elements, live mirror)"
+                return await measure_async(
+                    name, lambda: call_tool(server, "get_app_state", {"pid": pid}), runs
+                )
+
+            async def fetched() -> Timing:
+                name = "get_app_state, in process, refresh=true (bulk fetch)"
+                arguments = {"pid": pid, "refresh": True}
+                return await measure_async(name, lambda: call_tool(server, "get_app_state", arguments), runs)
 
             ours = anyio.run(run)
-    return [Row(peer), Row(ours, peer, 10.0)]
+            whole = anyio.run(fetched)
+            over_mcp = over_http(
+                server, "get_app_state", {"pid": pid}, "get_app_state over MCP/HTTP (live mirror)", runs
+            )
+            floor = over_http(
+                server, "get_screen_size", {}, "per-call floor: get_screen_size over MCP/HTTP", runs
+            )
+            bare = over_http_bare(
+                server,
+                "get_app_state",
+                {"pid": pid},
+                "get_app_state over MCP/HTTP, bare JSON-RPC client",
+                runs,
+            )
+            bare_floor = over_http_bare(
+                server, "get_screen_size", {}, "per-call floor: get_screen_size, bare JSON-RPC client", runs
+            )
+    return [
+        Row(peer),
+        Row(ours, peer, 20.0),
+        Row(whole, peer),
+        Row(over_mcp, peer, 20.0),
+        Row(floor),
+        Row(bare, peer, 20.0),
+        Row(bare_floor),
+    ]
 
 
 def _input(runs: int) -> list[Row]:
@@ -120,11 +153,11 @@ def _input(runs: int) -> list[Row]:
             async def run() -> tuple[Timing, Timing]:
                 args = {"x": x, "y": y, "include_screenshot": True}
                 click = await measure_async(
-                    "click + after-screenshot", lambda: _call(server, "click", args), runs
+                    "click + after-screenshot", lambda: call_tool(server, "click", args), runs
                 )
                 typing = await measure_async(
                     "type_text, 100 chars",
-                    lambda: _call(server, "type_text", {"text": TEXT_100}),
+                    lambda: call_tool(server, "type_text", {"text": TEXT_100}),
                     max(3, runs // 5),
                 )
                 return click, typing

@@ -28,13 +28,14 @@ import anyio
 from deskrig.bench.stats import Timing
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
+from deskrig.desktop.x11 import x11grab_video
 from deskrig.identity import ClientRef
 from deskrig.model import ActionTarget, Point
 from deskrig.recording.moments import grab_image
 from deskrig.recording.registry import registry_of
 from deskrig.recording.session import Recording
 from deskrig.recording.turns import Moment, TurnImage, TurnRecord, TurnTree, captured
-from deskrig.recording.video import VideoRecorder
+from deskrig.recording.video import FRAME_RATE, VideoRecorder
 from deskrig.rig import Rig, RigOptions
 from deskrig.serving import build_server
 from deskrig.tools import CallInfo
@@ -80,7 +81,6 @@ def _latency(runs: int) -> list[tuple[Timing, Timing | None]]:
             desktop,
             load_settings(env={}),
             session_bus=rig.env["DBUS_SESSION_BUS_ADDRESS"],
-            display=rig.display,
         )
         registry = registry_of(server.services)
         window = next(w for w in desktop.windows() if w.pid == rig.status().app_pid)
@@ -154,7 +154,7 @@ def _ffmpeg_cpu(app: list[str], seconds: float) -> float:
     """ffmpeg's CPU use while recording ``app``'s screen, in % of one core."""
     with Rig(RigOptions(size=SIZE, app=app, a11y=False)) as rig, tempfile.TemporaryDirectory() as tmp:
         width, height = (int(n) for n in SIZE.split("x"))
-        video = VideoRecorder(rig.display, width, height, Path(tmp) / "recording.mp4")
+        video = VideoRecorder(x11grab_video(rig.display, width, height, FRAME_RATE), Path(tmp) / "recording.mp4")
         video.start()
         try:
             assert video.pid is not None

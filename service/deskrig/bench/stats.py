@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import resource
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Timing:
     name: str
     samples_ms: list[float]
+    #: CPU time per sample, this process's and its waited-for children's (where measured).
+    cpu_samples_ms: list[float] = field(default_factory=list)
+
+    def cpu(self) -> Timing:
+        """The CPU samples as a timing of their own."""
+        return Timing(f"{self.name}, CPU", self.cpu_samples_ms)
 
     @property
     def p50(self) -> float:
@@ -52,6 +59,41 @@ async def measure_async(name: str, fn: Callable[[], Awaitable[object]], runs: in
         await fn()
         samples.append((time.perf_counter() - started) * 1000)
     return Timing(name, samples)
+
+
+def awaitable(fn: Callable[[], object]) -> Callable[[], Awaitable[None]]:
+    """``fn`` as a coroutine function, to be timed beside async cases (it blocks the loop)."""
+
+    async def call() -> None:
+        fn()
+
+    return call
+
+
+async def measure_interleaved(
+    cases: Sequence[tuple[str, Callable[[], Awaitable[object]]]], runs: int, warmup: int = 2
+) -> list[Timing]:
+    """Each case once per round, in turn. On a shared machine whose load comes and goes, every case
+    then meets the same load, so the ratios between them hold when the absolute times do not."""
+    for _ in range(warmup):
+        for _name, fn in cases:
+            await fn()
+    samples: list[list[float]] = [[] for _ in cases]
+    cpu: list[list[float]] = [[] for _ in cases]
+    for _ in range(runs):
+        for (_name, fn), taken, spent in zip(cases, samples, cpu, strict=True):
+            started, cpu_started = time.perf_counter(), _cpu_s()
+            await fn()
+            taken.append((time.perf_counter() - started) * 1000)
+            spent.append((_cpu_s() - cpu_started) * 1000)
+    return [Timing(name, taken, spent) for (name, _fn), taken, spent in zip(cases, samples, cpu, strict=True)]
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process (all its threads) and of its children that have been waited for:
+    a spawned peer's work counts as the in-process work does, and neither depends on the load."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,30 @@
-"""Pick a desktop backend at run time; other platforms' libraries are never imported."""
+"""Pick a desktop backend at run time; other platforms' libraries are never imported.
+
+:func:`choose_backend` is light: ``deskrig serve --stdio`` calls it before answering ``initialize``,
+so the facade (and Pillow with it) is imported on first use of ``Desktop`` or ``DesktopBackend``.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from deskrig.desktop.base import Desktop, DesktopBackend
 from deskrig.errors import DeskrigError, ErrorCode
 
+if TYPE_CHECKING:
+    from deskrig.desktop.base import Desktop, DesktopBackend
+
 __all__ = ["Desktop", "DesktopBackend", "choose_backend", "open_desktop"]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("Desktop", "DesktopBackend"):
+        from deskrig.desktop import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None, display: str | None = None) -> str:
@@ -41,6 +56,8 @@ def open_desktop(
 ) -> Desktop:
     """Open the desktop named by ``display`` or, for sway, by ``env`` (default: the environment's)
     with ``backend``."""
+    from deskrig.desktop.base import Desktop
+
     name = choose_backend(backend, env=env, display=display)
     if name == "x11":
         from deskrig.desktop.x11 import X11Backend

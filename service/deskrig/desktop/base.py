@@ -11,14 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
 from PIL import Image
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, TypeReport, WindowInfo
+from deskrig.grabs import Grab
+from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, Point, TypeReport, WindowInfo
 
 T = TypeVar("T")
 
@@ -84,6 +85,43 @@ class InputDevice(Protocol):
     def close(self) -> None: ...
 
 
+# ---- screen video ----------------------------------------------------------------------------
+
+
+def even(value: int) -> int:
+    """H.264 in yuv420p wants even dimensions: round down."""
+    return value - value % 2
+
+
+@dataclass(frozen=True)
+class VideoFeeder:
+    """A screen recorder whose stdout feeds ffmpeg, where ffmpeg cannot grab the screen itself."""
+
+    argv: tuple[str, ...]
+    #: Added to the recorder's environment (which compositor to reach).
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: The Debian package providing ``argv[0]``, for the remediation of a missing program.
+    package: str = ""
+
+
+@dataclass(frozen=True)
+class ScreenVideo:
+    """How a backend's screen becomes video: what ffmpeg reads (as ``ffmpeg.input(source, **options)``)
+    and, for a screen ffmpeg cannot grab, the program feeding it on its stdin (``source`` "pipe:0").
+
+    The recorder encodes either into the same fragmented mp4, so no recorder code knows the backend.
+    Frames are ``width`` x ``height``, both even.
+    """
+
+    #: What is recorded, for logs and errors: an X display (":1"), a sway output ("HEADLESS-1").
+    name: str
+    width: int
+    height: int
+    source: str
+    options: Mapping[str, object] = field(default_factory=dict)
+    feeder: VideoFeeder | None = None
+
+
 class DesktopBackend(ABC):
     """One platform's implementation. Methods block; the facade serialises them."""
 
@@ -114,6 +152,11 @@ class DesktopBackend(ABC):
     def capture(self, region: Bounds) -> Image.Image:
         """RGB pixels of ``region`` of the screen, exactly as shown (covered parts included)."""
 
+    def grab(self, region: Bounds) -> Grab:
+        """:meth:`capture` as a frame, in the layout the platform hands pixels over; a backend
+        whose grabs come as BGRX rows overrides this, so encoders skip the RGB conversion."""
+        return Grab.of(self.capture(region))
+
     @abstractmethod
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
         """RGB pixels of one window's own contents, correct even where other windows cover it.
@@ -130,6 +173,16 @@ class DesktopBackend(ABC):
         """Raise and focus a window (un-minimising it); WINDOW_NOT_FOUND for an unknown id."""
 
     @abstractmethod
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        """The windows of ``pid`` whose toolkit reports accessibility positions from somewhere
+        other than the screen's origin, each with that point, in screen pixels.
+
+        Adding it to an element's AT-SPI extents gives screen coordinates. None on X11, where
+        toolkits know where their windows are (so are Xwayland's clients); a native Wayland
+        client reports positions relative to its window, whose content origin is its point.
+        """
+
+    @abstractmethod
     def damage_serial(self) -> int:
         """A counter that changes whenever anything on screen may have changed.
 
@@ -140,6 +193,14 @@ class DesktopBackend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections. Called once, by the facade."""
+
+    @abstractmethod
+    def screen_video(self, frame_rate: int) -> ScreenVideo:
+        """How to record the whole screen as video at ``frame_rate`` (where the source takes a rate).
+
+        Raises DeskrigError(RECORDING_ERROR) saying why when this desktop cannot be recorded; the
+        recording then goes on without video and its state says so.
+        """
 
 
 class Desktop:
@@ -180,8 +241,14 @@ class Desktop:
     def windows(self) -> list[WindowInfo]:
         return self._call(self._backend.windows)
 
+    def screen_video(self, frame_rate: int) -> ScreenVideo:
+        return self._call(lambda: self._backend.screen_video(frame_rate))
+
     def capture(self, region: Bounds) -> Image.Image:
         return self._call(lambda: self._backend.capture(region))
+
+    def grab(self, region: Bounds) -> Grab:
+        return self._call(lambda: self._backend.grab(region))
 
     def capture_window(self, window_id: int, include_frame: bool = False) -> Image.Image:
         return self._call(lambda: self._backend.capture_window(window_id, include_frame))
@@ -194,6 +261,9 @@ class Desktop:
 
     def activate_window(self, window_id: int) -> None:
         self._call(lambda: self._backend.activate_window(window_id))
+
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        return self._call(lambda: self._backend.a11y_origins(pid))
 
     def with_input(
         self, fn: Callable[[InputDevice], T], job: InputJob | None = None, timeout: float | None = None

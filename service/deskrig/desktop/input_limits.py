@@ -3,9 +3,11 @@ text, and the INVALID_ARGUMENT they raise, so X11 and Sway refuse the same input
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Literal
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds
 
 ButtonName = Literal["left", "right", "middle"]
 ScrollDirection = Literal["up", "down", "left", "right"]
@@ -57,8 +59,34 @@ def check_scroll(direction: object, amount: object, x: object, y: object) -> Scr
 
 
 def check_text(text: object, delay_ms: object) -> str:
-    """The text of a valid type_text call (which characters a backend can type is its own check)."""
+    """The text of a valid type_text call: no control character other than newline, carriage
+    return and tab (which type Return and Tab), no lone surrogate; no key types those."""
     if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
         raise invalid(f"text must be a string of at most {MAX_TEXT_LENGTH} characters")
     check_range("delay_ms", delay_ms, 0, MAX_KEY_DELAY_MS)
+    bad = [
+        {"index": index, "codepoint": f"U+{ord(ch):04X}"}
+        for index, ch in enumerate(text)
+        if ch not in "\n\r\t" and unicodedata.category(ch) in ("Cc", "Cs")
+    ]
+    if bad:
+        raise invalid("text contains characters no key types", characters=bad[:20])
     return text
+
+
+def check_point(x: object, y: object, screen: Bounds) -> tuple[int, int]:
+    """(x, y) when it is a point on ``screen`` (the union of the displays' bounds)."""
+    if (
+        isinstance(x, bool)
+        or isinstance(y, bool)
+        or not isinstance(x, int)
+        or not isinstance(y, int)
+        or not screen.contains(x, y)
+    ):
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"point ({x}, {y}) is not on the {screen.width}x{screen.height} screen",
+            details={"x": x, "y": y, "screen": {"width": screen.width, "height": screen.height}},
+            remediation="Use coordinates inside the screen (see get_screen_size).",
+        )
+    return x, y

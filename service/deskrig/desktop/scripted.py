@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from PIL import Image
 
-from deskrig.desktop.base import Desktop, DesktopBackend
+from deskrig.desktop.base import Desktop, DesktopBackend, ScreenVideo
 from deskrig.desktop.scripted_input import InputEvent, ScriptedInput
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import (
@@ -35,6 +35,7 @@ from deskrig.model import (
     Bounds,
     CursorPosition,
     DisplayInfo,
+    Point,
     WindowInfo,
 )
 
@@ -78,6 +79,9 @@ class ScriptedWindow:
     pixels: Image.Image
     frame: Insets = field(default_factory=Insets)
     minimized: bool = False
+    #: Whether its toolkit reports accessibility positions relative to the window, as native
+    #: Wayland clients do, rather than to the screen.
+    a11y_window_relative: bool = False
     #: Everything typed into the window while it had the focus (Return is "\n", BackSpace deletes).
     text: str = ""
 
@@ -153,8 +157,11 @@ class ScriptedDesktop:
         pid: int | None = None,
         pixels: Image.Image | None = None,
         focus: bool = True,
+        a11y_window_relative: bool = False,
     ) -> ScriptedWindow:
-        """Map a new window on top, filled with ``color`` (or showing ``pixels``); focused unless not ``focus``."""
+        """Map a new window on top, filled with ``color`` (or showing ``pixels``); focused unless not
+        ``focus``. ``a11y_window_relative``: its toolkit reports accessibility positions relative to
+        the window (native Wayland), see :meth:`ScriptedBackend.a11y_origins`."""
         with self._lock:
             window = ScriptedWindow(
                 id=next(self._ids),
@@ -166,6 +173,7 @@ class ScriptedDesktop:
                 if pixels is not None
                 else Image.new("RGB", (bounds.width, bounds.height), color),
                 frame=self._frame,
+                a11y_window_relative=a11y_window_relative,
             )
             self._stack.insert(0, window)
             if focus:
@@ -379,8 +387,22 @@ class ScriptedBackend(DesktopBackend):
     def activate_window(self, window_id: int) -> None:
         self.world.activate(window_id)
 
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        return [
+            (w, Point(x=w.bounds.x, y=w.bounds.y))
+            for w in self.world.windows()
+            if w.pid == pid and self.world.window(w.id).a11y_window_relative
+        ]
+
     def damage_serial(self) -> int:
         return self.world.damage_serial()
+
+    def screen_video(self, frame_rate: int) -> ScreenVideo:
+        raise DeskrigError(
+            ErrorCode.RECORDING_ERROR,
+            "the scripted desktop has no screen to record video from",
+            remediation="Record video on a real display (x11 or sway); turns are recorded without it.",
+        )
 
     def close(self) -> None:
         self.closed = True

@@ -5,7 +5,6 @@ desktop (:class:`deskrig.desktop.scripted.ScriptedDesktop`), which logs it and a
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -19,10 +18,10 @@ from deskrig.desktop.input_limits import (
     ButtonName,
     ScrollDirection,
     check_button,
+    check_point,
     check_range,
     check_scroll,
     check_text,
-    invalid,
 )
 from deskrig.desktop.keys import MODIFIER_KEYS, parse_combo, parse_hotkey, parse_modifier
 from deskrig.errors import DeskrigError, ErrorCode
@@ -81,21 +80,7 @@ class ScriptedInput:
         return self.world
 
     def _check_point(self, x: object, y: object) -> tuple[int, int]:
-        screen = self.world.screen_bounds()
-        if (
-            isinstance(x, bool)
-            or isinstance(y, bool)
-            or not isinstance(x, int)
-            or not isinstance(y, int)
-            or not screen.contains(x, y)
-        ):
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"point ({x}, {y}) is not on the {screen.width}x{screen.height} screen",
-                details={"x": x, "y": y, "screen": {"width": screen.width, "height": screen.height}},
-                remediation="Use coordinates inside the screen (see get_screen_size).",
-            )
-        return x, y
+        return check_point(x, y, self.world.screen_bounds())
 
     def move(self, x: int, y: int) -> None:
         world = self._open()
@@ -153,13 +138,6 @@ class ScriptedInput:
 
         The report says ``xtest``: the fake stands in for synthetic key events."""
         check_text(text, delay_ms)
-        bad = [
-            {"index": index, "codepoint": f"U+{ord(ch):04X}"}
-            for index, ch in enumerate(text)
-            if ch not in "\n\r\t" and unicodedata.category(ch) in ("Cc", "Cs")
-        ]
-        if bad:
-            raise invalid("text contains characters no key types", characters=bad[:20])
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         world = self._open()
         for start in range(0, len(text), TYPE_CHUNK):

@@ -26,10 +26,10 @@ from typing import Any
 from i3ipc import Connection
 from PIL import Image
 
-from deskrig.desktop.base import DesktopBackend
+from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, even
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,12 @@ def _bounds(rect: dict[str, int]) -> Bounds:
     return Bounds(x=rect["x"], y=rect["y"], width=rect["width"], height=rect["height"])
 
 
+def _window_not_found(window_id: int) -> DeskrigError:
+    return DeskrigError(
+        ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
+    )
+
+
 def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str, Any], str]]:
     """Every view (a container holding a window) under ``node``, with its workspace's name,
     children visited in the parent's focus order so the walk yields most recently focused first."""
@@ -94,6 +100,21 @@ def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str
         yield node, workspace
     for cid in order:
         yield from _views(children[cid], workspace)
+
+
+def view_at(tree: dict[str, Any], x: int, y: int) -> dict[str, Any] | None:
+    """The view shown at layout point (x, y): on an output's current workspace, floating views
+    (which sway draws above the tiled ones) first."""
+    for output in tree.get("nodes", []):
+        for workspace in output.get("nodes", []):
+            if workspace.get("name") != output.get("current_workspace"):
+                continue
+            floating = [v for node in workspace.get("floating_nodes", []) for v, _ in _views(node)]
+            tiled = [v for node in workspace.get("nodes", []) for v, _ in _views(node)]
+            for view in [*floating, *tiled]:
+                if _bounds(view["rect"]).contains(x, y):
+                    return view
+    return None
 
 
 def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowInfo:
@@ -112,6 +133,31 @@ def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowIn
         minimized=workspace == SCRATCHPAD,
         focused=bool(view.get("focused")),
         z_order=z_order,
+    )
+
+
+def wf_recorder_video(wayland: str, output: DisplayInfo) -> ScreenVideo:
+    """wf-recorder copies ``output`` (wlr-screencopy) as raw frames in NUT on its stdout, for ffmpeg
+    to encode as it encodes X11's grabs.
+
+    ``-D``: a frame on every output refresh, not only on damage. With damage only, a still screen
+    gives no frames, so the video would end at the last change rather than at the stop, and
+    wf-recorder 0.3 would not even see its SIGINT until the screen next changes. No ``-g``: it
+    prints the region it selected on stdout, into the video; an odd-sized output is cropped by the
+    recorder instead. Run with cwd "/", where no file named ``pipe:1`` makes it ask on stdout
+    whether to overwrite it.
+    """
+    return ScreenVideo(
+        name=output.name,
+        width=even(output.bounds.width),
+        height=even(output.bounds.height),
+        source="pipe:0",
+        options={"f": "nut"},
+        feeder=VideoFeeder(
+            argv=("wf-recorder", "-D", "-c", "rawvideo", "-m", "nut", "-o", output.name, "-f", "pipe:1"),
+            env={"WAYLAND_DISPLAY": wayland},
+            package="wf-recorder",
+        ),
     )
 
 
@@ -179,14 +225,20 @@ class SwayBackend(DesktopBackend):
             )
         visible = region.intersection(screen)
         assert visible is not None
+        parts = [(d, part) for d in displays if (part := visible.intersection(d.bounds)) is not None]
+        if len(parts) == 1 and parts[0][1] == visible:
+            # One output holds the whole region (always, with one output): its copy is the image,
+            # with no canvas to allocate and paste it onto.
+            return self._capture_part(*parts[0])
         image = Image.new("RGB", (visible.width, visible.height))
-        for display in displays:
-            part = visible.intersection(display.bounds)
-            if part is None:
-                continue
-            local = part.model_copy(update={"x": part.x - display.bounds.x, "y": part.y - display.bounds.y})
-            image.paste(self._wayland.capture(display.name, local), (part.x - visible.x, part.y - visible.y))
+        for display, part in parts:
+            image.paste(self._capture_part(display, part), (part.x - visible.x, part.y - visible.y))
         return image
+
+    def _capture_part(self, display: DisplayInfo, part: Bounds) -> Image.Image:
+        """``part`` (layout coordinates, inside ``display``) copied from that output."""
+        local = part.model_copy(update={"x": part.x - display.bounds.x, "y": part.y - display.bounds.y})
+        return self._wayland.capture(display.name, local)
 
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
         window = self._window(window_id)
@@ -218,8 +270,29 @@ class SwayBackend(DesktopBackend):
                 details={"window_id": window_id},
             )
 
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        # Xwayland clients see an X screen laid out like sway's outputs, so their "screen"
+        # coordinates are already layout coordinates; native Wayland clients are never told where
+        # their surface is and report positions relative to it (GTK: its content area).
+        with self._translated("cannot list windows"):
+            tree = self._ipc.get_tree().ipc_data
+        native = [
+            _window_info(view, ws, z)
+            for z, (view, ws) in enumerate(_views(tree))
+            if view.get("pid") == pid and view.get("shell") != "xwayland"
+        ]
+        return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in native]
+
     def damage_serial(self) -> int:
         return next(self._serial)
+
+    def screen_video(self, frame_rate: int) -> ScreenVideo:
+        # wf-recorder 0.3 records one output at the compositor's rate: the primary one, which in a
+        # rig (one headless output) is the whole screen.
+        displays = self.displays()
+        if not displays:
+            raise BackendError(ErrorCode.DISPLAY_NOT_FOUND, "sway has no active output")
+        return wf_recorder_video(self._sockets.wayland, displays[0])
 
     def close(self) -> None:
         try:
@@ -232,9 +305,7 @@ class SwayBackend(DesktopBackend):
     def _window(self, window_id: int) -> WindowInfo:
         window = next((w for w in self.windows() if w.id == window_id), None)
         if window is None:
-            raise DeskrigError(
-                ErrorCode.WINDOW_NOT_FOUND, f"no window with id {window_id}", details={"window_id": window_id}
-            )
+            raise _window_not_found(window_id)
         return window
 
     @contextmanager

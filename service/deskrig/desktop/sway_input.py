@@ -33,13 +33,13 @@ from deskrig.desktop.input_limits import (
     ButtonName,
     ScrollDirection,
     check_button,
+    check_point,
     check_range,
     check_scroll,
     check_text,
-    invalid,
 )
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
-from deskrig.desktop.sway import PointerState, SwaySockets
+from deskrig.desktop.sway import PointerState, SwaySockets, view_at
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic, TypeReport
@@ -64,6 +64,21 @@ _MODIFIER_MASKS = {
 #: xkb keycodes run from 8; X11 clients (Xwayland) cannot see keycodes above 255.
 _FIRST_KEYCODE, _LAST_KEYCODE = 8, 255
 _TEXT_KEYS = {"\n": "Return", "\r": "Return", "\t": "Tab"}
+#: How long an X client under Xwayland is given to take the focus sway moved to it.
+XWAYLAND_FOCUS_SETTLE_S = 0.2
+
+
+def _with_shift_level(symbol: str) -> str:
+    """A key's symbols: its own, and what Shift makes of it where X11's US layout has a second
+    level (``shift+Tab`` is ISO_Left_Tab, ``shift+a`` is A), so chords read the same as on X11."""
+    if symbol == "Tab":
+        return "Tab, ISO_Left_Tab"
+    if symbol.startswith("U") and len(symbol) > 1:
+        char = chr(int(symbol[1:], 16))
+        upper = char.upper()
+        if len(upper) == 1 and upper != char:
+            return f"{symbol}, {xkb_symbol(upper)}"
+    return symbol
 
 
 def xkb_symbol(key: str) -> str:
@@ -91,7 +106,9 @@ class _Keymap:
 
     def text(self) -> str:
         codes = "\n".join(f"<K{i}> = {i + _FIRST_KEYCODE};" for i in range(1, len(self.symbols) + 1))
-        keys = "\n".join(f"key <K{i}> {{ [ {s} ] }};" for i, s in enumerate(self.symbols, start=1))
+        keys = "\n".join(
+            f"key <K{i}> {{ [ {_with_shift_level(s)} ] }};" for i, s in enumerate(self.symbols, start=1)
+        )
         return (
             "xkb_keymap {\n"
             f'xkb_keycodes "deskrig" {{ minimum = {_FIRST_KEYCODE}; maximum = {_LAST_KEYCODE};\n{codes}\n}};\n'
@@ -164,27 +181,37 @@ class SwayInput:
         )
 
     def _check_point(self, x: object, y: object) -> tuple[int, int]:
-        layout = self._layout()
-        if (
-            isinstance(x, bool)
-            or isinstance(y, bool)
-            or not isinstance(x, int)
-            or not isinstance(y, int)
-            or not layout.contains(x, y)
-        ):
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"point ({x}, {y}) is not on the {layout.width}x{layout.height} screen",
-                details={"x": x, "y": y, "screen": {"width": layout.width, "height": layout.height}},
-                remediation="Use coordinates inside the screen (see get_screen_size).",
-            )
-        return x, y
+        return check_point(x, y, self._layout())
 
     def _motion(self, x: int, y: int) -> None:
         layout = self._layout()
         self._pointer.motion_absolute(self._now(), x - layout.x, y - layout.y, layout.width, layout.height)
         self._pointer.frame()
         self._pointer_state.x, self._pointer_state.y = x, y
+
+    def _point_at(self, x: int, y: int) -> None:
+        """Put the pointer on (x, y) and focus the window there, ready for a button press.
+
+        The pointer arrives from the neighbouring pixel: Xwayland tells an X client the pointer
+        entered its window only when it moves inside it, so a pointer that left an X window and
+        comes back to the very point it left gets no Enter, and the click after it is lost.
+        """
+        self._motion(x + (1 if x == self._layout().x else -1), y)
+        self._focus_under(x, y)
+        self._motion(x, y)
+
+    def _focus_under(self, x: int, y: int) -> None:
+        """Focus the window at (x, y) before a button goes down there, as a click-to-focus window
+        manager does. sway would focus it on the press itself, but an X client under Xwayland
+        takes the X focus only after sway's X window manager offers it (WM_TAKE_FOCUS), and a
+        click that lands first is undone by it (Tk moves its focus back to the widget it had).
+        Nothing tells a Wayland client when the X client has taken the focus, hence the pause."""
+        view = view_at(self._ipc.get_tree().ipc_data, x, y)
+        if view is None or view.get("focused"):
+            return
+        self._ipc.command(f"[con_id={view['id']}] focus")
+        if view.get("shell") == "xwayland":
+            time.sleep(XWAYLAND_FOCUS_SETTLE_S)
 
     def _button(self, code: int, state: int) -> None:
         self._pointer.button(self._now(), code, state)
@@ -242,7 +269,7 @@ class SwayInput:
         check_range("count", count, 1, MAX_CLICKS)
         held = [parse_modifier(m) for m in modifiers]
         with self._delivering("click"):
-            self._motion(*self._check_point(x, y))
+            self._point_at(*self._check_point(x, y))
             with self._holding(held):
                 for click in range(count):
                     if click:
@@ -266,7 +293,7 @@ class SwayInput:
         with self._delivering("drag"):
             x0, y0 = self._check_point(*from_xy)
             x1, y1 = self._check_point(*to_xy)
-            self._motion(x0, y0)
+            self._point_at(x0, y0)
             self._button(code, _PRESSED)
             try:
                 for step in range(1, steps + 1):
@@ -313,8 +340,6 @@ class SwayInput:
         ends the typing after the chunk it was stopped in (CANCELLED, counting what was typed).
         """
         check_text(text, delay_ms)
-        if bad := [ch for ch in dict.fromkeys(text) if ch not in _TEXT_KEYS and not ch.isprintable()]:
-            raise invalid("text contains characters no key types", characters=bad[:20])
         keys = [_TEXT_KEYS.get(ch, ch) for ch in text.replace("\r\n", "\n")]
         job = job or InputJob()
         with self._delivering("type_text"):

@@ -14,7 +14,7 @@ import mmap
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from PIL import Image
 from pywayland.client.display import Display
@@ -128,6 +128,13 @@ class WaylandConnection:
         if self._display.roundtrip() < 0:
             raise display_not_found("lost the connection", self.socket)
 
+    def _dispatch(self) -> None:
+        """Send what is queued, then wait for and handle the compositor's next events."""
+        try:
+            self._display.dispatch(block=True)
+        except RuntimeError as exc:  # pywayland's report of wl_display_dispatch's -1
+            raise display_not_found("lost the connection", self.socket) from exc
+
     def virtual_pointer_manager(self) -> Any:
         return self.bind(ZwlrVirtualPointerManagerV1)
 
@@ -158,11 +165,14 @@ class WaylandConnection:
         frame.dispatcher["ready"] = lambda _f, *_time: setattr(state, "done", True)
         frame.dispatcher["failed"] = lambda _f: setattr(state, "failed", True)
         try:
+            # Block on the socket for the compositor's events rather than poll it with round
+            # trips: the copy waits for sway's next frame (up to a refresh interval), and polling
+            # spent that wait on the CPU the encoder needs.
             while not (state.done or state.failed):
                 if state.shape is not None and not state.copied:
                     frame.copy(self._buffer_for(state.shape).buffer)
                     state.copied = True
-                self.roundtrip()
+                self._dispatch()
         finally:
             frame.destroy()
         if state.failed or state.shape is None or self._buffer is None:
@@ -195,7 +205,11 @@ class WaylandConnection:
     @staticmethod
     def _image(buffer: _ShmBuffer, flags: int) -> Image.Image:
         fmt, width, height, stride = buffer.shape
-        image = Image.frombuffer("RGB", (width, height), bytes(buffer.memory), "raw", _SHM_FORMATS[fmt], stride, 1)
+        # Decoded straight from the shared memory (Pillow reads any buffer; its stubs name only
+        # bytes): unpacking BGRX/BGRA to RGB is the one copy, so the image owns its pixels and
+        # the buffer is free for the next capture.
+        pixels = cast(bytes, buffer.memory)
+        image = Image.frombuffer("RGB", (width, height), pixels, "raw", _SHM_FORMATS[fmt], stride, 1)
         if flags & _Y_INVERT:
             image = image.transpose(Image.Transpose.FLIP_TOP_BOTTOM)
         return image

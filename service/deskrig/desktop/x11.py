@@ -37,11 +37,12 @@ from Xlib.ext import composite
 from Xlib.protocol import event
 from Xlib.xobject.drawable import Window
 
-from deskrig.desktop.base import DesktopBackend
+from deskrig import grabs
+from deskrig.desktop.base import DesktopBackend, ScreenVideo, even
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
-from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, WindowInfo
+from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,18 @@ RANDR_MONITORS = (1, 5)
 
 #: X resource ids are 29-bit numbers; anything else cannot name a window.
 MAX_XID = (1 << 29) - 1
+
+
+def x11grab_video(display: str, width: int, height: int, frame_rate: int) -> ScreenVideo:
+    """ffmpeg grabs the X display itself (``x11grab``), pointer drawn in."""
+    size = (even(width), even(height))
+    return ScreenVideo(
+        name=display,
+        width=size[0],
+        height=size[1],
+        source=display,
+        options={"f": "x11grab", "framerate": frame_rate, "video_size": size, "draw_mouse": 1},
+    )
 
 
 class X11Backend(DesktopBackend):
@@ -117,6 +130,9 @@ class X11Backend(DesktopBackend):
             return self._windows.collect()
 
     def capture(self, region: Bounds) -> Image.Image:
+        return self.grab(region).image()
+
+    def grab(self, region: Bounds) -> grabs.Grab:
         with self._translated(ErrorCode.CAPTURE_FAILED, "screen capture failed"):
             visible = region.intersection(self._root_bounds())
             if visible is None:
@@ -165,12 +181,20 @@ class X11Backend(DesktopBackend):
                 window.set_input_focus(X.RevertToParent, X.CurrentTime)
             self._display.sync()
 
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        # X11 toolkits translate to root coordinates themselves (XTranslateCoordinates).
+        return []
+
     def damage_serial(self) -> int:
         if self._damage is None:
             self._fresh_serial += 1
             return self._fresh_serial
         with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "lost the DAMAGE connection"):
             return self._damage.serial()
+
+    def screen_video(self, frame_rate: int) -> ScreenVideo:
+        screen = self.screen_bounds()
+        return x11grab_video(self._display_name, screen.width, screen.height, frame_rate)
 
     def close(self) -> None:
         # Each connection is closed even if another one is already broken.
@@ -270,7 +294,7 @@ class X11Backend(DesktopBackend):
                     f"the window has no off-screen pixmap ({error})",
                     details={"window_id": window_id},
                 )
-            return xlib_get_image(pixmap, crop.x, crop.y, crop.width, crop.height)
+            return xlib_get_image(pixmap, crop.x, crop.y, crop.width, crop.height).image()
         finally:
             pixmap.free()
 

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable
 
 import mss
-from PIL import Image
 from PIL import _imaging as pillow_core  # block caching has no other Python API
 from Xlib import X
 from Xlib.display import Display
@@ -19,6 +18,7 @@ from Xlib.ext import damage
 
 from deskrig.desktop.x11_conn import close_display
 from deskrig.errors import BackendError, ErrorCode
+from deskrig.grabs import Grab
 from deskrig.model import Bounds
 
 log = logging.getLogger(__name__)
@@ -34,12 +34,7 @@ PILLOW_CACHED_BLOCKS = 4
 Note = Callable[[str, str], None]
 
 
-def bgrx_to_rgb(data: bytes | bytearray, width: int, height: int) -> Image.Image:
-    """An RGB image from 32-bit little-endian X pixels (B, G, R, padding/alpha)."""
-    return Image.frombuffer("RGB", (width, height), data, "raw", "BGRX", 0, 1)
-
-
-def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) -> Image.Image:
+def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) -> Grab:
     """XGetImage of a window or pixmap; ~10 ms for a 1280x800 screen, so only a fallback for screens."""
     reply = drawable.get_image(x, y, width, height, X.ZPixmap, ALL_PLANES)  # type: ignore[attr-defined]
     expected = width * height * 4
@@ -49,7 +44,7 @@ def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) ->
             ErrorCode.CAPTURE_FAILED,
             f"got {len(reply.data)} bytes for {width}x{height} pixels; only 24/32-bit screens are supported",
         )
-    return bgrx_to_rgb(reply.data[:expected], width, height)
+    return Grab.from_bgrx(reply.data[:expected], width, height)
 
 
 class ScreenGrabber:
@@ -78,7 +73,8 @@ class ScreenGrabber:
         self._capacity = geometry.width * geometry.height
         self._shm_checked = False
 
-    def grab(self, region: Bounds) -> Image.Image:
+    def grab(self, region: Bounds) -> Grab:
+        """``region``'s pixels as the X server keeps them (BGRX), in a buffer of their own."""
         if self._mss is None:
             return xlib_get_image(self._root, region.x, region.y, region.width, region.height)
         if region.width * region.height > self._capacity:
@@ -89,7 +85,8 @@ class ScreenGrabber:
         if not self._shm_checked:
             self._shm_checked = True
             self._report_shm_status()
-        return bgrx_to_rgb(shot.raw, shot.width, shot.height)
+        # mss copies the shared segment into a fresh bytearray: the frame's alone.
+        return Grab.from_bgrx(shot.raw, shot.width, shot.height)
 
     def _report_shm_status(self) -> None:
         """mss falls back to XGetImage by itself when MIT-SHM fails; make that visible."""

@@ -23,11 +23,10 @@ from deskrig.desktop.base import InputJob
 from deskrig.desktop.input_limits import (
     TYPE_CHUNK,
     check_text,
-    invalid,
 )
 from deskrig.desktop.keys import parse_combo, parse_hotkey
 from deskrig.desktop.x11_binding import MAPPING_GRACE_S, ClientSync, KeysymBindings
-from deskrig.desktop.x11_keymap import keysym_for_char, keysym_for_key, untypeable_chars
+from deskrig.desktop.x11_keymap import keysym_for_char, keysym_for_key
 from deskrig.desktop.x11_mapping_watch import MappingWatch
 from deskrig.desktop.x11_pace import AppPacer
 from deskrig.desktop.x11_pointer import X11Pointer
@@ -86,8 +85,6 @@ class X11Input(X11Pointer):
         typed in it.
         """
         check_text(text, delay_ms)
-        if bad := untypeable_chars(text):
-            raise invalid("text contains characters no key types", characters=bad[:20])
         text = text.replace("\r\n", "\n")
         keysyms = [keysym_for_char(ch) for ch in text]
         with self._delivering("type_text"):

@@ -8,7 +8,6 @@ further right (AltGr levels, other groups) is treated as missing and gets a spar
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -44,17 +43,6 @@ def keysym_for_char(ch: str) -> int:
     if 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF:
         return code
     return UNICODE_KEYSYM_OFFSET + code
-
-
-def untypeable_chars(text: str) -> list[dict[str, object]]:
-    """Characters no key can type: control characters other than newline/tab, lone surrogates."""
-    bad = []
-    for index, ch in enumerate(text):
-        if ch in _TEXT_CONTROLS:
-            continue
-        if unicodedata.category(ch) in ("Cc", "Cs"):
-            bad.append({"index": index, "codepoint": f"U+{ord(ch):04X}"})
-    return bad
 
 
 def keysym_for_key(name: str) -> int:

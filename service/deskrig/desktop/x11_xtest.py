@@ -15,10 +15,11 @@ from Xlib import error as xerror
 from Xlib.display import Display
 from Xlib.ext import xtest
 
+from deskrig.desktop.input_limits import check_point
 from deskrig.desktop.x11_conn import close_display
 from deskrig.desktop.x11_keymap import Keymap, keysym_for_key
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Diagnostic
+from deskrig.model import Bounds, Diagnostic
 
 #: The input backend's notes keep the logger name they had before pointer and keyboard were split.
 log = logging.getLogger("deskrig.desktop.x11_input")
@@ -84,20 +85,7 @@ class XTestConnection:
 
     def _check_point(self, x: object, y: object) -> tuple[int, int]:
         width, height = self._screen_size()
-        if (
-            isinstance(x, bool)
-            or isinstance(y, bool)
-            or not isinstance(x, int)
-            or not isinstance(y, int)
-            or not (0 <= x < width and 0 <= y < height)
-        ):
-            raise DeskrigError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"point ({x}, {y}) is not on the {width}x{height} screen",
-                details={"x": x, "y": y, "screen": {"width": width, "height": height}},
-                remediation="Use coordinates inside the screen (see get_screen_size).",
-            )
-        return x, y
+        return check_point(x, y, Bounds(x=0, y=0, width=width, height=height))
 
     def _refresh_keymap(self) -> None:
         """Re-read the mapping if anyone changed it (we see MappingNotify like every client)."""

@@ -24,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
-from deskrig.error_responses import http_error
+from deskrig.error_responses import http_error, unexpected_error
 from deskrig.errors import DeskrigError, ErrorCode, invalid_argument
 from deskrig.guard import GuardMiddleware, host_patterns
 from deskrig.identity import DEFAULT_IDENTITY, TokenTable
@@ -76,6 +76,7 @@ def create_api(
     on_shutdown: Callable[[], None] = lambda: None,
 ) -> FastAPI:
     app = FastAPI(title="deskrig orchestrator", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_exception_handler(Exception, unexpected_error)
 
     @app.exception_handler(DeskrigError)
     async def deskrig_error(_: Request, exc: DeskrigError) -> JSONResponse:

@@ -39,9 +39,6 @@ class RigScript:
 
     ready_after: float = 0.0  # math.inf: it hangs, /readyz never says ready
     fail_to_start: str | None = None  # create() raises RIG_FAILED with this text
-    exit_after: float | None = None  # the app exits: the container stops with ``exit_code``
-    exit_code: int = 1
-    vanish_after: float | None = None  # removed from outside the orchestrator
     logs: tuple[str, ...] = ("rig: display up", "rig: app started")
     #: What ``/status`` reports as the last MCP activity, seconds after creation (None: none yet).
     active_at: float | None = None
@@ -57,17 +54,20 @@ class MemoryRig:
     token: str
     created: float = field(default_factory=time.monotonic)
     created_wall: float = field(default_factory=time.time)
+    #: Set by :meth:`MemoryRuntime.exit`: the app exited, the container stopped with this code.
+    exit_code: int | None = None
+    #: Set by :meth:`MemoryRuntime.vanish`: removed from outside the orchestrator.
+    vanished: bool = False
 
     def age(self) -> float:
         return time.monotonic() - self.created
 
     def status(self) -> ContainerState:
-        script = self.script
-        if script.vanish_after is not None and self.age() >= script.vanish_after:
+        if self.vanished:
             return ContainerState(running=False, detail="gone (removed from outside)")
-        if script.exit_after is not None and self.age() >= script.exit_after:
+        if self.exit_code is not None:
             return ContainerState(
-                running=False, detail=f"exited with code {script.exit_code}", exit_code=script.exit_code
+                running=False, detail=f"exited with code {self.exit_code}", exit_code=self.exit_code
             )
         return ContainerState(running=True, detail="running")
 
@@ -104,6 +104,19 @@ class MemoryRuntime:
         """Every call raises RUNTIME_UNAVAILABLE for ``seconds`` (a restarting engine)."""
         self._engine_down_until = time.monotonic() + seconds
 
+    def exit(self, session_id: str, code: int = 1) -> None:
+        """The rig of session ``session_id`` stops as when its app exits with ``code``. Crashes are
+        commands rather than timed script entries, so that a loaded machine cannot turn a crash
+        after start-up into a failure to start."""
+        self._rig_of(session_id).exit_code = code
+
+    def vanish(self, session_id: str) -> None:
+        """The rig of session ``session_id`` is removed from outside the orchestrator."""
+        self._rig_of(session_id).vanished = True
+
+    def _rig_of(self, session_id: str) -> MemoryRig:
+        return next(rig for rig in self.rigs.values() if rig.handle.labels.get(LABEL_SESSION) == session_id)
+
     def seed(self, labels: dict[str, str], script: RigScript | None = None, *, token: str = "") -> RigHandle:
         """A running rig created by someone else (another orchestrator, or by hand)."""
         return self._add(labels, script or self.default_script, token)
@@ -139,8 +152,8 @@ class MemoryRuntime:
         if rig is None:
             return ""
         lines = list(rig.script.logs)
-        if not rig.status().running and rig.script.exit_after is not None:
-            lines.append(f"rig: the app exited with code {rig.script.exit_code}")
+        if rig.exit_code is not None:
+            lines.append(f"rig: the app exited with code {rig.exit_code}")
         lines = lines if tail is None else lines[-tail:] if tail else []
         return "".join(line + "\n" for line in lines)
 

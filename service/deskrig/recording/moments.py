@@ -21,6 +21,7 @@ from deskrig.observation import Observation
 from deskrig.recording.turns import Moment, TurnImage, TurnTree, captured, unavailable
 
 _STATE_CLASSIFICATION = {
+    ErrorCode.SECURITY_ERROR: "privacy_suppressed",
     ErrorCode.A11Y_UNAVAILABLE: "a11y_unavailable",
     ErrorCode.APP_NOT_RUNNING: "app_not_running",
 }
@@ -69,7 +70,7 @@ async def read_tree(
     if a11y is None:
         return TurnTree(None, unavailable("a11y_unavailable", "this desktop has no accessibility bus"))
     try:
-        snapshot = await (await a11y.client()).snapshot(target.pid)
+        snapshot = await observation.app_tree(await a11y.client(), target.pid)
     except DeskrigError as exc:
         return TurnTree(None, unavailable(_STATE_CLASSIFICATION.get(exc.code, "capture_failed"), exc.message))
     data: dict[str, Any] = snapshot.model_dump(mode="json")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -35,12 +34,14 @@ import anyio
 
 from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
+from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.observation import Observer
 from deskrig.recording.moments import capture_moment
-from deskrig.recording.session import EndReason, Recording, RecordingState, VideoSource
+from deskrig.recording.session import EndReason, Recording, RecordingState
 from deskrig.recording.signing import TurnSigner
 from deskrig.recording.turns import Moment, TurnRecord
+from deskrig.recording.video import FRAME_RATE
 
 if TYPE_CHECKING:
     from deskrig.services import AnyTool, CallInfo, Services, ToolResult
@@ -78,15 +79,12 @@ class RecordingRegistry:
         observer: Observer,
         settings: Settings,
         session_bus: str | None = None,
-        display: str | None = None,
     ) -> None:
-        """``observer``: the desktop under the server's security policy; ``session_bus`` leads to
-        its accessibility bus; ``display`` is the X display ffmpeg grabs (default: $DISPLAY)."""
+        """``observer``: the desktop under the server's security policy (its ``screen_video`` is what
+        video records); ``session_bus`` leads to its accessibility bus."""
         self.observer = observer
         #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
-        self.a11y = A11yAccess(session_bus) if session_bus else None
-        #: The X display ffmpeg grabs (default: $DISPLAY).
-        self.display = display or os.environ.get("DISPLAY") or None
+        self.a11y = A11yAccess(session_bus, observer.desktop) if session_bus else None
         self.boot: Recording | None = None
         self._sessions: dict[str, Recording] = {}
         #: Monotonic time of each session recording's start or its owner's last action.
@@ -105,11 +103,8 @@ class RecordingRegistry:
 
     # ---- starting and stopping (blocking: call from a worker thread) ------------------------------
 
-    def _video_source(self) -> VideoSource | None:
-        if not self.display:
-            return None
-        screen = self.observer.desktop.screen_bounds()
-        return VideoSource(self.display, screen.width, screen.height)
+    def _screen_video(self) -> ScreenVideo:
+        return self.observer.desktop.screen_video(FRAME_RATE)
 
     def _check_free(self, output_dir: Path, replacing: Recording | None) -> None:
         with self._lock:
@@ -127,7 +122,7 @@ class RecordingRegistry:
     def start_boot(self, output_dir: Path, video: bool) -> RecordingState:
         """Record every client's actions to ``output_dir`` until :meth:`close`."""
         recording = Recording(output_dir, "boot")
-        recording.start(self._video_source(), video)
+        recording.start(self._screen_video if video else None)
         self.boot = recording
         return recording.state()
 
@@ -140,7 +135,7 @@ class RecordingRegistry:
             if previous is not None:
                 self._remember(client_id, previous.stop(), "restarted")
             recording = Recording(output_dir, "session", owner=client_id)
-            recording.start(self._video_source(), video)
+            recording.start(self._screen_video if video else None)
             with self._lock:
                 self._sessions[client_id] = recording
                 self._last_used[client_id] = time.monotonic()

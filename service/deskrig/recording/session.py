@@ -1,4 +1,4 @@
-"""One recording: an output folder, a turn writer thread, an optional ffmpeg, and the turn events.
+"""One recording: an output folder, a turn writer thread, optional video, and the turn events.
 
 Turns are handed over with :meth:`Recording.enqueue` (never blocks) and written in order by the
 recording's own thread, which numbers them. Restarting into a folder that already holds turns
@@ -17,12 +17,13 @@ import logging
 import os
 import queue
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, file_system_error
 from deskrig.model import FileEntry, TurnEvent
 from deskrig.recording.turns import (
@@ -66,15 +67,6 @@ class RecordingState(BaseModel):
     )
 
 
-@dataclass(frozen=True)
-class VideoSource:
-    """What ffmpeg grabs: an X display and its screen size."""
-
-    display: str
-    width: int
-    height: int
-
-
 def free_video_path(folder: Path) -> Path:
     path = folder / "recording.mp4"
     counter = 2
@@ -112,8 +104,9 @@ class Recording:
 
     # ---- life cycle (blocking) -------------------------------------------------------------------
 
-    def start(self, video: VideoSource | None = None, video_wanted: bool = False) -> None:
-        """Create the folder, start the writer and, if ``video_wanted``, ffmpeg.
+    def start(self, video: Callable[[], ScreenVideo] | None = None) -> None:
+        """Create the folder, start the writer and, given ``video`` (where the screen's video comes
+        from: the desktop's ``screen_video``), the video.
 
         A video failure does not fail the start: turns are recorded and ``last_error`` says why
         there is no video.
@@ -128,17 +121,14 @@ class Recording:
         self._writer = threading.Thread(target=self._write_turns, name="deskrig-turn-writer", daemon=True)
         self._writer.start()
         self.active = True
-        if video_wanted:
-            if video is None:
-                self._own_error = "no X display to record video from"
-            else:
-                self.video = VideoRecorder(
-                    video.display, video.width, video.height, free_video_path(self.output_dir)
-                )
-                try:
-                    self.video.start()
-                except DeskrigError as exc:
-                    log.warning("recording %s without video: %s", self.output_dir, exc.message)
+        if video is not None:
+            try:
+                self.video = VideoRecorder(video(), free_video_path(self.output_dir))
+                self.video.start()
+            except DeskrigError as exc:
+                if self.video is None:  # the desktop has no video to offer
+                    self._own_error = exc.message
+                log.warning("recording %s without video: %s", self.output_dir, exc.message)
         log.info("recording %s turns to %s from turn %d", self.scope, self.output_dir, self.first_turn)
 
     def enqueue(self, record: TurnRecord) -> None:
@@ -158,7 +148,7 @@ class Recording:
         return self.state()
 
     def finalize_video(self) -> FileEntry | None:
-        """Stop ffmpeg gracefully (idempotent) and announce the finished mp4."""
+        """Stop the video gracefully (idempotent) and announce the finished mp4."""
         video = self.video
         if video is None:
             return None

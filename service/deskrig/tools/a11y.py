@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import anyio
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -26,6 +28,11 @@ class GetAppStateInput(BaseModel):
     role: str | None = Field(None, description="Only elements with this role (substring, case-insensitive)")
     name: str | None = Field(None, description="Only elements with this name (substring, case-insensitive)")
     include_screenshot: bool = Field(False, description="Attach a screenshot of the app's window")
+    refresh: bool = Field(
+        False,
+        description="Fetch the whole tree from the app again instead of reading the live mirror "
+        "(the mirror is synced with the app on every read; this is for a toolkit that misses events)",
+    )
 
     @model_validator(mode="after")
     def _pid_or_window(self) -> GetAppStateInput:
@@ -43,6 +50,15 @@ class AppState(BaseModel):
     element_count: int
     truncated: bool
     fetch_ms: float
+    source: Literal["mirror", "fetch"] = Field(
+        description="mirror: read from the live mirror (synced with the app for this call and "
+        "corrected from its AT-SPI events); fetch: fetched whole from the app for this call"
+    )
+    tree_age_ms: float = Field(description="Age of the bulk fetch the tree descends from")
+    newest_event_age_ms: float | None = Field(
+        description="Age of the newest AT-SPI event of the app reflected in the tree; None when none "
+        "arrived since the bulk fetch"
+    )
     text: str = Field(description="Compact rendering: one line per element")
     elements: list[Element]
 
@@ -60,8 +76,9 @@ class SetValueInput(ActionOptions):
 async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInput) -> ToolResult:
     pid = args.pid
     window = None
+    observation = services.observer.observe()
     if args.window_id is not None:
-        windows = await anyio.to_thread.run_sync(services.desktop.windows)
+        windows = await anyio.to_thread.run_sync(lambda: observation.windows)
         window = resolve_window(windows, args.window_id, None)
         if window.pid is None:
             raise DeskrigError(
@@ -73,8 +90,13 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
     assert pid is not None
     client = await a11y_of(services).client()
     query = ElementQuery(role=args.role, name=args.name) if args.role or args.name else None
-    snapshot = await client.snapshot(
-        pid, max_depth=args.max_depth, max_elements=args.max_elements, query=query
+    snapshot = await observation.app_tree(
+        client,
+        pid,
+        max_depth=args.max_depth,
+        max_elements=args.max_elements,
+        query=query,
+        refresh=args.refresh,
     )
     state = AppState(
         snapshot_id=snapshot.snapshot_id,
@@ -83,6 +105,9 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
         element_count=len(snapshot.elements),
         truncated=snapshot.truncated,
         fetch_ms=snapshot.fetch_ms,
+        source=snapshot.source,
+        tree_age_ms=snapshot.tree_age_ms,
+        newest_event_age_ms=snapshot.newest_event_age_ms,
         text=snapshot.render_text(),
         elements=snapshot.elements,
     )

@@ -219,6 +219,7 @@ async def wait_for(services: Services, call: CallInfo, args: WaitForInput) -> To
 
         async def check() -> bool:
             client = await access.client()
+            observation = services.observer.observe()
             pids = (
                 [args.pid]
                 if args.pid is not None
@@ -232,7 +233,7 @@ async def wait_for(services: Services, call: CallInfo, args: WaitForInput) -> To
             )
             for pid in pids:
                 try:
-                    snapshot = await client.snapshot(pid, max_elements=None)
+                    snapshot = await observation.app_tree(client, pid, max_elements=None)
                 except DeskrigError as exc:
                     observed[:] = [f"pid {pid}: {exc.code.value}"]
                     continue

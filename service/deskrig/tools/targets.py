@@ -134,12 +134,15 @@ def _pid_for(services: Services, target: ElementTarget) -> int:
 async def resolve_element(services: Services, target: ElementTarget) -> tuple[int, Element]:
     """The element and its app's pid; ELEMENT_NOT_FOUND / AMBIGUOUS_TARGET say why not."""
     access = a11y_of(services)
+    observation = services.observer.observe()
     if target.snapshot_id is not None and target.index is not None:
         snapshot = access.snapshots.get(target.snapshot_id)
         element = access.snapshots.resolve(target.snapshot_id, target.index)
+        await observation.check_app(snapshot.pid)  # a window of it may have been blocked since
         # Fresh bounds and state, and ELEMENT_NOT_FOUND if the object is gone since.
         return snapshot.pid, await (await access.client()).read_element(element)
     pid = await anyio.to_thread.run_sync(_pid_for, services, target)
+    await observation.check_app(pid)
     client = await access.client()
     element = await client.find_element(pid, ElementQuery(role=target.role, name=target.name))
     return pid, element

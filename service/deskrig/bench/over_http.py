@@ -1,0 +1,122 @@
+"""Timing a tool end to end over MCP/HTTP: the server on a local port in a thread, and a real
+MCP client calling it, or a bare JSON-RPC one.
+
+The SDK's ``mcp.Client`` validates every structured result against the tool's output schema with
+``jsonschema``, in pure Python: for a 261-element ``get_app_state`` that alone is about 200 ms on
+the development VM, more than everything else the call costs. The bare client (initialize, then
+``tools/call`` POSTs, replies parsed as JSON) shows what the server and the protocol cost without
+it, as a client with a compiled validator (the TypeScript SDK's ajv) or none would see.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import httpx2
+
+from deskrig.bench.stats import Timing, measure, measure_async
+from deskrig.client import connect
+from deskrig.guard import bind_listener
+from deskrig.http import Readiness
+from deskrig.server import DeskrigServer
+from deskrig.serving import serve
+from deskrig.transport import Transport
+
+
+def _wait_listening(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the benchmark's HTTP server did not listen on {port}") from None
+            time.sleep(0.05)
+
+
+@contextmanager
+def _serving(server: DeskrigServer) -> Iterator[str]:
+    """``server`` on a free local port, without auth; yields its MCP endpoint."""
+    listener = bind_listener("127.0.0.1", 0)
+    port = int(listener.getsockname()[1])
+    stop = threading.Event()
+    transport = Transport("http", "127.0.0.1", port, no_auth=True)
+    thread = threading.Thread(
+        target=serve,
+        args=(server, transport, listener, None, lambda: Readiness(ready=True, checks={}), stop),
+        daemon=True,
+    )
+    thread.start()
+    _wait_listening(port)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def over_http(server: DeskrigServer, tool: str, arguments: dict[str, Any], name: str, runs: int) -> Timing:
+    """``runs`` calls of ``tool`` with ``arguments`` through ``mcp.Client`` over HTTP."""
+
+    async def run(url: str) -> Timing:
+        async with connect(url) as client:
+
+            async def call() -> None:
+                result = await client.call_tool(tool, arguments)
+                assert not result.is_error, result
+
+            return await measure_async(name, call, runs)
+
+    with _serving(server) as url:
+        return anyio.run(run, url)
+
+
+def over_http_bare(
+    server: DeskrigServer, tool: str, arguments: dict[str, Any], name: str, runs: int
+) -> Timing:
+    """``runs`` calls of ``tool`` with ``arguments`` as bare JSON-RPC POSTs (no schema validation)."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+    def post(client: httpx2.Client, url: str, message: dict[str, Any]) -> Any:
+        reply = client.post(url, json={"jsonrpc": "2.0", **message}, headers=headers)
+        reply.raise_for_status()
+        if "mcp-session-id" in reply.headers:
+            headers["mcp-session-id"] = reply.headers["mcp-session-id"]
+        text = reply.text
+        if reply.headers.get("content-type", "").startswith("text/event-stream"):
+            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+        return json.loads(text) if text.strip() else None
+
+    with _serving(server) as url, httpx2.Client(timeout=30) as client:
+        post(
+            client,
+            url,
+            {
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "deskrig-bench", "version": "1"},
+                },
+            },
+        )
+        post(client, url, {"method": "notifications/initialized"})
+
+        def call() -> None:
+            reply = post(
+                client,
+                url,
+                {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
+            )
+            assert not reply["result"].get("isError"), reply
+
+        return measure(name, call, runs)

@@ -1,0 +1,228 @@
+"""Sway benchmark: the sway backend against the X11 backend and the Wayland command-line tools
+(``grim``, ``wtype``, ``swaymsg``), same app at the same size, measured side by side in one run.
+
+Both desktops run at once: an X11 rig and a headless sway, each showing gtk3-widget-factory at
+1280x800 (tiled full-screen under sway, openbox's placement under X11: the window sizes are in the
+row names), each a :class:`~deskrig.rig.Rig` as ``deskrig rig run`` starts it. The cold-start table
+times ``deskrig rig run`` from spawn to ``/readyz`` 200 for both backends.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+import anyio
+
+from deskrig.bench.actions import TEXT_100, call_tool
+from deskrig.bench.capture import peer_capture, screenshot_call
+from deskrig.bench.reliability_rig import BenchRig
+from deskrig.bench.stats import Row, Timing, awaitable, measure_interleaved, print_table
+from deskrig.config import load_settings
+from deskrig.desktop import Desktop, open_desktop
+from deskrig.model import Bounds, WindowInfo
+from deskrig.rig import Rig, RigOptions
+from deskrig.rig.options import RigBackend
+from deskrig.server import DeskrigServer
+from deskrig.serving import build_server
+
+SIZE = (1280, 800)
+APP = ["gtk3-widget-factory"]
+#: Samples of each cold start: every one boots a whole rig, a few seconds on two cores.
+COLD_STARTS = 3
+WINDOW_TIMEOUT_S = 30.0
+#: A region well inside the screen, for the cost of copying only part of an output.
+REGION = Bounds(x=100, y=100, width=400, height=300)
+
+#: A named thing to time, once per round (see ``measure_interleaved``).
+Case = tuple[str, Callable[[], Awaitable[object]]]
+
+
+@dataclass
+class Side:
+    """One backend's desktop showing the app, a server over it, and what its peers need."""
+
+    label: str
+    desktop: Desktop
+    server: DeskrigServer
+    env: dict[str, str]
+    window: WindowInfo
+
+    def click_point(self) -> tuple[int, int]:
+        """Inside the widget factory's empty "Inset" frame: a click there changes nothing."""
+        bounds = self.window.bounds
+        return bounds.x + bounds.width * 3 // 4, bounds.y + bounds.height // 6
+
+
+def _app_window(desktop: Desktop, what: str) -> WindowInfo:
+    deadline = time.monotonic() + WINDOW_TIMEOUT_S
+    while time.monotonic() < deadline:
+        windows = desktop.windows()
+        if windows:
+            return max(windows, key=lambda w: w.bounds.width * w.bounds.height)
+        time.sleep(0.1)
+    raise RuntimeError(f"{APP[0]} showed no window on {what} within {WINDOW_TIMEOUT_S:g} s")
+
+
+def _server(desktop: Desktop) -> DeskrigServer:
+    # The damage cache is off: every capture grabs and encodes anew, on both backends.
+    return build_server(desktop, load_settings(env={}, overrides={"reuse_unchanged_captures": False}))
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in os.environ while open: the sway backend attaches from the environment."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def rig_side(backend: RigBackend, label: str) -> Iterator[Side]:
+    width, height = SIZE
+    with ExitStack() as stack:
+        rig = stack.enter_context(
+            Rig(RigOptions(backend=backend, size=f"{width}x{height}", app=APP, a11y=False))
+        )
+        env = {**os.environ, **rig.env}
+        if backend == "x11":
+            desktop = stack.enter_context(open_desktop("x11", rig.display))
+        else:
+            stack.enter_context(_environment(rig.env))
+            desktop = stack.enter_context(open_desktop("sway"))
+        yield Side(label, desktop, _server(desktop), env, _app_window(desktop, label))
+
+
+def _size(bounds: Bounds) -> str:
+    return f"{bounds.width}x{bounds.height}"
+
+
+def _capture_cases(x11: Side, sway: Side) -> list[Case]:
+    screen, box, x11_box = sway.desktop.screen_bounds(), sway.window.bounds, x11.window.bounds
+    grim_window = f"grim -g '{box.x},{box.y} {_size(box)}' -"
+    return [
+        ("peer: grim - (full screen)", awaitable(peer_capture("grim -", sway.env))),
+        ("X11: screenshot_screen png", screenshot_call(x11.server, {})),
+        ("sway: screenshot_screen png", screenshot_call(sway.server, {})),
+        (f"peer: {grim_window} (window)", awaitable(peer_capture(grim_window, sway.env))),
+        (
+            f"X11: screenshot_window png ({_size(x11_box)})",
+            screenshot_call(x11.server, {"window_id": x11.window.id}, "screenshot_window"),
+        ),
+        (
+            f"sway: screenshot_window png ({_size(box)})",
+            screenshot_call(sway.server, {"window_id": sway.window.id}, "screenshot_window"),
+        ),
+        # After an encode, not straight after another sway copy: that one would wait a whole frame.
+        (f"sway: raw capture, {_size(REGION)} region", awaitable(lambda: sway.desktop.capture(REGION))),
+        ("X11: raw capture, full screen", awaitable(lambda: x11.desktop.capture(screen))),
+        ("sway: raw capture, full screen", awaitable(lambda: sway.desktop.capture(screen))),
+    ]
+
+
+def capture_rows(x11: Side, sway: Side, runs: int) -> list[Row]:
+    timings = anyio.run(measure_interleaved, _capture_cases(x11, sway), runs)
+    grim, x11_png, sway_png, grim_window, x11_window, sway_window, sway_region, x11_raw, sway_raw = timings
+    return [
+        Row(grim),
+        Row(x11_png),
+        Row(sway_png, grim, 3.0),
+        Row(sway_png, x11_png, 0.5),
+        Row(grim_window),
+        Row(x11_window),
+        Row(sway_window, grim_window, 3.0),
+        Row(sway_window, x11_window, 0.5),
+        Row(x11_raw),
+        Row(sway_raw, x11_raw),
+        Row(sway_region, sway_raw),
+    ]
+
+
+def _click_call(side: Side) -> Callable[[], Awaitable[object]]:
+    x, y = side.click_point()
+    return lambda: call_tool(side.server, "click", {"x": x, "y": y, "include_screenshot": True})
+
+
+def action_rows(x11: Side, sway: Side, runs: int) -> list[Row]:
+    x, y = sway.click_point()
+    # wtype has no pointer: swaymsg moves and clicks sway's own cursor, in one process.
+    clicks = f"seat - cursor set {x} {y}, seat - cursor press button1, seat - cursor release button1"
+    peer_click = f"swaymsg '{clicks}' >/dev/null && grim - >/dev/null"
+    clicking: list[Case] = [
+        (
+            "peer: swaymsg click + grim -",
+            awaitable(lambda: subprocess.run(peer_click, shell=True, env=sway.env, check=True)),
+        ),
+        ("X11: click + after-screenshot", _click_call(x11)),
+        ("sway: click + after-screenshot", _click_call(sway)),
+    ]
+    typing: list[Case] = [
+        (
+            "peer: wtype, 100 chars",
+            awaitable(lambda: subprocess.run(["wtype", TEXT_100], env=sway.env, check=True)),
+        ),
+        ("sway: type_text, 100 chars", lambda: call_tool(sway.server, "type_text", {"text": TEXT_100})),
+    ]
+    peer_clicked, x11_click, sway_click = anyio.run(measure_interleaved, clicking, runs)
+    peer_typed, sway_typed = anyio.run(measure_interleaved, typing, max(3, runs // 5))
+    return [
+        Row(peer_clicked),
+        Row(x11_click),
+        Row(sway_click, peer_clicked, 5.0),
+        Row(sway_click, x11_click),
+        Row(peer_typed),
+        Row(sway_typed, peer_typed, 1.0),
+    ]
+
+
+def _cold_start(extra: list[str]) -> float:
+    rig = BenchRig(app=APP, extra=extra)
+    # Its TMPDIR lies under this private root: a sway rig's unprivileged user must pass through it
+    # to the runtime dir the rig makes there.
+    rig.root.chmod(0o711)
+    started = time.perf_counter()
+    try:
+        rig.start()
+        return (time.perf_counter() - started) * 1000
+    finally:
+        rig.cleanup()
+
+
+def _cold_starts() -> None:
+    x11 = Timing("X11: deskrig rig run -- gtk3-widget-factory", [_cold_start([]) for _ in range(COLD_STARTS)])
+    name = "sway: deskrig rig run --backend sway -- gtk3-widget-factory"
+    try:
+        sway = Timing(name, [_cold_start(["--backend", "sway"]) for _ in range(COLD_STARTS)])
+    except RuntimeError as exc:
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        print_table(f"cold start to /readyz 200 (p50 of {COLD_STARTS})", [Row(x11)])
+        sys.stdout.write(f"\nsway cold start: NOT AVAILABLE in this build ({reason})\n")
+        return
+    print_table(f"cold start to /readyz 200 (p50 of {COLD_STARTS})", [Row(x11), Row(sway, x11)])
+
+
+def _cpu(rows: list[Row]) -> list[Row]:
+    """The same comparisons in CPU time (the compositor's and X server's own work left out)."""
+    return [Row(row.timing.cpu(), None if row.baseline is None else row.baseline.cpu()) for row in rows]
+
+
+def run(runs: int) -> None:
+    with rig_side("x11", "X11") as x11, rig_side("sway", "sway") as sway:
+        title = f"{APP[0]} at {SIZE[0]}x{SIZE[1]}, {runs} runs"
+        captures, actions = capture_rows(x11, sway, runs), action_rows(x11, sway, runs)
+    print_table(f"sway capture vs X11 and grim ({title})", captures)
+    print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", actions)
+    print_table(f"the same in CPU time ({title})", _cpu(captures + actions))
+    _cold_starts()

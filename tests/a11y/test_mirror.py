@@ -1,0 +1,147 @@
+"""The live accessibility mirror against the real form fixtures: every snapshot after a change
+shows it (a label renamed, an entry typed into, a row added), a snapshot says how old its tree
+is, and an event gap or a burst of changes fetches the tree again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from tests.polling import poll
+from tests.toolkits import Capability, needs
+
+from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
+
+from .conftest import A11yDesktop, FormApp
+
+T = TypeVar("T")
+Run = Callable[[Coroutine[Any, Any, T]], T]
+
+pytestmark = needs(Capability.A11Y_TREE)
+
+BUTTON = ElementQuery(role="push button", name="Click me")
+STATUS = ElementQuery(role="label", name="clicked")
+ENTRY = ElementQuery(role="text", name="Name", match="exact")
+
+
+def names(snapshot: Snapshot) -> list[str]:
+    return [e.name for e in snapshot.elements]
+
+
+def add_rows(form: FormApp, count: int) -> str:
+    """Have the form insert ``count`` rows at the top of its list; the newest row's name."""
+    before = len(form.events("row_added"))
+    for number in range(before + 1, before + count + 1):
+        os.kill(form.pid, signal.SIGUSR1)
+        # One at a time: signals that arrive before the handler has run fold into one.
+        form.wait_for_event("row_added", lambda e, name=f"Added row {number}": e["name"] == name)
+    return f"Added row {before + count}"
+
+
+def click_button(run: Run[Any], client: AccessibilityClient, form: FormApp, snapshot: Snapshot) -> str:
+    """Click the form's button (found in ``snapshot``); returns what its status label reads once
+    the app has acted."""
+    count = len(form.events("button")) + 1
+    run(client.element_action(snapshot.resolve(BUTTON), "click"))
+    form.wait_for_event("button", lambda e: e["count"] == count)
+    return f"clicked {count}"
+
+
+def settles_in_the_mirror(run: Run[Any], client: AccessibilityClient, form: FormApp) -> None:
+    """Once the app stops changing (it lays rows out a frame after adding them), the tree is read
+    from the mirror, not fetched again."""
+    poll("a snapshot from the mirror", lambda: run(client.snapshot(form.pid)).source == "mirror", 5)
+
+
+def test_an_unchanged_app_is_read_from_the_mirror(
+    run: Run[Any], client: AccessibilityClient, form: FormApp
+) -> None:
+    fetched = run(client.snapshot(form.pid, refresh=True))
+    assert fetched.source == "fetch" and fetched.tree_age_ms <= fetched.fetch_ms
+    time.sleep(0.2)
+    mirrored = run(client.snapshot(form.pid))
+    assert mirrored.source == "mirror"
+    assert mirrored.tree_age_ms >= 200, "the age counts from the bulk fetch"
+    assert [(e.role, e.name, e.states, e.text) for e in mirrored.elements] == [
+        (e.role, e.name, e.states, e.text) for e in fetched.elements
+    ]
+    assert mirrored.snapshot_id != fetched.snapshot_id
+    assert client.snapshots.get(mirrored.snapshot_id) is not None
+
+
+def test_the_next_snapshot_shows_each_change(
+    run: Run[Any], client: AccessibilityClient, form: FormApp
+) -> None:
+    renamed = click_button(
+        run, client, form, run(client.snapshot(form.pid, refresh=True))
+    )  # the status label is renamed
+    after_click = run(client.snapshot(form.pid))
+    status = after_click.resolve(STATUS)
+    assert status.name == renamed
+    assert status.path[-1].name == renamed, "the path that re-resolves it follows the rename"
+    assert after_click.newest_event_age_ms is not None, "the change came as an event"
+    assert after_click.newest_event_age_ms <= after_click.tree_age_ms
+
+    text = f"typed at {time.monotonic():.3f}"
+    run(client.set_text(run(client.find_element(form.pid, ENTRY)), text))
+    form.wait_for_event("entry", lambda e: e["text"] == text)
+    assert run(client.snapshot(form.pid)).resolve(ENTRY).text == text
+
+    row = add_rows(form, 1)
+    assert row in names(run(client.snapshot(form.pid)))
+
+    settles_in_the_mirror(run, client, form)
+
+
+def test_a_burst_of_changes_fetches_the_tree_again(
+    run: Run[Any], client: AccessibilityClient, form: FormApp
+) -> None:
+    before = run(client.snapshot(form.pid))
+    newest = add_rows(form, 12)
+    renamed = click_button(run, client, form, before)
+    after = run(client.snapshot(form.pid))
+    assert after.source == "fetch"
+    assert newest in names(after) and after.resolve(STATUS).name == renamed
+    settles_in_the_mirror(run, client, form)
+
+
+def test_an_event_gap_fetches_the_tree_again(
+    run: Run[Any], client: AccessibilityClient, form: FormApp
+) -> None:
+    before = run(client.snapshot(form.pid))
+    run(client.events.unsubscribe())  # events sent from now on are lost
+    renamed = click_button(run, client, form, before)
+    after_gap = run(client.snapshot(form.pid))
+    assert after_gap.source == "fetch", "a tree that may have missed events is not served"
+    assert after_gap.resolve(STATUS).name == renamed
+    assert client.events.subscribed, "reading a tree subscribes again"
+
+    renamed = click_button(run, client, form, after_gap)
+    assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed
+
+
+def test_a_moved_window_moves_its_elements(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
+    assert before is not None
+    xdotool = ["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(form.pid)]
+    window = subprocess.run(xdotool, env=a11y_desktop.env, capture_output=True, text=True, check=True)
+    frame = run(client.snapshot(form.pid)).elements[1].bounds
+    assert frame is not None
+    to_x, to_y = frame.x + 40, frame.y + 30
+    move = ["xdotool", "windowmove", window.stdout.split()[0], str(to_x), str(to_y)]
+    subprocess.run(move, env=a11y_desktop.env, check=True)
+    # Only the window reports new bounds; every element in it has moved on the screen.
+    expected = (before.x + 40, before.y + 30)
+    poll(
+        f"the entry at {expected}",
+        lambda: (
+            (b := run(client.snapshot(form.pid)).resolve(ENTRY).bounds) is not None and (b.x, b.y) == expected
+        ),
+        5,
+    )

@@ -1,0 +1,161 @@
+"""`deskrig serve --stdio` answers `initialize` before it loads the desktop, tools and codecs
+(MCP clients spawn stdio servers on every start), then serves them as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from tests.desktop.conftest import start_xvfb, stop_process
+from tests.polling import poll
+
+from deskrig.bench.stdio import StdioPeer, initialize
+from deskrig.errors import tool_error
+from deskrig.serving import tool_list_cache
+
+#: Runs the CLI and writes its sys.modules to the file named by argv[1] on SIGUSR1.
+HARNESS = """
+import json, os, signal, sys
+from pathlib import Path
+report = Path(sys.argv[1])
+def dump(*_):
+    Path(f"{report}.part").write_text(json.dumps(sorted(sys.modules)))
+    os.replace(f"{report}.part", report)
+signal.signal(signal.SIGUSR1, dump)
+from deskrig.cli import main
+sys.exit(main(["serve", "--stdio"]))
+"""
+#: What may not be imported before `initialize` is answered: backends, accessibility, codecs,
+#: recording, FastAPI, the tool modules and the server proper. (The MCP SDK itself imports starlette
+#: and uvicorn: they are part of the floor.)
+HEAVY = (
+    "Xlib",
+    "mss",
+    "i3ipc",
+    "pywayland",
+    "dbus_fast",
+    "PIL",
+    "numpy",
+    "fastapi",
+    "deskrig.desktop.",
+    "deskrig.a11y",
+    "deskrig.imaging",
+    "deskrig.capture",
+    "deskrig.recording",
+    "deskrig.tools",
+    "deskrig.server",
+    "deskrig.http",
+)
+
+
+def loaded_heavy(peer: StdioPeer, report: Path) -> list[str]:
+    report.unlink(missing_ok=True)
+    peer.proc.send_signal(signal.SIGUSR1)
+    text = poll("the module report", lambda: report.read_text() if report.exists() else None)
+    modules: list[str] = json.loads(text)
+    return [name for name in modules if name.startswith(HEAVY)]
+
+
+def call(peer: StdioPeer, request_id: int, tool: str) -> types.CallToolResult:
+    answer = peer.request(request_id, "tools/call", {"name": tool, "arguments": {}})
+    return types.CallToolResult.model_validate(answer["result"])
+
+
+def test_initialize_is_answered_before_anything_heavy_is_imported(tmp_path: Path) -> None:
+    xvfb, display = start_xvfb(tmp_path)
+    report = tmp_path / "modules.json"
+    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
+    peer = StdioPeer([sys.executable, "-c", HARNESS, str(report)], env)
+    try:
+        answer = initialize(peer)
+        assert answer["result"]["serverInfo"]["name"] == "deskrig"
+        assert answer["result"]["capabilities"]["tools"] is not None
+        assert loaded_heavy(peer, report) == []
+
+        tools = peer.request(2, "tools/list")["result"]["tools"]
+        assert {"screenshot_screen", "list_windows", "click"} <= {tool["name"] for tool in tools}
+        shot = call(peer, 3, "screenshot_screen")
+        assert not shot.is_error and shot.content[0].type == "image", shot
+        # The check sees what the server loads: after a screenshot, the backend and the codecs.
+        assert {"Xlib", "PIL", "deskrig.tools", "deskrig.desktop.x11"} <= set(loaded_heavy(peer, report))
+        assert peer.close() == 0
+        assert peer.proc.stdout is not None and peer.proc.stdout.read() == b""
+    finally:
+        stop_process(peer.proc)
+        stop_process(xvfb)
+
+
+def test_a_display_that_cannot_be_opened_answers_each_call_until_it_can(tmp_path: Path) -> None:
+    """The server answers initialize and tools/list; a tool call gets the structured error (and the
+    log says why once); started later, the display is opened by the next call."""
+    dead, display = start_xvfb(tmp_path)
+    stop_process(dead)  # a display number that no server answers, for now
+    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
+    peer = StdioPeer([sys.executable, "-m", "deskrig.cli", "serve", "--stdio"], env)
+    xvfb: subprocess.Popen[bytes] | None = None
+    try:
+        initialize(peer)
+        assert peer.request(2, "tools/list")["result"]["tools"]
+        for request_id in (3, 4):
+            refused = call(peer, request_id, "list_windows")
+            assert refused.is_error and refused.structured_content is None
+            error = tool_error(refused)
+            assert error is not None and error["code"] == "DISPLAY_NOT_FOUND" and error["remediation"]
+        xvfb = subprocess.Popen(
+            ["Xvfb", display, "-nolisten", "tcp", "-screen", "0", "640x480x24"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        windows = poll("the display opened", lambda: call(peer, 5, "list_windows").structured_content)
+        assert windows["windows"] == []
+        assert peer.close() == 0
+        log = peer.stderr()
+        assert log.count("cannot open the desktop: DISPLAY_NOT_FOUND") >= 2 and "Traceback" not in log
+    finally:
+        stop_process(peer.proc)
+        if xvfb is not None:
+            stop_process(xvfb)
+
+
+def test_tools_list_is_kept_for_the_next_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first start builds the tools' schemas and keeps them; the next answers tools/list from
+    the file named for its code (as built, by the server proper too); an unreadable one is rebuilt."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = {**os.environ, "DISPLAY": ":0"}
+
+    def tools_listed() -> list[dict[str, object]]:
+        peer = StdioPeer([sys.executable, "-m", "deskrig.cli", "serve", "--stdio"], env)
+        try:
+            initialize(peer)
+            listed: list[dict[str, object]] = peer.request(2, "tools/list")["result"]["tools"]
+            assert peer.close() == 0
+            return listed
+        finally:
+            stop_process(peer.proc)
+
+    built = tools_listed()
+    (cache,) = (tmp_path / "cache" / "deskrig").iterdir()
+    assert cache == tool_list_cache("default")
+    expected = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in described()]
+    assert built == expected
+    assert tools_listed() == built  # from the cache
+    kept = json.loads(cache.read_text())
+    kept[0]["description"] = "as kept"
+    cache.write_text(json.dumps(kept))
+    assert tools_listed()[0]["description"] == "as kept"  # it is what tools/list answers
+    cache.write_text("{not json")
+    assert tools_listed() == built
+    assert json.loads(cache.read_text())[0]["description"] == built[0]["description"]
+
+
+def described() -> list[types.Tool]:
+    from deskrig.server import describe_tools
+    from deskrig.tools import tools_for_profile
+
+    return describe_tools(tools_for_profile("default"))
