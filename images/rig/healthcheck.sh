@@ -1,6 +1,7 @@
 #!/bin/bash
-# HEALTHCHECK of the rig image: healthy when GET /readyz answers 200 (display, window manager and
-# app are up). Plain bash over /dev/tcp: no curl in the image, and no Python start-up every tick.
+# HEALTHCHECK of the rig image: healthy when GET /readyz answers 200 (the desktop, Xvfb + window
+# manager or sway, and the app are up). Plain bash over /dev/tcp: no curl in the image, and no
+# Python start-up every tick.
 set -u
 port="${DESKRIG_PORT:-8765}"
 exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1

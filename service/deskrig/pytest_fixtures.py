@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import pytest
 
@@ -77,6 +77,7 @@ class PluginOptions:
 
     image: str
     app: str | None
+    backend: str | None
     scope: str
     video: bool
     keep: bool
@@ -90,7 +91,14 @@ class PluginOptions:
             given = config.getoption(f"deskrig_{name}")
             return given if given is not None else config.getini(f"deskrig_{name}")
 
+        from deskrig.orchestrator.models import RigBackend
+
         scope = value("scope") or "function"
+        backend = value("backend") or None
+        if backend is not None and backend not in get_args(RigBackend):
+            raise pytest.UsageError(
+                f"--deskrig-backend wants one of {', '.join(get_args(RigBackend))}, got {backend!r}"
+            )
         if scope not in SCOPES:
             raise pytest.UsageError(f"--deskrig-scope wants one of {', '.join(SCOPES)}, got {scope!r}")
         artifacts = Path(value("artifacts") or Path(config.rootpath) / "deskrig-artifacts")
@@ -103,6 +111,7 @@ class PluginOptions:
         return cls(
             image=value("image") or "deskrig/rig:latest",
             app=value("app") or None,
+            backend=backend,
             scope=scope,
             video=True if video is None else bool(video),
             keep=bool(value("keep")),
@@ -113,12 +122,15 @@ class PluginOptions:
 
     def header(self) -> str:
         return (
-            f"deskrig: image={self.image} app={self.app or '(image default)'} scope={self.scope} "
+            f"deskrig: image={self.image} app={self.app or '(image default)'} "
+            f"backend={self.backend or '(image default)'} scope={self.scope} "
             f"video={self.video} keep={self.keep} artifacts={self.artifacts}"
         )
 
     def request(self, node: pytest.Item) -> tuple[SessionSpec, str]:
         """The session spec and scope for one test: options, overridden by its ``deskrig`` marker."""
+        from pydantic import ValidationError
+
         from deskrig.orchestrator.models import SessionSpec
 
         marker = node.get_closest_marker("deskrig")
@@ -126,12 +138,19 @@ class PluginOptions:
         scope = given.pop("scope", None) or self.scope
         if scope not in SCOPES:
             raise pytest.UsageError(f"{node.nodeid}: deskrig marker scope must be one of {SCOPES}")
-        fields = {"image": self.image, "app": self.app, "video": self.video, **given}
+        fields = {"image": self.image, "app": self.app, "backend": self.backend, "video": self.video, **given}
         if scope == "function":
             fields["name"] = node.nodeid
         if self.ready_timeout is not None:
             fields.setdefault("ready_timeout", self.ready_timeout)
-        return SessionSpec.model_validate(fields), scope
+        try:
+            return SessionSpec.model_validate(fields), scope
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in err['loc'])}: {err['msg']}"
+                for err in exc.errors(include_url=False)
+            )
+            raise pytest.UsageError(f"{node.nodeid}: deskrig marker: {problems}") from None
 
 
 class RigPool:

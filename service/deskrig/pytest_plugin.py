@@ -4,6 +4,7 @@ Options, as command-line flags and as ini keys (the flag wins), echoed in the re
 
     --deskrig-image IMAGE      deskrig_image      rig image (default deskrig/rig:latest)
     --deskrig-app CMD          deskrig_app        app command line (default: the image's)
+    --deskrig-backend NAME     deskrig_backend    the rigs' desktop: x11 or sway (default: the image's)
     --deskrig-scope SCOPE      deskrig_scope      function (default) or session
     --deskrig-video / --deskrig-no-video  deskrig_video   record an mp4 too (default on)
     --deskrig-keep             deskrig_keep       keep artifacts of passing tests too
@@ -11,7 +12,7 @@ Options, as command-line flags and as ini keys (the flag wins), echoed in the re
     --deskrig-max-sessions N   deskrig_max_sessions   rigs at once (default from CPUs and memory)
     --deskrig-ready-timeout S  deskrig_ready_timeout  seconds a rig may take to be ready (default 60)
 
-The marker ``@pytest.mark.deskrig(image=..., app=..., scope=..., video=..., size=..., env=...)``
+The marker ``@pytest.mark.deskrig(image=..., app=..., backend=..., scope=..., video=..., size=..., env=...)``
 overrides them per test. A passing test's rig leaves nothing behind (unless kept); a failing
 test keeps its turn folders and video, and its report says where. The fixtures live in
 :mod:`deskrig.pytest_fixtures`; this module only wires options, markers and reports.
@@ -30,6 +31,7 @@ from deskrig.pytest_fixtures import KEPT_KEY, REPORTS_KEY, RIG_KEY, PluginOption
 _OPTIONS: list[tuple[str, str, str]] = [
     ("image", "rig image (default deskrig/rig:latest)", "str"),
     ("app", "app command line for the rig (default: the image's)", "str"),
+    ("backend", "the rig's desktop: x11 or sway (default: the image's)", "str"),
     ("scope", "rig per 'function' (default) or one per 'session'", "str"),
     ("keep", "keep the artifacts of passing tests too", "bool"),
     ("artifacts", "directory for rig artifacts (default <rootdir>/deskrig-artifacts)", "str"),
@@ -64,7 +66,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "deskrig(image=None, app=None, scope=None, video=None, size=None, env=None): "
+        "deskrig(image=None, app=None, backend=None, scope=None, video=None, size=None, env=None): "
         "how the deskrig_rig fixture builds this test's rig",
     )
     config.pluginmanager.register(pytest_fixtures, "deskrig-fixtures")

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,17 @@ UP_TIMEOUT_S = 180
 #: How long a running stack gets to show a change, and how often to ask Docker (each ask costs).
 STACK_TIMEOUT_S = 60.0
 DOCKER_POLL_S = 0.25
+#: compose.yaml's rig services: their profile (None: the default service) and the variable
+#: holding their published port.
+SERVICES: dict[str, tuple[str | None, str]] = {
+    "rig": (None, "DESKRIG_PORT"),
+    "example-qt": ("qt", "DESKRIG_QT_PORT"),
+    "example-sway": ("sway", "DESKRIG_SWAY_PORT"),
+}
+#: Every profile, so that listing and taking down a stack sees all of its services.
+ALL_PROFILES = [arg for profile, _ in SERVICES.values() if profile for arg in ("--profile", profile)]
+#: The service running the GTK example under each desktop backend.
+GTK_SERVICE = {"x11": "rig", "sway": "example-sway"}
 
 
 def run(
@@ -90,13 +102,15 @@ def rig_images(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @dataclass
 class ComposeStack:
-    """One compose project from the repository's compose.yaml, isolated from .env and other runs."""
+    """One compose project from the repository's compose.yaml, isolated from .env and other runs.
+
+    ``service`` is the one ``up()``, ``url``, ``container()`` and ``logs()`` mean when not told."""
 
     workdir: Path
+    service: str = "rig"
     project: str = field(default_factory=lambda: f"deskrig-test-{uuid.uuid4().hex[:8]}")
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-    port: int = field(default_factory=free_port)
-    qt_port: int = field(default_factory=free_port)
+    ports: dict[str, int] = field(default_factory=lambda: {service: free_port() for service in SERVICES})
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -107,19 +121,23 @@ class ComposeStack:
         self.env_file.write_text("")
 
     @property
+    def port(self) -> int:
+        return self.ports[self.service]
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return self.url_of(self.service)
+
+    def url_of(self, service: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}/mcp"
 
     def env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("DESKRIG_", "COMPOSE_"))}
+        ports = {SERVICES[service][1]: str(port) for service, port in self.ports.items()}
         return (
             base
-            | {
-                "DESKRIG_TOKEN": self.token,
-                "DESKRIG_PORT": str(self.port),
-                "DESKRIG_QT_PORT": str(self.qt_port),
-                "DESKRIG_ARTIFACTS": str(self.artifacts),
-            }
+            | ports
+            | {"DESKRIG_TOKEN": self.token, "DESKRIG_ARTIFACTS": str(self.artifacts)}
             | self.extra_env
         )
 
@@ -128,36 +146,62 @@ class ComposeStack:
         argv += ["--env-file", str(self.env_file), *args]
         return run(argv, env=self.env(), timeout=timeout)
 
-    def up(self, *services: str, profile: str | None = None) -> None:
+    def up(self, service: str | None = None) -> None:
+        """``up -d --wait`` of one service (default: the stack's) in its profile."""
+        service = service or self.service
+        profile = SERVICES[service][0]
         profiles = ["--profile", profile] if profile else []
-        result = self.compose(*profiles, "up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), *services)
+        result = self.compose(*profiles, "up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), service)
         if result.returncode != 0:
             logs = self.compose(*profiles, "logs", "--tail", "30").stdout
             raise AssertionError(f"compose up failed:\n{result.stderr}\n--- logs ---\n{logs}")
 
-    def container(self, service: str = "rig") -> str:
-        result = self.compose("--profile", "qt", "ps", "-a", "-q", service)
+    def container(self, service: str | None = None) -> str:
+        service = service or self.service
+        result = self.compose(*ALL_PROFILES, "ps", "-a", "-q", service)
         ids = result.stdout.split()
         assert len(ids) == 1, (service, result.stdout, result.stderr)
         return ids[0]
 
-    def logs(self, service: str = "rig") -> str:
-        result = self.compose("--profile", "qt", "logs", "--no-color", service)
+    def logs(self, service: str | None = None) -> str:
+        result = self.compose(*ALL_PROFILES, "logs", "--no-color", service or self.service)
         return result.stdout + result.stderr
 
     def down(self) -> None:
-        self.compose("--profile", "qt", "down", "-v", "--remove-orphans", "-t", "5")
+        self.compose(*ALL_PROFILES, "down", "-v", "--remove-orphans", "-t", "5")
 
 
-@pytest.fixture(scope="module")
-def gtk_stack(rig_images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
-    """`docker compose up -d --wait` of the default service (the GTK example), shared by a module."""
-    stack = ComposeStack(tmp_path_factory.mktemp("compose"))
+@contextmanager
+def running_stack(
+    tmp_path_factory: pytest.TempPathFactory, service: str, **env: str
+) -> Iterator[ComposeStack]:
+    """`docker compose up -d --wait` of ``service`` in a project of its own; down afterwards."""
+    stack = ComposeStack(tmp_path_factory.mktemp(f"compose-{service}"), service=service, extra_env=env)
     try:
         stack.up()
         yield stack
     finally:
         stack.down()
+
+
+@pytest.fixture(scope="module")
+def gtk_stack(rig_images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
+    """The default service (the GTK example under X11), shared by a module."""
+    with running_stack(tmp_path_factory, "rig") as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module", params=list(GTK_SERVICE))
+def backend_stack(
+    request: pytest.FixtureRequest, rig_images: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ComposeStack]:
+    """The GTK example under each backend (``request.param``): the x11 one is ``gtk_stack``, the
+    sway one the `sway` profile's service, each up once per module."""
+    if request.param == "x11":
+        yield request.getfixturevalue("gtk_stack")
+        return
+    with running_stack(tmp_path_factory, GTK_SERVICE[request.param]) as stack:
+        yield stack
 
 
 def wait_exited(container: str, timeout: float = 60.0) -> dict[str, Any]:

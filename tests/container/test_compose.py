@@ -1,22 +1,53 @@
 """`docker compose up` of compose.yaml: the GTK example rig over MCP/HTTP through the published
-port, its hardening, a restart, and the Qt example in its profile."""
+port, its hardening and a restart, under X11 and (profile `sway`) under sway; the Qt example in
+its profile."""
 
 from __future__ import annotations
 
 import base64
 import io
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from PIL import Image
-from tests.container.conftest import DOCKER_POLL_S, STACK_TIMEOUT_S, ComposeStack, call_tool, docker, inspect
+from tests.container.conftest import (
+    ALL_PROFILES,
+    COMPOSE_FILE,
+    DOCKER_POLL_S,
+    SERVICES,
+    STACK_TIMEOUT_S,
+    ComposeStack,
+    call_tool,
+    docker,
+    inspect,
+    run,
+)
 from tests.polling import poll
 
 pytestmark = pytest.mark.docker
 
 GTK_TITLE = "deskrig GTK example"
 QT_TITLE = "deskrig Qt example"
+#: The display server each GTK service runs, by service.
+DISPLAY_SERVER = {"rig": "Xvfb", "example-sway": "sway"}
+CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+#: Run by the image's python3: each process's name, uids, capability sets and NoNewPrivs, as JSON.
+PROCESS_PROBE = f"""
+import json, pathlib
+processes = []
+for proc in pathlib.Path("/proc").glob("[0-9]*"):
+    try:
+        status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines())
+    except OSError:
+        continue  # it ended while listed
+    keys = ("Name", "Uid", "NoNewPrivs", *{CAPABILITY_SETS!r})
+    processes.append({{key: status[key].split() for key in keys}})
+print(json.dumps(processes))
+"""
 
 
 def window_titled(url: str, token: str, title: str) -> dict[str, Any]:
@@ -60,11 +91,37 @@ def greet_round_trip(url: str, token: str, pid: int, name: str) -> None:
     assert poll("the greeting to update", greeting, timeout=10, interval=DOCKER_POLL_S) == f"Hello, {name}!"
 
 
-def test_mcp_client_finds_the_app_and_sees_its_pixels(gtk_stack: ComposeStack) -> None:
-    window = window_titled(gtk_stack.url, gtk_stack.token, GTK_TITLE)
+def test_defaults_publish_each_service_on_its_loopback_port(tmp_path: Path) -> None:
+    """With nothing set: 8765, 8766 and 8767 on 127.0.0.1, X11 unless the service is sway's, and
+    the sway service hardened exactly as the X11 one."""
+    (tmp_path / "empty.env").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DESKRIG_", "COMPOSE_"))}
+    argv = ["docker", "compose", "-f", str(COMPOSE_FILE), "--env-file", str(tmp_path / "empty.env")]
+    result = run([*argv, *ALL_PROFILES, "config", "--format", "json"], env=env)
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    published = {
+        name: [(p["host_ip"], p["published"], p["target"]) for p in services[name]["ports"]]
+        for name in SERVICES
+    }
+    assert published == {
+        "rig": [("127.0.0.1", "8765", 8765)],
+        "example-qt": [("127.0.0.1", "8766", 8765)],
+        "example-sway": [("127.0.0.1", "8767", 8765)],
+    }
+    backends = {name: services[name]["environment"]["DESKRIG_BACKEND"] for name in SERVICES}
+    assert backends == {"rig": "x11", "example-qt": "x11", "example-sway": "sway"}
+    hardening = ("user", "read_only", "cap_drop", "security_opt", "tmpfs", "mem_limit", "pids_limit")
+    rig, sway = services["rig"], services["example-sway"]
+    assert {key: sway.get(key) for key in hardening} == {key: rig.get(key) for key in hardening}
+    assert sway["image"] == rig["image"] == "deskrig/example-gtk:latest"
+
+
+def test_mcp_client_finds_the_app_and_sees_its_pixels(backend_stack: ComposeStack) -> None:
+    window = window_titled(backend_stack.url, backend_stack.token, GTK_TITLE)
     bounds = window["bounds"]
     assert window["pid"] > 1 and bounds["width"] >= 300 and bounds["height"] >= 100
-    image = screenshot(gtk_stack.url, gtk_stack.token)
+    image = screenshot(backend_stack.url, backend_stack.token)
     assert image.size == (1280, 800)
     inside = image.crop(
         (bounds["x"], bounds["y"], bounds["x"] + bounds["width"], bounds["y"] + bounds["height"])
@@ -72,14 +129,17 @@ def test_mcp_client_finds_the_app_and_sees_its_pixels(gtk_stack: ComposeStack) -
     # The window is the light form (with darker text and widgets); the desktop around it is black.
     assert light_fraction(inside) > 0.7
     assert len(colours(inside)) > 20
+    # Below the window, where a layout leaves room (sway tiles it over the whole output), is the
+    # bare black desktop.
     frame = window["frame_bounds"]
-    below = image.crop((0, frame["y"] + frame["height"] + 5, 1280, 800))
-    assert set(colours(below)) == {(0, 0, 0)}
+    top = frame["y"] + frame["height"] + 5
+    if top < image.height:
+        assert set(colours(image.crop((0, top, image.width, image.height)))) == {(0, 0, 0)}
 
 
-def test_typed_text_reads_back(gtk_stack: ComposeStack) -> None:
-    window = window_titled(gtk_stack.url, gtk_stack.token, GTK_TITLE)
-    greet_round_trip(gtk_stack.url, gtk_stack.token, window["pid"], "Ada 李")
+def test_typed_text_reads_back(backend_stack: ComposeStack) -> None:
+    window = window_titled(backend_stack.url, backend_stack.token, GTK_TITLE)
+    greet_round_trip(backend_stack.url, backend_stack.token, window["pid"], "Ada 李")
 
 
 def test_token_is_required_on_the_published_port(gtk_stack: ComposeStack) -> None:
@@ -94,22 +154,23 @@ def test_token_is_required_on_the_published_port(gtk_stack: ComposeStack) -> Non
         assert http.get(f"http://127.0.0.1:{gtk_stack.port}/readyz").json()["ready"] is True
 
 
-def test_container_is_hardened(gtk_stack: ComposeStack) -> None:
-    container = gtk_stack.container()
+def test_container_is_hardened(backend_stack: ComposeStack) -> None:
+    container = backend_stack.container()
     assert docker("exec", container, "id", "-u").stdout.strip() == "1000"
     write = docker("exec", container, "touch", "/probe")
     assert write.returncode != 0 and "Read-only file system" in write.stderr
-    # Every process in the container, PID 1 included: no capabilities at all, no way to gain any.
-    statuses = docker(
-        "exec", container, "sh", "-c", "cat /proc/[0-9]*/status 2>/dev/null | grep -E '^(Cap|NoNewPrivs)'"
-    ).stdout.splitlines()
-    assert len(statuses) >= 5 * 6  # tini, deskrig, Xvfb, openbox, the app, ...
-    for line in statuses:
-        key, value = line.split(":")
-        if key == "NoNewPrivs":
-            assert value.strip() == "1", line
-        else:
-            assert int(value, 16) == 0, line
+    # Every process in the container, PID 1 and the display server included: uid 1000, no
+    # capabilities at all, no way to gain any.
+    probe = docker("exec", container, "python3", "-c", PROCESS_PROBE)
+    assert probe.returncode == 0, probe.stderr
+    processes = json.loads(probe.stdout)
+    names = [process["Name"][0] for process in processes]
+    assert DISPLAY_SERVER[backend_stack.service] in names, names
+    assert len(processes) >= 5, names  # tini, deskrig, the display server, D-Bus, the app, ...
+    for process in processes:
+        assert process["Uid"] == ["1000"] * 4, process
+        assert process["NoNewPrivs"] == ["1"], process
+        assert all(int(process[key][0], 16) == 0 for key in CAPABILITY_SETS), process
     assert docker("exec", container, "test", "-e", "/var/run/docker.sock").returncode != 0
     host = inspect(container)["HostConfig"]
     assert host["Privileged"] is False and host["ReadonlyRootfs"] is True
@@ -131,15 +192,15 @@ def test_artifacts_dir_is_the_rigs(gtk_stack: ComposeStack) -> None:
 
 
 def test_qt_example_in_its_profile(gtk_stack: ComposeStack) -> None:
-    gtk_stack.up("example-qt", profile="qt")
-    qt_url = f"http://127.0.0.1:{gtk_stack.qt_port}/mcp"
+    gtk_stack.up("example-qt")
+    qt_url = gtk_stack.url_of("example-qt")
     window = window_titled(qt_url, gtk_stack.token, QT_TITLE)
     greet_round_trip(qt_url, gtk_stack.token, window["pid"], "Grace")
     gtk_stack.compose("--profile", "qt", "rm", "-s", "-f", "example-qt")
 
 
-def test_restart_comes_back_healthy(gtk_stack: ComposeStack) -> None:
-    container = gtk_stack.container()
+def test_restart_comes_back_healthy(backend_stack: ComposeStack) -> None:
+    container = backend_stack.container()
     assert docker("restart", "-t", "10", container).returncode == 0
     poll(
         "the restarted rig to be healthy",
@@ -148,4 +209,4 @@ def test_restart_comes_back_healthy(gtk_stack: ComposeStack) -> None:
         DOCKER_POLL_S,
     )
     # A new app process behind the same published port.
-    window_titled(gtk_stack.url, gtk_stack.token, GTK_TITLE)
+    window_titled(backend_stack.url, backend_stack.token, GTK_TITLE)

@@ -1,5 +1,5 @@
 """What the built images are: non-root, health-checked, no build tools, no build secrets, no
-setuid/setgid programs."""
+setuid/setgid programs, no file capabilities; served as a plain `docker run` under either backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import secrets
 
 import httpx
 import pytest
-from tests.container.conftest import GTK_IMAGE, RIG_IMAGE, docker, free_port, poll
+from tests.container.conftest import GTK_IMAGE, GTK_SERVICE, RIG_IMAGE, docker, free_port, poll
 from tests.server.rigproc import INITIALIZE
 
 pytestmark = pytest.mark.docker
@@ -49,13 +49,39 @@ def test_no_setuid_or_setgid_file(rig_images: None, image: str) -> None:
     assert probe.stdout.split() == []
 
 
-def test_plain_docker_run_answers_on_its_published_port(rig_images: None) -> None:
+#: Run as root by the image's python3: every file on the image's filesystem carrying file
+#: capabilities (the security.capability attribute), one path a line.
+CAPABILITY_PROBE = """
+import os
+for top, dirs, files in os.walk("/"):
+    if top == "/":
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]  # the kernel's, not the image's
+    for name in files:
+        path = os.path.join(top, name)
+        try:
+            if not os.path.islink(path) and "security.capability" in os.listxattr(path):
+                print(path)
+        except OSError:
+            pass
+"""
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_no_file_with_capabilities(rig_images: None, image: str) -> None:
+    probe = docker("run", "--rm", "--user", "0", "--entrypoint", "python3", image, "-c", CAPABILITY_PROBE)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == []
+
+
+@pytest.mark.parametrize("backend", list(GTK_SERVICE))
+def test_plain_docker_run_answers_on_its_published_port(rig_images: None, backend: str) -> None:
     """`docker run -p 127.0.0.1:PORT:8765`: clients send Host 127.0.0.1:PORT, not the bound 8765
     (every request got 421 while Docker said healthy)."""
     port, token = free_port(), secrets.token_urlsafe(16)
     started = docker(
-        "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8765", "-e", f"DESKRIG_TOKEN={token}", GTK_IMAGE
-    )
+        "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8765",
+        "-e", f"DESKRIG_TOKEN={token}", "-e", f"DESKRIG_BACKEND={backend}", GTK_IMAGE,
+    )  # fmt: skip
     assert started.returncode == 0, started.stderr
     container = started.stdout.strip()
     try:

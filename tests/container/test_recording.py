@@ -1,4 +1,5 @@
-"""Recording in the compose rig: turn folders on the host, and an mp4 that survives `docker stop`."""
+"""Recording in the compose rig, under X11 and sway: turn folders on the host, and an mp4 that
+survives `docker stop`."""
 
 from __future__ import annotations
 
@@ -8,20 +9,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.container.conftest import DOCKER_POLL_S, STACK_TIMEOUT_S, ComposeStack, call_tool, docker
+from tests.container.conftest import (
+    DOCKER_POLL_S,
+    GTK_SERVICE,
+    STACK_TIMEOUT_S,
+    ComposeStack,
+    call_tool,
+    docker,
+    running_stack,
+)
 from tests.polling import poll
 
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="module")
-def video_stack(rig_images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
-    stack = ComposeStack(tmp_path_factory.mktemp("compose-video"), extra_env={"DESKRIG_RECORD_VIDEO": "1"})
-    try:
-        stack.up()
+@pytest.fixture(scope="module", params=list(GTK_SERVICE))
+def video_stack(
+    request: pytest.FixtureRequest, rig_images: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ComposeStack]:
+    """The GTK example recording video, under each backend (Xvfb + ffmpeg, sway + wf-recorder)."""
+    with running_stack(tmp_path_factory, GTK_SERVICE[request.param], DESKRIG_RECORD_VIDEO="1") as stack:
         yield stack
-    finally:
-        stack.down()
 
 
 def turns(artifacts: Path) -> list[Path]:

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.container.conftest import RIG_IMAGE, ComposeStack, docker, wait_exited
+from tests.container.conftest import GTK_SERVICE, RIG_IMAGE, ComposeStack, docker, wait_exited
 
 pytestmark = pytest.mark.docker
 
@@ -29,10 +29,21 @@ def test_bad_size_fails_compose_up_fast(rig_images: None, tmp_path: Path) -> Non
         stack.down()
 
 
+@pytest.mark.parametrize("backend", list(GTK_SERVICE))
 @pytest.mark.parametrize("given_by", ["cmd", "env"])
-def test_missing_app_exits_with_its_name(rig_images: None, given_by: str) -> None:
+def test_missing_app_exits_with_its_name(rig_images: None, given_by: str, backend: str) -> None:
     name = f"deskrig-test-noapp-{uuid.uuid4().hex[:8]}"
-    argv = ["run", "-d", "--name", name, *HARDENED, "-e", "DESKRIG_TOKEN=t"]
+    argv = [
+        "run",
+        "-d",
+        "--name",
+        name,
+        *HARDENED,
+        "-e",
+        "DESKRIG_TOKEN=t",
+        "-e",
+        f"DESKRIG_BACKEND={backend}",
+    ]
     if given_by == "env":
         argv += ["-e", "DESKRIG_APP=no-such-app --flag", RIG_IMAGE]
     else:

@@ -19,19 +19,32 @@ from deskrig.orchestrator.models import OrchestratorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 RIG_IMAGE = "deskrig/rig:latest"
+#: The GTK example (compose service ``rig``), for the tests that need a window under sway.
+GTK_IMAGE = "deskrig/example-gtk:latest"
 
 
-@pytest.fixture(scope="session")
-def rig_image() -> str:
+def build_images(*services: str) -> None:
+    """``scripts/build-images SERVICE...``: a cache hit when nothing changed."""
     build = subprocess.run(
-        [str(ROOT / "scripts" / "build-images"), "rig-image"],
+        [str(ROOT / "scripts" / "build-images"), *services],
         env={**os.environ, "DESKRIG_PROGRESS": "quiet"},
         capture_output=True,
         text=True,
     )
     if build.returncode != 0:
         pytest.fail(f"scripts/build-images failed:\n{build.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def rig_image() -> str:
+    build_images("rig-image")
     return RIG_IMAGE
+
+
+@pytest.fixture(scope="session")
+def gtk_image() -> str:
+    build_images("rig-image", "rig")
+    return GTK_IMAGE
 
 
 @pytest.fixture(scope="session")

@@ -46,13 +46,14 @@ async def test_an_unknown_session_is_session_not_found(api: httpx.AsyncClient) -
 
 
 async def test_a_bad_request_names_each_field(api: httpx.AsyncClient) -> None:
-    response = await api.post("/sessions", params={"wait": "maybe"}, json={"image": 5, "colour": "red"})
+    body = {"image": 5, "colour": "red", "backend": "wayland"}
+    response = await api.post("/sessions", params={"wait": "maybe"}, json=body)
     assert response.status_code == 400
     error = error_of(response)
     assert error.code is ErrorCode.INVALID_ARGUMENT and error.message.startswith("invalid request: ")
     assert error.details is not None
     fields = {problem["field"] for problem in error.details["problems"]}
-    assert fields == {"query.wait", "body.image", "body.colour"}
+    assert fields == {"query.wait", "body.image", "body.colour", "body.backend"}
 
 
 async def test_the_guards_refusals_are_deskrig_errors(api: httpx.AsyncClient) -> None:

@@ -100,18 +100,23 @@ def deskrig(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProce
 
 
 @pytest.mark.parametrize(
-    ("args", "env"),
-    [(["--size", "10x"], {}), ([], {"DESKRIG_SESSION_SIZE": "10x"})],
-    ids=["flag", "variable"],
+    ("flag", "variable", "value", "problem"),
+    [
+        ("--size", "DESKRIG_SESSION_SIZE", "10x", "want WxH such as 1280x800, got '10x'"),
+        ("--backend", "DESKRIG_SESSION_BACKEND", "wayland", "Input should be 'x11' or 'sway'"),
+    ],
+    ids=["size", "backend"],
 )
-def test_session_start_with_a_bad_size_says_so_in_one_line(
-    tmp_path: Path, args: list[str], env: dict[str, str]
+@pytest.mark.parametrize("given_by", ["flag", "variable"])
+def test_session_start_with_a_bad_option_says_so_in_one_line(
+    tmp_path: Path, given_by: str, flag: str, variable: str, value: str, problem: str
 ) -> None:
+    args, env = ([flag, value], {}) if given_by == "flag" else ([], {variable: value})
     done = deskrig(tmp_path, "session", "start", *args, **env)
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == (
-        "deskrig: INVALID_ARGUMENT: --size: want WxH such as 1280x800, got '10x'. "
+        f"deskrig: INVALID_ARGUMENT: {flag}: {problem}. "
         "Fix the configuration file, DESKRIG_* variable or flag named in the message.\n"
     )
     assert not (tmp_path / "state").exists(), "no service is started for a request that cannot be valid"

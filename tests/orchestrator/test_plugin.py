@@ -14,8 +14,6 @@ from tests.orchestrator.helpers import turn_folders
 
 from deskrig.orchestrator.runtime import LABEL_LEASE, LABEL_MANAGED
 
-pytestmark = pytest.mark.docker
-
 USER_TESTS = """
 import anyio
 import pytest
@@ -51,27 +49,113 @@ def test_shared_second(deskrig_rig):
 """
 
 
+#: Each test asks the plugin for the session spec it would start, and checks its backend.
+BACKEND_TESTS = """
+import pytest
+
+from deskrig.pytest_fixtures import PluginOptions
+
+
+def backend(request):
+    spec, _ = PluginOptions.from_config(request.config).request(request.node)
+    return spec.backend
+
+
+def test_from_the_option(request):
+    assert backend(request) == "sway"
+
+
+@pytest.mark.deskrig(backend="x11")
+def test_the_marker_wins(request):
+    assert backend(request) == "x11"
+
+
+@pytest.mark.deskrig(backend="wayland")
+def test_a_bad_marker_backend(request):
+    backend(request)
+"""
+
+#: One test on a real rig under sway: its display is sway's headless output, its window the app's.
+SWAY_RIG_TEST = """
+import anyio
+
+
+async def desktop(rig):
+    async with rig.client() as client:
+        displays = (await client.call_tool("list_displays", {})).structured_content["displays"]
+        windows = (await client.call_tool("list_windows", {})).structured_content["windows"]
+        return [d["name"] for d in displays], [w["title"] for w in windows]
+
+
+def test_the_rig_runs_sway(deskrig_rig):
+    assert deskrig_rig.session.spec.backend == "sway"
+    displays, titles = anyio.run(desktop, deskrig_rig)
+    assert displays == ["HEADLESS-1"] and "deskrig GTK example" in titles
+"""
+
+
+def run_user_tests(
+    tmp_path: Path, source: str, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """pytest in a subprocess on ``source`` (as test_user.py), with the installed plugin."""
+    (tmp_path / "test_user.py").write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_user.py", *args],
+        cwd=tmp_path,
+        env={**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state")},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize("given_by", ["flag", "ini"])
+def test_backend_option_and_marker_reach_the_session_spec(tmp_path: Path, given_by: str) -> None:
+    if given_by == "ini":
+        (tmp_path / "pytest.ini").write_text("[pytest]\ndeskrig_backend = sway\n")
+        args: list[str] = []
+    else:
+        args = ["--deskrig-backend", "sway"]
+    run = run_user_tests(tmp_path, BACKEND_TESTS, *args, timeout=60)
+    out = run.stdout
+    assert run.returncode == 1, out + run.stderr
+    assert "1 failed, 2 passed" in out
+    assert "app=(image default) backend=sway scope=function" in out
+    assert (
+        "test_user.py::test_a_bad_marker_backend: deskrig marker: backend: Input should be 'x11' or 'sway'"
+        in out
+    )
+
+
+def test_a_bad_backend_option_is_a_usage_error(tmp_path: Path) -> None:
+    run = run_user_tests(tmp_path, BACKEND_TESTS, "--deskrig-backend", "wayland", timeout=60)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert "--deskrig-backend wants one of x11, sway, got 'wayland'" in run.stderr
+
+
+@pytest.mark.docker
+def test_backend_option_starts_the_rig_under_sway(gtk_image: str, tmp_path: Path) -> None:
+    run = run_user_tests(tmp_path, SWAY_RIG_TEST, "--deskrig-image", gtk_image, "--deskrig-backend", "sway")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
+@pytest.mark.docker
 def test_plugin_removes_passing_rigs_and_keeps_failing_ones_artifacts(
     rig_image: str, tmp_path: Path, docker_client: docker.DockerClient
 ) -> None:
-    (tmp_path / "test_user.py").write_text(USER_TESTS)
     artifacts = tmp_path / "artifacts"
     state_dir = tmp_path / "state"
-    run = subprocess.run(
-        [
-            sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-            "test_user.py", "--deskrig-image", rig_image, "--deskrig-artifacts", str(artifacts),
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "DESKRIG_STATE_DIR": str(state_dir)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    run = run_user_tests(
+        tmp_path, USER_TESTS, "--deskrig-image", rig_image, "--deskrig-artifacts", str(artifacts)
+    )
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
     assert "1 failed, 3 passed" in out
-    assert f"deskrig: image={rig_image} app=(image default) scope=function video=True" in out
+    assert (
+        f"deskrig: image={rig_image} app=(image default) backend=(image default) scope=function video=True"
+        in out
+    )
 
     kept = re.search(r"turn folders, video and rig\.log are kept in (\S+)", out)
     assert kept, out

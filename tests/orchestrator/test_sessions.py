@@ -181,3 +181,25 @@ async def test_mirror_resumes_after_a_dropped_connection_without_gaps_or_duplica
         for turn in turn_folders(copy):
             for path in (copy / turn).iterdir():
                 assert path.read_bytes() == (original / turn / path.name).read_bytes()
+
+
+async def test_a_sway_session_serves_the_apps_window_and_streams_its_turns(
+    gtk_image: str, config: OrchestratorConfig, docker_client: docker.DockerClient
+) -> None:
+    async with Orchestrator(config) as orchestrator:
+        info = await orchestrator.start(SessionSpec(image=gtk_image, backend="sway"))
+        assert info.state is SessionState.READY and info.mcp_url and info.token
+        attrs = docker_client.containers.get(info.container or "").attrs
+        assert "DESKRIG_BACKEND=sway" in attrs["Config"]["Env"]
+        assert attrs["Config"]["User"] == "1000:1000" and attrs["HostConfig"]["ReadonlyRootfs"] is True
+
+        displays = (await call(info.mcp_url, info.token, "list_displays", {})).structured_content
+        assert [display["name"] for display in displays["displays"]] == ["HEADLESS-1"]
+        windows = (await call(info.mcp_url, info.token, "list_windows", {})).structured_content
+        assert "deskrig GTK example" in [window["title"] for window in windows["windows"]]
+        await clicks(info.mcp_url, info.token, [(100, 100)])
+        directory = Path(info.artifacts_dir)
+        await eventually(
+            "the click's turn folder on the host", lambda: turn_folders(directory) == ["turn-00001"]
+        )
+        assert (await orchestrator.stop(info.id)).state is SessionState.STOPPED

@@ -11,14 +11,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from tests.orchestrator.helpers import labels_of
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.mirror import FeedError, _safe_relative
+from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.runtime import ContainerState, RigHandle
+from deskrig.orchestrator.session import Session, rig_request
 from deskrig.orchestrator.slots import Slots
 from deskrig.orchestrator.waits import AllOf, HttpStatus, Running, wait_for
 
@@ -172,3 +175,28 @@ def test_feed_paths_that_could_escape_are_refused(path: str) -> None:
 
 def test_feed_paths_inside_are_accepted() -> None:
     assert str(_safe_relative("turn-00001/after.png")) == "turn-00001/after.png"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("spec", "variables"),
+    [
+        (SessionSpec(), {}),
+        (SessionSpec(backend="sway", size="800x600"), {"DESKRIG_BACKEND": "sway", "DESKRIG_SIZE": "800x600"}),
+        (SessionSpec(backend="x11"), {"DESKRIG_BACKEND": "x11"}),
+    ],
+    ids=["image-defaults", "sway", "x11"],
+)
+async def test_session_options_become_the_rigs_variables(
+    spec: SessionSpec, variables: dict[str, str], config: OrchestratorConfig, tmp_path: Path
+) -> None:
+    info = SessionInfo(
+        id="s-1", state=SessionState.STARTING, spec=spec, created_at=0, artifacts_dir=str(tmp_path)
+    )
+    session = Session(info=info, token="t", slot=anyio.Event())
+    request = rig_request(session, config, orchestrator_id="o-1", lease=tmp_path / "lease")
+    # Unset options leave the image's own defaults (its ENV) alone.
+    chosen = {
+        name: value for name, value in request.env.items() if name in ("DESKRIG_BACKEND", "DESKRIG_SIZE")
+    }
+    assert chosen == variables

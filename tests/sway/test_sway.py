@@ -14,7 +14,7 @@ from tests.server.rigproc import DESKRIG
 from tests.sway.conftest import COLOR, window_of
 from tests.sway.swayproc import SwaySession
 
-from deskrig.desktop import Desktop, choose_backend
+from deskrig.desktop import Desktop, choose_backend, open_desktop
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
 
@@ -133,3 +133,16 @@ def test_doctor_attaches_to_sway_from_its_environment(sway: SwaySession, form_ap
     assert report["backend"] == "sway"
     assert [d["name"] for d in report["displays"]] == ["HEADLESS-1"]
     assert report["windows"] >= 2
+
+
+def test_typing_as_the_first_key_event_of_a_connection_lands(
+    sway: SwaySession, form_app: FixtureApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh attach whose first keyboard use is type_text (a rig's first `type_text` call): sway
+    ended the connection for the modifier reset sent before the keyboard had a keymap."""
+    for name, value in sway.env.items():
+        monkeypatch.setenv(name, value)
+    with open_desktop("sway") as desktop:
+        first = desktop.with_input(lambda device: device.type_text("ok"))
+        assert first.chars == 2
+        desktop.with_input(lambda device: device.press_key("BackSpace"))

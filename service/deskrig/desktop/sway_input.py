@@ -343,10 +343,14 @@ class SwayInput:
         keys = [_TEXT_KEYS.get(ch, ch) for ch in text.replace("\r\n", "\n")]
         job = job or InputJob()
         with self._delivering("type_text"):
-            self._keyboard.modifiers(0, 0, 0, 0)
             for start in range(0, len(keys), TYPE_CHUNK):
                 chunk = keys[start : start + TYPE_CHUNK]
-                for code in self._codes(chunk):
+                codes = self._codes(chunk)
+                if start == 0:
+                    # After _codes: sway ends the connection for a modifier state sent before the
+                    # keyboard's first keymap (typing as the first key event of a rig did that).
+                    self._keyboard.modifiers(0, 0, 0, 0)
+                for code in codes:
                     self._keyboard.key(self._now(), code, _PRESSED)
                     self._keyboard.key(self._now(), code, _RELEASED)
                     if delay_ms:

@@ -31,6 +31,12 @@ def register(commands: Any) -> None:
         "--app", env="DESKRIG_SESSION_APP", metavar="CMD", help="app command line (default: the image's)"
     )
     start.value("--size", env="DESKRIG_SESSION_SIZE", metavar="WxH", help="screen size")
+    start.value(
+        "--backend",
+        env="DESKRIG_SESSION_BACKEND",
+        metavar="NAME",
+        help="the rig's desktop: x11 (Xvfb) or sway (headless sway) (default: the image's)",
+    )
     start.many("--env", env="DESKRIG_SESSION_ENV", metavar="NAME=VALUE", help="rig environment")
     start.switch("--no-record", env="DESKRIG_SESSION_NO_RECORD", help="do not record turn folders")
     start.switch("--video", env="DESKRIG_SESSION_VIDEO", help="also record an mp4 of the session")

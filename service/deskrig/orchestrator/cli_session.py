@@ -45,6 +45,7 @@ def _spec(args: argparse.Namespace) -> Any:
         "image": args.image,
         "app": args.app,
         "size": args.size,
+        "backend": args.backend,
         "env": env or None,
         "record": False if args.no_record else None,
         "video": True if args.video else None,

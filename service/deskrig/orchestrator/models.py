@@ -10,7 +10,7 @@ import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
@@ -22,6 +22,9 @@ DEFAULT_IMAGE = "deskrig/rig:latest"
 RIG_PORT = 8765
 #: The recording directory inside the container; a tmpfs, emptied by the mirror over the feed.
 RIG_RECORD_DIR = "/artifacts"
+
+#: The desktops a rig image runs (its DESKRIG_BACKEND): Xvfb + openbox, or headless sway + Xwayland.
+RigBackend = Literal["x11", "sway"]
 
 _SIZE = re.compile(r"^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$")
 _MIB = 1024 * 1024
@@ -110,6 +113,9 @@ class SessionSpec(BaseModel):
     image: str = DEFAULT_IMAGE
     app: str | None = Field(default=None, description="app command line; replaces the image's CMD")
     size: str | None = Field(default=None, description="screen size WxH (default: the image's)")
+    backend: RigBackend | None = Field(
+        default=None, description="the rig's desktop: x11 or sway (default: the image's, x11 for deskrig's)"
+    )
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for the rig")
     record: bool = Field(default=True, description="record every action as a turn folder, from boot")
     video: bool = Field(default=False, description="also record an mp4 of the whole session")

@@ -73,6 +73,8 @@ def rig_request(
         env["DESKRIG_RECORD_VIDEO"] = "1"
     if spec.size:
         env["DESKRIG_SIZE"] = spec.size
+    if spec.backend:
+        env["DESKRIG_BACKEND"] = spec.backend
     max_duration = session.timeout("max_duration", config)
     if max_duration:
         session.info.expires_at = time.time() + max_duration
