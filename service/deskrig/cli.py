@@ -146,9 +146,10 @@ def cmd_rig_run(invocation: Invocation) -> int:
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
     # Importing the MCP and HTTP stacks takes longer than starting the whole desktop (about 1.5 s
-    # against 1.3 s): do it while the display, window manager, buses and app start.
+    # against 1.3 s): do it while the display, window manager, buses and app start. Started only
+    # once the listener is bound (below): binding imports uvicorn, whose modules import each other,
+    # and two threads importing such a cycle at once can see it half-initialised (ImportError).
     importer = threading.Thread(target=importlib.import_module, args=("deskrig.serving",), daemon=True)
-    importer.start()
     app = list(args.app)
     backend = rig_backend(settings.backend, args)
     options = RigOptions(
@@ -188,6 +189,7 @@ def cmd_rig_run(invocation: Invocation) -> int:
             serve(server, transport, listener, tokens, readiness, stop)
 
     with _listener(transport) as listener:
+        importer.start()
         return run_until_signal(rig, lambda rig, stop: serve_rig(rig, stop, listener))
 
 
