@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from tests.toolkits import TOOLKITS, toolkits_for
 
+#: Fixtures shared across folders: ``browser_page`` (Debian's Chromium through Playwright).
+pytest_plugins = ["tests.browser"]
+
 #: Why toolkits were left out of tests, for the summary: test -> reasons.
 _LEFT_OUT: dict[str, list[str]] = {}
 
