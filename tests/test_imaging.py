@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from deskrig import imaging
+from deskrig import imaging, turbojpeg
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
 from deskrig.model import Bounds
@@ -283,6 +283,22 @@ def test_jpeg_of_a_bgrx_frame_is_what_pillow_makes_of_the_same_pixels() -> None:
     assert len(imaging.encode(bgrx_frame(image), "jpeg", 30)) < len(
         imaging.encode(bgrx_frame(image), "jpeg", 90)
     )
+
+
+def test_jpeg_of_a_bgrx_frame_without_libturbojpeg_goes_through_pillow(monkeypatch: pytest.MonkeyPatch) -> None:
+    image = desktop_like()
+    with_library = imaging.encode(bgrx_frame(image), "jpeg", 80)
+    monkeypatch.setattr(turbojpeg, "available", lambda: False)
+    without_library = imaging.encode(bgrx_frame(image), "jpeg", 80)
+    assert abs(len(with_library) - len(without_library)) < len(with_library) * 0.03
+    back = decode(without_library)
+    assert close_to(back.getpixel((100, 60)), BLUE)
+    assert close_to(back.getpixel((300, 30)), PANEL)
+
+
+def test_libturbojpeg_is_found_on_this_machine() -> None:
+    # scripts/setup and the rig image install it; without it JPEG silently takes the slower path.
+    assert turbojpeg.available()
 
 
 def test_fit_inline_steps_a_bgrx_frame_down_like_an_image() -> None:

@@ -4,8 +4,9 @@ Encoders read a :class:`~deskrig.grabs.Grab` straight from the grab's BGRX rows 
 (measured on this project's reference machine, Xvfb 1280x800 showing gtk3-widget-factory; see the
 README's Benchmarks and ``scripts/bench capture``):
 
-- JPEG: libjpeg-turbo (``simplejpeg``) takes BGRX itself, so no RGB copy is made; 4:2:0 chroma
-  like Pillow's default, so a quality gives the same size as before.
+- JPEG: libjpeg-turbo's TurboJPEG (:mod:`deskrig.turbojpeg`) takes BGRX itself, so no RGB copy is
+  made; 4:2:0 chroma like Pillow's default, so a quality gives the same size as before. Without
+  the library, Pillow encodes (same libjpeg-turbo) after an RGB copy.
 - PNG: written here, RGB rows packed from BGRX in one pass (Pillow's packer on a zero-copy view),
   every row with filter type 0, deflated by ISA-L (``isal``) at level :data:`deskrig.png.PNG_ISAL_LEVEL`.
   Pillow's own PNG writer runs its per-row adaptive filter heuristic for every truecolour image
@@ -34,6 +35,7 @@ from typing import TypeVar, get_args
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict
 
+from deskrig import turbojpeg
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
 from deskrig.files import write_atomic, write_temp
 from deskrig.grabs import Grab
@@ -119,7 +121,7 @@ def _codec_errors() -> tuple[type[Exception], ...]:
 
     # isal's stub declares its error class as an instance.
     isal_error: type[Exception] = isal_zlib.error  # type: ignore[assignment]
-    return (OSError, ValueError, struct.error, zlib.error, isal_error)
+    return (OSError, ValueError, struct.error, zlib.error, isal_error, turbojpeg.TurboJpegError)
 
 
 def _guard_codec(action: str, work: Callable[[], T]) -> T:
@@ -138,15 +140,6 @@ def _guard_codec(action: str, work: Callable[[], T]) -> T:
 
 def _as_image(picture: Picture) -> Image.Image:
     return picture.image() if isinstance(picture, Grab) else picture
-
-
-def _encode_bgrx_jpeg(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
-    """libjpeg-turbo straight from the BGRX rows, with Pillow's default 4:2:0 chroma."""
-    import simplejpeg
-
-    pixels = memoryview(bgrx).cast("B", (frame.height, frame.width, 4))
-    data: bytes = simplejpeg.encode_jpeg(pixels, quality=quality, colorspace="BGRX", colorsubsampling="420")
-    return data
 
 
 def _encode_with_pillow(image: Image.Image, fmt: ImageFormat, quality: int | None) -> bytes:
@@ -176,10 +169,10 @@ def encode(picture: Picture, fmt: str, quality: int | None = None) -> bytes:
     _check_quality(quality)
     if name == "png":
         return _guard_codec("encoding png", lambda: encode_png(picture))
-    if name == "jpeg" and isinstance(picture, Grab) and picture.bgrx is not None:
+    if name == "jpeg" and isinstance(picture, Grab) and picture.bgrx is not None and turbojpeg.available():
         bgrx = picture.bgrx
         jpeg_quality = quality or DEFAULT_QUALITY["jpeg"]
-        return _guard_codec("encoding jpeg", lambda: _encode_bgrx_jpeg(picture, bgrx, jpeg_quality))
+        return _guard_codec("encoding jpeg", lambda: turbojpeg.encode_bgrx(picture, bgrx, jpeg_quality))
     return _guard_codec(f"encoding {name}", lambda: _encode_with_pillow(_as_image(picture), name, quality))
 
 

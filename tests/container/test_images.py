@@ -41,6 +41,21 @@ def test_final_image_has_no_build_tools_or_leftovers(rig_images: None) -> None:
     assert probe.stdout.split() == []
 
 
+def test_rig_image_leaves_out_what_no_rig_uses_and_stays_small(rig_images: None) -> None:
+    # images/rig/dpkg-excludes: Mesa's GL + LLVM, ghostscript, Intel's media plugins; numpy left
+    # with simplejpeg. The README's size table and its 600 MB target depend on these staying out.
+    probe = docker(
+        "run", "--rm", "--entrypoint", "sh", RIG_IMAGE, "-c",
+        "ls -d /usr/lib/x86_64-linux-gnu/dri/* /usr/lib/x86_64-linux-gnu/libLLVM* /usr/lib/x86_64-linux-gnu/libgs.so*"
+        " /usr/lib/x86_64-linux-gnu/mfx/* /opt/deskrig/lib/python3*/site-packages/numpy 2>/dev/null;"
+        " ls /usr/lib/x86_64-linux-gnu/libturbojpeg.so.0",
+    )  # fmt: skip
+    assert probe.stdout.split() == ["/usr/lib/x86_64-linux-gnu/libturbojpeg.so.0"], probe.stdout
+    size = docker("image", "inspect", RIG_IMAGE, "--format", "{{.Size}}")
+    assert size.returncode == 0, size.stderr
+    assert int(size.stdout) <= 600 * 1000 * 1000, f"{RIG_IMAGE} is {int(size.stdout) / 1e6:.0f} MB"
+
+
 @pytest.mark.parametrize("image", IMAGES)
 def test_no_setuid_or_setgid_file(rig_images: None, image: str) -> None:
     find = ["find", "/", "-xdev", "-type", "f", "-perm", "/6000"]  # as root: every directory
