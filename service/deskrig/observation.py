@@ -112,9 +112,9 @@ class Observation:
     def window_pixels(self, window: WindowInfo, include_frame: bool = False) -> Pixels:
         """A window's own pixels, whole, from the compositor's copy (what lies above it is not in
         them). Callers refuse a blocked window rather than showing it black."""
-        image = self.desktop.capture_window(window.id, include_frame)
+        frame = self.desktop.grab_window(window.id, include_frame)
         region = window.frame_bounds if include_frame and window.frame_bounds else window.bounds
-        return Pixels(Grab.of(image), Bounds(x=region.x, y=region.y, width=image.width, height=image.height))
+        return Pixels(frame, Bounds(x=region.x, y=region.y, width=frame.width, height=frame.height))
 
     def window_as_seen(self, window: WindowInfo) -> Pixels:
         """The window as it shows: an unobscured window is cut from the screen (a shared-memory

@@ -38,6 +38,21 @@ COLD_STARTS = 3
 WINDOW_TIMEOUT_S = 30.0
 #: A region well inside the screen, for the cost of copying only part of an output.
 REGION = Bounds(x=100, y=100, width=400, height=300)
+#: What each side does, printed under the tables so the comparisons can be judged.
+METHOD = """
+How the sides compare (same app, same 1280x800 output, same lossless PNG pixels):
+- peers are processes spawned per sample with the rig's environment, as a script would run them:
+  `grim -` writes the whole output as PNG (zlib level 6, grim's default) to a pipe read here;
+  `grim -g 'X,Y WxH' -` the window's area; a click is one `swaymsg` (seat cursor set, press,
+  release: wtype has no pointer) then `grim -` to /dev/null; `grim -l 1` is grim at its fastest
+  PNG level, for reference. `wtype TEXT` types the 100 characters.
+- X11 and sway are deskrig's tools called in-process (handler, no MCP transport): capture, mask,
+  encode (PNG: lossless, unfiltered, ISA-L level 2), with the damage cache off so every capture
+  is grabbed and encoded anew. The click is `click` with include_screenshot: the virtual pointer
+  (sway) or XTest (X11), then the target window's PNG. The sway click point stays the same, as a
+  repeated click would: a Wayland window is clicked with no pointer motion on screen.
+- CPU time counts this process and the peers' processes, not the compositor's or X server's.
+"""
 
 #: A named thing to time, once per round (see ``measure_interleaved``).
 Case = tuple[str, Callable[[], Awaitable[object]]]
@@ -160,10 +175,15 @@ def action_rows(x11: Side, sway: Side, runs: int) -> list[Row]:
     # wtype has no pointer: swaymsg moves and clicks sway's own cursor, in one process.
     clicks = f"seat - cursor set {x} {y}, seat - cursor press button1, seat - cursor release button1"
     peer_click = f"swaymsg '{clicks}' >/dev/null && grim - >/dev/null"
+    fastest_peer_click = peer_click.replace("grim -", "grim -l 1 -")
     clicking: list[Case] = [
         (
             "peer: swaymsg click + grim -",
             awaitable(lambda: subprocess.run(peer_click, shell=True, env=sway.env, check=True)),
+        ),
+        (
+            "peer: swaymsg click + grim -l 1 -",
+            awaitable(lambda: subprocess.run(fastest_peer_click, shell=True, env=sway.env, check=True)),
         ),
         ("X11: click + after-screenshot", _click_call(x11)),
         ("sway: click + after-screenshot", _click_call(sway)),
@@ -175,12 +195,14 @@ def action_rows(x11: Side, sway: Side, runs: int) -> list[Row]:
         ),
         ("sway: type_text, 100 chars", lambda: call_tool(sway.server, "type_text", {"text": TEXT_100})),
     ]
-    peer_clicked, x11_click, sway_click = anyio.run(measure_interleaved, clicking, runs)
+    peer_clicked, fastest_peer_clicked, x11_click, sway_click = anyio.run(measure_interleaved, clicking, runs)
     peer_typed, sway_typed = anyio.run(measure_interleaved, typing, max(3, runs // 5))
     return [
         Row(peer_clicked),
+        Row(fastest_peer_clicked),
         Row(x11_click),
         Row(sway_click, peer_clicked, 5.0),
+        Row(sway_click, fastest_peer_clicked),
         Row(sway_click, x11_click),
         Row(peer_typed),
         Row(sway_typed, peer_typed, 1.0),
@@ -225,4 +247,5 @@ def run(runs: int) -> None:
     print_table(f"sway capture vs X11 and grim ({title})", captures)
     print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", actions)
     print_table(f"the same in CPU time ({title})", _cpu(captures + actions))
+    sys.stdout.write(METHOD)
     _cold_starts()

@@ -164,6 +164,10 @@ class DesktopBackend(ABC):
         Raises DeskrigError(WINDOW_NOT_FOUND) for an unknown id.
         """
 
+    def grab_window(self, window_id: int, include_frame: bool) -> Grab:
+        """:meth:`capture_window` as a frame (see :meth:`grab`)."""
+        return Grab.of(self.capture_window(window_id, include_frame))
+
     @abstractmethod
     def cursor_position(self) -> CursorPosition:
         """Where the pointer is, in screen pixels."""
@@ -252,6 +256,9 @@ class Desktop:
 
     def capture_window(self, window_id: int, include_frame: bool = False) -> Image.Image:
         return self._call(lambda: self._backend.capture_window(window_id, include_frame))
+
+    def grab_window(self, window_id: int, include_frame: bool = False) -> Grab:
+        return self._call(lambda: self._backend.grab_window(window_id, include_frame))
 
     def cursor_position(self) -> CursorPosition:
         return self._call(self._backend.cursor_position)

@@ -29,6 +29,7 @@ from PIL import Image
 from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, even
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
+from deskrig.grabs import Grab
 from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,25 @@ def close_ipc(ipc: Connection) -> None:
 
 def _bounds(rect: dict[str, int]) -> Bounds:
     return Bounds(x=rect["x"], y=rect["y"], width=rect["width"], height=rect["height"])
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """The piece of a capture one output holds: ``part`` in layout coordinates, ``local`` in the
+    output's own."""
+
+    output: str
+    part: Bounds
+    local: Bounds
+
+
+def _union(boxes: list[Bounds]) -> Bounds:
+    """The screen: the smallest box holding every output."""
+    if not boxes:
+        raise BackendError(ErrorCode.DISPLAY_NOT_FOUND, "sway has no active output")
+    x0, y0 = min(b.x for b in boxes), min(b.y for b in boxes)
+    x1, y1 = max(b.right for b in boxes), max(b.bottom for b in boxes)
+    return Bounds(x=x0, y=y0, width=x1 - x0, height=y1 - y0)
 
 
 def _window_not_found(window_id: int) -> DeskrigError:
@@ -202,12 +222,7 @@ class SwayBackend(DesktopBackend):
         ]
 
     def screen_bounds(self) -> Bounds:
-        boxes = [d.bounds for d in self.displays()]
-        if not boxes:
-            raise BackendError(ErrorCode.DISPLAY_NOT_FOUND, "sway has no active output")
-        x0, y0 = min(b.x for b in boxes), min(b.y for b in boxes)
-        x1, y1 = max(b.right for b in boxes), max(b.bottom for b in boxes)
-        return Bounds(x=x0, y=y0, width=x1 - x0, height=y1 - y0)
+        return _union([d.bounds for d in self.displays()])
 
     def windows(self) -> list[WindowInfo]:
         with self._translated("cannot list windows"):
@@ -215,32 +230,46 @@ class SwayBackend(DesktopBackend):
         return [_window_info(view, ws, z) for z, (view, ws) in enumerate(_views(tree))]
 
     def capture(self, region: Bounds) -> Image.Image:
+        visible, pieces = self._pieces(region)
+        if len(pieces) == 1 and pieces[0].part == visible:
+            # One output holds the whole region (always, with one output): its copy is the image,
+            # with no canvas to allocate and paste it onto.
+            return self._wayland.capture(pieces[0].output, pieces[0].local)
+        return self._composed(visible, pieces)
+
+    def grab(self, region: Bounds) -> Grab:
+        visible, pieces = self._pieces(region)
+        if len(pieces) == 1 and pieces[0].part == visible:
+            return self._wayland.grab(pieces[0].output, pieces[0].local)  # BGRX, as sway hands it over
+        return Grab.of(self._composed(visible, pieces))
+
+    def _pieces(self, region: Bounds) -> tuple[Bounds, list[_Piece]]:
+        """The part of ``region`` on screen, and where each output holds a piece of it."""
         displays = self.displays()
-        screen = self.screen_bounds()
-        if region.intersection(screen) is None:
+        visible = region.intersection(_union([d.bounds for d in displays]))
+        if visible is None:
             raise DeskrigError(
                 ErrorCode.INVALID_REGION,
                 "the region lies outside the screen",
-                details={"region": region.model_dump(), "screen": screen.model_dump()},
+                details={"region": region.model_dump(), "screen": self.screen_bounds().model_dump()},
             )
-        visible = region.intersection(screen)
-        assert visible is not None
-        parts = [(d, part) for d in displays if (part := visible.intersection(d.bounds)) is not None]
-        if len(parts) == 1 and parts[0][1] == visible:
-            # One output holds the whole region (always, with one output): its copy is the image,
-            # with no canvas to allocate and paste it onto.
-            return self._capture_part(*parts[0])
+        return visible, [
+            _Piece(d.name, part, part.model_copy(update={"x": part.x - d.bounds.x, "y": part.y - d.bounds.y}))
+            for d in displays
+            if (part := visible.intersection(d.bounds)) is not None
+        ]
+
+    def _composed(self, visible: Bounds, pieces: list[_Piece]) -> Image.Image:
         image = Image.new("RGB", (visible.width, visible.height))
-        for display, part in parts:
-            image.paste(self._capture_part(display, part), (part.x - visible.x, part.y - visible.y))
+        for piece in pieces:
+            copied = self._wayland.capture(piece.output, piece.local)
+            image.paste(copied, (piece.part.x - visible.x, piece.part.y - visible.y))
         return image
 
-    def _capture_part(self, display: DisplayInfo, part: Bounds) -> Image.Image:
-        """``part`` (layout coordinates, inside ``display``) copied from that output."""
-        local = part.model_copy(update={"x": part.x - display.bounds.x, "y": part.y - display.bounds.y})
-        return self._wayland.capture(display.name, local)
-
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
+        return self.grab_window(window_id, include_frame).image()
+
+    def grab_window(self, window_id: int, include_frame: bool) -> Grab:
         window = self._window(window_id)
         if window.minimized:
             raise DeskrigError(
@@ -250,7 +279,7 @@ class SwayBackend(DesktopBackend):
                 remediation="Restore the window first (focus it), then capture it.",
             )
         area = window.frame_bounds if include_frame and window.frame_bounds is not None else window.bounds
-        return self.capture(area)
+        return self.grab(area)
 
     def cursor_position(self) -> CursorPosition:
         x, y = self._pointer.x, self._pointer.y

@@ -139,7 +139,7 @@ class SwayInput:
             # The seat had no pointer until now; put it where Xvfb's starts: mid-screen.
             layout = self._layout()
             with self._delivering("move"):
-                self._motion(layout.x + layout.width // 2, layout.y + layout.height // 2)
+                self._motion(layout, layout.x + layout.width // 2, layout.y + layout.height // 2)
         except (DeskrigError, OSError):
             self._wayland.close()
             raise
@@ -180,37 +180,40 @@ class SwayInput:
             height=max(r.y + r.height for r in rects) - y0,
         )
 
-    def _check_point(self, x: object, y: object) -> tuple[int, int]:
-        return check_point(x, y, self._layout())
-
-    def _motion(self, x: int, y: int) -> None:
-        layout = self._layout()
+    def _motion(self, layout: Bounds, x: int, y: int) -> None:
+        """Move to layout point (x, y); ``layout``: the outputs' box, read once per action (each
+        read is a request to sway's IPC)."""
         self._pointer.motion_absolute(self._now(), x - layout.x, y - layout.y, layout.width, layout.height)
         self._pointer.frame()
         self._pointer_state.x, self._pointer_state.y = x, y
 
-    def _point_at(self, x: int, y: int) -> None:
+    def _point_at(self, layout: Bounds, x: int, y: int) -> None:
         """Put the pointer on (x, y) and focus the window there, ready for a button press.
 
-        The pointer arrives from the neighbouring pixel: Xwayland tells an X client the pointer
-        entered its window only when it moves inside it, so a pointer that left an X window and
-        comes back to the very point it left gets no Enter, and the click after it is lost.
+        Over an X window the pointer arrives from the neighbouring pixel: Xwayland tells an X
+        client the pointer entered its window only when it moves inside it, so a pointer that
+        left an X window and comes back to the very point it left gets no Enter, and the click
+        after it is lost. A Wayland client is told of every surface the pointer enters, so the
+        pointer goes straight there: one motion, none at all on screen when it is there already
+        (a moved cursor is a new frame, which the next screen copy would wait for).
         """
-        self._motion(x + (1 if x == self._layout().x else -1), y)
-        self._focus_under(x, y)
-        self._motion(x, y)
-
-    def _focus_under(self, x: int, y: int) -> None:
-        """Focus the window at (x, y) before a button goes down there, as a click-to-focus window
-        manager does. sway would focus it on the press itself, but an X client under Xwayland
-        takes the X focus only after sway's X window manager offers it (WM_TAKE_FOCUS), and a
-        click that lands first is undone by it (Tk moves its focus back to the widget it had).
-        Nothing tells a Wayland client when the X client has taken the focus, hence the pause."""
         view = view_at(self._ipc.get_tree().ipc_data, x, y)
-        if view is None or view.get("focused"):
-            return
-        self._ipc.command(f"[con_id={view['id']}] focus")
-        if view.get("shell") == "xwayland":
+        xwayland = view is not None and view.get("shell") == "xwayland"
+        if xwayland:
+            self._motion(layout, x + (1 if x == layout.x else -1), y)
+        if view is not None and not view.get("focused"):
+            self._focus(view["id"], xwayland)
+        self._motion(layout, x, y)
+
+    def _focus(self, con_id: int, xwayland: bool) -> None:
+        """Focus the window under the pointer before a button goes down there, as a
+        click-to-focus window manager does. sway would focus it on the press itself, but an X
+        client under Xwayland takes the X focus only after sway's X window manager offers it
+        (WM_TAKE_FOCUS), and a click that lands first is undone by it (Tk moves its focus back
+        to the widget it had). Nothing tells a Wayland client when the X client has taken the
+        focus, hence the pause."""
+        self._ipc.command(f"[con_id={con_id}] focus")
+        if xwayland:
             time.sleep(XWAYLAND_FOCUS_SETTLE_S)
 
     def _button(self, code: int, state: int) -> None:
@@ -259,7 +262,8 @@ class SwayInput:
 
     def move(self, x: int, y: int) -> None:
         with self._delivering("move"):
-            self._motion(*self._check_point(x, y))
+            layout = self._layout()
+            self._motion(layout, *check_point(x, y, layout))
 
     def button(
         self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
@@ -269,7 +273,8 @@ class SwayInput:
         check_range("count", count, 1, MAX_CLICKS)
         held = [parse_modifier(m) for m in modifiers]
         with self._delivering("click"):
-            self._point_at(*self._check_point(x, y))
+            layout = self._layout()
+            self._point_at(layout, *check_point(x, y, layout))
             with self._holding(held):
                 for click in range(count):
                     if click:
@@ -291,16 +296,19 @@ class SwayInput:
         check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
         check_range("steps", steps, 1, MAX_DRAG_STEPS)
         with self._delivering("drag"):
-            x0, y0 = self._check_point(*from_xy)
-            x1, y1 = self._check_point(*to_xy)
-            self._point_at(x0, y0)
+            layout = self._layout()
+            x0, y0 = check_point(*from_xy, layout)
+            x1, y1 = check_point(*to_xy, layout)
+            self._point_at(layout, x0, y0)
             self._button(code, _PRESSED)
             try:
                 for step in range(1, steps + 1):
                     # Real time between motions: toolkits tell drags from flicks by speed.
                     self._wayland.roundtrip()
                     time.sleep(duration_ms / steps / 1000)
-                    self._motion(round(x0 + (x1 - x0) * step / steps), round(y0 + (y1 - y0) * step / steps))
+                    self._motion(
+                        layout, round(x0 + (x1 - x0) * step / steps), round(y0 + (y1 - y0) * step / steps)
+                    )
             finally:
                 self._button(code, _RELEASED)
 
@@ -309,7 +317,8 @@ class SwayInput:
         axis, sign = _SCROLL[check_scroll(direction, amount, x, y)]
         with self._delivering("scroll"):
             if x is not None:
-                self._motion(*self._check_point(x, y))
+                layout = self._layout()
+                self._motion(layout, *check_point(x, y, layout))
             for _ in range(amount):
                 self._pointer.axis_source(_AXIS_SOURCE_WHEEL)
                 self._pointer.axis_discrete(self._now(), axis, sign * _WHEEL_STEP, sign)
