@@ -50,6 +50,10 @@ class XTestConnection:
         self._display.set_error_handler(lambda err, request: self._xerrors.append(err))
         self._keymap = Keymap(self._display)
         self._closed = False
+        #: Keys (keycodes) and buttons held across calls by key_down / mouse_down: other actions
+        #: leave them down.
+        self._held_keycodes: dict[str, int] = {}
+        self._held_buttons: set[str] = set()
         #: Fallbacks taken, for the backend's diagnostics (see DesktopBackend.note).
         self.diagnostics: list[Diagnostic] = []
 
@@ -117,11 +121,13 @@ class XTestConnection:
 
     @contextmanager
     def _holding(self, keycodes: Sequence[int]) -> Iterator[None]:
-        """Press keys in order, release them in reverse, whatever happens in between."""
+        """Press keys in order, release them in reverse, whatever happens in between. Keys held by
+        key_down are already down and stay down."""
         pressed: list[int] = []
         try:
+            held = set(self._held_keycodes.values())
             for keycode in keycodes:
-                if keycode not in pressed:
+                if keycode not in pressed and keycode not in held:
                     self._key(keycode, True)
                     pressed.append(keycode)
             yield
