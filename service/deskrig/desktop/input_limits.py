@@ -63,6 +63,13 @@ def check_not_held(button: ButtonName, held: Collection[str]) -> None:
         )
 
 
+def check_release(button: ButtonName, x: object, y: object, held: Collection[str]) -> None:
+    """A mouse_up: of a button mouse_down holds, at both or neither of x, y."""
+    check_point_pair(x, y)
+    if button not in held:
+        raise invalid(f"the {button} button is not held down", button=button)
+
+
 def check_point_pair(x: object, y: object) -> None:
     """x and y go together: both or neither."""
     if (x is None) != (y is None):

@@ -22,6 +22,7 @@ from deskrig.desktop.input_limits import (
     check_point,
     check_point_pair,
     check_range,
+    check_release,
     check_scroll,
     check_text,
     invalid,
@@ -173,9 +174,7 @@ class ScriptedInput:
         self.held_buttons.add(button)
 
     def button_up(self, button: ButtonName, x: int | None, y: int | None) -> None:
-        check_point_pair(x, y)
-        if button not in self.held_buttons:
-            raise invalid(f"the {button} button is not held down", button=button)
+        check_release(button, x, y, self.held_buttons)
         world = self._open()
         point = self._check_point(x, y) if x is not None else world.pointer
         world.deliver(InputEvent("button_up", *point, button=button, modifiers=tuple(self.held_keys)))

@@ -37,6 +37,7 @@ from deskrig.desktop.input_limits import (
     check_point,
     check_point_pair,
     check_range,
+    check_release,
     check_scroll,
     check_text,
     invalid,
@@ -334,9 +335,7 @@ class SwayInput:
     def button_up(self, button: ButtonName, x: int | None, y: int | None) -> None:
         """Release ``button``, moving to (x, y) first if given."""
         code = self._button_code(button)
-        check_point_pair(x, y)
-        if button not in self._held_buttons:
-            raise invalid(f"the {button} button is not held down", button=button)
+        check_release(button, x, y, self._held_buttons)
         with self._delivering("mouse_up"):
             if x is not None:
                 self._motion(*self._check_point(x, y))

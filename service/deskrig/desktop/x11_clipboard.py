@@ -30,7 +30,7 @@ from Xlib.protocol import event as xevent
 
 from deskrig.desktop.clipboard import Selection
 from deskrig.desktop.input_limits import CLIPBOARD_TIMEOUT_S, MAX_CLIPBOARD_BYTES
-from deskrig.desktop.x11_conn import close_display
+from deskrig.desktop.x11_conn import close_display, open_display
 from deskrig.errors import DeskrigError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -44,17 +44,6 @@ _SELECTION_ATOMS: dict[Selection, str] = {"clipboard": "CLIPBOARD", "primary": "
 _PROPERTY = "DESKRIG_SELECTION"
 #: get_property's length argument is in 32-bit units: enough for any property we accept.
 _LONG_LENGTH = MAX_CLIPBOARD_BYTES // 4 + 1
-
-
-def _open(display_name: str | None) -> Display:
-    try:
-        return Display(display_name)
-    except (xerror.DisplayError, OSError) as exc:
-        raise DeskrigError(
-            ErrorCode.DISPLAY_NOT_FOUND,
-            f"cannot open X display {display_name or '$DISPLAY'} for the clipboard: {exc}",
-            details={"display": display_name},
-        ) from exc
 
 
 def _hidden_window(display: Display) -> Any:
@@ -100,7 +89,7 @@ class SelectionOwner:
     """The thread that owns selections and serves them. All X calls happen on that thread."""
 
     def __init__(self, display_name: str | None) -> None:
-        self._display = _open(display_name)
+        self._display = open_display(display_name, " for the clipboard")
         self._display.set_error_handler(self._x_error)
         self._window = _hidden_window(self._display)
         self._atom = self._display.intern_atom
@@ -264,7 +253,7 @@ class SelectionReader:
     """Reads selections through conversion requests, on its own connection. Not thread-safe."""
 
     def __init__(self, display_name: str | None) -> None:
-        self._display = _open(display_name)
+        self._display = open_display(display_name, " for the clipboard")
         self._window = _hidden_window(self._display)
         self._property = self._display.intern_atom(_PROPERTY)
         self._names: dict[int, str] = {}

@@ -24,8 +24,8 @@ from deskrig.desktop.input_limits import (
     check_not_held,
     check_point_pair,
     check_range,
+    check_release,
     check_scroll,
-    invalid,
 )
 from deskrig.desktop.keys import parse_modifier
 from deskrig.desktop.x11_windows import wm_check_window
@@ -122,9 +122,7 @@ class X11Pointer(XTestConnection):
         """Release ``button`` (moving to (x, y) first if given); waits as a click does for a window
         manager's grab and focus change."""
         number = self._button_number(button)
-        check_point_pair(x, y)
-        if button not in self._held_buttons:
-            raise invalid(f"the {button} button is not held down", button=button)
+        check_release(button, x, y, self._held_buttons)
         with self._delivering("mouse_up"):
             if x is not None:
                 self._motion(*self._check_point(x, y))

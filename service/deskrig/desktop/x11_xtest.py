@@ -12,11 +12,10 @@ from contextlib import contextmanager
 
 from Xlib import X
 from Xlib import error as xerror
-from Xlib.display import Display
 from Xlib.ext import xtest
 
 from deskrig.desktop.input_limits import check_point
-from deskrig.desktop.x11_conn import close_display
+from deskrig.desktop.x11_conn import close_display, open_display
 from deskrig.desktop.x11_keymap import Keymap, keysym_for_key
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic
@@ -29,14 +28,7 @@ class XTestConnection:
     """An X connection with XTEST, and the plumbing every input action uses. Not thread-safe."""
 
     def __init__(self, display: str | None = None) -> None:
-        try:
-            self._display = Display(display)
-        except (xerror.DisplayError, OSError) as exc:
-            raise DeskrigError(
-                ErrorCode.DISPLAY_NOT_FOUND,
-                f"cannot open X display {display or '$DISPLAY'}: {exc}",
-                details={"display": display},
-            ) from exc
+        self._display = open_display(display)
         if not self._display.has_extension("XTEST"):
             self._display.close()
             raise DeskrigError(

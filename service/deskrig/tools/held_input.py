@@ -16,6 +16,8 @@ from deskrig.tools.actions import ActionOptions, action_result
 from deskrig.tools.input import BUTTON, Button, resolve_keys
 from deskrig.tools.targets import point_or_cursor_target
 
+#: HeldInput.mouse_down or mouse_up: (books, holder, button, x, y, lock timeout).
+MouseChange = Callable[[HeldInput, str, str, int | None, int | None, float | None], HeldState]
 KEY = (
     "One key: a modifier (shift, ctrl, alt, super), a named key (Return, F5, Left) or a character "
     "key of the layout (a, 1)"
@@ -72,24 +74,22 @@ async def key_up(services: Services, call: CallInfo, args: KeyInput) -> ToolResu
 
 
 async def mouse_down(services: Services, call: CallInfo, args: MouseInput) -> ToolResult:
-    at = _where(call)
-    return await _held(
-        services,
-        call,
-        args,
-        lambda h, t: h.mouse_down(call.client_id, args.button, args.x, args.y, t),
-        f"pressed the {args.button} button{at}",
-    )
+    return await _mouse(services, call, args, HeldInput.mouse_down, "pressed")
 
 
 async def mouse_up(services: Services, call: CallInfo, args: MouseInput) -> ToolResult:
-    at = _where(call)
+    return await _mouse(services, call, args, HeldInput.mouse_up, "released")
+
+
+async def _mouse(
+    services: Services, call: CallInfo, args: MouseInput, change: MouseChange, did: str
+) -> ToolResult:
     return await _held(
         services,
         call,
         args,
-        lambda h, t: h.mouse_up(call.client_id, args.button, args.x, args.y, t),
-        f"released the {args.button} button{at}",
+        lambda h, t: change(h, call.client_id, args.button, args.x, args.y, t),
+        f"{did} the {args.button} button{_where(call)}",
     )
 
 
