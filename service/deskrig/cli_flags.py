@@ -197,6 +197,16 @@ def server_options(parser: argparse.ArgumentParser) -> None:
         help="how long an input call waits for another client's input before BUSY (default 10)",
     )
     option(
+        parser,
+        "--held-input-idle-timeout",
+        env="DESKRIG_HELD_INPUT_IDLE_TIMEOUT",
+        setting="held_input_idle_timeout",
+        type=float,
+        metavar="SECONDS",
+        help="release the keys and buttons a stateless client holds after this long without a call "
+        "from it (default 120; 0: never)",
+    )
+    option(
         parser, "-v", "--verbose", env="DESKRIG_VERBOSE", action="store_true", help="debug logging on stderr"
     )
 

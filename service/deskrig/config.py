@@ -36,6 +36,7 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_RECORDING_KEY_FILE": (None, "recording_key_file"),
     "DESKRIG_RECORDING_IDLE_TIMEOUT": (None, "recording_idle_timeout"),
     "DESKRIG_INPUT_LOCK_TIMEOUT": (None, "input_lock_timeout"),
+    "DESKRIG_HELD_INPUT_IDLE_TIMEOUT": (None, "held_input_idle_timeout"),
 }
 
 
@@ -100,6 +101,9 @@ class Settings(BaseModel):
     recording_idle_timeout: float = Field(600.0, ge=0)
     #: How long an input call waits for another client's input to finish before BUSY.
     input_lock_timeout: float = Field(10.0, ge=0)
+    #: Keys and buttons a client holds (key_down, mouse_down) are released after this many seconds
+    #: without a call from it, when its connection's close cannot be seen (stateless clients; 0: never).
+    held_input_idle_timeout: float = Field(120.0, ge=0)
 
     @field_validator("token", mode="before")
     @classmethod

@@ -90,6 +90,7 @@ def build_server(
         recorder=recorder,
     )
     server = DeskrigServer(services)
+    desktop.held.idle_timeout = settings.held_input_idle_timeout
     server.use(DisconnectWatch(recorder, desktop))
     if settings.record_dir:
         recorder.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)

@@ -61,22 +61,29 @@ def open_desktop(
     name = choose_backend(backend, env=env, display=display)
     if name == "x11":
         from deskrig.desktop.x11 import X11Backend
+        from deskrig.desktop.x11_clipboard import X11Selections
         from deskrig.desktop.x11_input import X11Input
 
         impl: DesktopBackend = X11Backend(display)
         try:
-            return Desktop(impl, X11Input(display))
+            device = X11Input(display)
+            try:
+                return Desktop(impl, device, X11Selections(display))
+            except DeskrigError:
+                device.close()
+                raise
         except DeskrigError:
             impl.close()
             raise
     elif name == "sway":
         from deskrig.desktop.sway import PointerState, SwayBackend, SwaySockets
+        from deskrig.desktop.sway_clipboard import WaylandSelections
         from deskrig.desktop.sway_input import SwayInput
 
         sockets, pointer = SwaySockets.from_environment(env), PointerState()
         impl = SwayBackend(sockets, pointer)
         try:
-            return Desktop(impl, SwayInput(sockets, pointer))
+            return Desktop(impl, SwayInput(sockets, pointer), WaylandSelections(sockets))
         except DeskrigError:
             impl.close()
             raise

@@ -17,6 +17,8 @@ from typing import Literal, Protocol, TypeVar
 
 from PIL import Image
 
+from deskrig.desktop.clipboard import Clipboard, SelectionStore
+from deskrig.desktop.held import HeldInput
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
 from deskrig.model import Bounds, CursorPosition, Diagnostic, DisplayInfo, Point, TypeReport, WindowInfo
@@ -81,6 +83,25 @@ class InputDevice(Protocol):
     def hotkey(self, keys: Sequence[str]) -> None: ...
 
     def type_text(self, text: str, delay_ms: int = 0, job: InputJob | None = None) -> TypeReport: ...
+
+    # Halves, for input held across calls (``deskrig.desktop.held`` keeps the books): other actions
+    # leave a held key or button down, and a click or drag of a held button is INVALID_ARGUMENT.
+
+    def key_down(self, key: str) -> None:
+        """Press one key (a canonical name, ``keys.parse_key``) and leave it down."""
+        ...
+
+    def key_up(self, key: str) -> None:
+        """Release a key :meth:`key_down` pressed."""
+        ...
+
+    def button_down(self, button: Literal["left", "right", "middle"], x: int | None, y: int | None) -> None:
+        """Press a button at (x, y), or where the pointer is, and leave it down."""
+        ...
+
+    def button_up(self, button: Literal["left", "right", "middle"], x: int | None, y: int | None) -> None:
+        """Release a button :meth:`button_down` pressed, after moving to (x, y) if given."""
+        ...
 
     def close(self) -> None: ...
 
@@ -210,12 +231,20 @@ class DesktopBackend(ABC):
 class Desktop:
     """Thread-safe facade over a backend and its input device: a lock each, one close.
 
-    Input has its own lock so a long ``type_text`` does not hold up screenshots.
+    Input has its own lock so a long ``type_text`` does not hold up screenshots; so has the
+    clipboard. Keys and buttons held across calls are booked in :attr:`held`.
     """
 
-    def __init__(self, backend: DesktopBackend, input_device: InputDevice | None = None) -> None:
+    def __init__(
+        self,
+        backend: DesktopBackend,
+        input_device: InputDevice | None = None,
+        selections: SelectionStore | None = None,
+    ) -> None:
         self._backend = backend
         self._input = input_device
+        self._clipboard = Clipboard(selections) if selections is not None else None
+        self.held = HeldInput(self)
         self._lock = threading.RLock()
         self._input_lock = threading.Lock()
         self._input_job: InputJob | None = None
@@ -316,14 +345,28 @@ class Desktop:
         job.stop.set()
         return True
 
+    @property
+    def clipboard(self) -> Clipboard:
+        if self._clipboard is None:
+            raise DeskrigError(
+                ErrorCode.INPUT_FAILED,
+                f"the {self.backend_name} backend has no clipboard",
+                remediation="Use a desktop backend with a clipboard (x11 or sway).",
+            )
+        return self._clipboard
+
     def close(self) -> None:
         with self._lock, self._input_lock:
             if self._closed:
                 return
             self._closed = True
+            self.held.close()
             try:
                 if self._input is not None:
+                    self.held.release_now(self._input)  # no key stays down after the server
                     self._input.close()
+                if self._clipboard is not None:
+                    self._clipboard.close()
             finally:
                 self._backend.close()
 

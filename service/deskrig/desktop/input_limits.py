@@ -4,6 +4,7 @@ text, and the INVALID_ARGUMENT they raise, so X11 and Sway refuse the same input
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Collection
 from typing import Literal
 
 from deskrig.errors import DeskrigError, ErrorCode
@@ -23,6 +24,11 @@ MAX_TEXT_LENGTH = 100_000
 #: type_text hands keystrokes to the display server (and checks for cancellation) this many at a time.
 TYPE_CHUNK = 32
 MAX_KEY_DELAY_MS = 1000
+#: The most a clipboard transfer (set or get) carries: far above any text a test pastes, below
+#: what would strain the rig's memory or an MCP response.
+MAX_CLIPBOARD_BYTES = 32 * 1024 * 1024
+#: How long a clipboard read waits for the selection's owner to answer (it may be a busy app).
+CLIPBOARD_TIMEOUT_S = 5.0
 
 
 def invalid(message: str, **details: object) -> DeskrigError:
@@ -46,6 +52,30 @@ def check_button(button: object) -> ButtonName:
     raise invalid(f"unknown mouse button {button!r}", button=button, allowed=list(BUTTON_NAMES))
 
 
+def check_not_held(button: ButtonName, held: Collection[str]) -> None:
+    """A click or drag of a button that mouse_down holds would release it behind its holder's back."""
+    if button in held:
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"the {button} button is held down (mouse_down)",
+            details={"button": button, "held_buttons": sorted(held)},
+            remediation="Release it with mouse_up first, or click with another button.",
+        )
+
+
+def check_release(button: ButtonName, x: object, y: object, held: Collection[str]) -> None:
+    """A mouse_up: of a button mouse_down holds, at both or neither of x, y."""
+    check_point_pair(x, y)
+    if button not in held:
+        raise invalid(f"the {button} button is not held down", button=button)
+
+
+def check_point_pair(x: object, y: object) -> None:
+    """x and y go together: both or neither."""
+    if (x is None) != (y is None):
+        raise invalid("give both x and y, or neither", x=x, y=y)
+
+
 def check_scroll(direction: object, amount: object, x: object, y: object) -> ScrollDirection:
     """The direction of a valid scroll: a known direction, an amount in range, both or neither of x, y."""
     if direction not in SCROLL_DIRECTIONS:
@@ -53,8 +83,7 @@ def check_scroll(direction: object, amount: object, x: object, y: object) -> Scr
             f"unknown scroll direction {direction!r}", direction=direction, allowed=list(SCROLL_DIRECTIONS)
         )
     check_range("amount", amount, 1, MAX_SCROLL)
-    if (x is None) != (y is None):
-        raise invalid("give both x and y, or neither", x=x, y=y)
+    check_point_pair(x, y)
     return SCROLL_DIRECTIONS[SCROLL_DIRECTIONS.index(direction)]
 
 

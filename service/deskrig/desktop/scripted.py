@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from PIL import Image
 
 from deskrig.desktop.base import Desktop, DesktopBackend, ScreenVideo
+from deskrig.desktop.clipboard import MemorySelections
 from deskrig.desktop.scripted_input import InputEvent, ScriptedInput
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import (
@@ -140,12 +141,14 @@ class ScriptedDesktop:
         self._composite: tuple[int, Image.Image] | None = None
         #: Every pointer and keyboard event delivered, oldest first.
         self.events: list[InputEvent] = []
+        #: The clipboard and primary selection.
+        self.selections = MemorySelections()
 
     # -- scripting the world ----------------------------------------------------------------------
 
     def open(self) -> Desktop:
         """A facade over this desktop, with its input device, as ``open_desktop`` returns one."""
-        return Desktop(ScriptedBackend(self), ScriptedInput(self))
+        return Desktop(ScriptedBackend(self), ScriptedInput(self), self.selections)
 
     def add_window(
         self,
@@ -316,7 +319,7 @@ class ScriptedDesktop:
                 window = self.window_under(event.x, event.y)
             else:
                 window = self.focused
-            if event.kind in ("button", "drag") and window is not None:
+            if event.kind in ("button", "drag", "button_down") and window is not None:
                 self.activate(window.id)
             focused = self.focused
             if typed and focused is not None:

@@ -18,10 +18,14 @@ from deskrig.desktop.input_limits import (
     ButtonName,
     ScrollDirection,
     check_button,
+    check_not_held,
     check_point,
+    check_point_pair,
     check_range,
+    check_release,
     check_scroll,
     check_text,
+    invalid,
 )
 from deskrig.desktop.keys import MODIFIER_KEYS, parse_combo, parse_hotkey, parse_modifier
 from deskrig.errors import DeskrigError, ErrorCode
@@ -39,7 +43,7 @@ class InputEvent:
     point for pointer events, the focused window for keys and text (None: the root, nothing).
     """
 
-    kind: Literal["move", "button", "drag", "scroll", "key", "type"]
+    kind: Literal["move", "button", "drag", "scroll", "key", "type", "key_down", "key_up", "button_down", "button_up"]
     x: int | None = None
     y: int | None = None
     button: str | None = None
@@ -73,6 +77,9 @@ class ScriptedInput:
         self.world = world
         self.diagnostics: list[Diagnostic] = []
         self._closed = False
+        #: What key_down and mouse_down hold: a click's event carries the held modifiers.
+        self.held_keys: list[str] = []
+        self.held_buttons: set[str] = set()
 
     def _open(self) -> InputSink:
         if self._closed:
@@ -90,9 +97,9 @@ class ScriptedInput:
     def button(
         self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
     ) -> None:
-        check_button(button)
+        check_not_held(check_button(button), self.held_buttons)
         check_range("count", count, 1, MAX_CLICKS)
-        held = tuple(parse_modifier(m) for m in modifiers)
+        held = (*self.held_keys, *(parse_modifier(m) for m in modifiers))
         world = self._open()
         point = self._check_point(x, y)
         world.deliver(InputEvent("button", *point, button=button, count=count, modifiers=held))
@@ -105,7 +112,7 @@ class ScriptedInput:
         duration_ms: int = 300,
         steps: int = 10,
     ) -> None:
-        check_button(button)
+        check_not_held(check_button(button), self.held_buttons)
         check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
         check_range("steps", steps, 1, MAX_DRAG_STEPS)
         world = self._open()
@@ -147,6 +154,31 @@ class ScriptedInput:
                 job.done = start + len(chunk)
                 job.check(len(text))
         return TypeReport(chars=len(text), path="xtest")
+
+    def key_down(self, key: str) -> None:
+        self._open().deliver(InputEvent("key_down", keys=(key,)))
+        self.held_keys.append(key)
+
+    def key_up(self, key: str) -> None:
+        if key not in self.held_keys:
+            raise invalid(f"key {key} is not held down", key=key)
+        self._open().deliver(InputEvent("key_up", keys=(key,)))
+        self.held_keys.remove(key)
+
+    def button_down(self, button: ButtonName, x: int | None, y: int | None) -> None:
+        check_not_held(check_button(button), self.held_buttons)
+        check_point_pair(x, y)
+        world = self._open()
+        point = self._check_point(x, y) if x is not None else world.pointer
+        world.deliver(InputEvent("button_down", *point, button=button, modifiers=tuple(self.held_keys)))
+        self.held_buttons.add(button)
+
+    def button_up(self, button: ButtonName, x: int | None, y: int | None) -> None:
+        check_release(button, x, y, self.held_buttons)
+        world = self._open()
+        point = self._check_point(x, y) if x is not None else world.pointer
+        world.deliver(InputEvent("button_up", *point, button=button, modifiers=tuple(self.held_keys)))
+        self.held_buttons.discard(button)
 
     def close(self) -> None:
         self._closed = True

@@ -33,10 +33,14 @@ from deskrig.desktop.input_limits import (
     ButtonName,
     ScrollDirection,
     check_button,
+    check_not_held,
     check_point,
+    check_point_pair,
     check_range,
+    check_release,
     check_scroll,
     check_text,
+    invalid,
 )
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
 from deskrig.desktop.sway import PointerState, SwaySockets, view_at
@@ -135,6 +139,11 @@ class SwayInput:
                 self._wayland.seat
             )
             self._keymap = _Keymap()
+            #: Keys held across calls by key_down (name -> key code), the modifier state they set,
+            #: and buttons held by mouse_down: other actions leave them down.
+            self._held_keys: dict[str, int] = {}
+            self._held_mask = 0
+            self._held_buttons: set[str] = set()
             self._closed = False
             # The seat had no pointer until now; put it where Xvfb's starts: mid-screen.
             layout = self._layout()
@@ -221,8 +230,9 @@ class SwayInput:
         self._pointer.frame()
 
     def _codes(self, keys: Sequence[str]) -> list[int]:
-        """Key codes for canonical key names, re-sending the keymap if it had to grow."""
-        codes = self._keymap.ensure([xkb_symbol(k) for k in keys])
+        """Key codes for canonical key names, re-sending the keymap if it had to grow (held keys
+        keep theirs)."""
+        codes = self._keymap.ensure([xkb_symbol(k) for k in [*self._held_keys, *keys]])
         if not self._keymap.sent:
             self._send_keymap()
         return [codes[xkb_symbol(k)] for k in keys]
@@ -239,13 +249,17 @@ class SwayInput:
         finally:
             os.close(fd)
         self._keymap.sent = True
+        if self._held_mask:
+            self._keyboard.modifiers(self._held_mask, 0, 0, 0)
 
     @contextmanager
     def _holding(self, keys: Sequence[str]) -> Iterator[None]:
-        """Press keys in order (modifiers also set their state bit), release in reverse."""
+        """Press keys in order (modifiers also set their state bit), release in reverse. Keys held
+        by key_down are already down and stay down."""
+        keys = [key for key in keys if key not in self._held_keys]
         codes = self._codes(keys)
         pressed: list[tuple[int, int]] = []
-        mask = 0
+        mask = self._held_mask
         try:
             for key, code in zip(keys, codes, strict=True):
                 self._keyboard.key(self._now(), code, _PRESSED)
@@ -256,7 +270,7 @@ class SwayInput:
         finally:
             for index in range(len(pressed) - 1, -1, -1):
                 self._keyboard.key(self._now(), pressed[index][0], _RELEASED)
-                self._keyboard.modifiers(pressed[index - 1][1] if index else 0, 0, 0, 0)
+                self._keyboard.modifiers(pressed[index - 1][1] if index else self._held_mask, 0, 0, 0)
 
     # -- pointer ----------------------------------------------------------------------------------
 
@@ -270,6 +284,7 @@ class SwayInput:
     ) -> None:
         """Click ``count`` times at (x, y) (2 = a double click) while holding ``modifiers``."""
         code = self._button_code(button)
+        check_not_held(button, self._held_buttons)
         check_range("count", count, 1, MAX_CLICKS)
         held = [parse_modifier(m) for m in modifiers]
         with self._delivering("click"):
@@ -293,6 +308,7 @@ class SwayInput:
     ) -> None:
         """Press at ``from_xy``, move in ``steps`` even steps over ``duration_ms``, release at ``to_xy``."""
         code = self._button_code(button)
+        check_not_held(button, self._held_buttons)
         check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
         check_range("steps", steps, 1, MAX_DRAG_STEPS)
         with self._delivering("drag"):
@@ -311,6 +327,28 @@ class SwayInput:
                     )
             finally:
                 self._button(code, _RELEASED)
+
+    def button_down(self, button: ButtonName, x: int | None, y: int | None) -> None:
+        """Press ``button`` at (x, y) (focusing the window there, as a click does), or where the
+        pointer is, and leave it down."""
+        code = self._button_code(button)
+        check_not_held(button, self._held_buttons)
+        check_point_pair(x, y)
+        with self._delivering("mouse_down"):
+            if x is not None:
+                self._point_at(*self._check_point(x, y))
+            self._button(code, _PRESSED)
+        self._held_buttons.add(button)
+
+    def button_up(self, button: ButtonName, x: int | None, y: int | None) -> None:
+        """Release ``button``, moving to (x, y) first if given."""
+        code = self._button_code(button)
+        check_release(button, x, y, self._held_buttons)
+        with self._delivering("mouse_up"):
+            if x is not None:
+                self._motion(*self._check_point(x, y))
+            self._held_buttons.discard(button)
+            self._button(code, _RELEASED)
 
     def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
         """``amount`` wheel clicks, at (x, y) if given, else where the pointer is."""
@@ -342,6 +380,27 @@ class SwayInput:
         with self._delivering("key press"), self._holding(names):
             pass
 
+    def key_down(self, key: str) -> None:
+        """Press one key and leave it down (a modifier also sets its state bit)."""
+        with self._delivering("key_down"):
+            code = self._codes([key])[0]
+            self._keyboard.key(self._now(), code, _PRESSED)
+            self._held_keys[key] = code
+            self._held_mask |= _MODIFIER_MASKS.get(key, 0)
+            self._keyboard.modifiers(self._held_mask, 0, 0, 0)
+
+    def key_up(self, key: str) -> None:
+        code = self._held_keys.get(key)
+        if code is None:
+            raise invalid(f"key {key} is not held down", key=key)
+        with self._delivering("key_up"):
+            del self._held_keys[key]
+            self._held_mask = 0
+            for name in self._held_keys:
+                self._held_mask |= _MODIFIER_MASKS.get(name, 0)
+            self._keyboard.key(self._now(), code, _RELEASED)
+            self._keyboard.modifiers(self._held_mask, 0, 0, 0)
+
     def type_text(self, text: str, delay_ms: int = 0, job: InputJob | None = None) -> TypeReport:
         """Type ``text`` exactly, whatever the layout (``\\n`` is Return, ``\\t`` is Tab).
 
@@ -368,6 +427,8 @@ class SwayInput:
                 self._wayland.roundtrip()
                 job.done += len(chunk)
                 job.check(len(keys))
+            if self._held_mask:  # text is typed with no modifier; a held one applies again after
+                self._keyboard.modifiers(self._held_mask, 0, 0, 0)
         return TypeReport(
             chars=len(keys), remapped_keysyms=len(self._keymap.symbols), path="virtual-keyboard"
         )

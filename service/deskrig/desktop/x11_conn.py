@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 
 from Xlib.display import Display
-from Xlib.error import ConnectionClosedError, XError
+from Xlib.error import ConnectionClosedError, DisplayError, XError
+
+from deskrig.errors import DeskrigError, ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -22,3 +24,15 @@ def close_display(display: Display, what: str) -> None:
         display.close()
     except (ConnectionClosedError, XError, OSError) as exc:
         log.debug("closing the %s connection: the X server is gone or refused (%s)", what, exc)
+
+
+def open_display(display: str | None, purpose: str = "") -> Display:
+    """A new connection to ``display`` (None: ``$DISPLAY``); DISPLAY_NOT_FOUND when there is none."""
+    try:
+        return Display(display)
+    except (DisplayError, OSError) as exc:
+        raise DeskrigError(
+            ErrorCode.DISPLAY_NOT_FOUND,
+            f"cannot open X display {display or '$DISPLAY'}{purpose}: {exc}",
+            details={"display": display},
+        ) from exc

@@ -20,10 +20,7 @@ from Xlib import XK, X
 from Xlib import error as xerror
 
 from deskrig.desktop.base import InputJob
-from deskrig.desktop.input_limits import (
-    TYPE_CHUNK,
-    check_text,
-)
+from deskrig.desktop.input_limits import TYPE_CHUNK, check_text, invalid
 from deskrig.desktop.keys import parse_combo, parse_hotkey
 from deskrig.desktop.x11_binding import MAPPING_GRACE_S, ClientSync, KeysymBindings
 from deskrig.desktop.x11_keymap import keysym_for_char, keysym_for_key
@@ -72,6 +69,34 @@ class X11Input(X11Pointer):
                     chord.append(stroke.keycode)
                 with self._holding(chord):
                     pass
+
+    def key_down(self, key: str) -> None:
+        """Press a key of the layout and leave it down (a character needing Shift is refused:
+        hold shift and its key instead, as a person would)."""
+        with self._delivering("key_down"):
+            self._refresh_keymap()
+            keycode = self._plain_keycode(key)
+            self._key(keycode, True)
+        self._held_keycodes[key] = keycode
+
+    def key_up(self, key: str) -> None:
+        keycode = self._held_keycodes.get(key)
+        if keycode is None:
+            raise invalid(f"key {key} is not held down", key=key)
+        with self._delivering("key_up"):
+            self._key(keycode, False)
+        del self._held_keycodes[key]
+
+    def _plain_keycode(self, key: str) -> int:
+        stroke = self._keymap.stroke(keysym_for_key(key))
+        if stroke is None or stroke.shift:
+            raise invalid(
+                f"key {key} is not a key of the keyboard layout"
+                + (" (it is the shifted level of one)" if stroke is not None else ""),
+                key=key,
+                hint="hold shift and the unshifted key, or type it with type_text",
+            )
+        return stroke.keycode
 
     def _shift_keycode(self) -> int:
         return self._modifier_keycodes(["Shift_L"])[0]

@@ -21,7 +21,10 @@ from deskrig.desktop.input_limits import (
     ButtonName,
     ScrollDirection,
     check_button,
+    check_not_held,
+    check_point_pair,
     check_range,
+    check_release,
     check_scroll,
 )
 from deskrig.desktop.keys import parse_modifier
@@ -57,6 +60,7 @@ class X11Pointer(XTestConnection):
     ) -> None:
         """Click ``count`` times at (x, y) (2 = a double click) while holding ``modifiers``."""
         number = self._button_number(button)
+        check_not_held(button, self._held_buttons)
         check_range("count", count, 1, MAX_CLICKS)
         held = [parse_modifier(m) for m in modifiers]
         with self._delivering("click"):
@@ -85,6 +89,7 @@ class X11Pointer(XTestConnection):
     ) -> None:
         """Press at ``from_xy``, move in ``steps`` even steps over ``duration_ms``, release at ``to_xy``."""
         number = self._button_number(button)
+        check_not_held(button, self._held_buttons)
         check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
         check_range("steps", steps, 1, MAX_DRAG_STEPS)
         with self._delivering("drag"):
@@ -101,6 +106,30 @@ class X11Pointer(XTestConnection):
             finally:
                 xtest.fake_input(self._display, X.ButtonRelease, number)
             self._await_released(number)
+
+    def button_down(self, button: ButtonName, x: int | None, y: int | None) -> None:
+        """Press ``button`` at (x, y), or where the pointer is, and leave it down."""
+        number = self._button_number(button)
+        check_not_held(button, self._held_buttons)
+        check_point_pair(x, y)
+        with self._delivering("mouse_down"):
+            if x is not None:
+                self._motion(*self._check_point(x, y))
+            xtest.fake_input(self._display, X.ButtonPress, number)
+        self._held_buttons.add(button)
+
+    def button_up(self, button: ButtonName, x: int | None, y: int | None) -> None:
+        """Release ``button`` (moving to (x, y) first if given); waits as a click does for a window
+        manager's grab and focus change."""
+        number = self._button_number(button)
+        check_release(button, x, y, self._held_buttons)
+        with self._delivering("mouse_up"):
+            if x is not None:
+                self._motion(*self._check_point(x, y))
+            xtest.fake_input(self._display, X.ButtonRelease, number)
+            self._held_buttons.discard(button)
+            self._await_released(number)
+        self._await_focus_settled()
 
     def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
         """``amount`` wheel clicks (buttons 4-7), at (x, y) if given, else where the pointer is."""

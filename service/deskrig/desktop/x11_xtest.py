@@ -12,11 +12,10 @@ from contextlib import contextmanager
 
 from Xlib import X
 from Xlib import error as xerror
-from Xlib.display import Display
 from Xlib.ext import xtest
 
 from deskrig.desktop.input_limits import check_point
-from deskrig.desktop.x11_conn import close_display
+from deskrig.desktop.x11_conn import close_display, open_display
 from deskrig.desktop.x11_keymap import Keymap, keysym_for_key
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic
@@ -29,14 +28,7 @@ class XTestConnection:
     """An X connection with XTEST, and the plumbing every input action uses. Not thread-safe."""
 
     def __init__(self, display: str | None = None) -> None:
-        try:
-            self._display = Display(display)
-        except (xerror.DisplayError, OSError) as exc:
-            raise DeskrigError(
-                ErrorCode.DISPLAY_NOT_FOUND,
-                f"cannot open X display {display or '$DISPLAY'}: {exc}",
-                details={"display": display},
-            ) from exc
+        self._display = open_display(display)
         if not self._display.has_extension("XTEST"):
             self._display.close()
             raise DeskrigError(
@@ -50,6 +42,10 @@ class XTestConnection:
         self._display.set_error_handler(lambda err, request: self._xerrors.append(err))
         self._keymap = Keymap(self._display)
         self._closed = False
+        #: Keys (keycodes) and buttons held across calls by key_down / mouse_down: other actions
+        #: leave them down.
+        self._held_keycodes: dict[str, int] = {}
+        self._held_buttons: set[str] = set()
         #: Fallbacks taken, for the backend's diagnostics (see DesktopBackend.note).
         self.diagnostics: list[Diagnostic] = []
 
@@ -117,11 +113,13 @@ class XTestConnection:
 
     @contextmanager
     def _holding(self, keycodes: Sequence[int]) -> Iterator[None]:
-        """Press keys in order, release them in reverse, whatever happens in between."""
+        """Press keys in order, release them in reverse, whatever happens in between. Keys held by
+        key_down are already down and stay down."""
         pressed: list[int] = []
         try:
+            held = set(self._held_keycodes.values())
             for keycode in keycodes:
-                if keycode not in pressed:
+                if keycode not in pressed and keycode not in held:
                     self._key(keycode, True)
                     pressed.append(keycode)
             yield

@@ -2,14 +2,16 @@
 
 mcp 2.x unwinds a connection's ``exit_stack`` when the connection closes: stdio EOF, an HTTP
 session's DELETE, its idle timeout, or the server shutting down. This context-tier middleware
-registers the recorder's ``client_closed`` and the desktop's ``cancel_input`` there, once per
+registers the recorder's ``client_closed``, the desktop's ``cancel_input`` and the release of the
+keys and buttons it holds (``deskrig.desktop.held``) there, once per
 connection, on the first tool call (by then an HTTP request carries its ``mcp-session-id``,
 which the client id is made of).
 
 Connections of the stateless 2026-07-28 protocol last one request each; they are not watched. A
 recording started over that protocol ends with ``stop_recording``, after the rig's
 ``recording_idle_timeout`` without a call from its identity, or when the server stops; its input
-stops when its request is cancelled or closed (``deskrig.tools.input_device``).
+stops when its request is cancelled or closed (``deskrig.tools.input_device``), and what it holds
+is released after ``held_input_idle_timeout`` without a call from it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -59,9 +62,15 @@ class DisconnectWatch:
         self.desktop = desktop
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "tools/call":
-            self._watch(ctx)
-        return await call_next(ctx)
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        self._watch(ctx)
+        client_id = client_of(ctx).key
+        self.desktop.held.touch(client_id)
+        try:
+            return await call_next(ctx)
+        finally:  # a long call (wait_for) is not idleness either
+            self.desktop.held.touch(client_id)
 
     def _watch(self, ctx: ServerRequestContext[Any, Any]) -> None:
         connection = connection_of(ctx)
@@ -73,4 +82,9 @@ class DisconnectWatch:
         connection.state[_WATCHED] = True
         client_id = client_of(ctx).key
         connection.exit_stack.push_async_callback(self.registry.client_closed, client_id)
+        # Unwound last in, first out: its input is cancelled, then what it held is released.
+        connection.exit_stack.push_async_callback(
+            anyio.to_thread.run_sync, self.desktop.held.release, client_id
+        )
         connection.exit_stack.callback(self.desktop.cancel_input, client_id)
+        self.desktop.held.watch(client_id)

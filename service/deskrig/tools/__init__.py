@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from deskrig.config import ToolProfile
 from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
-from deskrig.tools import a11y, acs, apps, input, recording, screen, windows
+from deskrig.tools import a11y, acs, apps, clipboard, held_input, input, recording, screen, windows
 
 __all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
 
@@ -12,6 +12,8 @@ ALL_TOOLS: list[AnyTool] = [
     *screen.TOOLS,
     *windows.TOOLS,
     *input.TOOLS,
+    *held_input.TOOLS,
+    *clipboard.TOOLS,
     *a11y.TOOLS,
     *apps.TOOLS,
     *recording.TOOLS,

@@ -9,7 +9,7 @@ import anyio
 from pydantic import BaseModel, Field, model_validator
 
 from deskrig.a11y import Element
-from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.errors import DeskrigError
 from deskrig.model import ActionResult, ActionTarget, Effect, Point
 from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.actions import ActionOptions, action_result, poll_until
@@ -20,6 +20,7 @@ from deskrig.tools.targets import (
     check_on_screen,
     element_target,
     focus_target,
+    point_or_cursor_target,
     point_target,
 )
 
@@ -120,14 +121,7 @@ async def resolve_drag(services: Services, call: CallInfo, args: DragInput) -> A
 
 
 async def resolve_scroll(services: Services, call: CallInfo, args: ScrollInput) -> ActionTarget:
-    if (args.x is None) != (args.y is None):
-        raise DeskrigError(
-            ErrorCode.INVALID_ARGUMENT, "x and y go together", details={"x": args.x, "y": args.y}
-        )
-    if args.x is None or args.y is None:
-        cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
-        return await point_target(services, cursor.x, cursor.y)
-    return await point_target(services, args.x, args.y)
+    return await point_or_cursor_target(services, args.x, args.y)
 
 
 async def resolve_typing(services: Services, call: CallInfo, args: TypeTextInput) -> ActionTarget:

@@ -89,6 +89,16 @@ async def point_target(services: Services, x: int, y: int) -> ActionTarget:
     return await anyio.to_thread.run_sync(_point_target, services, x, y)
 
 
+async def point_or_cursor_target(services: Services, x: int | None, y: int | None) -> ActionTarget:
+    """(x, y), or where the pointer is when both are None."""
+    if (x is None) != (y is None):
+        raise DeskrigError(ErrorCode.INVALID_ARGUMENT, "x and y go together", details={"x": x, "y": y})
+    if x is None or y is None:
+        cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
+        return await point_target(services, cursor.x, cursor.y)
+    return await point_target(services, x, y)
+
+
 def _focus_target(services: Services) -> ActionTarget:
     windows = services.desktop.windows()
     window = focused_window(windows)
