@@ -336,7 +336,8 @@ class SwayInput:
         check_point_pair(x, y)
         with self._delivering("mouse_down"):
             if x is not None:
-                self._point_at(*self._check_point(x, y))
+                layout = self._layout()
+                self._point_at(layout, *check_point(x, y, layout))
             self._button(code, _PRESSED)
         self._held_buttons.add(button)
 
@@ -346,7 +347,8 @@ class SwayInput:
         check_release(button, x, y, self._held_buttons)
         with self._delivering("mouse_up"):
             if x is not None:
-                self._motion(*self._check_point(x, y))
+                layout = self._layout()
+                self._motion(layout, *check_point(x, y, layout))
             self._held_buttons.discard(button)
             self._button(code, _RELEASED)
 
