@@ -8,9 +8,12 @@ Windows are sway's views: id = the container id (stable for the life of the wind
 ``app_id`` (native Wayland) or the X11 class (Xwayland), bounds = the content area in layout
 coordinates, minimized = in the scratchpad, z-order = sway's focus order (most recent first).
 
-Window capture copies the window's area of its output. With tiling no window covers another, so
-that is the window's own contents; a floating window above it would show in the copy (noted in
-``diagnostics``). sway 1.7 offers no per-window capture protocol to do better.
+Window capture copies the window's area of its output: with tiling no window covers another, so
+that is the window's own contents. sway 1.7 offers no per-window capture protocol, so floating
+windows over it are made transparent (``opacity 0``, one IPC command for them all) for the one
+frame the copy takes, then opaque again: the window's own pixels, its position and everyone's
+focus untouched. A window sway does not draw at all (another workspace, a hidden tab, behind a
+fullscreen window) is refused rather than shown as whatever is there instead.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 from i3ipc import Connection
 from PIL import Image
 
-from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, even
+from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, WindowCapture, even
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
 from deskrig.model import FIRST_DISPLAY_ID, Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
@@ -102,6 +105,28 @@ def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str
         yield from _views(children[cid], workspace)
 
 
+def _workspaces(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if node.get("type") == "workspace":
+        yield node
+        return
+    for child in node.get("nodes", []):
+        yield from _workspaces(child)
+
+
+def views_over(tree: dict[str, Any], window_id: int) -> list[dict[str, Any]]:
+    """The floating views sway draws over the view ``window_id``: on its workspace, every floating
+    one over a tiled view; over a floating view, those later in the floating list (sway draws it
+    in order, so the last is the top-most)."""
+    for workspace in _workspaces(tree):
+        layers = [[v for v, _ in _views(node)] for node in workspace.get("floating_nodes", [])]
+        if any(v["id"] == window_id for node in workspace.get("nodes", []) for v, _ in _views(node)):
+            return [v for layer in layers for v in layer]
+        for index, layer in enumerate(layers):
+            if any(v["id"] == window_id for v in layer):
+                return [v for above in layers[index + 1 :] for v in above]
+    return []
+
+
 def view_at(tree: dict[str, Any], x: int, y: int) -> dict[str, Any] | None:
     """The view shown at layout point (x, y): on an output's current workspace, floating views
     (which sway draws above the tiled ones) first."""
@@ -117,18 +142,23 @@ def view_at(tree: dict[str, Any], x: int, y: int) -> dict[str, Any] | None:
     return None
 
 
+def content_bounds(view: dict[str, Any]) -> Bounds:
+    """The area sway gives a view's window inside its container (``window_rect``, relative to the
+    container's ``rect``), in layout coordinates. (``geometry`` in sway 1.7's tree is the size
+    the window first asked for, not the size it has.)"""
+    frame, area = _bounds(view["rect"]), _bounds(view["window_rect"])
+    return Bounds(x=frame.x + area.x, y=frame.y + area.y, width=area.width, height=area.height)
+
+
 def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowInfo:
     frame = _bounds(view["rect"])
-    content = _bounds(view["window_rect"])
     properties = view.get("window_properties") or {}
     return WindowInfo(
         id=view["id"],
         title=view.get("name") or "",
         app=view.get("app_id") or properties.get("class") or "",
         pid=view.get("pid"),
-        bounds=Bounds(
-            x=frame.x + content.x, y=frame.y + content.y, width=content.width, height=content.height
-        ),
+        bounds=content_bounds(view),
         frame_bounds=frame,
         minimized=workspace == SCRATCHPAD,
         focused=bool(view.get("focused")),
@@ -177,8 +207,8 @@ class SwayBackend(DesktopBackend):
         self.note("damage", "sway reports no damage: every capture is taken afresh")
         self.note(
             "capture",
-            "window capture copies the window's screen area (wlr-screencopy): "
-            "its own pixels when tiled, a floating window above it would show",
+            "window capture copies the window's screen area (wlr-screencopy), with the floating "
+            "windows over it made transparent for that frame",
         )
 
     # -- the DesktopBackend methods -------------------------------------------------------------
@@ -241,16 +271,47 @@ class SwayBackend(DesktopBackend):
         return self._wayland.capture(display.name, local)
 
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
-        window = self._window(window_id)
-        if window.minimized:
+        return self.capture_window_described(window_id, include_frame).image
+
+    def capture_window_described(self, window_id: int, include_frame: bool) -> WindowCapture:
+        with self._translated("cannot list windows"):
+            tree = self._ipc.get_tree().ipc_data
+        found = next(((v, ws) for v, ws in _views(tree) if v["id"] == window_id), None)
+        if found is None:
+            raise _window_not_found(window_id)
+        view, workspace = found
+        if workspace == SCRATCHPAD or not view.get("visible", True):
             raise DeskrigError(
                 ErrorCode.CAPTURE_FAILED,
-                "the window is not on screen (in the scratchpad)",
-                details={"window_id": window_id},
-                remediation="Restore the window first (focus it), then capture it.",
+                "sway is not drawing the window (in the scratchpad, on another workspace, in a "
+                "hidden tab or behind a fullscreen window), so the screen does not show it",
+                details={"window_id": window_id, "workspace": workspace},
+                remediation="Focus the window first (focus_window), then capture it.",
             )
-        area = window.frame_bounds if include_frame and window.frame_bounds is not None else window.bounds
-        return self.capture(area)
+        area = _bounds(view["rect"]) if include_frame else content_bounds(view)
+        covering = [v["id"] for v in views_over(tree, window_id) if _bounds(v["rect"]).intersection(area)]
+        if not covering:
+            return WindowCapture(self.capture(area), "screen")
+        self._set_opacity(covering, 0)
+        try:
+            return WindowCapture(self.capture(area), "screen_uncovered")
+        finally:
+            self._set_opacity(covering, 1)
+
+    def _set_opacity(self, window_ids: list[int], opacity: int) -> None:
+        """Make windows transparent (0) or opaque again (1) in one IPC command. sway applies it
+        before it answers and damages their area, so the next frame (the one a copy waits for)
+        shows it. sway 1.7 does not report a window's opacity: opaque is what it is set back to."""
+        command = "; ".join(f"[con_id={window_id}] opacity {opacity}" for window_id in window_ids)
+        with self._translated("cannot hide the windows over the captured one"):
+            replies = self._ipc.command(command)
+        failed = [r.error for r in replies if not r.success]
+        if failed:
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED,
+                f"sway refused to change the opacity of the windows over the captured one: {failed[0]}",
+                details={"covering_windows": window_ids},
+            )
 
     def cursor_position(self) -> CursorPosition:
         x, y = self._pointer.x, self._pointer.y
