@@ -103,7 +103,9 @@ def x11_subject(desktop: Desktop, devices: dict[str, tuple[X11Backend, X11Input]
 
 
 @pytest.fixture(scope="module")
-def sway_devices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SwayScene, SwayBackend, SwayInput]]:
+def sway_devices(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[SwayScene, SwayBackend, SwayInput]]:
     """The scene on a sway of its own, with the backend and input device a server would open."""
     with sway_scene(tmp_path_factory.mktemp("contract-sway"), SCENE) as scene:
         sockets, pointer = SwaySockets.from_environment(scene.sway.env), PointerState()
