@@ -50,10 +50,12 @@ class PointerState:
 
 @dataclass(frozen=True)
 class SwaySockets:
-    """How to reach one sway: its IPC socket and its Wayland display."""
+    """How to reach one sway: its IPC socket, its Wayland display and its Xwayland's X display
+    (``DISPLAY``; empty without Xwayland)."""
 
     ipc: str
     wayland: str
+    x11: str = ""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> SwaySockets:
@@ -70,7 +72,7 @@ class SwaySockets:
                 details={"SWAYSOCK": ipc or None, "WAYLAND_DISPLAY": wayland or None},
                 remediation="Run inside a sway session (it sets both), or export them for a running sway.",
             )
-        return cls(ipc=ipc, wayland=wayland)
+        return cls(ipc=ipc, wayland=wayland, x11=env.get("DISPLAY", ""))
 
 
 def close_ipc(ipc: Connection) -> None:
