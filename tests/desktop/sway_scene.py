@@ -20,7 +20,7 @@ from tests.polling import poll
 from tests.sway.conftest import app_env
 from tests.sway.swayproc import SwaySession, start_sway
 
-from deskrig.desktop.sway import close_ipc
+from deskrig.desktop.sway import _views, close_ipc, content_bounds
 from deskrig.model import Bounds
 from deskrig.rig.sway import run_as_account
 
@@ -63,17 +63,36 @@ def launch_color_app(
     return app
 
 
-def float_at(sway: SwaySession, app: FixtureApp, bounds: Bounds) -> None:
-    """Make ``app``'s window floating with its content area at ``bounds`` (no borders in a rig)."""
+def float_at(sway: SwaySession, title: str, bounds: Bounds) -> None:
+    """Have sway show the window titled ``title``, once it maps, floating with its content area at
+    ``bounds`` (no borders in a rig): a window that maps floating never changes size after."""
+    run_commands(
+        sway,
+        # Quoted: unquoted, IPC would end the rule at the first comma.
+        f'for_window [title="^{title}$"] "floating enable, resize set {bounds.width} {bounds.height}, '
+        f'move absolute position {bounds.x} {bounds.y}"',
+    )
+
+
+def run_commands(sway: SwaySession, commands: str) -> None:
     ipc = Connection(socket_path=sway.env["SWAYSOCK"])
     try:
-        criteria = f"[pid={app.pid}]"
-        commands = (
-            f"{criteria} floating enable; {criteria} resize set {bounds.width} {bounds.height}; "
-            f"{criteria} move absolute position {bounds.x} {bounds.y}"
-        )
         replies = ipc.command(commands)
-        assert all(r.success for r in replies), [r.error for r in replies]
+    finally:
+        close_ipc(ipc)
+    assert all(r.success for r in replies), [r.error for r in replies]
+
+
+def wait_placed(sway: SwaySession, app: FixtureApp, bounds: Bounds) -> None:
+    """Until sway lists ``app``'s one window with its content area at ``bounds``."""
+    ipc = Connection(socket_path=sway.env["SWAYSOCK"])
+    try:
+
+        def placed() -> bool:
+            views = [v for v, _ in _views(ipc.get_tree().ipc_data) if v.get("pid") == app.pid]
+            return [content_bounds(v) for v in views] == [bounds]
+
+        poll(f"{app.title!r} at {bounds}", placed)
     finally:
         close_ipc(ipc)
 
@@ -86,16 +105,9 @@ def sway_scene(log_dir: Path, scene: dict[str, tuple[tuple[int, int, int], Bound
         stack.callback(sway.stop)
         apps: dict[str, FixtureApp] = {}
         for kind, (color, bounds) in scene.items():
+            float_at(sway, f"{kind}-sway", bounds)
             app = launch_color_app(sway, sway.runtime_dir, kind, color, (bounds.width, bounds.height))
             stack.callback(stop_process, app.proc)
-            float_at(sway, app, bounds)
+            wait_placed(sway, app, bounds)
             apps[kind] = app
-        for kind, (_, bounds) in scene.items():
-            app = apps[kind]
-            poll(f"{app.title!r} floating at its size", lambda app=app, bounds=bounds: _sized(app, bounds))
         yield SwayScene(sway, apps)
-
-
-def _sized(app: FixtureApp, bounds: Bounds) -> bool:
-    geometry = app.geometry()
-    return (geometry.width, geometry.height) == (bounds.width, bounds.height)

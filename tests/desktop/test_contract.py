@@ -230,6 +230,17 @@ def test_window_capture_is_its_own_pixels_with_or_without_the_frame(subject: Sub
     assert framed.size == (window.frame_bounds.width, window.frame_bounds.height)
 
 
+def test_captures_show_the_pointer_only_on_a_backend_that_says_so(subject: Subject) -> None:
+    area = subject.settled("gtk").bounds
+    subject.input.move(area.x + 20, area.y + 20)
+
+    image = subject.backend.capture(area)
+
+    colours = {colour for _, colour in image.getcolors(area.width * area.height) or []}
+    says_so = any(d.component == "cursor" for d in subject.backend.diagnostics)
+    assert (colours != {subject.colours["gtk"]}) == says_so, colours
+
+
 @pytest.mark.parametrize("window_id", UNKNOWN_IDS)
 def test_unknown_window_ids_are_window_not_found(subject: Subject, window_id: int) -> None:
     for call in (

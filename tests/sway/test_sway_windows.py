@@ -11,15 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from i3ipc import Connection
 from PIL import Image, ImageDraw
 from tests.desktop.conftest import SCREEN, FixtureApp, stop_process
-from tests.desktop.sway_scene import float_at, launch_color_app
+from tests.desktop.sway_scene import float_at, launch_color_app, run_commands
 from tests.polling import poll
 from tests.sway.swayproc import SwaySession, start_sway
 
 from deskrig.desktop import Desktop, open_desktop
-from deskrig.desktop.sway import close_ipc
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, WindowInfo
 from deskrig.observation import Observation
@@ -37,14 +35,6 @@ class Scene:
     sway: SwaySession
     desktop: Desktop
     under: FixtureApp
-
-    def command(self, command: str) -> None:
-        ipc = Connection(socket_path=self.sway.env["SWAYSOCK"])
-        try:
-            replies = ipc.command(command)
-        finally:
-            close_ipc(ipc)
-        assert all(r.success for r in replies), [r.error for r in replies]
 
     def window(self, app: FixtureApp) -> WindowInfo:
         return poll(
@@ -98,10 +88,10 @@ def colours(image: Image.Image, cursor: CursorPosition | None = None) -> set[tup
 def test_a_window_under_a_floating_one_captures_its_own_pixels_and_the_floating_one_stays(
     scene: Scene, extra: list[FixtureApp]
 ) -> None:
+    placed = Bounds(x=200, y=150, width=300, height=200)
+    float_at(scene.sway, "over", placed)
     over = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", RED, (300, 200), title="over")
     extra.append(over)
-    placed = Bounds(x=200, y=150, width=300, height=200)
-    float_at(scene.sway, over, placed)
     poll("the red window floating over the green one", lambda: scene.window(over).bounds == placed)
     poll("the green window under it", lambda: scene.window(scene.under).bounds.width == SCREEN[0])
     under = scene.window(scene.under)
@@ -134,7 +124,7 @@ def test_a_window_sway_does_not_draw_is_refused_not_shown_as_what_is_there(
     away = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", BLUE, (300, 200), title="away")
     extra.append(away)
     window = scene.window(away)
-    scene.command(f"[con_id={window.id}] move to workspace 2")
+    run_commands(scene.sway, f"[con_id={window.id}] move to workspace 2")
     poll(
         "the green window alone on the shown workspace",
         lambda: scene.window(scene.under).bounds.width == SCREEN[0],

@@ -208,6 +208,11 @@ class SwayBackend(DesktopBackend):
         self._wayland = WaylandConnection(sockets.wayland)
         self.note("damage", "sway reports no damage: every capture is taken afresh")
         self.note(
+            "cursor",
+            "captures show the pointer: headless sway draws it into every frame, and wlr-screencopy "
+            "(wlroots 0.15) cannot leave a drawn pointer out; X11 captures do not show it",
+        )
+        self.note(
             "capture",
             "window capture copies the window's screen area (wlr-screencopy), with the floating "
             "windows over it made transparent for that frame",
