@@ -15,6 +15,7 @@ from PIL import Image, ImageDraw
 from tests.desktop.conftest import SCREEN, FixtureApp, stop_process
 from tests.desktop.sway_scene import float_at, launch_color_app, run_commands
 from tests.polling import poll
+from tests.sway.conftest import window_of
 from tests.sway.swayproc import SwaySession, start_sway
 
 from deskrig.desktop import Desktop, open_desktop
@@ -37,10 +38,7 @@ class Scene:
     under: FixtureApp
 
     def window(self, app: FixtureApp) -> WindowInfo:
-        return poll(
-            f"{app.title!r} listed",
-            lambda: next((w for w in self.desktop.windows() if w.pid == app.pid), None),
-        )
+        return window_of(self.desktop, app)
 
 
 @pytest.fixture(scope="module")

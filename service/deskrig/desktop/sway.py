@@ -309,16 +309,12 @@ class SwayBackend(DesktopBackend):
         """Make windows transparent (0) or opaque again (1) in one IPC command. sway applies it
         before it answers and damages their area, so the next frame (the one a copy waits for)
         shows it. sway 1.7 does not report a window's opacity: opaque is what it is set back to."""
-        command = "; ".join(f"[con_id={window_id}] opacity {opacity}" for window_id in window_ids)
-        with self._translated("cannot hide the windows over the captured one"):
-            replies = self._ipc.command(command)
-        failed = [r.error for r in replies if not r.success]
-        if failed:
-            raise BackendError(
-                ErrorCode.CAPTURE_FAILED,
-                f"sway refused to change the opacity of the windows over the captured one: {failed[0]}",
-                details={"covering_windows": window_ids},
-            )
+        self._command(
+            "; ".join(f"[con_id={window_id}] opacity {opacity}" for window_id in window_ids),
+            "change the opacity of the windows over the captured one",
+            ErrorCode.CAPTURE_FAILED,
+            covering_windows=window_ids,
+        )
 
     def cursor_position(self) -> CursorPosition:
         x, y = self._pointer.x, self._pointer.y
@@ -327,16 +323,10 @@ class SwayBackend(DesktopBackend):
 
     def activate_window(self, window_id: int) -> None:
         self._window(window_id)
-        with self._translated("cannot focus the window", window_id=window_id):
-            # sway shows a scratchpad window that criteria focus, which is "un-minimising" it.
-            replies = self._ipc.command(f"[con_id={window_id}] focus")
-        failed = [r.error for r in replies if not r.success]
-        if failed:
-            raise BackendError(
-                ErrorCode.INPUT_FAILED,
-                f"sway refused to focus the window: {failed[0]}",
-                details={"window_id": window_id},
-            )
+        # sway shows a scratchpad window that criteria focus, which is "un-minimising" it.
+        self._command(
+            f"[con_id={window_id}] focus", "focus the window", ErrorCode.INPUT_FAILED, window_id=window_id
+        )
 
     def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
         # Xwayland clients see an X screen laid out like sway's outputs, so their "screen"
@@ -375,6 +365,14 @@ class SwayBackend(DesktopBackend):
         if window is None:
             raise _window_not_found(window_id)
         return window
+
+    def _command(self, command: str, what: str, code: ErrorCode, **details: object) -> None:
+        """Run sway ``command``s; one refused is ``code``, saying sway refused to do ``what``."""
+        with self._translated(f"cannot {what}", **details):
+            replies = self._ipc.command(command)
+        failed = [r.error for r in replies if not r.success]
+        if failed:
+            raise BackendError(code, f"sway refused to {what}: {failed[0]}", details=details)
 
     @contextmanager
     def _translated(self, message: str, **details: object) -> Iterator[None]:
