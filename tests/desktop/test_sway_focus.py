@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from Xlib.protocol import display as protocol_display
 
 from deskrig.desktop import sway_input
 from deskrig.desktop.sway_xfocus import XwaylandFocus
 
+from .conftest import Desktop
 from .forms import Forms
 from .test_input import focus_gtk_entry, send
 
@@ -70,3 +73,18 @@ def _ancestors(window: Any) -> list[int]:
             return found
         found.append(parent.id)
         window = parent
+
+
+def test_the_x_focus_watch_leaves_other_x_connections_event_classes_alone(
+    sway_forms: Forms, bare_desktop: Desktop
+) -> None:
+    """python-xlib shares one event-class dict between connections; Xvfb's (``bare_desktop``
+    has one open) and Xwayland's extensions number their events differently."""
+    before = {code: copy.copy(classes) for code, classes in protocol_display.Display.event_classes.items()}
+
+    watch = XwaylandFocus(sway_forms.x_display)
+    watch.close()
+
+    after = protocol_display.Display.event_classes
+    assert {code: copy.copy(classes) for code, classes in after.items()} == before
+    assert bare_desktop.xlib.get_input_focus()  # the Xvfb connection still works

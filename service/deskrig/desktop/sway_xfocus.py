@@ -22,6 +22,8 @@ from contextlib import contextmanager, suppress
 from Xlib import X
 from Xlib.display import Display
 from Xlib.error import DisplayError, XError
+from Xlib.protocol import display as protocol_display
+from Xlib.protocol import event as xlib_event
 
 #: How long a click waits for the X focus before it goes ahead anyway.
 X_FOCUS_TIMEOUT_S = 1.0
@@ -56,12 +58,33 @@ def _effective_uid(uid: int | None) -> Iterator[None]:
         os.seteuid(0)
 
 
+def _open_with_own_event_classes(name: str) -> Display:
+    """A connection to X display ``name`` with event classes of its own.
+
+    python-xlib keeps the event classes in one dict shared by every connection of the process,
+    and each connection adds its server's extension events at the codes that server gave them.
+    Xwayland numbers its extensions' events differently from an Xvfb this process may also talk
+    to, so the connections would overwrite each other's, or fail opening (RandR's sub-events
+    landing on a code another server gave a plain event). Opened with a fresh dict, the
+    connection keeps it and the shared one is left as it was.
+    """
+    protocol = protocol_display.Display
+    shared = protocol.event_classes
+    protocol.event_classes = xlib_event.event_class.copy()
+    try:
+        display = Display(name)
+        display.display.event_classes = protocol.event_classes
+        return display
+    finally:
+        protocol.event_classes = shared
+
+
 class XwaylandFocus:
     """One X connection to sway's Xwayland, used only to see where the X focus goes."""
 
     def __init__(self, display: str) -> None:
         with _effective_uid(_socket_owner(display)):
-            self._display = Display(display)
+            self._display = _open_with_own_event_classes(display)
 
     def focus(
         self, window_id: int, give_focus: Callable[[], None], timeout: float = X_FOCUS_TIMEOUT_S
