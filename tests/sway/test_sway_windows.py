@@ -116,6 +116,28 @@ def test_a_window_under_a_floating_one_captures_its_own_pixels_and_the_floating_
     assert (colours(own.image, inside), own.method) == ({RED}, "screen")
 
 
+def test_a_focused_tiled_window_is_listed_under_the_floating_one_and_recorded_without_it(
+    scene: Scene, extra: list[FixtureApp]
+) -> None:
+    placed = Bounds(x=300, y=200, width=300, height=200)
+    float_at(scene.sway, "cover", placed)
+    cover = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", RED, (300, 200), title="cover")
+    extra.append(cover)
+    poll("the red window floating", lambda: scene.window(cover).bounds == placed)
+    under = scene.window(scene.under)
+    scene.desktop.activate_window(under.id)
+    poll("the green window focused", lambda: scene.window(scene.under).focused)
+    corner = Bounds(x=placed.x, y=placed.y, width=1, height=1)
+    poll("the red window still drawn over it", lambda: scene.desktop.capture(corner).getpixel((0, 0)) == RED)
+    scene.desktop.with_input(lambda device: device.move(placed.x + 40, placed.y + 40))
+
+    windows = scene.desktop.windows()
+    seen = Observation(scene.desktop, WindowBlocklist([])).window_as_seen(scene.window(scene.under))
+
+    assert [w.pid for w in windows] == [cover.pid, scene.under.pid]
+    assert colours(seen.image, scene.desktop.cursor_position()) == {GREEN}
+
+
 def test_a_window_sway_does_not_draw_is_refused_not_shown_as_what_is_there(
     scene: Scene, extra: list[FixtureApp]
 ) -> None:

@@ -6,7 +6,8 @@ the layout and runs commands (focus); the Wayland connection copies pixels.
 
 Windows are sway's views: id = the container id (stable for the life of the window), app =
 ``app_id`` (native Wayland) or the X11 class (Xwayland), bounds = the content area in layout
-coordinates, minimized = in the scratchpad, z-order = sway's focus order (most recent first).
+coordinates, minimized = in the scratchpad, z-order = sway's focus order (most recent first),
+floating windows before the tiled ones of their workspace (sway draws them above).
 
 Window capture copies the window's area of its output: with tiling no window covers another, so
 that is the window's own contents. sway 1.7 offers no per-window capture protocol, so floating
@@ -95,12 +96,15 @@ def _window_not_found(window_id: int) -> DeskrigError:
 
 def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str, Any], str]]:
     """Every view (a container holding a window) under ``node``, with its workspace's name,
-    children visited in the parent's focus order so the walk yields most recently focused first."""
+    children visited in the parent's focus order so the walk yields most recently focused first,
+    except that a workspace's floating views come before its tiled ones, which sway draws them over."""
     if node.get("type") == "workspace":
         workspace = node.get("name", "")
     children = {child["id"]: child for child in [*node.get("nodes", []), *node.get("floating_nodes", [])]}
     order = [cid for cid in node.get("focus", []) if cid in children]
     order += [cid for cid in children if cid not in order]
+    floating = {child["id"] for child in node.get("floating_nodes", [])}
+    order.sort(key=lambda cid: cid not in floating)  # stable: focus order within each group
     if not children and node.get("pid") is not None and node.get("type") in ("con", "floating_con"):
         yield node, workspace
     for cid in order:
