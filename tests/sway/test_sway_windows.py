@@ -83,18 +83,26 @@ def colours(image: Image.Image, cursor: CursorPosition | None = None) -> set[tup
     return {colour for _, colour in image.getcolors(image.width * image.height) or []} - {MASK}
 
 
+def red_floating_window(scene: Scene, extra: list[FixtureApp], title: str, placed: Bounds) -> FixtureApp:
+    """A red window floating at ``placed`` over the green one, once sway draws it there."""
+    float_at(scene.sway, title, placed)
+    app = launch_color_app(
+        scene.sway, scene.sway.runtime_dir, "gtk", RED, (placed.width, placed.height), title=title
+    )
+    extra.append(app)
+    poll("the red window floating over the green one", lambda: scene.window(app).bounds == placed)
+    poll("the green window under it", lambda: scene.window(scene.under).bounds.width == SCREEN[0])
+    corner = Bounds(x=placed.x, y=placed.y, width=1, height=1)
+    poll("the red window drawn there", lambda: scene.desktop.capture(corner).getpixel((0, 0)) == RED)
+    return app
+
+
 def test_a_window_under_a_floating_one_captures_its_own_pixels_and_the_floating_one_stays(
     scene: Scene, extra: list[FixtureApp]
 ) -> None:
     placed = Bounds(x=200, y=150, width=300, height=200)
-    float_at(scene.sway, "over", placed)
-    over = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", RED, (300, 200), title="over")
-    extra.append(over)
-    poll("the red window floating over the green one", lambda: scene.window(over).bounds == placed)
-    poll("the green window under it", lambda: scene.window(scene.under).bounds.width == SCREEN[0])
+    over = red_floating_window(scene, extra, "over", placed)
     under = scene.window(scene.under)
-    corner = Bounds(x=placed.x, y=placed.y, width=1, height=1)
-    poll("the red window drawn there", lambda: scene.desktop.capture(corner).getpixel((0, 0)) == RED)
     before = scene.desktop.windows()
     # The pointer over the floating window, where the window under it is to be seen through it.
     scene.desktop.with_input(lambda device: device.move(placed.x + 40, placed.y + 40))
@@ -120,12 +128,8 @@ def test_a_focused_tiled_window_is_listed_under_the_floating_one_and_recorded_wi
     scene: Scene, extra: list[FixtureApp]
 ) -> None:
     placed = Bounds(x=300, y=200, width=300, height=200)
-    float_at(scene.sway, "cover", placed)
-    cover = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", RED, (300, 200), title="cover")
-    extra.append(cover)
-    poll("the red window floating", lambda: scene.window(cover).bounds == placed)
-    under = scene.window(scene.under)
-    scene.desktop.activate_window(under.id)
+    cover = red_floating_window(scene, extra, "cover", placed)
+    scene.desktop.activate_window(scene.window(scene.under).id)
     poll("the green window focused", lambda: scene.window(scene.under).focused)
     corner = Bounds(x=placed.x, y=placed.y, width=1, height=1)
     poll("the red window still drawn over it", lambda: scene.desktop.capture(corner).getpixel((0, 0)) == RED)
