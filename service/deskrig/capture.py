@@ -71,6 +71,12 @@ class ScreenshotMetadata(BaseModel):
         default_factory=list, description="What was done to keep the inline image under the size limit"
     )
     masked_windows: int = Field(0, description="Blocked windows blacked out in this image")
+    window_capture: str | None = Field(
+        None,
+        description="A window's pixels: how they were obtained (composite: the compositor's copy of the "
+        "window; screen: its screen area, nothing over it, or, without a compositor, what covers it; "
+        "screen_uncovered: its screen area while the windows over it were hidden; model: scripted)",
+    )
     saved_path: str | None = Field(None, description="Absolute path of the saved full-fidelity file")
     saved_byte_size: int | None = None
     from_cache: bool = Field(False, description="Screen unchanged since the last identical capture")
@@ -94,6 +100,7 @@ class _Encoded:
     quality: int | None
     inline: imaging.InlineImage
     masked: int
+    window_capture: str | None = None
     _full: bytes | None = None
 
     def full(self) -> bytes:
@@ -165,6 +172,7 @@ class CapturePipeline:
             window=target.window,
             adjustments=list(inline.steps),
             masked_windows=encoded.masked,
+            window_capture=encoded.window_capture,
             saved_path=str(saved_path) if saved_path else None,
             saved_byte_size=len(encoded.full()) if saved_path else None,
             from_cache=from_cache,
@@ -188,5 +196,10 @@ class CapturePipeline:
         if scale != 1.0:
             inline = inline.model_copy(update={"scale": inline.scale * scale})
         return _Encoded(
-            image=image, fmt=fmt, quality=options.quality, inline=inline, masked=pixels.masked_windows
+            image=image,
+            fmt=fmt,
+            quality=options.quality,
+            inline=inline,
+            masked=pixels.masked_windows,
+            window_capture=pixels.window_capture,
         )

@@ -38,6 +38,8 @@ class Pixels:
     region: Bounds
     #: Blocked windows blacked out in it.
     masked_windows: int = 0
+    #: For one window's pixels: how they were obtained (``deskrig.desktop.base.WindowCaptureMethod``).
+    window_capture: str | None = None
 
     @property
     def image(self) -> Image.Image:
@@ -112,9 +114,11 @@ class Observation:
     def window_pixels(self, window: WindowInfo, include_frame: bool = False) -> Pixels:
         """A window's own pixels, whole, from the compositor's copy (what lies above it is not in
         them). Callers refuse a blocked window rather than showing it black."""
-        frame = self.desktop.grab_window(window.id, include_frame)
+        captured = self.desktop.grab_window(window.id, include_frame)
+        frame = captured.grab
         region = window.frame_bounds if include_frame and window.frame_bounds else window.bounds
-        return Pixels(frame, Bounds(x=region.x, y=region.y, width=frame.width, height=frame.height))
+        area = Bounds(x=region.x, y=region.y, width=frame.width, height=frame.height)
+        return Pixels(frame, area, window_capture=captured.method)
 
     def window_as_seen(self, window: WindowInfo) -> Pixels:
         """The window as it shows: an unobscured window is cut from the screen (a shared-memory

@@ -109,21 +109,20 @@ class Forms:
         return bounds.x + bounds.width // 2, bounds.y + bounds.height // 2
 
 
+def run_as(command: list[str], user: str | None) -> list[str]:
+    """``command`` run as ``user`` (None: as ourselves)."""
+    if user is None:
+        return command
+    account = pwd.getpwnam(user)
+    return ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups", *command]
+
+
 def launch(
     log_dir: Path, script: str, title: str, env: dict[str, str], *, as_user: str | None = None, **kw: Any
 ) -> App:
     """Start ``tests/apps/{script}`` (as ``as_user`` if given) and wait until it reports ready."""
     log = log_dir / f"{Path(script).stem}.jsonl"
-    command = [SYSTEM_PYTHON, str(APPS_DIR / script), "--title", title, "--log", str(log)]
-    if as_user is not None:
-        account = pwd.getpwnam(as_user)
-        command = [
-            "setpriv",
-            f"--reuid={account.pw_uid}",
-            f"--regid={account.pw_gid}",
-            "--clear-groups",
-            *command,
-        ]
+    command = run_as([SYSTEM_PYTHON, str(APPS_DIR / script), "--title", title, "--log", str(log)], as_user)
     with (log_dir / f"{Path(script).stem}.stderr").open("wb") as stderr:
         proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     app = App(title=title, log=log, proc=proc, **kw)

@@ -169,10 +169,12 @@ def test_capture_window_sees_through_a_covering_window(
     screen = x11_backend.capture(x11_backend.screen_bounds())
     assert screen.getpixel((area.right - 1, area.bottom - 1)) == BLUE, "the cover must hide the corner"
 
-    image = x11_backend.capture_window(target.id, include_frame=False)
+    captured = x11_backend.grab_window(target.id, include_frame=False)
+    image = captured.image
 
     assert image.size == (area.width, area.height)
     assert image.getcolors() == [(area.width * area.height, desktop.gtk.color)]
+    assert captured.method == "composite"
 
 
 def test_capture_window_with_frame_includes_the_decoration(desktop: Desktop, x11_backend: X11Backend) -> None:

@@ -42,7 +42,7 @@ def test_a_window_grab_is_bgrx_and_its_png_decodes_to_the_same_pixels(
     sway_desktop: Desktop, color_app: FixtureApp
 ) -> None:
     window = window_of(sway_desktop, color_app)
-    frame = sway_desktop.grab_window(window.id)
+    frame = sway_desktop.grab_window(window.id).grab
     assert frame.bgrx is not None and frame.size == (window.bounds.width, window.bounds.height)
     decoded = Image.open(io.BytesIO(imaging.encode(frame, "png")))
     assert decoded.mode == "RGB" and decoded.tobytes() == frame.image().tobytes()

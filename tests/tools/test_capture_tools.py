@@ -102,6 +102,7 @@ async def test_screenshot_screen_composites_the_windows_in_stacking_order(rig: R
 
     assert (metadata["width"], metadata["height"], metadata["scale"]) == (1280, 800, 1.0)
     assert metadata["mime_type"] == "image/png" and image.format == "PNG"
+    assert metadata["window_capture"] is None
     assert image.getpixel((150, 150)) == GREEN
     assert image.getpixel((450, 350)) == BLUE, "the terminal is on top where they overlap"
     assert image.getpixel((50, 50)) == (0, 0, 0)
@@ -158,6 +159,7 @@ async def test_screenshot_window_is_its_own_pixels_even_when_covered(
     assert image.size == (400, 300)
     assert image.getcolors() == [(400 * 300, GREEN)]
     assert metadata["source"] == "window" and metadata["window"]["title"] == "Editor"
+    assert metadata["window_capture"] == "model"
     assert (unknown["code"], unknown["details"]) == ("WINDOW_NOT_FOUND", {"window_id": 12345})
     assert unknown["remediation"]
     assert neither["code"] == "INVALID_ARGUMENT"

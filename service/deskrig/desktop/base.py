@@ -143,6 +143,28 @@ class ScreenVideo:
     feeder: VideoFeeder | None = None
 
 
+#: How a window capture was obtained (``ScreenshotMetadata.window_capture``):
+#: ``composite``: the compositor's copy of the window itself (X11 Composite), correct where covered;
+#: ``screen``: its area of the screen, which nothing covered (sway), or where whatever covers it
+#: shows (X11 without Composite);
+#: ``screen_uncovered``: its area of the screen, copied while the windows over it were hidden
+#: (sway: floating windows made transparent for that one frame);
+#: ``model``: the scripted desktop's own picture of the window.
+WindowCaptureMethod = Literal["composite", "screen", "screen_uncovered", "model"]
+
+
+@dataclass(frozen=True)
+class WindowCapture:
+    """A window's own pixels, and how they were obtained."""
+
+    grab: Grab
+    method: WindowCaptureMethod
+
+    @property
+    def image(self) -> Image.Image:
+        return self.grab.image()
+
+
 class DesktopBackend(ABC):
     """One platform's implementation. Methods block; the facade serialises them."""
 
@@ -152,6 +174,8 @@ class DesktopBackend(ABC):
     def __init__(self) -> None:
         #: Fallbacks taken and degradations noticed, for ``deskrig doctor`` and /readyz.
         self.diagnostics: list[Diagnostic] = []
+        #: How :meth:`capture_window` obtains pixels, for a backend that always does it one way.
+        self.window_capture_method: WindowCaptureMethod = "screen"
 
     def note(self, component: str, message: str) -> None:
         """Record a visible fallback."""
@@ -185,9 +209,10 @@ class DesktopBackend(ABC):
         Raises DeskrigError(WINDOW_NOT_FOUND) for an unknown id.
         """
 
-    def grab_window(self, window_id: int, include_frame: bool) -> Grab:
-        """:meth:`capture_window` as a frame (see :meth:`grab`)."""
-        return Grab.of(self.capture_window(window_id, include_frame))
+    def grab_window(self, window_id: int, include_frame: bool) -> WindowCapture:
+        """:meth:`capture_window` as a frame (see :meth:`grab`), saying how the pixels were
+        obtained; a backend whose method varies from one capture to the next overrides this."""
+        return WindowCapture(Grab.of(self.capture_window(window_id, include_frame)), self.window_capture_method)
 
     @abstractmethod
     def cursor_position(self) -> CursorPosition:
@@ -286,7 +311,7 @@ class Desktop:
     def capture_window(self, window_id: int, include_frame: bool = False) -> Image.Image:
         return self._call(lambda: self._backend.capture_window(window_id, include_frame))
 
-    def grab_window(self, window_id: int, include_frame: bool = False) -> Grab:
+    def grab_window(self, window_id: int, include_frame: bool = False) -> WindowCapture:
         return self._call(lambda: self._backend.grab_window(window_id, include_frame))
 
     def cursor_position(self) -> CursorPosition:

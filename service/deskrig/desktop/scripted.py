@@ -348,6 +348,7 @@ class ScriptedBackend(DesktopBackend):
 
     def __init__(self, world: ScriptedDesktop) -> None:
         super().__init__()
+        self.window_capture_method = "model"
         self.world = world
         self.closed = False
 

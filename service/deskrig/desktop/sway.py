@@ -6,11 +6,15 @@ the layout and runs commands (focus); the Wayland connection copies pixels.
 
 Windows are sway's views: id = the container id (stable for the life of the window), app =
 ``app_id`` (native Wayland) or the X11 class (Xwayland), bounds = the content area in layout
-coordinates, minimized = in the scratchpad, z-order = sway's focus order (most recent first).
+coordinates, minimized = in the scratchpad, z-order = sway's focus order (most recent first),
+floating windows before the tiled ones of their workspace (sway draws them above).
 
-Window capture copies the window's area of its output. With tiling no window covers another, so
-that is the window's own contents; a floating window above it would show in the copy (noted in
-``diagnostics``). sway 1.7 offers no per-window capture protocol to do better.
+Window capture copies the window's area of its output: with tiling no window covers another, so
+that is the window's own contents. sway 1.7 offers no per-window capture protocol, so floating
+windows over it are made transparent (``opacity 0``, one IPC command for them all) for the one
+frame the copy takes, then opaque again: the window's own pixels, its position and everyone's
+focus untouched. A window sway does not draw at all (another workspace, a hidden tab, behind a
+fullscreen window) is refused rather than shown as whatever is there instead.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 from i3ipc import Connection
 from PIL import Image
 
-from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, even
+from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, WindowCapture, even
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
 from deskrig.grabs import Grab
@@ -48,10 +52,12 @@ class PointerState:
 
 @dataclass(frozen=True)
 class SwaySockets:
-    """How to reach one sway: its IPC socket and its Wayland display."""
+    """How to reach one sway: its IPC socket, its Wayland display and its Xwayland's X display
+    (``DISPLAY``; empty without Xwayland)."""
 
     ipc: str
     wayland: str
+    x11: str = ""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> SwaySockets:
@@ -68,7 +74,7 @@ class SwaySockets:
                 details={"SWAYSOCK": ipc or None, "WAYLAND_DISPLAY": wayland or None},
                 remediation="Run inside a sway session (it sets both), or export them for a running sway.",
             )
-        return cls(ipc=ipc, wayland=wayland)
+        return cls(ipc=ipc, wayland=wayland, x11=env.get("DISPLAY", ""))
 
 
 def close_ipc(ipc: Connection) -> None:
@@ -110,16 +116,41 @@ def _window_not_found(window_id: int) -> DeskrigError:
 
 def _views(node: dict[str, Any], workspace: str = "") -> Iterator[tuple[dict[str, Any], str]]:
     """Every view (a container holding a window) under ``node``, with its workspace's name,
-    children visited in the parent's focus order so the walk yields most recently focused first."""
+    children visited in the parent's focus order so the walk yields most recently focused first,
+    except that a workspace's floating views come before its tiled ones, which sway draws them over."""
     if node.get("type") == "workspace":
         workspace = node.get("name", "")
     children = {child["id"]: child for child in [*node.get("nodes", []), *node.get("floating_nodes", [])]}
     order = [cid for cid in node.get("focus", []) if cid in children]
     order += [cid for cid in children if cid not in order]
+    floating = {child["id"] for child in node.get("floating_nodes", [])}
+    order.sort(key=lambda cid: cid not in floating)  # stable: focus order within each group
     if not children and node.get("pid") is not None and node.get("type") in ("con", "floating_con"):
         yield node, workspace
     for cid in order:
         yield from _views(children[cid], workspace)
+
+
+def _workspaces(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if node.get("type") == "workspace":
+        yield node
+        return
+    for child in node.get("nodes", []):
+        yield from _workspaces(child)
+
+
+def views_over(tree: dict[str, Any], window_id: int) -> list[dict[str, Any]]:
+    """The floating views sway draws over the view ``window_id``: on its workspace, every floating
+    one over a tiled view; over a floating view, those later in the floating list (sway draws it
+    in order, so the last is the top-most)."""
+    for workspace in _workspaces(tree):
+        layers = [[v for v, _ in _views(node)] for node in workspace.get("floating_nodes", [])]
+        if any(v["id"] == window_id for node in workspace.get("nodes", []) for v, _ in _views(node)):
+            return [v for layer in layers for v in layer]
+        for index, layer in enumerate(layers):
+            if any(v["id"] == window_id for v in layer):
+                return [v for above in layers[index + 1 :] for v in above]
+    return []
 
 
 def view_at(tree: dict[str, Any], x: int, y: int) -> dict[str, Any] | None:
@@ -137,18 +168,23 @@ def view_at(tree: dict[str, Any], x: int, y: int) -> dict[str, Any] | None:
     return None
 
 
+def content_bounds(view: dict[str, Any]) -> Bounds:
+    """The area sway gives a view's window inside its container (``window_rect``, relative to the
+    container's ``rect``), in layout coordinates. (``geometry`` in sway 1.7's tree is the size
+    the window first asked for, not the size it has.)"""
+    frame, area = _bounds(view["rect"]), _bounds(view["window_rect"])
+    return Bounds(x=frame.x + area.x, y=frame.y + area.y, width=area.width, height=area.height)
+
+
 def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowInfo:
     frame = _bounds(view["rect"])
-    content = _bounds(view["window_rect"])
     properties = view.get("window_properties") or {}
     return WindowInfo(
         id=view["id"],
         title=view.get("name") or "",
         app=view.get("app_id") or properties.get("class") or "",
         pid=view.get("pid"),
-        bounds=Bounds(
-            x=frame.x + content.x, y=frame.y + content.y, width=content.width, height=content.height
-        ),
+        bounds=content_bounds(view),
         frame_bounds=frame,
         minimized=workspace == SCRATCHPAD,
         focused=bool(view.get("focused")),
@@ -196,9 +232,14 @@ class SwayBackend(DesktopBackend):
         self._wayland = WaylandConnection(sockets.wayland)
         self.note("damage", "sway reports no damage: every capture is taken afresh")
         self.note(
+            "cursor",
+            "captures show the pointer: headless sway draws it into every frame, and wlr-screencopy "
+            "(wlroots 0.15) cannot leave a drawn pointer out; X11 captures do not show it",
+        )
+        self.note(
             "capture",
-            "window capture copies the window's screen area (wlr-screencopy): "
-            "its own pixels when tiled, a floating window above it would show",
+            "window capture copies the window's screen area (wlr-screencopy), with the floating "
+            "windows over it made transparent for that frame",
         )
 
     # -- the DesktopBackend methods -------------------------------------------------------------
@@ -267,19 +308,43 @@ class SwayBackend(DesktopBackend):
         return image
 
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
-        return self.grab_window(window_id, include_frame).image()
+        return self.grab_window(window_id, include_frame).image
 
-    def grab_window(self, window_id: int, include_frame: bool) -> Grab:
-        window = self._window(window_id)
-        if window.minimized:
+    def grab_window(self, window_id: int, include_frame: bool) -> WindowCapture:
+        with self._translated("cannot list windows"):
+            tree = self._ipc.get_tree().ipc_data
+        found = next(((v, ws) for v, ws in _views(tree) if v["id"] == window_id), None)
+        if found is None:
+            raise _window_not_found(window_id)
+        view, workspace = found
+        if workspace == SCRATCHPAD or not view.get("visible", True):
             raise DeskrigError(
                 ErrorCode.CAPTURE_FAILED,
-                "the window is not on screen (in the scratchpad)",
-                details={"window_id": window_id},
-                remediation="Restore the window first (focus it), then capture it.",
+                "sway is not drawing the window (in the scratchpad, on another workspace, in a "
+                "hidden tab or behind a fullscreen window), so the screen does not show it",
+                details={"window_id": window_id, "workspace": workspace},
+                remediation="Focus the window first (focus_window), then capture it.",
             )
-        area = window.frame_bounds if include_frame and window.frame_bounds is not None else window.bounds
-        return self.grab(area)
+        area = _bounds(view["rect"]) if include_frame else content_bounds(view)
+        covering = [v["id"] for v in views_over(tree, window_id) if _bounds(v["rect"]).intersection(area)]
+        if not covering:
+            return WindowCapture(self.grab(area), "screen")
+        self._set_opacity(covering, 0)
+        try:
+            return WindowCapture(self.grab(area), "screen_uncovered")
+        finally:
+            self._set_opacity(covering, 1)
+
+    def _set_opacity(self, window_ids: list[int], opacity: int) -> None:
+        """Make windows transparent (0) or opaque again (1) in one IPC command. sway applies it
+        before it answers and damages their area, so the next frame (the one a copy waits for)
+        shows it. sway 1.7 does not report a window's opacity: opaque is what it is set back to."""
+        self._command(
+            "; ".join(f"[con_id={window_id}] opacity {opacity}" for window_id in window_ids),
+            "change the opacity of the windows over the captured one",
+            ErrorCode.CAPTURE_FAILED,
+            covering_windows=window_ids,
+        )
 
     def cursor_position(self) -> CursorPosition:
         x, y = self._pointer.x, self._pointer.y
@@ -288,16 +353,10 @@ class SwayBackend(DesktopBackend):
 
     def activate_window(self, window_id: int) -> None:
         self._window(window_id)
-        with self._translated("cannot focus the window", window_id=window_id):
-            # sway shows a scratchpad window that criteria focus, which is "un-minimising" it.
-            replies = self._ipc.command(f"[con_id={window_id}] focus")
-        failed = [r.error for r in replies if not r.success]
-        if failed:
-            raise BackendError(
-                ErrorCode.INPUT_FAILED,
-                f"sway refused to focus the window: {failed[0]}",
-                details={"window_id": window_id},
-            )
+        # sway shows a scratchpad window that criteria focus, which is "un-minimising" it.
+        self._command(
+            f"[con_id={window_id}] focus", "focus the window", ErrorCode.INPUT_FAILED, window_id=window_id
+        )
 
     def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
         # Xwayland clients see an X screen laid out like sway's outputs, so their "screen"
@@ -336,6 +395,14 @@ class SwayBackend(DesktopBackend):
         if window is None:
             raise _window_not_found(window_id)
         return window
+
+    def _command(self, command: str, what: str, code: ErrorCode, **details: object) -> None:
+        """Run sway ``command``s; one refused is ``code``, saying sway refused to do ``what``."""
+        with self._translated(f"cannot {what}", **details):
+            replies = self._ipc.command(command)
+        failed = [r.error for r in replies if not r.success]
+        if failed:
+            raise BackendError(code, f"sway refused to {what}: {failed[0]}", details=details)
 
     @contextmanager
     def _translated(self, message: str, **details: object) -> Iterator[None]:

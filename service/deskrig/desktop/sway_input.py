@@ -14,6 +14,7 @@ their own keys plus the modifier state a client reads them by.
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import time
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from i3ipc import Connection
+from Xlib.error import DisplayError
 
 from deskrig.desktop.base import InputJob
 from deskrig.desktop.input_limits import (
@@ -45,8 +47,11 @@ from deskrig.desktop.input_limits import (
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
 from deskrig.desktop.sway import PointerState, SwaySockets, view_at
 from deskrig.desktop.sway_wayland import WaylandConnection
+from deskrig.desktop.sway_xfocus import XwaylandFocus
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic, TypeReport
+
+log = logging.getLogger(__name__)
 
 #: Linux input event codes (linux/input-event-codes.h) of the buttons.
 _BUTTONS = {"left": 0x110, "right": 0x111, "middle": 0x112}
@@ -68,8 +73,6 @@ _MODIFIER_MASKS = {
 #: xkb keycodes run from 8; X11 clients (Xwayland) cannot see keycodes above 255.
 _FIRST_KEYCODE, _LAST_KEYCODE = 8, 255
 _TEXT_KEYS = {"\n": "Return", "\r": "Return", "\t": "Tab"}
-#: How long an X client under Xwayland is given to take the focus sway moved to it.
-XWAYLAND_FOCUS_SETTLE_S = 0.2
 
 
 def _with_shift_level(symbol: str) -> str:
@@ -129,6 +132,9 @@ class SwayInput:
     def __init__(self, sockets: SwaySockets, pointer: PointerState) -> None:
         self.diagnostics: list[Diagnostic] = []
         self._pointer_state = pointer
+        self._x11 = sockets.x11
+        self._xwayland_focus: XwaylandFocus | None = None
+        self._x11_failed = False
         self._wayland = WaylandConnection(sockets.wayland)
         try:
             self._ipc = Connection(socket_path=sockets.ipc)
@@ -211,19 +217,38 @@ class SwayInput:
         if xwayland:
             self._motion(layout, x + (1 if x == layout.x else -1), y)
         if view is not None and not view.get("focused"):
-            self._focus(view["id"], xwayland)
+            self._focus(view, xwayland)
         self._motion(layout, x, y)
 
-    def _focus(self, con_id: int, xwayland: bool) -> None:
+    def _focus(self, view: dict[str, Any], xwayland: bool) -> None:
         """Focus the window under the pointer before a button goes down there, as a
         click-to-focus window manager does. sway would focus it on the press itself, but an X
         client under Xwayland takes the X focus only after sway's X window manager offers it
         (WM_TAKE_FOCUS), and a click that lands first is undone by it (Tk moves its focus back
-        to the widget it had). Nothing tells a Wayland client when the X client has taken the
-        focus, hence the pause."""
-        self._ipc.command(f"[con_id={con_id}] focus")
-        if xwayland:
-            time.sleep(XWAYLAND_FOCUS_SETTLE_S)
+        to the widget it had): the click waits for the X focus (sway_xfocus)."""
+        command = f"[con_id={view['id']}] focus"
+        x_focus = self._x_focus() if xwayland and view.get("window") else None
+        if x_focus is None:
+            self._ipc.command(command)
+        elif not x_focus.focus(view["window"], lambda: self._ipc.command(command)):
+            log.info("X window %#x did not take the focus in time; clicking anyway", view["window"])
+
+    def _x_focus(self) -> XwaylandFocus | None:
+        """The X connection watching Xwayland's focus, opened on first use; None (noted in the
+        diagnostics) when Xwayland cannot be reached, and clicks on X windows do not wait."""
+        if self._xwayland_focus is None and self._x11 and not self._x11_failed:
+            try:
+                self._xwayland_focus = XwaylandFocus(self._x11)
+            except (DisplayError, OSError) as exc:
+                self._x11_failed = True
+                self.diagnostics.append(
+                    Diagnostic(
+                        component="input",
+                        message=f"cannot watch Xwayland's focus on {self._x11} ({exc}): "
+                        "a click on an X window that was not focused may be undone by its focus change",
+                    )
+                )
+        return self._xwayland_focus
 
     def _button(self, code: int, state: int) -> None:
         self._pointer.button(self._now(), code, state)
@@ -447,3 +472,5 @@ class SwayInput:
             pass  # the compositor is gone: nothing left to release there
         finally:
             self._wayland.close()
+            if self._xwayland_focus is not None:
+                self._xwayland_focus.close()

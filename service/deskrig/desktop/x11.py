@@ -93,6 +93,7 @@ class X11Backend(DesktopBackend):
         self._windows = WindowLister(self._display)
         self._has_randr = has("RANDR")
         self._composited = self._redirect_toplevels()
+        self.window_capture_method = "composite" if self._composited else "screen"
         self._grabber = ScreenGrabber(self._display_name, self._display, self.note)
         self._closers.append(self._grabber.close)
         self._damage: DamageCounter | None = None

@@ -1,0 +1,161 @@
+"""Where sway's windows are and what their captures show, on a sway of the module's own: a green
+GTK window tiled alone, and windows the tests add beside or over it.
+
+A covered window's capture must be its own pixels, never another window's: the floating windows
+over it are made transparent for the copy's frame and opaque again after, in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from PIL import Image, ImageDraw
+from tests.desktop.conftest import SCREEN, FixtureApp, stop_process
+from tests.desktop.sway_scene import float_at, launch_color_app, run_commands
+from tests.polling import poll
+from tests.sway.conftest import window_of
+from tests.sway.swayproc import SwaySession, start_sway
+
+from deskrig.desktop import Desktop, open_desktop
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Bounds, CursorPosition, WindowInfo
+from deskrig.observation import Observation
+from deskrig.security import WindowBlocklist
+
+GREEN, RED, BLUE = (0, 200, 0), (200, 0, 0), (0, 0, 200)
+#: Painted over the pointer's picture to leave it out of a colour check; no window shows it.
+MASK = (1, 2, 3)
+#: The default cursor theme's pointer, with room to spare.
+CURSOR_SIZE = 32
+
+
+@dataclass
+class Scene:
+    sway: SwaySession
+    desktop: Desktop
+    under: FixtureApp
+
+    def window(self, app: FixtureApp) -> WindowInfo:
+        return window_of(self.desktop, app)
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    sway = start_sway(tmp_path_factory.mktemp("sway-windows"), SCREEN)
+    under = launch_color_app(sway, sway.runtime_dir, "gtk", GREEN, (320, 220), title="under")
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in sway.env.items():
+                patch.setenv(name, value)
+            desktop = open_desktop("sway")
+        scene = Scene(sway, desktop, under)
+        poll(
+            "the green window tiled over the whole screen",
+            lambda: scene.window(under).bounds.width == SCREEN[0],
+        )
+        yield scene
+        desktop.close()
+    finally:
+        stop_process(under.proc)
+        sway.stop()
+
+
+@pytest.fixture
+def extra(scene: Scene) -> Iterator[list[FixtureApp]]:
+    """Apps a test adds to the scene, stopped when it ends (the green window fills the screen again)."""
+    apps: list[FixtureApp] = []
+    yield apps
+    for app in apps:
+        stop_process(app.proc)
+    poll("the green window alone again", lambda: scene.window(scene.under).bounds.width == SCREEN[0])
+
+
+def colours(image: Image.Image, cursor: CursorPosition | None = None) -> set[tuple[int, int, int]]:
+    """The colours in ``image``; with ``cursor`` (where the pointer is, in the image's pixels),
+    those outside the pointer's picture, which headless sway draws into every frame (README)."""
+    if cursor is not None:
+        image = image.copy()
+        ImageDraw.Draw(image).rectangle(
+            (cursor.x - 4, cursor.y - 4, cursor.x + CURSOR_SIZE, cursor.y + CURSOR_SIZE), fill=MASK
+        )
+    return {colour for _, colour in image.getcolors(image.width * image.height) or []} - {MASK}
+
+
+def red_floating_window(scene: Scene, extra: list[FixtureApp], title: str, placed: Bounds) -> FixtureApp:
+    """A red window floating at ``placed`` over the green one, once sway draws it there."""
+    float_at(scene.sway, title, placed)
+    app = launch_color_app(
+        scene.sway, scene.sway.runtime_dir, "gtk", RED, (placed.width, placed.height), title=title
+    )
+    extra.append(app)
+    poll("the red window floating over the green one", lambda: scene.window(app).bounds == placed)
+    poll("the green window under it", lambda: scene.window(scene.under).bounds.width == SCREEN[0])
+    corner = Bounds(x=placed.x, y=placed.y, width=1, height=1)
+    poll("the red window drawn there", lambda: scene.desktop.capture(corner).getpixel((0, 0)) == RED)
+    return app
+
+
+def test_a_window_under_a_floating_one_captures_its_own_pixels_and_the_floating_one_stays(
+    scene: Scene, extra: list[FixtureApp]
+) -> None:
+    placed = Bounds(x=200, y=150, width=300, height=200)
+    over = red_floating_window(scene, extra, "over", placed)
+    under = scene.window(scene.under)
+    before = scene.desktop.windows()
+    # The pointer over the floating window, where the window under it is to be seen through it.
+    scene.desktop.with_input(lambda device: device.move(placed.x + 40, placed.y + 40))
+    cursor = scene.desktop.cursor_position()  # the green window fills the screen: its pixels are the screen's
+    inside = CursorPosition(x=40, y=40)  # in the red window's own pixels
+
+    captured = scene.desktop.grab_window(under.id, include_frame=False)
+    pixels = Observation(scene.desktop, WindowBlocklist([])).window_pixels(under)
+
+    assert colours(captured.image, cursor) == {GREEN}
+    assert captured.method == "screen_uncovered"
+    assert colours(pixels.image, cursor) == {GREEN}
+    assert pixels.window_capture == "screen_uncovered"
+    # The floating window is back where it was, drawn, and nothing moved or took the focus.
+    assert scene.desktop.windows() == before
+    again = scene.desktop.capture(scene.desktop.screen_bounds())
+    assert colours(again.crop((placed.x, placed.y, placed.right, placed.bottom)), inside) == {RED}
+    own = scene.desktop.grab_window(scene.window(over).id, include_frame=False)
+    assert (colours(own.image, inside), own.method) == ({RED}, "screen")
+
+
+def test_a_focused_tiled_window_is_listed_under_the_floating_one_and_recorded_without_it(
+    scene: Scene, extra: list[FixtureApp]
+) -> None:
+    placed = Bounds(x=300, y=200, width=300, height=200)
+    cover = red_floating_window(scene, extra, "cover", placed)
+    scene.desktop.activate_window(scene.window(scene.under).id)
+    poll("the green window focused", lambda: scene.window(scene.under).focused)
+    corner = Bounds(x=placed.x, y=placed.y, width=1, height=1)
+    poll("the red window still drawn over it", lambda: scene.desktop.capture(corner).getpixel((0, 0)) == RED)
+    scene.desktop.with_input(lambda device: device.move(placed.x + 40, placed.y + 40))
+
+    windows = scene.desktop.windows()
+    seen = Observation(scene.desktop, WindowBlocklist([])).window_as_seen(scene.window(scene.under))
+
+    assert [w.pid for w in windows] == [cover.pid, scene.under.pid]
+    assert colours(seen.image, scene.desktop.cursor_position()) == {GREEN}
+
+
+def test_a_window_sway_does_not_draw_is_refused_not_shown_as_what_is_there(
+    scene: Scene, extra: list[FixtureApp]
+) -> None:
+    away = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", BLUE, (300, 200), title="away")
+    extra.append(away)
+    window = scene.window(away)
+    run_commands(scene.sway, f"[con_id={window.id}] move to workspace 2")
+    poll(
+        "the green window alone on the shown workspace",
+        lambda: scene.window(scene.under).bounds.width == SCREEN[0],
+    )
+
+    with pytest.raises(DeskrigError) as caught:
+        scene.desktop.capture_window(window.id, include_frame=False)
+
+    assert caught.value.code is ErrorCode.CAPTURE_FAILED
+    assert caught.value.remediation
