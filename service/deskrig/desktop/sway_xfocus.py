@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from Xlib import X
+from Xlib import error as xlib_error
 from Xlib.display import Display
 from Xlib.error import DisplayError, XError
 from Xlib.protocol import display as protocol_display
@@ -58,25 +59,28 @@ def _effective_uid(uid: int | None) -> Iterator[None]:
         os.seteuid(0)
 
 
-def _open_with_own_event_classes(name: str) -> Display:
-    """A connection to X display ``name`` with event classes of its own.
+def _open_with_own_code_tables(name: str) -> Display:
+    """A connection to X display ``name`` with event and error classes of its own.
 
-    python-xlib keeps the event classes in one dict shared by every connection of the process,
-    and each connection adds its server's extension events at the codes that server gave them.
-    Xwayland numbers its extensions' events differently from an Xvfb this process may also talk
-    to, so the connections would overwrite each other's, or fail opening (RandR's sub-events
-    landing on a code another server gave a plain event). Opened with a fresh dict, the
-    connection keeps it and the shared one is left as it was.
+    python-xlib keeps the event and error classes in dicts shared by every connection of the
+    process, and each connection adds its server's extension events and errors at the codes that
+    server gave them. Xwayland numbers its extensions differently from an Xvfb this process may
+    also talk to, so the connections would overwrite each other's, or fail opening (RandR's
+    sub-events landing on a code another server gave a plain event), and the Xvfb connection
+    would then read a core error as a RandR one. Opened with fresh dicts, the connection keeps
+    them and the shared ones are left as they were.
     """
     protocol = protocol_display.Display
-    shared = protocol.event_classes
+    shared_events, shared_errors = protocol.event_classes, protocol.error_classes
     protocol.event_classes = xlib_event.event_class.copy()
+    protocol.error_classes = xlib_error.xerror_class.copy()
     try:
         display = Display(name)
         display.display.event_classes = protocol.event_classes
+        display.display.error_classes = protocol.error_classes
         return display
     finally:
-        protocol.event_classes = shared
+        protocol.event_classes, protocol.error_classes = shared_events, shared_errors
 
 
 class XwaylandFocus:
@@ -84,7 +88,7 @@ class XwaylandFocus:
 
     def __init__(self, display: str) -> None:
         with _effective_uid(_socket_owner(display)):
-            self._display = _open_with_own_event_classes(display)
+            self._display = _open_with_own_code_tables(display)
 
     def focus(
         self, window_id: int, give_focus: Callable[[], None], timeout: float = X_FOCUS_TIMEOUT_S
