@@ -36,6 +36,8 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_RECORDING_KEY_FILE": (None, "recording_key_file"),
     "DESKRIG_RECORDING_IDLE_TIMEOUT": (None, "recording_idle_timeout"),
     "DESKRIG_INPUT_LOCK_TIMEOUT": (None, "input_lock_timeout"),
+    "DESKRIG_MAX_FILE_BYTES": (None, "max_file_bytes"),
+    "DESKRIG_ALLOW_COMMANDS": (None, "allow_commands"),
 }
 
 
@@ -100,6 +102,10 @@ class Settings(BaseModel):
     recording_idle_timeout: float = Field(600.0, ge=0)
     #: How long an input call waits for another client's input to finish before BUSY.
     input_lock_timeout: float = Field(10.0, ge=0)
+    #: Largest file upload_file/download_file and the /files endpoints move (default 25 MiB).
+    max_file_bytes: int = Field(25 * 1024 * 1024, ge=1)
+    #: run_command is refused unless this is on: it gives a token holder a shell as the rig's user.
+    allow_commands: bool = False
 
     @field_validator("token", mode="before")
     @classmethod

@@ -101,7 +101,7 @@ class DeskrigServer:
             output_schema=spec.output_model.model_json_schema(mode="serialization"),
             annotations=types.ToolAnnotations(
                 read_only_hint=spec.read_only,
-                destructive_hint=not spec.read_only,
+                destructive_hint=spec.destructive_hint,
                 idempotent_hint=spec.read_only,
                 open_world_hint=False,
             ),
@@ -214,6 +214,15 @@ class DeskrigServer:
                 type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
             )
             for image in result.images
+        ]
+        content += [
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(
+                    uri=part.uri, mime_type=part.mime_type, blob=base64.b64encode(part.data).decode("ascii")
+                ),
+            )
+            for part in result.resources
         ]
         content.append(types.TextContent(type="text", text=json.dumps(structured)))
         return types.CallToolResult(content=content, structured_content=structured)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from deskrig.config import ToolProfile
 from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
-from deskrig.tools import a11y, acs, apps, input, recording, screen, windows
+from deskrig.tools import a11y, acs, apps, commands, files, input, recording, screen, windows, zoom
 
 __all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
 
@@ -15,6 +15,9 @@ ALL_TOOLS: list[AnyTool] = [
     *a11y.TOOLS,
     *apps.TOOLS,
     *recording.TOOLS,
+    *files.TOOLS,
+    *commands.TOOLS,
+    *zoom.TOOLS,
     *acs.TOOLS,
 ]
 
