@@ -143,8 +143,8 @@ def _ffmpeg_writing(folder: Path) -> int | None:
 
 
 def test_rig_warnings_reach_clients_that_set_a_level_over_stdio(tmp_path: Path) -> None:
-    """A recorder error (ffmpeg killed under a recording) is a notifications/message on the
-    protocol stream of a client that asked for warnings."""
+    """A dead app and a recorder error (ffmpeg killed under a recording) are notifications/message
+    on the protocol stream of a client that asked for warnings."""
     output = tmp_path / "deskrig" / "video"
     params = StdioServerParameters(
         command=DESKRIG[0],
@@ -152,6 +152,7 @@ def test_rig_warnings_reach_clients_that_set_a_level_over_stdio(tmp_path: Path) 
         env={**os.environ, "HOME": str(tmp_path)},
     )
     messages: list[types.LoggingMessageNotificationParams] = []
+    output_seen: list[str] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         messages.append(params)
@@ -160,6 +161,13 @@ def test_rig_warnings_reach_clients_that_set_a_level_over_stdio(tmp_path: Path) 
         async with Client(params, mode="legacy", logging_callback=on_log) as client:
             with session_era():
                 await client.set_logging_level("warning")
+            crash = ["sh", "-c", "echo boom >&2; exit 3"]
+            await client.call_tool("launch_app", {"command": crash, "wait_for_window": False})
+            with anyio.fail_after(30):
+                while not messages:
+                    await anyio.sleep(0.1)
+            output_log = Path(messages[0].data["message"].rpartition("its output: ")[2])
+            output_seen.append(output_log.read_text().strip())  # the rig removes it when it stops
             started = await client.call_tool(
                 "start_recording", {"output_dir": str(output), "record_video": True}
             )
@@ -167,10 +175,13 @@ def test_rig_warnings_reach_clients_that_set_a_level_over_stdio(tmp_path: Path) 
             pid = await anyio.to_thread.run_sync(lambda: poll("ffmpeg", lambda: _ffmpeg_writing(output)))
             os.kill(pid, signal.SIGKILL)
             with anyio.fail_after(30):
-                while not messages:
+                while len(messages) < 2:
                     await anyio.sleep(0.1)
 
     anyio.run(run)
-    (message,) = messages
-    assert message.level == "warning" and message.logger == "deskrig.recording.video"
-    assert "ffmpeg stopped unexpectedly" in message.data["message"]
+    dead_app, recorder = messages
+    assert dead_app.level == "warning" and dead_app.logger == "deskrig.rig.supervisor"
+    assert "exited with status 3" in dead_app.data["message"]
+    assert output_seen == ["boom"]
+    assert recorder.level == "warning" and recorder.logger == "deskrig.recording.video"
+    assert "ffmpeg stopped unexpectedly" in recorder.data["message"]
