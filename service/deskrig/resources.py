@@ -31,6 +31,8 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from deskrig import imaging
+from deskrig.error_responses import error_json
+from deskrig.errors import DeskrigError
 from deskrig.recording.registry import RecordingRegistry
 from deskrig.recording.session import Recording
 from deskrig.recording.watch import connection_of
@@ -137,8 +139,11 @@ class ResourceSet:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         if uri == SCREEN_URI:
-            self.services.security.rate_limiter.check(client_of(ctx).identity)
-            data = await anyio.to_thread.run_sync(self._screen_png)
+            try:
+                self.services.security.rate_limiter.check(client_of(ctx).identity)
+                data = await anyio.to_thread.run_sync(self._screen_png)
+            except DeskrigError as exc:  # the structured error, as the JSON-RPC error's data
+                raise MCPError(types.INTERNAL_ERROR, exc.message, data=error_json(exc.info())) from exc
             return _blob(uri, data, "image/png")
         if uri == STATE_URI:
             return _text(uri, json.dumps(self._state(ctx)), "application/json")
