@@ -100,7 +100,7 @@ class FilePolicy:
         self.check_size(len(data), path)
         real = self.destination(path, make_parents)
         try:
-            write_atomic(real, data)
+            write_atomic(real, data, mode=kept_mode(real))
         except OSError as exc:
             raise file_system_error("write", real, exc) from exc
         return facts(real, data)
@@ -122,6 +122,15 @@ class FilePolicy:
         except OSError as exc:
             raise file_system_error("read", real, exc) from exc
         return FileFacts(path=str(real), size=size, sha256=digest.hexdigest()), real
+
+
+def kept_mode(path: Path) -> int | None:
+    """The permission bits of the file a write replaces (an executable stays executable); None
+    for a new file (from the umask)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return None
 
 
 def read_chunks(path: Path) -> Iterator[bytes]:

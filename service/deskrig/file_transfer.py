@@ -20,7 +20,7 @@ from starlette.concurrency import iterate_in_threadpool
 
 from deskrig.error_responses import http_error
 from deskrig.errors import DeskrigError, file_system_error
-from deskrig.file_access import FileFacts, read_chunks, replace_with, too_large
+from deskrig.file_access import FileFacts, kept_mode, read_chunks, replace_with, too_large
 from deskrig.files import write_temp
 from deskrig.server import DeskrigServer
 from deskrig.tools.files import FILES_ENDPOINT, file_policy
@@ -66,7 +66,7 @@ def files_router(server: DeskrigServer) -> APIRouter:
                 raise too_large(declared, policy.max_bytes, path)
             real = await anyio.to_thread.run_sync(policy.destination, path, make_parents)
             try:
-                temp = await anyio.to_thread.run_sync(write_temp, real.parent, b"")
+                temp = await anyio.to_thread.run_sync(write_temp, real.parent, b"", kept_mode(real))
             except OSError as exc:
                 raise file_system_error("write", real, exc) from exc
             try:

@@ -102,6 +102,9 @@ def test_binary_files_inline_and_through_the_streamed_endpoint(tool_rig: GreenRi
     path = allowed(tool_rig) / "small.bin"
     ok(tool_rig, "upload_file", {"path": str(path), "content_base64": base64.b64encode(small).decode()})
     assert path.read_bytes() == small
+    path.chmod(0o750)  # replacing a file keeps its mode (a script stays executable)
+    ok(tool_rig, "upload_file", {"path": str(path), "text": "#!/bin/sh\n"})
+    assert path.read_text() == "#!/bin/sh\n" and path.stat().st_mode & 0o777 == 0o750
 
     large = os.urandom(200_000)  # over the inline limit, under the file limit
     url = f"{tool_rig.rig.base}/files"
@@ -110,6 +113,9 @@ def test_binary_files_inline_and_through_the_streamed_endpoint(tool_rig: GreenRi
     assert put.status_code == 200, put.text
     assert put.json() == {"path": str(big), "size": len(large), "sha256": hashlib.sha256(large).hexdigest()}
     assert big.read_bytes() == large
+    big.chmod(0o600)
+    put = httpx.put(url, params={"path": str(big)}, content=large, headers=tool_rig.rig.auth, timeout=30)
+    assert put.status_code == 200 and big.stat().st_mode & 0o777 == 0o600
 
     described = ok(tool_rig, "download_file", {"path": str(big)})
     data = described.structured_content
