@@ -207,6 +207,23 @@ def server_options(parser: argparse.ArgumentParser) -> None:
         "from it (default 120; 0: never)",
     )
     option(
+        parser,
+        "--max-file-bytes",
+        env="DESKRIG_MAX_FILE_BYTES",
+        setting="max_file_bytes",
+        type=int,
+        metavar="N",
+        help="largest file upload_file/download_file move (default 25 MiB)",
+    )
+    option(
+        parser,
+        "--allow-commands",
+        env="DESKRIG_ALLOW_COMMANDS",
+        setting="allow_commands",
+        action="store_true",
+        help="enable run_command: any token holder may then run programs as the rig's user",
+    )
+    option(
         parser, "-v", "--verbose", env="DESKRIG_VERBOSE", action="store_true", help="debug logging on stderr"
     )
 

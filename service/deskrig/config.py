@@ -37,6 +37,8 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_RECORDING_IDLE_TIMEOUT": (None, "recording_idle_timeout"),
     "DESKRIG_INPUT_LOCK_TIMEOUT": (None, "input_lock_timeout"),
     "DESKRIG_HELD_INPUT_IDLE_TIMEOUT": (None, "held_input_idle_timeout"),
+    "DESKRIG_MAX_FILE_BYTES": (None, "max_file_bytes"),
+    "DESKRIG_ALLOW_COMMANDS": (None, "allow_commands"),
 }
 
 
@@ -104,6 +106,10 @@ class Settings(BaseModel):
     #: Keys and buttons a client holds (key_down, mouse_down) are released after this many seconds
     #: without a call from it, when its connection's close cannot be seen (stateless clients; 0: never).
     held_input_idle_timeout: float = Field(120.0, ge=0)
+    #: Largest file upload_file/download_file and the /files endpoints move (default 25 MiB).
+    max_file_bytes: int = Field(25 * 1024 * 1024, ge=1)
+    #: run_command is refused unless this is on: it gives a token holder a shell as the rig's user.
+    allow_commands: bool = False
 
     @field_validator("token", mode="before")
     @classmethod

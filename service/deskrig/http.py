@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from deskrig.error_responses import unexpected_error
 from deskrig.feed import recording_router
+from deskrig.file_transfer import files_router
 from deskrig.guard import AUTHORIZED, GuardMiddleware, host_patterns
 from deskrig.identity import TokenTable
 from deskrig.server import DeskrigServer
@@ -106,6 +107,7 @@ def create_app(
         )
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
+    app.include_router(files_router(server))  # streamed upload/download of large files
     app.mount("/", mcp_endpoint)
     app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns)
     return app

@@ -18,6 +18,10 @@ class AppLauncher(Protocol):
 
     def launch(self, command: list[str], env: Mapping[str, str], cwd: str | None) -> int: ...
 
+    def environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        """The full environment a program started on this desktop gets, plus ``extra``."""
+        ...
+
     def launched(self, pid: int) -> bool: ...
 
     def exit_status(self, pid: int) -> int | None:
@@ -42,11 +46,14 @@ class SubprocessLauncher:
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
+    def environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        return {**os.environ, **self._base_env, **extra}
+
     def launch(self, command: list[str], env: Mapping[str, str], cwd: str | None) -> int:
         try:
             process = subprocess.Popen(
                 command,
-                env={**os.environ, **self._base_env, **env},
+                env=self.environment(env),
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -72,10 +79,18 @@ class SubprocessLauncher:
 class CallbackLauncher:
     """Adapts a launch function that returns a handle with ``pid`` and ``exit_status`` (a rig's)."""
 
-    def __init__(self, launch: Callable[[list[str], Mapping[str, str], str | None], object]) -> None:
+    def __init__(
+        self,
+        launch: Callable[[list[str], Mapping[str, str], str | None], object],
+        environment: Callable[[Mapping[str, str]], dict[str, str]],
+    ) -> None:
         self._launch = launch
+        self._environment = environment
         self._handles: dict[int, object] = {}
         self._lock = threading.Lock()
+
+    def environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        return self._environment(extra)
 
     def launch(self, command: list[str], env: Mapping[str, str], cwd: str | None) -> int:
         try:

@@ -21,6 +21,17 @@ INSTRUCTIONS = (
     "{code, message, details, remediation}."
 )
 
+#: The requests besides tools that deskrig's server answers (``deskrig.resources``,
+#: ``deskrig.client_log``), with their params models: the stdio front forwards them.
+MORE_REQUESTS: dict[str, type[types.RequestParams]] = {
+    "resources/list": types.PaginatedRequestParams,
+    "resources/templates/list": types.PaginatedRequestParams,
+    "resources/read": types.ReadResourceRequestParams,
+    "resources/subscribe": types.SubscribeRequestParams,
+    "resources/unsubscribe": types.UnsubscribeRequestParams,
+    "logging/setLevel": types.SetLevelRequestParams,
+}
+
 ListTools = Callable[
     [ServerRequestContext[Any, Any], types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]
 ]

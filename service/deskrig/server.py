@@ -24,9 +24,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from deskrig.client_log import ClientLog
 from deskrig.error_responses import tool_error_result
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo, invalid_argument
 from deskrig.mcp_face import mcp_server
+from deskrig.resources import ResourceSet
 from deskrig.services import ActionObserver, AnyTool, ProgressReporter, client_of
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
 
@@ -80,6 +82,8 @@ class DeskrigServer:
         #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
         self.last_activity = time.time()
         self.mcp: Server[Any] = mcp_server(self.list_tools, self.call_tool)
+        ResourceSet(services).install(self.mcp)
+        ClientLog().install(self.mcp)
         #: deskrig's own request middleware, installed on :attr:`mcp` by :meth:`use` (a front that
         #: serves before this server exists, ``deskrig.serving.DeferredServer``, runs it too).
         self.middleware: list[ServerMiddleware[Any]] = []
@@ -101,7 +105,7 @@ class DeskrigServer:
             output_schema=spec.output_model.model_json_schema(mode="serialization"),
             annotations=types.ToolAnnotations(
                 read_only_hint=spec.read_only,
-                destructive_hint=not spec.read_only,
+                destructive_hint=spec.destructive_hint,
                 idempotent_hint=spec.read_only,
                 open_world_hint=False,
             ),
@@ -214,6 +218,15 @@ class DeskrigServer:
                 type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
             )
             for image in result.images
+        ]
+        content += [
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(
+                    uri=part.uri, mime_type=part.mime_type, blob=base64.b64encode(part.data).decode("ascii")
+                ),
+            )
+            for part in result.resources
         ]
         content.append(types.TextContent(type="text", text=json.dumps(structured)))
         return types.CallToolResult(content=content, structured_content=structured)

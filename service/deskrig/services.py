@@ -41,11 +41,22 @@ class ImagePart:
 
 
 @dataclass(frozen=True)
+class ResourcePart:
+    """Bytes to send as an MCP embedded resource (a file's contents)."""
+
+    uri: str
+    data: bytes
+    mime_type: str
+
+
+@dataclass(frozen=True)
 class ToolResult:
-    """What a handler returns: structured data (the tool's output model) and optional images."""
+    """What a handler returns: structured data (the tool's output model), optional images and
+    embedded resources."""
 
     structured: BaseModel
     images: list[ImagePart] = field(default_factory=list)
+    resources: list[ResourcePart] = field(default_factory=list)
 
 
 #: Reports progress on the current call: (progress, total, message), as MCP progress notifications.
@@ -173,7 +184,12 @@ class ToolSpec(Generic[InputT]):
     #: cannot be left out of recordings by omission. Only an action (with ``resolve``) can be.
     recorded: bool | None = None
     profile: Profile = "default"
+    #: A short human-readable name (MCP ``title``); every tool has one.
     title: str | None = None
+    #: Whether a call may destroy or overwrite something (MCP ``destructiveHint``); default: any
+    #: tool that is not read-only. Moving the pointer or launching an app changes the desktop but
+    #: destroys nothing.
+    destructive: bool | None = None
     #: Leave null fields out of the structured result (the acs envelope has either data or filePath).
     omit_none: bool = False
     #: A failure in the shape of ``output_model``, for a tool whose output schema admits failures (the
@@ -191,6 +207,10 @@ class ToolSpec(Generic[InputT]):
     @property
     def action(self) -> bool:
         return self.resolve is not None
+
+    @property
+    def destructive_hint(self) -> bool:
+        return self.destructive if self.destructive is not None else not self.read_only
 
 
 #: A tool of any input model, as registries and the server hold them.

@@ -30,11 +30,12 @@ import pydantic
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 from deskrig.config import Settings, ToolProfile
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.files import write_atomic
-from deskrig.mcp_face import mcp_server
+from deskrig.mcp_face import MORE_REQUESTS, mcp_server
 from deskrig.transport import Transport
 
 if TYPE_CHECKING:
@@ -236,6 +237,8 @@ class DeferredServer:
     ) -> None:
         self.mcp = mcp_server(self._list_tools, self._call_tool)
         self.mcp.middleware.append(self._forward)
+        for method, params_type in MORE_REQUESTS.items():
+            self.mcp.add_request_handler(method, params_type, self._request_forwarder(method))
         self._profile = profile
         self._open_desktop = open_desktop
         self._build_server = build
@@ -332,6 +335,21 @@ class DeferredServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=await self._wait(self._listed))
+
+    def _request_forwarder(self, method: str) -> Callable[[ServerRequestContext[Any, Any], Any], Any]:
+        """A handler of ``method`` that waits for the server and hands the request to it."""
+
+        async def forward(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
+            await self._wait(self._specs)
+            try:
+                server = await self._server_now()
+            except DeskrigError as exc:
+                raise MCPError(types.INTERNAL_ERROR, f"{exc.code.value}: {exc.message}") from exc
+            entry = server.mcp.get_request_handler(method)
+            assert entry is not None, method
+            return await entry.handler(ctx, params)
+
+        return forward
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

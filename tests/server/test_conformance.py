@@ -1,4 +1,5 @@
-"""The official MCP conformance suite's server scenarios that apply to a tools-only server."""
+"""The official MCP conformance suite's server scenarios that apply to deskrig (tools, resources,
+logging; not the suite's fixed test:// resources, prompts or sampling)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ SCENARIOS = [
     "tools-list",
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
+    "logging-set-level",
+    "resources-list",
 ]
 
 

@@ -84,6 +84,11 @@ def test_initialize_is_answered_before_anything_heavy_is_imported(tmp_path: Path
         assert not shot.is_error and shot.content[0].type == "image", shot
         # The check sees what the server loads: after a screenshot, the backend and the codecs.
         assert {"Xlib", "PIL", "deskrig.tools", "deskrig.desktop.x11"} <= set(loaded_heavy(peer, report))
+        # Resources and logging are advertised by the front and answered by the server behind it.
+        assert {"resources", "logging"} <= set(answer["result"]["capabilities"])
+        resources = peer.request(4, "resources/list")["result"]["resources"]
+        assert "screen://current" in {resource["uri"] for resource in resources}
+        assert peer.request(5, "logging/setLevel", {"level": "warning"})["result"] == {}
         assert peer.close() == 0
         assert peer.proc.stdout is not None and peer.proc.stdout.read() == b""
     finally:

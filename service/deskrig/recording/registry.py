@@ -234,6 +234,12 @@ class RecordingRegistry:
 
     # ---- the action observer -----------------------------------------------------------------------
 
+    def shown_to(self, client_id: str) -> Recording | None:
+        """The recording whose turns a client's MCP resources show: its running session
+        recording, else the rig's boot recording."""
+        with self._lock:
+            return self._sessions.get(client_id) or self.boot
+
     def _recordings_for(self, client_id: str) -> list[Recording]:
         with self._lock:
             candidates = [self.boot, self._sessions.get(client_id)]

@@ -208,7 +208,24 @@ class Supervisor:
         with self._lock:
             self._launch_count += 1
             name = f"launch-{self._launch_count}"
-        return self.spawn(None, name, argv, self.launch_environment(env), cwd=cwd)
+        proc = self.spawn(None, name, argv, self.launch_environment(env), cwd=cwd)
+        proc.on_exit(lambda status: self._launched_exited(proc, status))
+        return proc
+
+    def _launched_exited(self, proc: ManagedProcess, status: int) -> None:
+        """A launched app ended (crashed, quit or was killed): a warning clients may be sent
+        (MCP logging), naming the log of its output."""
+        with self._lock:
+            if self._stopping:
+                return
+        log.warning(
+            "app %s (%s, pid %d) exited with status %d; its output: %s",
+            proc.name,
+            proc.argv[0],
+            proc.pid,
+            status,
+            proc.log_path,
+        )
 
     def _on_exit(self, role: str, callback: Callable[[int], None]) -> None:
         """Call ``callback(status)`` when the process watched as ``role`` exits on its own (not

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from deskrig.config import ToolProfile
 from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
-from deskrig.tools import a11y, acs, apps, clipboard, held_input, input, recording, screen, windows
+from deskrig.tools import (
+    a11y,
+    acs,
+    apps,
+    clipboard,
+    commands,
+    files,
+    held_input,
+    input,
+    recording,
+    screen,
+    windows,
+    zoom,
+)
 
 __all__ = ["CallInfo", "ImagePart", "Services", "ToolResult", "ToolSpec", "tools_for_profile"]
 
@@ -17,6 +30,9 @@ ALL_TOOLS: list[AnyTool] = [
     *a11y.TOOLS,
     *apps.TOOLS,
     *recording.TOOLS,
+    *files.TOOLS,
+    *commands.TOOLS,
+    *zoom.TOOLS,
     *acs.TOOLS,
 ]
 

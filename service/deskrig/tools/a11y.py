@@ -186,6 +186,7 @@ TOOLS: list[AnyTool] = [
         GetAppStateInput,
         AppState,
         get_app_state,
+        title="Read an app's accessibility tree",
     ),
     ToolSpec(
         "set_value",
@@ -197,5 +198,6 @@ TOOLS: list[AnyTool] = [
         read_only=False,
         resolve=resolve_set_value,
         recorded=True,
+        title="Set an element's value",
     ),
 ]

@@ -152,7 +152,9 @@ async def list_windows(services: Services, call: CallInfo, args: NoArguments) ->
     return ToolResult(AcsResponse(status="success", windows=windows))
 
 
-def _acs(name: str, description: str, model: type[BaseModel], handler: Any, captures: bool) -> AnyTool:
+def _acs(
+    name: str, description: str, model: type[BaseModel], handler: Any, captures: bool, title: str
+) -> AnyTool:
     return ToolSpec(
         name,
         description,
@@ -160,6 +162,7 @@ def _acs(name: str, description: str, model: type[BaseModel], handler: Any, capt
         AcsResponse,
         handler,
         captures=captures,
+        title=title,
         profile="acs",
         error_output=acs_envelope,
         omit_none=True,
@@ -173,6 +176,7 @@ TOOLS: list[AnyTool] = [
         AcsFullInput,
         capture_full,
         True,
+        "Capture the screen (ACS)",
     ),
     _acs(
         "screenshot_capture_window",
@@ -180,6 +184,7 @@ TOOLS: list[AnyTool] = [
         AcsWindowInput,
         capture_window,
         True,
+        "Capture a window (ACS)",
     ),
     _acs(
         "screenshot_capture_region",
@@ -187,7 +192,22 @@ TOOLS: list[AnyTool] = [
         AcsRegionInput,
         capture_region,
         True,
+        "Capture a region (ACS)",
     ),
-    _acs("screenshot_list_displays", "List displays (ACS compatible).", NoArguments, list_displays, False),
-    _acs("screenshot_list_windows", "List windows (ACS compatible).", NoArguments, list_windows, False),
+    _acs(
+        "screenshot_list_displays",
+        "List displays (ACS compatible).",
+        NoArguments,
+        list_displays,
+        False,
+        "List displays (ACS)",
+    ),
+    _acs(
+        "screenshot_list_windows",
+        "List windows (ACS compatible).",
+        NoArguments,
+        list_windows,
+        False,
+        "List windows (ACS)",
+    ),
 ]

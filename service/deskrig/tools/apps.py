@@ -304,6 +304,8 @@ TOOLS: list[AnyTool] = [
         launch_app,
         read_only=False,
         recorded=False,
+        destructive=False,
+        title="Launch an app",
     ),
     ToolSpec(
         "kill_app",
@@ -313,6 +315,7 @@ TOOLS: list[AnyTool] = [
         kill_app,
         read_only=False,
         recorded=False,
+        title="Stop an app",
     ),
     ToolSpec(
         "focus_window",
@@ -322,6 +325,8 @@ TOOLS: list[AnyTool] = [
         focus_window,
         read_only=False,
         recorded=False,
+        destructive=False,
+        title="Focus a window",
     ),
     ToolSpec(
         "wait_for",
@@ -330,5 +335,6 @@ TOOLS: list[AnyTool] = [
         WaitForInput,
         WaitResult,
         wait_for,
+        title="Wait for a condition",
     ),
 ]

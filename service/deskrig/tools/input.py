@@ -279,8 +279,28 @@ async def hotkey(services: Services, call: CallInfo, args: HotkeyInput) -> ToolR
     )
 
 
-def _action(name: str, description: str, model: type[BaseModel], handler: object, resolve: object) -> AnyTool:
-    return ToolSpec(name, description, model, ActionResult, handler, read_only=False, resolve=resolve, recorded=True)  # type: ignore[arg-type]
+def _action(
+    name: str,
+    description: str,
+    model: type[BaseModel],
+    handler: object,
+    resolve: object,
+    *,
+    title: str,
+    destructive: bool = True,
+) -> AnyTool:
+    return ToolSpec(
+        name,
+        description,
+        model,
+        ActionResult,
+        handler,  # type: ignore[arg-type]
+        read_only=False,
+        resolve=resolve,  # type: ignore[arg-type]
+        recorded=True,
+        title=title,
+        destructive=destructive,
+    )
 
 
 TOOLS: list[AnyTool] = [
@@ -290,6 +310,7 @@ TOOLS: list[AnyTool] = [
         ClickInput,
         click,
         resolve_pointer,
+        title="Click",
     ),
     _action(
         "double_click",
@@ -297,6 +318,7 @@ TOOLS: list[AnyTool] = [
         DoubleClickInput,
         double_click,
         resolve_pointer,
+        title="Double-click",
     ),
     _action(
         "right_click",
@@ -304,10 +326,24 @@ TOOLS: list[AnyTool] = [
         RightClickInput,
         right_click,
         resolve_pointer,
+        title="Right-click",
     ),
-    _action("move_cursor", "Move the mouse pointer to a screen point.", MoveInput, move_cursor, resolve_move),
     _action(
-        "drag", "Press a button at one point, move to another and release.", DragInput, drag, resolve_drag
+        "move_cursor",
+        "Move the mouse pointer to a screen point.",
+        MoveInput,
+        move_cursor,
+        resolve_move,
+        title="Move the pointer",
+        destructive=False,
+    ),
+    _action(
+        "drag",
+        "Press a button at one point, move to another and release.",
+        DragInput,
+        drag,
+        resolve_drag,
+        title="Drag",
     ),
     _action(
         "scroll",
@@ -315,6 +351,8 @@ TOOLS: list[AnyTool] = [
         ScrollInput,
         scroll,
         resolve_scroll,
+        title="Scroll",
+        destructive=False,
     ),
     _action(
         "type_text",
@@ -323,6 +361,7 @@ TOOLS: list[AnyTool] = [
         TypeTextInput,
         type_text,
         resolve_typing,
+        title="Type text",
     ),
     _action(
         "press_key",
@@ -330,8 +369,14 @@ TOOLS: list[AnyTool] = [
         PressKeyInput,
         press_key,
         resolve_keys,
+        title="Press a key",
     ),
     _action(
-        "hotkey", "Press two or more keys together, e.g. ['ctrl', 'a'].", HotkeyInput, hotkey, resolve_keys
+        "hotkey",
+        "Press two or more keys together, e.g. ['ctrl', 'a'].",
+        HotkeyInput,
+        hotkey,
+        resolve_keys,
+        title="Press keys together",
     ),
 ]

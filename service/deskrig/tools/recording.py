@@ -107,6 +107,8 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         start_recording,
         read_only=False,
         recorded=False,
+        destructive=False,
+        title="Start recording",
     ),
     ToolSpec(
         "stop_recording",
@@ -117,6 +119,8 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         stop_recording,
         read_only=False,
         recorded=False,
+        destructive=False,
+        title="Stop recording",
     ),
     ToolSpec(
         "get_recording_state",
@@ -125,6 +129,7 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         NoArguments,
         RecordingStateResult,
         get_recording_state,
+        title="Get the recording state",
     ),
     ToolSpec(
         "replay_trajectory",
@@ -139,5 +144,6 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
         replay_trajectory,
         read_only=False,
         recorded=False,
+        title="Replay a recorded trajectory",
     ),
 ]

@@ -113,6 +113,7 @@ TOOLS: list[AnyTool] = [
         NoArguments,
         DisplayList,
         list_displays,
+        title="List displays",
     ),
     ToolSpec(
         "get_screen_size",
@@ -120,6 +121,7 @@ TOOLS: list[AnyTool] = [
         NoArguments,
         ScreenSize,
         get_screen_size,
+        title="Get the screen size",
     ),
     ToolSpec(
         "get_cursor_position",
@@ -127,6 +129,7 @@ TOOLS: list[AnyTool] = [
         NoArguments,
         CursorPosition,
         get_cursor_position,
+        title="Get the pointer position",
     ),
     ToolSpec(
         "screenshot_screen",
@@ -136,6 +139,7 @@ TOOLS: list[AnyTool] = [
         ScreenshotMetadata,
         screenshot_screen,
         captures=True,
+        title="Screenshot the screen",
     ),
     ToolSpec(
         "screenshot_region",
@@ -144,5 +148,6 @@ TOOLS: list[AnyTool] = [
         ScreenshotMetadata,
         screenshot_region,
         captures=True,
+        title="Screenshot a region",
     ),
 ]

@@ -150,6 +150,7 @@ TOOLS: list[AnyTool] = [
         ListWindowsInput,
         WindowList,
         list_windows,
+        title="List windows",
     ),
     ToolSpec(
         "list_apps",
@@ -157,6 +158,7 @@ TOOLS: list[AnyTool] = [
         NoArguments,
         AppList,
         list_apps,
+        title="List apps",
     ),
     ToolSpec(
         "screenshot_window",
@@ -166,5 +168,6 @@ TOOLS: list[AnyTool] = [
         ScreenshotMetadata,
         screenshot_window,
         captures=True,
+        title="Screenshot a window",
     ),
 ]
