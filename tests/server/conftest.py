@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 from tests.polling import poll
-from tests.server.rigproc import FormRig, RigProcess, color_app, read_events, start_form
-from tests.toolkits import BACKENDS, Toolkit
+from tests.rigprocs import open_dir
+from tests.server.rigproc import (
+    FormRig,
+    RigProcess,
+    color_app,
+    move_sway_tiles_off_the_origin,
+    read_events,
+    start_form,
+)
+from tests.toolkits import Toolkit
 
 GREEN = "#20c040"
 RED = "#e02020"
@@ -61,23 +69,19 @@ def green_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GreenRig]:
     rig.stop()
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    """The rig's desktop backend (``deskrig rig run --backend``): the seam for a second one."""
-    return str(request.param)
-
-
 @pytest.fixture(scope="module")
-def toolkit_form(
-    toolkit: Toolkit, backend: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[FormRig]:
+def toolkit_form(toolkit: Toolkit, backend: str) -> Iterator[FormRig]:
     """A rig on ``backend`` running ``toolkit``'s form fixture (tests/apps/<toolkit>_form.py)."""
-    form = start_form(
-        tmp_path_factory.mktemp(f"{toolkit.name}-form"),
-        f"{toolkit.name}_form",
-        toolkit.title,
-        python=toolkit.python,
-        extra=["--backend", backend],
-    )
-    yield form
-    form.rig.stop()
+    with open_dir(f"deskrig-{backend}-{toolkit.name}-form-") as tmp:
+        form = start_form(
+            tmp,
+            f"{toolkit.name}_form",
+            toolkit.title,
+            python=toolkit.python,
+            extra=["--backend", backend],
+            window_relative=backend == "sway" and toolkit.native_wayland,
+        )
+        if backend == "sway":
+            move_sway_tiles_off_the_origin(form)
+        yield form
+        form.rig.stop()

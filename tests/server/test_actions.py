@@ -16,6 +16,8 @@ from tests.server.rigproc import APPS, SYSTEM_PYTHON, FormRig, read_events
 from tests.toolkits import Capability, Toolkit, needs, only_on, without
 
 UNICODE = "Grüße, Ñandú — 東京 😀\nline 2"
+#: How each backend types text: what type_text reports as its ``path``.
+TYPING_PATH = {"x11": "xtest", "sway": "virtual-keyboard"}
 #: Why the tests of the server's own checks run on one toolkit: the app never sees these calls.
 SERVER_CHECK = "checks the server's own handling of the call, which no toolkit takes part in"
 
@@ -52,13 +54,13 @@ def test_app_state_lists_the_form_with_bounds_the_app_reports(
     state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
     assert state["text"].splitlines()[0].startswith("app ")
     elements = state["elements"]
-    widgets = toolkit_form.ready["widgets"]
     entry = by_role_and_name(elements, "text", "Name")
     button = by_role_and_name(elements, "push button", "Click me")
     slider = by_role_and_name(elements, "slider", "Volume")
-    assert_bounds_near(entry["bounds"], widgets["entry"], toolkit.bounds_slack_px)
-    assert_bounds_near(button["bounds"], widgets["button"], toolkit.bounds_slack_px)
-    assert_bounds_near(slider["bounds"], widgets["scale"], toolkit.bounds_slack_px)
+    # In screen pixels on every backend (GTK under Wayland gives them relative to its window).
+    assert_bounds_near(entry["bounds"], toolkit_form.widget("entry"), toolkit.bounds_slack_px)
+    assert_bounds_near(button["bounds"], toolkit_form.widget("button"), toolkit.bounds_slack_px)
+    assert_bounds_near(slider["bounds"], toolkit_form.widget("scale"), toolkit.bounds_slack_px)
     assert tuple(a.lower() for a in button["actions"]) == toolkit.button_actions
     assert "editable" in entry["states"] and entry["text"] == ""
     assert (slider["value"]["minimum"], slider["value"]["maximum"]) == (0, 100)
@@ -103,14 +105,14 @@ def test_typed_text_without_a11y_lands_but_is_unverifiable(toolkit_form: FormRig
 
 
 @needs(Capability.A11Y_TREE)
-def test_type_unicode_lands_exactly_in_the_text_view(toolkit_form: FormRig) -> None:
+def test_type_unicode_lands_exactly_in_the_text_view(toolkit_form: FormRig, backend: str) -> None:
     notes = toolkit_form.element("text", "Notes")
     result = toolkit_form.ok(
         "type_text",
         {"text": UNICODE, "element": {"snapshot_id": notes["snapshot_id"], "index": notes["index"]}},
     )
     assert result["effect"] == "confirmed", result["evidence"]
-    assert result["detail"]["path"] == "xtest"
+    assert result["detail"]["path"] == TYPING_PATH[backend]
     toolkit_form.wait_event("textview", lambda e: e["text"] == UNICODE)
     assert toolkit_form.element("text", "Notes")["text"] == UNICODE
 
