@@ -297,3 +297,28 @@ def test_action_with_screenshot_and_move_cursor(toolkit_form: FormRig) -> None:
     assert result.structured_content["effect"] == "confirmed"
     assert any(c.type == "image" for c in result.content)
     assert toolkit_form.ok("get_cursor_position", {})["x"] == 20
+
+
+@only_on("gtk", why="opens a second window of the same title: only the GTK form can")
+def test_elements_of_a_second_window_with_the_same_title_are_where_it_is(toolkit_form: FormRig) -> None:
+    """Two windows of one app share a title: each element must still be placed in its own window
+    (last in this module: the second window makes sway tile the form anew)."""
+    twins = len(read_events(toolkit_form.log, "twin"))
+    os.kill(toolkit_form.pid, signal.SIGUSR2)  # the form opens a twin window with a "Twin button"
+    try:
+        toolkit_form.wait_event(
+            "twin", lambda e: e["open"] and len(read_events(toolkit_form.log, "twin")) > twins
+        )
+        windows = toolkit_form.ok("list_windows", {"pid": toolkit_form.pid})["windows"]
+        assert [w["title"] for w in windows] == [windows[0]["title"]] * 2
+        button = {"role": "push button", "name": "Twin button", "pid": toolkit_form.pid}
+        found = toolkit_form.ok("wait_for", {**button, "timeout_ms": 5000})["element"]
+        (twin,) = [w["bounds"] for w in windows if w["focused"]]  # a new window takes the focus
+        b = found["bounds"]
+        assert twin["x"] <= b["x"] and b["x"] + b["width"] <= twin["x"] + twin["width"], (b, twin)
+        assert twin["y"] <= b["y"] and b["y"] + b["height"] <= twin["y"] + twin["height"], (b, twin)
+        toolkit_form.ok("click", {"element": button})
+        toolkit_form.wait_event("twin_button", lambda e: e["count"] >= 1)
+    finally:
+        os.kill(toolkit_form.pid, signal.SIGUSR2)
+        toolkit_form.wait_event("twin", lambda e: not e["open"])
