@@ -38,6 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*capabilities): run only on toolkits with these capabilities")
     config.addinivalue_line("markers", "without(*capabilities): run only on toolkits lacking these")
     config.addinivalue_line("markers", "only_on(*toolkits, why): run only on these toolkits, saying why")
+    config.addinivalue_line("markers", "not_on(backend, why): leave this desktop backend out, saying why")
 
 
 def _parametrized_by_mark(metafunc: pytest.Metafunc, argname: str) -> bool:

@@ -146,6 +146,11 @@ def only_on(*names: str, why: str) -> Callable[[F], F]:
     return pytest.mark.only_on(*names, why=why)
 
 
+def not_on(backend: str, *, why: str) -> Callable[[F], F]:
+    """Leave ``backend`` out of the test's runs, saying why: for what a backend cannot do yet."""
+    return pytest.mark.not_on(backend, why=why)
+
+
 def toolkits_for(metafunc: pytest.Metafunc) -> tuple[list[Toolkit], list[str]]:
     """The toolkits a test runs on, and why each other one is left out."""
     wanted: set[Capability] = set()
@@ -173,7 +178,11 @@ def runs_for(metafunc: pytest.Metafunc) -> tuple[list[tuple[str, Toolkit]], list
     """The (backend, toolkit) pairs a test that asks for both runs on, and why others are left out."""
     chosen, left_out = toolkits_for(metafunc)
     runs: list[tuple[str, Toolkit]] = []
-    for backend in BACKENDS:
+    left_out_backends = {
+        mark.args[0]: mark.kwargs["why"] for mark in metafunc.definition.iter_markers("not_on")
+    }
+    left_out += [f"{backend}: {why}" for backend, why in left_out_backends.items()]
+    for backend in (b for b in BACKENDS if b not in left_out_backends):
         for toolkit in chosen:
             if backend in toolkit.not_on:
                 left_out.append(f"{toolkit.name} on {backend}: {toolkit.not_on[backend]}")
