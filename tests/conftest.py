@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.rigprocs import BACKENDS, open_dir
-from tests.toolkits import TOOLKITS, runs_for, toolkits_for
+from tests.toolkits import TOOLKITS, backends_for, runs_for, toolkits_for
 
 #: Fixtures shared across folders: ``browser_page`` (Debian's Chromium through Playwright).
 pytest_plugins = ["tests.browser"]
@@ -54,11 +54,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every backend for a test asking for ``backend``, every toolkit for one asking for ``toolkit``
     that has what the test needs; for both, the pairs whose form runs on that backend."""
     uses_backend = "backend" in metafunc.fixturenames and not _parametrized_by_mark(metafunc, "backend")
+    nodeid = metafunc.definition.nodeid
     if "toolkit" not in metafunc.fixturenames:
         if uses_backend:
-            metafunc.parametrize("backend", BACKENDS, indirect=True)
+            backends, left_out = backends_for(metafunc)
+            assert backends, f"{nodeid} applies to no backend: {left_out}"
+            if left_out:
+                _LEFT_OUT[nodeid] = left_out
+            metafunc.parametrize("backend", backends, indirect=True)
         return
-    nodeid = metafunc.definition.nodeid
     # Module scope: each toolkit's rig starts once per test module, not once per test.
     if uses_backend:
         runs, left_out = runs_for(metafunc)

@@ -174,15 +174,19 @@ def toolkits_for(metafunc: pytest.Metafunc) -> tuple[list[Toolkit], list[str]]:
     return chosen, left_out
 
 
+def backends_for(metafunc: pytest.Metafunc) -> tuple[list[str], list[str]]:
+    """The desktop backends a test runs on, and why each other one is left out."""
+    left_out = {mark.args[0]: mark.kwargs["why"] for mark in metafunc.definition.iter_markers("not_on")}
+    return [b for b in BACKENDS if b not in left_out], [f"{b}: {why}" for b, why in left_out.items()]
+
+
 def runs_for(metafunc: pytest.Metafunc) -> tuple[list[tuple[str, Toolkit]], list[str]]:
     """The (backend, toolkit) pairs a test that asks for both runs on, and why others are left out."""
     chosen, left_out = toolkits_for(metafunc)
+    backends, backends_left_out = backends_for(metafunc)
+    left_out += backends_left_out
     runs: list[tuple[str, Toolkit]] = []
-    left_out_backends = {
-        mark.args[0]: mark.kwargs["why"] for mark in metafunc.definition.iter_markers("not_on")
-    }
-    left_out += [f"{backend}: {why}" for backend, why in left_out_backends.items()]
-    for backend in (b for b in BACKENDS if b not in left_out_backends):
+    for backend in backends:
         for toolkit in chosen:
             if backend in toolkit.not_on:
                 left_out.append(f"{toolkit.name} on {backend}: {toolkit.not_on[backend]}")

@@ -288,15 +288,16 @@ def start_form(
 SWAY_GAPS = (70, 40)
 
 
-def move_sway_tiles_off_the_origin(form: FormRig) -> None:
+def move_sway_tiles_off_the_origin(rig: RigProcess, log: Path, event: str) -> None:
     """Give the sway rig's tiles :data:`SWAY_GAPS` (through sway's IPC socket, beside its Wayland
-    socket in the rig's runtime dir) and wait until the form has laid itself out in its new tile."""
-    layouts = len(read_events(form.log, "layout"))
-    ipc = Connection(socket_path=str(Path(form.rig.display).parent / "sway-ipc.sock"))
+    socket in the rig's runtime dir) and wait until the app logs another ``event`` in ``log``
+    (its layout in the new tile)."""
+    logged = len(read_events(log, event))
+    ipc = Connection(socket_path=str(Path(rig.display).parent / "sway-ipc.sock"))
     try:
         left, top = SWAY_GAPS
         replies = ipc.command(f"gaps left all set {left}; gaps top all set {top}")
         assert all(reply.success for reply in replies), [reply.error for reply in replies]
     finally:
         close_ipc(ipc)
-    poll("the form laid out in its gapped tile", lambda: len(read_events(form.log, "layout")) > layouts)
+    poll(f"a {event} event from the app in its gapped tile", lambda: len(read_events(log, event)) > logged)
