@@ -4,7 +4,7 @@ AT-SPI bus, apps.
 The real rig supervisor does the same; these tests build their own so that the accessibility
 layer is tested on its own. The client under test only ever gets ``session_bus_address``.
 ``a11y_desktop`` is the X11 one; a test module that runs on every backend overrides it with
-:func:`a11y_desktop_of`.
+``a11y_desktops(backend)``.
 """
 
 from __future__ import annotations
@@ -192,24 +192,24 @@ def _a11y_desktop(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 @pytest.fixture(scope="session")
-def x11_a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDesktop]:
-    yield from _a11y_desktop("x11", tmp_path_factory)
+def a11y_desktops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], A11yDesktop]]:
+    """The accessible desktop of a backend, each started once per session when first asked for."""
+    with contextlib.ExitStack() as stack:
+        started: dict[str, A11yDesktop] = {}
+
+        def of(backend: str) -> A11yDesktop:
+            if backend not in started:
+                desktop = contextlib.contextmanager(_a11y_desktop)(backend, tmp_path_factory)
+                started[backend] = stack.enter_context(desktop)
+            return started[backend]
+
+        yield of
 
 
 @pytest.fixture(scope="session")
-def sway_a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDesktop]:
-    yield from _a11y_desktop("sway", tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
-def a11y_desktop(x11_a11y_desktop: A11yDesktop) -> A11yDesktop:
-    return x11_a11y_desktop
-
-
-def a11y_desktop_of(backend: str, request: pytest.FixtureRequest) -> A11yDesktop:
-    """The accessible desktop of ``backend``, started once per session: for a module that
-    overrides ``a11y_desktop`` to run on every backend."""
-    return request.getfixturevalue(f"{backend}_a11y_desktop")  # type: ignore[no-any-return]
+def a11y_desktop(a11y_desktops: Callable[[str], A11yDesktop]) -> A11yDesktop:
+    """The X11 one (a module running on every backend overrides this with ``a11y_desktops``)."""
+    return a11y_desktops("x11")
 
 
 @pytest.fixture(scope="module")

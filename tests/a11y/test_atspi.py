@@ -23,7 +23,6 @@ from .conftest import (
     SYSTEM_PYTHON,
     A11yDesktop,
     FormApp,
-    a11y_desktop_of,
     wait_until_registered,
 )
 
@@ -60,9 +59,9 @@ def assert_matches_geometry(element: Element, geometry: dict[str, int]) -> None:
 
 
 @pytest.fixture(scope="module")
-def a11y_desktop(backend: str, request: pytest.FixtureRequest) -> A11yDesktop:
+def a11y_desktop(backend: str, a11y_desktops: Callable[[str], A11yDesktop]) -> A11yDesktop:
     """This module runs on every desktop backend."""
-    return a11y_desktop_of(backend, request)
+    return a11y_desktops(backend)
 
 
 @pytest.fixture
