@@ -6,15 +6,19 @@ scan for it finds grandchildren too.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.polling import poll
 
 APPS = Path(__file__).parent / "apps"
-#: The rig backends the runner tests run on, and the name each gives its display server's process.
-BACKENDS = ["x11", "sway"]
+#: The desktop backends every rig test runs on (``deskrig rig run --backend``), and the name each
+#: gives its display server's process.
+BACKENDS = ("x11", "sway")
 DISPLAY_SERVER = {"x11": "xvfb", "sway": "sway"}
 FIXTURE_PYTHON = "/usr/bin/python3"  # Debian's, with tkinter and python3-gi
 XTERM_TITLE = "rig-test-xterm"
@@ -51,3 +55,17 @@ def live_rig_processes(runtime_dir: str, pids: Iterator[int] | list[int] = ()) -
 
 def assert_all_gone(runtime_dir: str, pids: list[int], timeout: float = 10.0) -> None:
     poll("the rig's processes to end", lambda: not live_rig_processes(runtime_dir, pids), timeout)
+
+
+@contextlib.contextmanager
+def open_dir(prefix: str) -> Iterator[Path]:
+    """A fresh folder the rig's apps can use whoever they run as (logs, triggers), removed after.
+
+    A sway rig run as root runs its apps as an unprivileged user, who cannot enter pytest's
+    (root's) tmp_path."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

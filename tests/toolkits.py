@@ -4,7 +4,8 @@ A test asks for the ``toolkit`` fixture (directly, or through a fixture built on
 ``form``) and runs once per toolkit. A test that needs something a toolkit lacks says so with
 ``@needs(Capability.X)``; that toolkit is then left out of its parameters, and the reason declared
 here is listed in pytest's summary. Nothing is skipped: a test that does not apply is not generated.
-The ``backend`` fixture is the same kind of seam for desktop backends; today there is one, X11.
+A test that also asks for ``backend`` (tests/conftest.py) runs on every desktop backend in
+:data:`BACKENDS` too, for each toolkit whose form runs there (``not_on`` says why one does not).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
+from tests.rigprocs import BACKENDS
 
 #: The fixture apps other than Qt's need Debian's python3-gi and tkinter, not the project venv.
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -59,6 +61,11 @@ class Toolkit:
     env: Mapping[str, str] = field(default_factory=dict)
     #: Where on the slider, from its left edge, a drag must start to move it from 0.
     slider_grab_px: int = 10
+    #: Whether a sway rig runs the form as a native Wayland client (else on Xwayland, as X11):
+    #: a Wayland client knows no screen position, so it logs its widgets relative to its window.
+    native_wayland: bool = False
+    #: Desktop backends the form does not run on, each with why.
+    not_on: Mapping[str, str] = field(default_factory=dict)
 
     def has(self, capability: Capability) -> bool:
         return capability not in self.lacks
@@ -73,6 +80,7 @@ GTK = Toolkit(
     list_row_role="label",
     # GTK sliders jump to the press point with the primary button; the drag carries on from there.
     slider_grab_px=10,
+    native_wayland=True,
 )
 QT = Toolkit(
     name="qt",
@@ -94,6 +102,13 @@ QT = Toolkit(
     # Unlike GTK's, a Qt slider does not jump to a press on its groove: start on the handle,
     # which sits at the left end at 0.
     slider_grab_px=4,
+    native_wayland=True,
+    not_on={
+        "sway": (
+            "the Qt form runs in the tests' own interpreter (PySide6 is a dev dependency), under root's "
+            "home, which the unprivileged user a sway rig runs its apps as cannot enter"
+        )
+    },
 )
 TK = Toolkit(
     name="tk",
@@ -110,7 +125,6 @@ TK = Toolkit(
     list_first_field="first",
 )
 TOOLKITS = (GTK, QT, TK)
-BACKENDS = ("x11",)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,6 +144,11 @@ def only_on(*names: str, why: str) -> Callable[[F], F]:
     """Run the test only on the named toolkits: for checks of the server, not of a toolkit,
     which would only repeat themselves on every toolkit; ``why`` says so."""
     return pytest.mark.only_on(*names, why=why)
+
+
+def not_on(backend: str, *, why: str) -> Callable[[F], F]:
+    """Leave ``backend`` out of the test's runs, saying why: for what a backend cannot do yet."""
+    return pytest.mark.not_on(backend, why=why)
 
 
 def toolkits_for(metafunc: pytest.Metafunc) -> tuple[list[Toolkit], list[str]]:
@@ -153,3 +172,24 @@ def toolkits_for(metafunc: pytest.Metafunc) -> tuple[list[Toolkit], list[str]]:
         left_out += [f"{t.name}: {mark.kwargs['why']}" for t in chosen if t.name not in mark.args]
         chosen = [t for t in chosen if t.name in mark.args]
     return chosen, left_out
+
+
+def backends_for(metafunc: pytest.Metafunc) -> tuple[list[str], list[str]]:
+    """The desktop backends a test runs on, and why each other one is left out."""
+    left_out = {mark.args[0]: mark.kwargs["why"] for mark in metafunc.definition.iter_markers("not_on")}
+    return [b for b in BACKENDS if b not in left_out], [f"{b}: {why}" for b, why in left_out.items()]
+
+
+def runs_for(metafunc: pytest.Metafunc) -> tuple[list[tuple[str, Toolkit]], list[str]]:
+    """The (backend, toolkit) pairs a test that asks for both runs on, and why others are left out."""
+    chosen, left_out = toolkits_for(metafunc)
+    backends, backends_left_out = backends_for(metafunc)
+    left_out += backends_left_out
+    runs: list[tuple[str, Toolkit]] = []
+    for backend in backends:
+        for toolkit in chosen:
+            if backend in toolkit.not_on:
+                left_out.append(f"{toolkit.name} on {backend}: {toolkit.not_on[backend]}")
+            else:
+                runs.append((backend, toolkit))
+    return runs, left_out

@@ -1,7 +1,10 @@
-"""A private accessible desktop for the a11y tests: Xvfb, a session bus, the AT-SPI bus, apps.
+"""A private accessible desktop for the a11y tests: Xvfb (or a headless sway), a session bus, the
+AT-SPI bus, apps.
 
 The real rig supervisor does the same; these tests build their own so that the accessibility
 layer is tested on its own. The client under test only ever gets ``session_bus_address``.
+``a11y_desktop`` is the X11 one; a test module that runs on every backend overrides it with
+``a11y_desktops(backend)``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from typing import Any, TypeVar
 
 import pytest
 from tests.polling import poll
+from tests.sway.swayproc import start_sway
 from tests.toolkits import Toolkit
 
 from deskrig.a11y import AccessibilityClient
 from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
+from deskrig.rig.sway import Account, run_as_account
 
 T = TypeVar("T")
 
@@ -68,13 +73,22 @@ class A11yDesktop:
     session_bus_address: str
     env: dict[str, str]
     processes: list[subprocess.Popen[Any]]
+    #: Who may be an X client (sway's Xwayland admits only its own user's clients); None: anyone.
+    x_client_user: Account | None = None
 
     def launch(
-        self, argv: list[str], extra_env: Mapping[str, str] | None = None, **kwargs: Any
+        self,
+        argv: list[str],
+        extra_env: Mapping[str, str] | None = None,
+        x11_only: bool = False,
+        **kwargs: Any,
     ) -> subprocess.Popen[Any]:
         """Start an app on this desktop and bus, with ``extra_env`` on top of the desktop's
-        environment; it is stopped when the session ends at the latest."""
+        environment (``x11_only``: an X client); it is stopped when the session ends at the latest."""
         env = {**self.env, **(extra_env or {})}
+        if x11_only and self.x_client_user is not None:
+            user = self.x_client_user
+            argv = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", *argv]
         proc = subprocess.Popen(argv, env=env, start_new_session=True, **kwargs)
         self.processes.append(proc)
         return proc
@@ -122,8 +136,33 @@ def start_at_spi(env: Mapping[str, str], session_bus_address: str) -> subprocess
     return launcher
 
 
-@pytest.fixture(scope="session")
-def a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDesktop]:
+def _start_display(
+    backend: str, work_dir: Path, env: Mapping[str, str]
+) -> tuple[dict[str, str], Callable[[], None]]:
+    """The display of ``backend``: the variables that reach it (GTK told to use it), and a stop."""
+    if backend == "sway":
+        sway = start_sway(work_dir, (1280, 1024))
+        return {**sway.env, "GDK_BACKEND": "wayland"}, sway.stop
+    read_fd, write_fd = os.pipe()
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stderr=subprocess.DEVNULL,
+        env=dict(env),
+        start_new_session=True,
+    )
+    os.close(write_fd)
+    try:
+        display = ":" + _read_line(read_fd, STARTUP_TIMEOUT_S, "Xvfb's display number")
+    except BaseException:
+        _stop(xvfb)
+        raise
+    finally:
+        os.close(read_fd)
+    return {"DISPLAY": display, "GDK_BACKEND": "x11"}, lambda: _stop(xvfb)
+
+
+def _a11y_desktop(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDesktop]:
     runtime_dir = tmp_path_factory.mktemp("xdg-runtime")
     runtime_dir.chmod(0o700)
     base_env = {
@@ -132,40 +171,45 @@ def a11y_desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDeskt
         "LANG": "C.UTF-8",
         "XDG_RUNTIME_DIR": str(runtime_dir),
     }
-    processes: list[subprocess.Popen[Any]] = []
-    try:
-        read_fd, write_fd = os.pipe()
-        processes.append(
-            subprocess.Popen(
-                ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
-                pass_fds=(write_fd,),
-                stderr=subprocess.DEVNULL,
-                env=base_env,
-                start_new_session=True,
-            )
-        )
-        os.close(write_fd)
-        display = ":" + _read_line(read_fd, STARTUP_TIMEOUT_S, "Xvfb's display number")
-        os.close(read_fd)
-
+    with contextlib.ExitStack() as stack:
+        display_env, stop_display = _start_display(backend, tmp_path_factory.mktemp(backend), base_env)
+        stack.callback(stop_display)
         dbus, address = start_session_bus(base_env)
-        processes.append(dbus)
-
+        stack.callback(_stop, dbus)
         env = {
             **base_env,
-            "DISPLAY": display,
+            **display_env,
             "DBUS_SESSION_BUS_ADDRESS": address,
-            "GDK_BACKEND": "x11",
             # Keep GTK from activating dconf or gvfs services on the private bus.
             "GSETTINGS_BACKEND": "memory",
             "GIO_USE_VFS": "local",
         }
-        processes.append(start_at_spi(env, address))
-        desktop = A11yDesktop(display=display, session_bus_address=address, env=env, processes=processes)
-        yield desktop
-    finally:
-        for proc in reversed(processes):
-            _stop(proc)
+        processes = [start_at_spi(env, address)]
+        stack.callback(lambda: [_stop(proc) for proc in reversed(processes)])
+        display = display_env.get("WAYLAND_DISPLAY", display_env.get("DISPLAY", ""))
+        x_user = run_as_account(None) if backend == "sway" else None
+        yield A11yDesktop(display, address, env, processes, x_user)
+
+
+@pytest.fixture(scope="session")
+def a11y_desktops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], A11yDesktop]]:
+    """The accessible desktop of a backend, each started once per session when first asked for."""
+    with contextlib.ExitStack() as stack:
+        started: dict[str, A11yDesktop] = {}
+
+        def of(backend: str) -> A11yDesktop:
+            if backend not in started:
+                desktop = contextlib.contextmanager(_a11y_desktop)(backend, tmp_path_factory)
+                started[backend] = stack.enter_context(desktop)
+            return started[backend]
+
+        yield of
+
+
+@pytest.fixture(scope="session")
+def a11y_desktop(a11y_desktops: Callable[[str], A11yDesktop]) -> A11yDesktop:
+    """The X11 one (a module running on every backend overrides this with ``a11y_desktops``)."""
+    return a11y_desktops("x11")
 
 
 @pytest.fixture(scope="module")
@@ -193,11 +237,18 @@ class FormApp:
 
     proc: subprocess.Popen[Any]
     log_path: Path
-    geometry: dict[str, dict[str, int]]
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def geometry(self) -> dict[str, dict[str, int]]:
+        """The widgets as the form last laid them out (a tiling compositor resizes it after its
+        first frame), relative to its window under Wayland as AT-SPI's extents are."""
+        lines = self.log_path.read_text(encoding="utf-8").splitlines()
+        layouts = [r for r in map(json.loads, filter(str.strip, lines)) if r["event"] in ("ready", "layout")]
+        return dict(layouts[-1]["widgets"])
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         lines = self.log_path.read_text(encoding="utf-8").splitlines()
@@ -245,9 +296,8 @@ def form(
         stderr=subprocess.DEVNULL,
         extra_env=toolkit.env,
     )
-    app = FormApp(proc=proc, log_path=log_path, geometry={})
-    ready = app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)
-    app.geometry = ready["widgets"]
+    app = FormApp(proc=proc, log_path=log_path)
+    app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)
     wait_until_registered(runner, client, proc.pid)
     yield app
     a11y_desktop.stop(proc)

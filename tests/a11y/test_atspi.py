@@ -1,5 +1,6 @@
 """The accessibility layer against a real AT-SPI bus and real apps: the form fixtures of the
-toolkits with an AT-SPI bridge (tests/toolkits.py), Tk, and GTK's widget factory."""
+toolkits with an AT-SPI bridge (tests/toolkits.py), Tk, and GTK's widget factory, on every desktop
+backend (under sway GTK is a native Wayland client, Tk an X client on Xwayland)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,12 @@ def assert_matches_geometry(element: Element, geometry: dict[str, int]) -> None:
     actual = element.bounds.model_dump()
     for key in ("x", "y", "width", "height"):
         assert abs(actual[key] - geometry[key]) <= GEOMETRY_TOLERANCE_PX, (element.name, actual, geometry)
+
+
+@pytest.fixture(scope="module")
+def a11y_desktop(backend: str, a11y_desktops: Callable[[str], A11yDesktop]) -> A11yDesktop:
+    """This module runs on every desktop backend."""
+    return a11y_desktops(backend)
 
 
 @pytest.fixture
@@ -275,7 +282,7 @@ root.mainloop()
 def test_tk_app_is_a11y_unavailable_and_a_dead_pid_is_not_running(
     run: Run[Any], client: AccessibilityClient, a11y_desktop: A11yDesktop
 ) -> None:
-    tk = a11y_desktop.launch([SYSTEM_PYTHON, "-c", TK_APP], stdout=subprocess.PIPE, text=True)
+    tk = a11y_desktop.launch([SYSTEM_PYTHON, "-c", TK_APP], x11_only=True, stdout=subprocess.PIPE, text=True)
     try:
         assert tk.stdout is not None and tk.stdout.readline().strip() == "ready"
         unavailable = error_of(run, client.snapshot(tk.pid))

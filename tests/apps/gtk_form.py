@@ -13,6 +13,9 @@ FILE as one JSON line, so tests can check the app's own view of what it received
     {"event": "check", "active": ...}        {"event": "button", "count": N}
     {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
     {"event": "row_added", "name": "Added row N"}   (on SIGUSR1: a row inserted at the top of the list)
+    {"event": "twin", "open": true|false}    (on SIGUSR2: a second window with the same title, with a
+                                              "Twin button", opened, or closed if open)
+    {"event": "twin_button", "count": N}
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ class Form:
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
         self.clicks = 0
         self.rows_added = 0
+        self.title = title
+        self.twin: Gtk.Window | None = None
+        self.twin_clicks = 0
         self.ready_logged = False
         self.logged_layout: dict[str, dict[str, int]] = {}
 
@@ -113,6 +119,24 @@ class Form:
         self.log(event="row_added", name=label.get_text())
         return True  # keep the signal handler
 
+    def toggle_twin(self) -> bool:
+        if self.twin is not None:
+            self.twin.destroy()
+            self.twin = None
+            self.log(event="twin", open=False)
+            return True
+        self.twin = Gtk.Window(title=self.title)
+        button = Gtk.Button(label="Twin button")
+        button.connect("clicked", self.on_twin_clicked)
+        self.twin.add(button)
+        self.twin.connect("map-event", lambda *_: self.log(event="twin", open=True))
+        self.twin.show_all()
+        return True  # keep the signal handler
+
+    def on_twin_clicked(self, _button: Gtk.Button) -> None:
+        self.twin_clicks += 1
+        self.log(event="twin_button", count=self.twin_clicks)
+
     def on_list_scrolled(self, adjustment: Gtk.Adjustment) -> None:
         row = self.listbox.get_row_at_y(int(adjustment.get_value()))
         self.log(event="list_view", first_visible=row.get_index() if row else 0)
@@ -158,6 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     form = Form(args.title, args.log)
     GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR1, form.add_row)
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR2, form.toggle_twin)
     Gtk.main()
 
 

@@ -40,7 +40,6 @@ SCREEN = (1280, 800)
 TIMEOUT = 15.0
 
 
-
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -277,7 +276,8 @@ def sway_forms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forms]:
     yield from _forms("sway", tmp_path_factory)
 
 
-@pytest.fixture(scope="session", params=["x11", "sway"])
+@pytest.fixture(scope="session")
 def backend(request: pytest.FixtureRequest) -> Forms:
-    """Each desktop backend in turn, running the forms (python-mss style: every test on every backend)."""
+    """Each desktop backend in turn (tests/conftest.py), running the forms (python-mss style: every
+    test on every backend)."""
     return request.getfixturevalue(f"{request.param}_forms")  # type: ignore[no-any-return]

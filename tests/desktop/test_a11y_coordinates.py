@@ -18,7 +18,7 @@ import anyio
 from mcp import Client
 
 from deskrig.a11y import Element, ElementRef, PathStep
-from deskrig.a11y.placement import placed, toplevel_names, toplevel_origins
+from deskrig.a11y.placement import placed, toplevel_origins, toplevels
 from deskrig.config import SecurityPolicy, Settings
 from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.errors import tool_error
@@ -90,8 +90,8 @@ def test_a_click_on_an_element_lands_on_it(backend: Forms, tmp_path: Path) -> No
     assert (result["target"]["point"]["x"], result["target"]["point"]["y"]) == (x, y)
 
 
-def scripted_element(index: int, toplevel: str, bounds: Bounds | None) -> Element:
-    path = [PathStep("frame", toplevel, 0), PathStep("push button", f"b{index}", 0)]
+def scripted_element(index: int, toplevel: str, bounds: Bounds | None, nth: int = 0) -> Element:
+    path = [PathStep("frame", toplevel, nth), PathStep("push button", f"b{index}", 0)]
     return Element(
         index=index,
         parent=0,
@@ -119,19 +119,25 @@ def test_elements_move_with_the_window_of_their_top_level_on_the_scripted_deskto
     elements = [
         scripted_element(1, "Main", inside),
         scripted_element(2, "Dialog", inside),
-        scripted_element(3, "Twin", inside),  # two windows with that title: which is unknown
-        scripted_element(4, "Main", None),  # not showing
-        scripted_element(5, "Plain", inside),
+        # Two windows with that title: the toolkit's first top-level of it is the older window.
+        scripted_element(3, "Twin", inside, nth=1),
+        scripted_element(4, "Twin", inside),
+        scripted_element(5, "Main", None),  # not showing
+        scripted_element(6, "Plain", inside),
     ]
 
-    origins = toplevel_origins(desktop, 7, toplevel_names(elements))
+    origins = toplevel_origins(desktop, 7, toplevels(elements))
     moved = placed(elements, origins)
 
-    assert origins == {"Main": Point(x=100, y=50), "Dialog": Point(x=300, y=400)}
+    assert {step.name: origin for step, origin in origins.items() if step.name != "Twin"} == {
+        "Main": Point(x=100, y=50),
+        "Dialog": Point(x=300, y=400),
+    }
     assert [e.bounds for e in moved] == [
         Bounds(x=110, y=70, width=30, height=40),
         Bounds(x=310, y=420, width=30, height=40),
-        inside,
+        Bounds(x=510, y=620, width=30, height=40),
+        Bounds(x=510, y=30, width=30, height=40),
         None,
         inside,
     ]

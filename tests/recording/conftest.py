@@ -79,29 +79,10 @@ def form_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
     form.rig.stop()
 
 
-#: The desktop backends recording runs on.
-BACKENDS = ["x11", "sway"]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 def recording_rig(backend: str, request: pytest.FixtureRequest) -> FormRig:
     """The GTK form behind an MCP server over HTTP, on ``backend``."""
     return request.getfixturevalue("form_rig" if backend == "x11" else "sway_form_rig")  # type: ignore[no-any-return]
-
-
-class SwayFormRig(FormRig):
-    """The form under native Wayland, where GTK reports widget positions relative to its window."""
-
-    def widget_center(self, name: str) -> tuple[int, int]:
-        x, y = super().widget_center(name)
-        windows = self.rig.call("list_windows", {"pid": self.pid}).structured_content["windows"]
-        origin = windows[0]["bounds"]
-        return origin["x"] + x, origin["y"] + y
 
 
 @pytest.fixture(scope="package")
@@ -111,7 +92,9 @@ def sway_form_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]
         sway = start_sway(tmp, SCREEN)
         stack.callback(sway.stop)
         # HOME: the server's is the one RigProcess gives it (its allowed folder is tmp/home/deskrig).
-        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "HOME")}
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "HOME")
+        }
         dbus, address = start_session_bus(env)  # not in sway's runtime dir: that is sway's user's
         env |= sway.env
         stack.callback(stop_process, dbus)
@@ -137,7 +120,7 @@ def sway_form_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]
         stack.callback(stop_process, app)
         rig = RigProcess(app=[], serve=True, extra=["--backend", "sway"], env=env).start(tmp)
         stack.callback(rig.stop)
-        form = SwayFormRig(rig, log, tmp)
+        form = FormRig(rig, log, tmp, window_relative=True)
         assert form.pid == app.pid
         yield form
 

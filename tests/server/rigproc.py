@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import httpx2
+from i3ipc import Connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -26,6 +27,7 @@ from tests.polling import poll
 from deskrig.bench.reliability_rig import INITIALIZE as INITIALIZE
 from deskrig.bench.reliability_rig import free_port
 from deskrig.client import connect
+from deskrig.desktop.sway import close_ipc
 from deskrig.errors import tool_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +36,7 @@ APPS = ROOT / "tests" / "apps"
 NODE = ROOT / ".tools" / "conformance" / "node_modules" / ".bin" / "node"
 SYSTEM_PYTHON = "/usr/bin/python3"
 DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
+
 
 @contextlib.asynccontextmanager
 async def connect_stateless(url: str, token: str) -> AsyncIterator[Client]:
@@ -191,12 +194,19 @@ class RigProcess:
 
 
 class FormRig:
-    """A rig running one of the form fixtures (tests/apps/*_form.py), read through its JSON log."""
+    """A rig running one of the form fixtures (tests/apps/*_form.py), read through its JSON log.
 
-    def __init__(self, rig: RigProcess, log: Path, tmp: Path | None = None) -> None:
+    ``window_relative``: the form is a native Wayland client, which knows no screen position and
+    so logs its widgets relative to its window; :meth:`widget_center` adds the window's origin
+    (from ``list_windows``) to give screen pixels."""
+
+    def __init__(
+        self, rig: RigProcess, log: Path, tmp: Path | None = None, window_relative: bool = False
+    ) -> None:
         self.rig = rig
         self.log = log
         self.tmp = tmp
+        self.window_relative = window_relative
         #: The rig's default allowed directory (its HOME is tmp/home).
         self.allowed = tmp / "home" / "deskrig" if tmp is not None else None
 
@@ -208,8 +218,19 @@ class FormRig:
     def pid(self) -> int:
         return int(self.ready["pid"])
 
+    def widget(self, name: str) -> dict[str, int]:
+        """Where the form last said its widget ``name`` is, in screen pixels."""
+        layouts = [e for e in read_events(self.log) if e.get("event") in ("ready", "layout")]
+        assert layouts, f"the form has not logged its layout yet:\n{self.rig.stderr()}"
+        w = layouts[-1]["widgets"][name]
+        if not self.window_relative:
+            return dict(w)
+        (window,) = self.ok("list_windows", {"pid": self.pid})["windows"]
+        origin = window["bounds"]
+        return {**w, "x": origin["x"] + w["x"], "y": origin["y"] + w["y"]}
+
     def widget_center(self, name: str) -> tuple[int, int]:
-        w = self.ready["widgets"][name]
+        w = self.widget(name)
         return w["x"] + w["width"] // 2, w["y"] + w["height"] // 2
 
     def last(self, event: str) -> dict[str, Any] | None:
@@ -250,12 +271,33 @@ def start_form(
     python: str = SYSTEM_PYTHON,
     env: dict[str, str] | None = None,
     extra: Sequence[str] = (),
+    window_relative: bool = False,
 ) -> FormRig:
     """A rig around ``tests/apps/<app>.py --title TITLE --log tmp/form.log``, started and ready;
     ``extra`` are more ``deskrig rig run`` flags."""
     log = tmp / "form.log"
     argv = [python, str(APPS / f"{app}.py"), "--title", title, "--log", str(log)]
     rig = RigProcess(app=argv, env=env or {}, extra=list(extra)).start(tmp)
-    form = FormRig(rig, log, tmp)
+    form = FormRig(rig, log, tmp, window_relative)
     assert form.pid > 0
     return form
+
+
+#: Gaps (left, top) a sway rig's tiles get in the tests, in pixels: sway tiles a lone window at the
+#: screen's origin, where window-relative coordinates taken for screen ones would go unnoticed.
+SWAY_GAPS = (70, 40)
+
+
+def move_sway_tiles_off_the_origin(rig: RigProcess, log: Path, event: str) -> None:
+    """Give the sway rig's tiles :data:`SWAY_GAPS` (through sway's IPC socket, beside its Wayland
+    socket in the rig's runtime dir) and wait until the app logs another ``event`` in ``log``
+    (its layout in the new tile)."""
+    logged = len(read_events(log, event))
+    ipc = Connection(socket_path=str(Path(rig.display).parent / "sway-ipc.sock"))
+    try:
+        left, top = SWAY_GAPS
+        replies = ipc.command(f"gaps left all set {left}; gaps top all set {top}")
+        assert all(reply.success for reply in replies), [reply.error for reply in replies]
+    finally:
+        close_ipc(ipc)
+    poll(f"a {event} event from the app in its gapped tile", lambda: len(read_events(log, event)) > logged)

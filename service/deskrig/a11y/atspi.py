@@ -40,7 +40,7 @@ from deskrig.a11y.failures import invalid_argument, require_running, translate_f
 from deskrig.a11y.fetch import FetchedTree, fetch_tree
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror, MirroredTree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
-from deskrig.a11y.placement import WindowPlacement, placed, toplevel_names, toplevel_origins
+from deskrig.a11y.placement import WindowPlacement, placed, toplevel_origins, toplevels
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
@@ -312,11 +312,11 @@ class AccessibilityClient:
 
     async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
         """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""
-        names = toplevel_names(elements)
-        if self.placement is None or not names:
+        steps = toplevels(elements)
+        if self.placement is None or not steps:
             return elements
         try:
-            origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, names)
+            origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, steps)
         except DeskrigError as exc:
             self._note(f"pid {pid}: element bounds left as the toolkit reports them: {exc.message}")
             return elements

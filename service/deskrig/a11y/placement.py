@@ -5,7 +5,9 @@ never told where its surface is, so GTK under Wayland reports them relative to i
 desktop says where each window's accessibility coordinates start
 (:meth:`deskrig.desktop.base.Desktop.a11y_origins`); here each element is matched to the window
 of its top-level (the frame or dialog at the first step of its path, by title) and shifted by that
-origin. Nothing here knows which backend runs: on X11 no window is shifted and nothing moves.
+origin. Windows sharing a title are told apart by order: a toolkit lists its top-levels in the
+order it created them, which the path step's ``nth`` keeps, and the desktop lists windows in that
+order too. Nothing here knows which backend runs: on X11 no window is shifted and nothing moves.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from deskrig.a11y.tree import Element
+from deskrig.a11y.tree import Element, PathStep
 from deskrig.model import Point, WindowInfo
 
 
@@ -23,39 +25,43 @@ class WindowPlacement(Protocol):
     def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]: ...
 
 
-def toplevel_names(elements: Iterable[Element]) -> set[str]:
-    """The names of the top-levels that elements with bounds live in."""
-    return {e.path[0].name for e in elements if e.path and e.bounds is not None}
+def toplevels(elements: Iterable[Element]) -> set[PathStep]:
+    """The top-levels (first path steps) that elements with bounds live in."""
+    return {e.path[0] for e in elements if e.path and e.bounds is not None}
 
 
-def _origin_of(shifted: Sequence[tuple[WindowInfo, Point]], toplevel: str) -> Point | None:
-    """The origin of the window showing ``toplevel``: the one with its title, or the only one."""
-    titled = [origin for window, origin in shifted if window.title == toplevel]
-    if len(titled) == 1:
-        return titled[0]
-    return shifted[0][1] if len(shifted) == 1 and not titled else None
+def _origin_of(shifted: Sequence[tuple[WindowInfo, Point]], toplevel: PathStep) -> Point | None:
+    """The origin of the window showing ``toplevel``: of the windows with its title, the one as
+    far down the creation order as the top-level is among its namesakes; with no window of its
+    title (a popup menu's unnamed top-level), the app's only window."""
+    titled = [origin for window, origin in shifted if window.title == toplevel.name]
+    if titled:
+        return titled[toplevel.nth] if toplevel.nth < len(titled) else None
+    return shifted[0][1] if len(shifted) == 1 else None
 
 
-def toplevel_origins(placement: WindowPlacement, pid: int, toplevels: Iterable[str]) -> dict[str, Point]:
-    """Blocking: the origin of each of ``pid``'s named top-levels that is not the screen's.
+def toplevel_origins(
+    placement: WindowPlacement, pid: int, steps: Iterable[PathStep]
+) -> dict[PathStep, Point]:
+    """Blocking: the origin of each of ``pid``'s top-levels (``steps``) that is not the screen's.
 
-    A top-level with no window to match (several windows share its title) is left out: its
-    elements keep the coordinates the toolkit gave.
+    A top-level with no window to match is left out: its elements keep the coordinates the
+    toolkit gave.
     """
     shifted = placement.a11y_origins(pid)
     if not shifted:
         return {}
-    origins = {name: _origin_of(shifted, name) for name in toplevels}
-    return {name: origin for name, origin in origins.items() if origin is not None}
+    origins = {step: _origin_of(shifted, step) for step in steps}
+    return {step: origin for step, origin in origins.items() if origin is not None}
 
 
-def placed(elements: list[Element], origins: dict[str, Point]) -> list[Element]:
+def placed(elements: list[Element], origins: dict[PathStep, Point]) -> list[Element]:
     """``elements`` with the bounds of those in a shifted top-level moved by its origin."""
     if not origins:
         return elements
     moved = []
     for element in elements:
-        origin = origins.get(element.path[0].name) if element.path and element.bounds else None
+        origin = origins.get(element.path[0]) if element.path and element.bounds else None
         if origin is not None and element.bounds is not None:
             bounds = element.bounds.model_copy(
                 update={"x": element.bounds.x + origin.x, "y": element.bounds.y + origin.y}

@@ -230,6 +230,8 @@ class DesktopBackend(ABC):
         Adding it to an element's AT-SPI extents gives screen coordinates. None on X11, where
         toolkits know where their windows are (so are Xwayland's clients); a native Wayland
         client reports positions relative to its window, whose content origin is its point.
+        Listed in the order the windows were mapped, oldest first (as a toolkit lists its
+        top-levels, which tells windows of one title apart).
         """
 
     @abstractmethod

@@ -394,7 +394,7 @@ class ScriptedBackend(DesktopBackend):
     def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
         return [
             (w, Point(x=w.bounds.x, y=w.bounds.y))
-            for w in self.world.windows()
+            for w in sorted(self.world.windows(), key=lambda w: w.id)  # ids count up: oldest first
             if w.pid == pid and self.world.window(w.id).a11y_window_relative
         ]
 

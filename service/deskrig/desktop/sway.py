@@ -369,7 +369,8 @@ class SwayBackend(DesktopBackend):
             for z, (view, ws) in enumerate(_views(tree))
             if view.get("pid") == pid and view.get("shell") != "xwayland"
         ]
-        return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in native]
+        # sway numbers containers as it creates them: by id is the order the windows were mapped.
+        return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in sorted(native, key=lambda w: w.id)]
 
     def damage_serial(self) -> int:
         return next(self._serial)
