@@ -1,6 +1,6 @@
 """The one capture pipeline behind every screenshot tool.
 
-observe (``deskrig.observation``: capture, black out blocked windows) -> scale (only if ``max_width`` asks) -> encode ->
+observe (``deskrig.observation``: capture, black out blocked windows, mask personal data) -> scale (only if ``max_width`` asks) -> encode ->
 save the full-fidelity file (if ``save_dir``) -> fit the inline copy under ``max_inline_bytes``.
 
 An unchanged screen is not encoded twice: the backend's damage serial tells whether anything
@@ -21,6 +21,7 @@ from deskrig.config import Settings
 from deskrig.errors import file_system_error
 from deskrig.model import Bounds, DisplayInfo, WindowInfo
 from deskrig.observation import Observer, Pixels
+from deskrig.privacy import MaskReport
 from deskrig.security import SecurityContext
 
 FORMAT_DESCRIPTION = "Image format: png, jpeg, webp or bmp"
@@ -40,6 +41,11 @@ class CaptureOptions(BaseModel):
     save_dir: str | None = Field(
         None,
         description="Also save the full-fidelity image under {save_dir}/YYYY-MM-DD/ (must be an allowed directory)",
+    )
+    mask_pii: bool | None = Field(
+        None,
+        description="Mask e-mail addresses, phone numbers, card numbers, IBANs and the policy's custom "
+        "patterns (accessibility tree + OCR). Always on when the rig's PII masking policy is on",
     )
 
 
@@ -71,6 +77,10 @@ class ScreenshotMetadata(BaseModel):
         default_factory=list, description="What was done to keep the inline image under the size limit"
     )
     masked_windows: int = Field(0, description="Blocked windows blacked out in this image")
+    pii_masking: MaskReport | None = Field(
+        None,
+        description="Personal data masked in this image, per detector and engine; absent when not masking",
+    )
     saved_path: str | None = Field(None, description="Absolute path of the saved full-fidelity file")
     saved_byte_size: int | None = None
     from_cache: bool = Field(False, description="Screen unchanged since the last identical capture")
@@ -94,6 +104,7 @@ class _Encoded:
     quality: int | None
     inline: imaging.InlineImage
     masked: int
+    pii: MaskReport | None
     _full: bytes | None = None
 
     def full(self) -> bytes:
@@ -123,7 +134,8 @@ class CapturePipeline:
         fmt = imaging.normalize_format(options.format)
         save_dir = self._security.paths.resolve(options.save_dir) if options.save_dir else None
         now = datetime.now(UTC)
-        key = (target, fmt, options.quality, options.max_width, self._settings.max_inline_bytes)
+        masks = self._observer.masks(options.mask_pii)
+        key = (target, fmt, options.quality, options.max_width, self._settings.max_inline_bytes, masks)
         serial = self._observer.desktop.damage_serial()
         with self._lock:
             cached = self._cache
@@ -133,7 +145,7 @@ class CapturePipeline:
         if cached is not None and from_cache:
             encoded = cached[2]
         else:
-            encoded = self._encode(target, fmt, options)
+            encoded = self._encode(target, fmt, options, masks)
             if reusable:
                 with self._lock:
                     self._cache = (key, serial, encoded)
@@ -165,21 +177,22 @@ class CapturePipeline:
             window=target.window,
             adjustments=list(inline.steps),
             masked_windows=encoded.masked,
+            pii_masking=encoded.pii,
             saved_path=str(saved_path) if saved_path else None,
             saved_byte_size=len(encoded.full()) if saved_path else None,
             from_cache=from_cache,
         )
         return metadata, inline.data
 
-    def _grab(self, target: CaptureTarget) -> Pixels:
-        observation = self._observer.observe()
+    def _grab(self, target: CaptureTarget, masks: bool) -> Pixels:
+        observation = self._observer.observe(mask_pii=masks)
         if target.window is not None:
             # A blocked window is refused outright (tools.windows.window_target), never masked.
             return observation.window_pixels(target.window, target.include_frame)
         return observation.screen(target.region)
 
-    def _encode(self, target: CaptureTarget, fmt: str, options: CaptureOptions) -> _Encoded:
-        pixels = self._grab(target)
+    def _encode(self, target: CaptureTarget, fmt: str, options: CaptureOptions, masks: bool) -> _Encoded:
+        pixels = self._grab(target, masks)
         image: imaging.Picture = pixels.frame
         scale = 1.0
         if options.max_width is not None and image.width > options.max_width:
@@ -188,5 +201,10 @@ class CapturePipeline:
         if scale != 1.0:
             inline = inline.model_copy(update={"scale": inline.scale * scale})
         return _Encoded(
-            image=image, fmt=fmt, quality=options.quality, inline=inline, masked=pixels.masked_windows
+            image=image,
+            fmt=fmt,
+            quality=options.quality,
+            inline=inline,
+            masked=pixels.masked_windows,
+            pii=pixels.pii,
         )

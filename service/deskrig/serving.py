@@ -70,6 +70,7 @@ def build_server(
     from deskrig.a11y.access import A11yAccess
     from deskrig.launcher import SubprocessLauncher
     from deskrig.observation import Observer
+    from deskrig.privacy import PiiMasker
     from deskrig.recording.registry import RecordingRegistry
     from deskrig.recording.watch import DisconnectWatch
     from deskrig.security import SecurityContext
@@ -80,7 +81,11 @@ def build_server(
     # Recording (issue 4): the recorder observes action tools (through the same observation path
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
-    recorder = RecordingRegistry(Observer(desktop, security.blocklist), settings, session_bus)
+    # The tree detector reads with its own accessibility client: its snapshots never evict an agent's.
+    masker = PiiMasker(
+        settings.security.pii_masking, A11yAccess(session_bus, desktop) if session_bus else None
+    )
+    recorder = RecordingRegistry(Observer(desktop, security.blocklist, masker), settings, session_bus)
     services = Services(
         desktop=desktop,
         settings=settings,
@@ -88,6 +93,7 @@ def build_server(
         a11y=A11yAccess(session_bus, desktop) if session_bus else None,
         launcher=launcher or SubprocessLauncher({}),
         recorder=recorder,
+        masker=masker,
     )
     server = DeskrigServer(services)
     server.use(DisconnectWatch(recorder, desktop))

@@ -1,0 +1,32 @@
+"""The personal data the PII fixture apps (gtk_pii.py, tk_pii.py) show, and the text beside it.
+
+Stdlib only: imported by the apps (Debian's /usr/bin/python3) and by the tests.
+"""
+
+from __future__ import annotations
+
+EMAIL = "jane.doe@example.com"
+PHONE = "+1 415 555 0132"
+#: Luhn-valid.
+CARD = "4111 1111 1111 1111"
+#: mod-97-valid.
+IBAN = "DE89 3704 0044 0532 0130 00"
+#: Matched by the custom pattern CUSTOM_PATTERN, named CUSTOM_NAME.
+TICKET = "ORD-482913"
+CUSTOM_NAME = "ticket"
+CUSTOM_PATTERN = r"ORD-\d{6}"
+
+#: (widget name, text) of the labels; the entries show PHONE and IBAN.
+LABELS = [
+    ("email_label", f"Mail {EMAIL}"),
+    ("card_label", f"Card {CARD}"),
+    ("ticket_label", f"Ticket {TICKET}"),
+    ("notes_label", "Shipping notes"),
+]
+ENTRIES = [("phone_entry", PHONE), ("iban_entry", IBAN)]
+#: Lines drawn on a canvas (no accessibility tree explains them): only OCR finds these.
+CANVAS_LINES = [f"Reach {EMAIL}", f"Pay {CARD}", f"Ref {TICKET}", "Quarterly report"]
+#: Text near the personal data that must stay readable.
+UNRELATED = ["Shipping", "Quarterly"]
+SECRETS = [EMAIL, PHONE, CARD, IBAN, TICKET]
+FONT_PX = 18
