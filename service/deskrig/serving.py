@@ -185,6 +185,8 @@ def serve(
         stop.set()
         if server.services.recorder is not None:
             server.services.recorder.close()  # finalise the turn folders and mp4s before exit
+        if server.services.masker is not None:
+            server.services.masker.close()  # unload the OCR engine (it complains of leaks otherwise)
 
 
 #: How long closing waits for a desktop being opened in the background, to close it too.
@@ -363,6 +365,8 @@ class DeferredServer:
         if server is not None:
             if server.services.recorder is not None:
                 server.services.recorder.close()
+            if server.services.masker is not None:
+                server.services.masker.close()
             server.services.desktop.close()
 
 

@@ -1,9 +1,12 @@
 """The personal data the PII fixture apps (gtk_pii.py, tk_pii.py) show, and the text beside it.
 
-Stdlib only: imported by the apps (Debian's /usr/bin/python3) and by the tests.
+Stdlib only at import: imported by the apps (Debian's /usr/bin/python3, no Pillow), the tests and
+``scripts/bench privacy``; :func:`draw_canvas` (Pillow) is for the latter two.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 EMAIL = "jane.doe@example.com"
 PHONE = "+1 415 555 0132"
@@ -30,3 +33,18 @@ CANVAS_LINES = [f"Reach {EMAIL}", f"Pay {CARD}", f"Ref {TICKET}", "Quarterly rep
 UNRELATED = ["Shipping", "Quarterly"]
 SECRETS = [EMAIL, PHONE, CARD, IBAN, TICKET]
 FONT_PX = 18
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def draw_canvas(path: Path) -> Path:
+    """The GTK fixture's canvas (``PII_CANVAS_PNG``): CANVAS_LINES drawn as an image."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.truetype(FONT, FONT_PX)
+    image = Image.new("RGB", (700, 36 * len(CANVAS_LINES) + 10), "white")
+    draw = ImageDraw.Draw(image)
+    for row, line in enumerate(CANVAS_LINES):
+        draw.text((10, 8 + row * 36), line, font=font, fill="black")
+    image.save(path)
+    return path

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.privacy.reading import draw_canvas, pii
+from tests.privacy.reading import pii
 from tests.server.rigproc import FormRig, start_form
 
 #: The fixture apps: GTK (accessibility tree + an image of text) and Tk (no AT-SPI: OCR only).
@@ -41,7 +41,7 @@ def pii_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         "--audit-log",
         str(audit_log),
     ]
-    env = {"PII_CANVAS_PNG": str(draw_canvas(tmp / "canvas.png"))}
+    env = {"PII_CANVAS_PNG": str(pii.draw_canvas(tmp / "canvas.png"))}
     form = start_form(tmp, f"{toolkit}_pii", f"PII {toolkit}", env=env, extra=flags)
     yield PiiRig(toolkit, form, record_dir, audit_log)
     form.rig.stop()

@@ -13,12 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
 import pii_content as pii
-
-FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
 
 def read_text(png: bytes) -> str:
@@ -69,14 +67,3 @@ def leaked(text: str) -> list[str]:
 def secrets_in(text: str) -> list[str]:
     """The secrets written out in ``text`` (JSON files, logs: no OCR noise to see through)."""
     return [secret for secret in pii.SECRETS if secret in text or secret.replace(" ", "") in text]
-
-
-def draw_canvas(path: Path) -> Path:
-    """The GTK fixture's canvas: pii_content.CANVAS_LINES drawn as an image."""
-    font = ImageFont.truetype(FONT, pii.FONT_PX)
-    image = Image.new("RGB", (700, 36 * len(pii.CANVAS_LINES) + 10), "white")
-    draw = ImageDraw.Draw(image)
-    for row, line in enumerate(pii.CANVAS_LINES):
-        draw.text((10, 8 + row * 36), line, font=font, fill="black")
-    image.save(path)
-    return path

@@ -120,6 +120,11 @@ class OcrEngine:
                 self._cache.popitem(last=False)
             return words
 
+    def forget(self) -> None:
+        """Empty the cache of reads (the benchmark's "changed screen")."""
+        with self._lock:
+            self._cache.clear()
+
     def close(self) -> None:
         with self._lock:
             if self._lib is not None and self._handle is not None:
