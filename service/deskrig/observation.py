@@ -13,6 +13,7 @@ what the blackout hides, and a masking observation redacts its texts.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -127,10 +128,9 @@ class Observation:
         if self.masker is None:
             return pixels
         region = pixels.region
-        image, report = self.masker.mask_image(
-            pixels.image, (region.x, region.y), self._text_boxes(region, pids)
+        frame, report = self.masker.mask(
+            pixels.frame, (region.x, region.y), functools.partial(self._text_boxes, region, pids)
         )
-        frame = Grab.of(image) if report.total else pixels.frame
         return Pixels(frame, region, pixels.masked_windows, report)
 
     def _text_boxes(self, region: Bounds, pids: list[int] | None) -> list[TextBox]:

@@ -35,7 +35,7 @@ LABELS = {
     "unmasked": "unmasked capture (baseline)",
     "tree": "masked: tree detector alone",
     "ocr_changed": "masked: tree + OCR, changed screen",
-    "ocr_unchanged": "masked: tree + OCR, unchanged screen (OCR cache)",
+    "ocr_unchanged": "masked: tree + OCR, unchanged screen (masker's content cache)",
     "damage_cache": "masked: unchanged screen (capture damage cache)",
 }
 
@@ -49,12 +49,12 @@ def _server(desktop: Desktop, session_bus: str, *, ocr: bool, reuse: bool) -> De
 
 
 def _changed(masker: PiiMasker | None, call: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
-    """``call`` after emptying OCR's cache: to OCR, every capture shows a changed screen."""
-    assert masker is not None and masker.ocr is not None
-    ocr = masker.ocr
+    """``call`` after the masker forgets what it found and read: to it, every capture shows a
+    changed screen (searched in the tree and read by OCR again)."""
+    assert masker is not None
 
     async def changed() -> None:
-        ocr.forget()
+        masker.forget()
         await call()
 
     return changed
@@ -67,7 +67,7 @@ def _cases(desktop: Desktop, session_bus: str, runs: int) -> list[Timing]:
     masked = {"mask_pii": True}
     cases = [
         ("unmasked", screenshot_call(plain, {})),
-        ("tree", screenshot_call(tree, masked)),
+        ("tree", _changed(tree.services.masker, screenshot_call(tree, masked))),
         ("ocr_changed", _changed(plain.services.masker, screenshot_call(plain, masked))),
         ("ocr_unchanged", screenshot_call(plain, masked)),
         ("damage_cache", screenshot_call(cached, masked)),
@@ -89,18 +89,21 @@ def run(runs: int) -> None:
 
 
 def _print(timings: list[Timing]) -> None:
-    base = timings[0]
+    """Wall time and CPU time (this process's): on a shared machine the CPU column holds when the
+    wall column does not (a capture waits on the app, which waits for a core)."""
+    base, base_cpu = timings[0], timings[0].cpu().p50
     out = sys.stdout
     out.write("\n### PII masking: full screen 1280x800 PNG, PII fixture (GTK)\n\n")
     out.write(
-        "| case | p50 ms | p95 ms | added p50 ms | target added ms | met |\n|---|---:|---:|---:|---:|:-:|\n"
+        "| case | p50 ms | p95 ms | CPU p50 ms | added p50 ms | added CPU ms | target added ms | met |\n"
     )
-    out.write(f"| {LABELS[base.name]} | {base.p50:.2f} | {base.p95:.2f} | | | |\n")
+    out.write("|---|---:|---:|---:|---:|---:|---:|:-:|\n")
+    out.write(f"| {LABELS[base.name]} | {base.p50:.2f} | {base.p95:.2f} | {base_cpu:.2f} | | | | |\n")
     for timing in timings[1:]:
-        added = timing.p50 - base.p50
+        added, cpu = timing.p50 - base.p50, timing.cpu().p50
         target = TARGETS_MS[timing.name]
-        met = "yes" if added <= target else "NO"
         out.write(
-            f"| {LABELS[timing.name]} | {timing.p50:.2f} | {timing.p95:.2f} | {added:.2f} | {target:g} | {met} |\n"
+            f"| {LABELS[timing.name]} | {timing.p50:.2f} | {timing.p95:.2f} | {cpu:.2f} | {added:.2f} | "
+            f"{cpu - base_cpu:.2f} | {target:g} | {'yes' if added <= target else 'NO'} |\n"
         )
     out.flush()

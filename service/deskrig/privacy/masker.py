@@ -8,9 +8,10 @@ only the rest, and its reads are cached by content (:mod:`deskrig.privacy.ocr`).
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +20,13 @@ from pydantic import BaseModel, Field
 
 from deskrig.a11y.access import A11yAccess
 from deskrig.config import PiiMaskingPolicy
+from deskrig.grabs import Grab
 from deskrig.model import Bounds
 from deskrig.privacy.detectors import Detectors
 from deskrig.privacy.ocr import OcrEngine, Word
 
+#: Screens and windows whose boxes are remembered.
+MASKED_CACHE_SIZE = 16
 #: Pixels added around a masked box: glyphs overhang the boxes OCR and toolkits report.
 PAD = 3
 #: Radius of the blur fill, large enough that no glyph survives it.
@@ -103,6 +107,8 @@ class PiiMasker:
         self.detectors = Detectors(policy)
         self.ocr = (ocr or OcrEngine()) if policy.ocr else None
         self._lock = threading.Lock()
+        #: Boxes found per content hash of the pixels masked: an unchanged screen is not searched again.
+        self._masked: OrderedDict[bytes, tuple[list[Bounds], MaskReport]] = OrderedDict()
 
     def wanted(self, asked: bool | None) -> bool:
         """Whether a call masks: always under a policy that is on (a call cannot turn it off),
@@ -127,12 +133,33 @@ class PiiMasker:
             return [self.redact_data(item) for item in value]
         return value
 
-    def mask_image(
-        self, image: Image.Image, origin: tuple[int, int], tree: Iterable[TextBox] = ()
-    ) -> tuple[Image.Image, MaskReport]:
-        """A masked copy of ``image`` (whose pixel (0, 0) is screen ``origin``) and its report."""
+    def mask(
+        self, grab: Grab, origin: tuple[int, int], tree: Callable[[], Iterable[TextBox]] = list
+    ) -> tuple[Grab, MaskReport]:
+        """``grab`` (whose pixel (0, 0) is screen ``origin``) masked, and what was masked; ``tree``
+        gives the tree detector's boxes, asked only when these pixels were not masked before
+        (the same pixels show the same text, so they get the same boxes). The input is never
+        modified; without a finding it is handed back as it is."""
+        key = _content_key(grab, origin)
+        with self._lock:
+            known = self._masked.get(key)
+            if known is not None:
+                self._masked.move_to_end(key)
+        if known is not None:
+            boxes, report = known[0], known[1].model_copy(deep=True)
+        else:
+            boxes, report = self._find(grab, origin, tree())
+            with self._lock:
+                self._masked[key] = (boxes, report.model_copy(deep=True))
+                if len(self._masked) > MASKED_CACHE_SIZE:
+                    self._masked.popitem(last=False)
+        return (self._fill(grab, boxes) if boxes else grab), report
+
+    def _find(
+        self, grab: Grab, origin: tuple[int, int], tree: Iterable[TextBox]
+    ) -> tuple[list[Bounds], MaskReport]:
         report = self.new_report()
-        frame = Bounds(x=origin[0], y=origin[1], width=image.width, height=image.height)
+        frame = Bounds(x=origin[0], y=origin[1], width=grab.width, height=grab.height)
         boxes: list[Bounds] = []
         explained: list[Bounds] = []
         for text_box in tree:
@@ -146,20 +173,17 @@ class PiiMasker:
                 boxes.append(local)
                 report.add(counts, "tree")
         if self.ocr is not None:
-            boxes += self._ocr_boxes(image, explained, report)
-        if not boxes:
-            return image, report
-        return self._fill(image, boxes), report
+            boxes += self._ocr_boxes(grab.image(), explained, report)
+        return boxes, report
 
     def _ocr_boxes(self, image: Image.Image, explained: list[Bounds], report: MaskReport) -> list[Bounds]:
         assert self.ocr is not None
-        unexplained = image
-        if explained:
-            # What the tree explains is not read again: painted out in the page OCR sees.
-            unexplained = image.convert("L")
-            draw = ImageDraw.Draw(unexplained)
-            for box in explained:
-                draw.rectangle(_corners(box), fill=255)
+        unexplained = image.convert("L")
+        draw = ImageDraw.Draw(unexplained)
+        for box in explained:
+            # What the tree explains is not read again: painted out, in the colour at its corner
+            # (an edge of another colour would be one more thing for OCR to look at).
+            draw.rectangle(_corners(box), fill=unexplained.getpixel((box.x, box.y)))
         boxes: list[Bounds] = []
         counts: Counter[str] = Counter()
         for line in _lines(self.ocr.words(unexplained)):
@@ -175,23 +199,33 @@ class PiiMasker:
         report.add(counts, "ocr")
         return boxes
 
-    def _fill(self, image: Image.Image, boxes: list[Bounds]) -> Image.Image:
-        masked = image.copy()
-        padded = [_padded(box, masked.size) for box in boxes]
-        if self.policy.fill == "blur":
-            for box in padded:
-                region = masked.crop(box).filter(ImageFilter.GaussianBlur(BLUR_RADIUS))
-                # A blur of a short string can still show its shape: flatten it to its mean.
-                masked.paste(region.resize((1, 1)).resize(region.size), box)
-        else:
-            draw = ImageDraw.Draw(masked)
-            for box in padded:
-                draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
-        return masked
+    def _fill(self, grab: Grab, boxes: list[Bounds]) -> Grab:
+        padded = [_padded(box, grab.size) for box in boxes]
+        if self.policy.fill == "black":
+            return grab.blacked_out(padded)  # on the grabbed pixels: no conversion, no re-encode path
+        masked = grab.image().copy()
+        for box in padded:
+            region = masked.crop(box).filter(ImageFilter.GaussianBlur(BLUR_RADIUS))
+            # A blur of a short string can still show its shape: flatten it to its mean colour.
+            masked.paste(region.resize((1, 1)).resize(region.size), box)
+        return Grab.of(masked)
+
+    def forget(self) -> None:
+        """Forget every search and read (the benchmark's "changed screen")."""
+        with self._lock:
+            self._masked.clear()
+        if self.ocr is not None:
+            self.ocr.forget()
 
     def close(self) -> None:
         if self.ocr is not None:
             self.ocr.close()
+
+
+def _content_key(grab: Grab, origin: tuple[int, int]) -> bytes:
+    pixels = grab.bgrx if grab.bgrx is not None else grab.image().tobytes()
+    where = f"{origin}{grab.size}".encode()
+    return hashlib.blake2b(pixels, digest_size=16, key=where[:64]).digest()
 
 
 def _corners(box: Bounds) -> tuple[int, int, int, int]:

@@ -92,6 +92,9 @@ class OcrEngine:
                 library.lib.TessBaseAPIDelete(handle)
                 raise _unavailable("tesseract's English model (tesseract-ocr-eng) did not load")
             library.lib.TessBaseAPISetVariable(handle, b"user_defined_dpi", SCREEN_DPI)
+            # Light-on-dark lines are read as they are; re-reading every doubtful line inverted
+            # costs a second recognition of it.
+            library.lib.TessBaseAPISetVariable(handle, b"tessedit_do_invert", b"0")
             library.lib.TessBaseAPISetPageSegMode(handle, SPARSE_TEXT)
             self._lib, self._handle = library, handle
         return self._lib.lib, self._handle
