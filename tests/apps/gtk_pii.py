@@ -12,12 +12,9 @@ once painted. A "Refresh" button logs ``{"event": "button"}``. Run with Debian's
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import gi
 
@@ -31,14 +28,7 @@ CSS = f"* {{ font-family: DejaVu Sans; font-size: {pii.FONT_PX}px; }}".encode()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--title", required=True)
-    parser.add_argument("--log", required=True)
-    args = parser.parse_args()
-
-    def log(**event: Any) -> None:
-        with open(args.log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(event) + "\n")
+    title, log = pii.app_arguments()
 
     # A blinking caret would change the screen twice a second: the benchmark's "unchanged screen".
     Gtk.Settings.get_default().set_property("gtk-cursor-blink", False)
@@ -47,7 +37,7 @@ def main() -> None:
     Gtk.StyleContext.add_provider_for_screen(
         Gtk.Window().get_screen(), provider, Gtk.STYLE_PROVIDER_PRIORITY_APPLICATION
     )
-    window = Gtk.Window(title=args.title)
+    window = Gtk.Window(title=title)
     window.set_default_size(760, 560)
     window.move(0, 0)
     box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8, margin=12)

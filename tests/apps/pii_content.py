@@ -6,7 +6,11 @@ Stdlib only at import: imported by the apps (Debian's /usr/bin/python3, no Pillo
 
 from __future__ import annotations
 
+import argparse
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 EMAIL = "jane.doe@example.com"
 PHONE = "+1 415 555 0132"
@@ -48,3 +52,18 @@ def draw_canvas(path: Path) -> Path:
         draw.text((10, 8 + row * 36), line, font=font, fill="black")
     image.save(path)
     return path
+
+
+def app_arguments() -> tuple[str, Callable[..., None]]:
+    """A fixture app's ``--title`` and a writer of JSON lines to its ``--log``."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--title", required=True)
+    parser.add_argument("--log", required=True)
+    args = parser.parse_args()
+
+    def log(**event: Any) -> None:
+        # One write of a whole line in append mode: readers never see half a line.
+        with open(args.log, "a", encoding="utf-8") as out:
+            out.write(json.dumps(event) + "\n")
+
+    return args.title, log

@@ -9,30 +9,20 @@ button logs ``{"event": "button"}``. Runs under Debian's /usr/bin/python3: stdli
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import tkinter as tk
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pii_content as pii
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--title", required=True)
-    parser.add_argument("--log", required=True)
-    args = parser.parse_args()
-
-    def log(**event: Any) -> None:
-        with open(args.log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(event) + "\n")
+    title, log = pii.app_arguments()
 
     root = tk.Tk()
-    root.title(args.title)
+    root.title(title)
     root.geometry("760x560+0+0")
     font = ("DejaVu Sans", -pii.FONT_PX)
     widgets: dict[str, tk.Widget] = {}
