@@ -146,7 +146,7 @@ class Observation:
             return []
         a11y = self.masker.a11y
         try:
-            return anyio.from_thread.run(app_text_boxes, a11y, pids)
+            return anyio.from_thread.run(app_text_boxes, a11y, pids, self.masker.detectors)
         except RuntimeError:  # not in an event loop's worker thread
             return []
 

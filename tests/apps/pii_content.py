@@ -23,18 +23,20 @@ TICKET = "ORD-482913"
 CUSTOM_NAME = "ticket"
 CUSTOM_PATTERN = r"ORD-\d{6}"
 
-#: (widget name, text) of the labels; the entries show PHONE and IBAN.
+#: (widget name, text) of the labels.
 LABELS = [
     ("email_label", f"Mail {EMAIL}"),
     ("card_label", f"Card {CARD}"),
     ("ticket_label", f"Ticket {TICKET}"),
     ("notes_label", "Shipping notes"),
 ]
-ENTRIES = [("phone_entry", PHONE), ("iban_entry", IBAN)]
+#: The phone entry has text around the number: where the toolkit gives character extents (GTK),
+#: only the number is masked.
+ENTRIES = [("phone_entry", f"Call {PHONE} today"), ("iban_entry", IBAN)]
 #: Lines drawn on a canvas (no accessibility tree explains them): only OCR finds these.
 CANVAS_LINES = [f"Reach {EMAIL}", f"Pay {CARD}", f"Ref {TICKET}", "Quarterly report"]
 #: Text near the personal data that must stay readable.
-UNRELATED = ["Shipping", "Quarterly"]
+UNRELATED = ["Shipping", "Quarterly", "today"]
 SECRETS = [EMAIL, PHONE, CARD, IBAN, TICKET]
 FONT_PX = 18
 

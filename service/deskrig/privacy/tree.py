@@ -12,7 +12,9 @@ from collections.abc import Iterable
 
 from deskrig.a11y import Element, Snapshot
 from deskrig.a11y.access import A11yAccess
+from deskrig.a11y.atspi import AccessibilityClient
 from deskrig.errors import DeskrigError
+from deskrig.privacy.detectors import Detectors
 from deskrig.privacy.masker import MaskReport, PiiMasker, TextBox
 
 #: Elements read per app for the tree detector (the mirror holds them; this only caps the copy).
@@ -34,7 +36,7 @@ def text_boxes(elements: Iterable[Element]) -> list[TextBox]:
     return boxes
 
 
-async def app_text_boxes(a11y: A11yAccess, pids: Iterable[int]) -> list[TextBox]:
+async def app_text_boxes(a11y: A11yAccess, pids: Iterable[int], detectors: Detectors) -> list[TextBox]:
     """The tree detector's boxes for the apps with ``pids``; an app without a tree adds none (OCR
     reads its windows instead)."""
     boxes: list[TextBox] = []
@@ -45,10 +47,33 @@ async def app_text_boxes(a11y: A11yAccess, pids: Iterable[int]) -> list[TextBox]
     for pid in sorted(set(pids)):
         try:
             snapshot = await client.snapshot(pid, max_elements=MAX_TREE_ELEMENTS)
+            for element in snapshot.elements:
+                boxes += await _element_boxes(client, element, detectors)
         except DeskrigError:
             continue
-        boxes += text_boxes(snapshot.elements)
     return boxes
+
+
+async def _element_boxes(
+    client: AccessibilityClient, element: Element, detectors: Detectors
+) -> list[TextBox]:
+    """The element's text box; for an entry whose text holds a finding, the finding's own span
+    (Text.GetRangeExtents), so the text around it stays readable; the whole element where the
+    toolkit does not say where its characters are."""
+    boxes = text_boxes([element])
+    if not boxes or "editable" not in element.states or not element.text or element.text_truncated:
+        return boxes
+    findings = detectors.find(element.text)
+    if not findings:
+        return boxes
+    spans = await client.text_extents(element, [(f.start, f.end) for f in findings])
+    if any(span is None for span in spans):
+        return boxes
+    # The rest of the entry is explained by the tree with nothing to mask: a box of no findings.
+    rest = [TextBox("", box.box) for box in boxes]
+    return rest + [
+        TextBox(element.text[f.start : f.end], span) for f, span in zip(findings, spans, strict=True) if span
+    ]
 
 
 def redact_snapshot(masker: PiiMasker, snapshot: Snapshot) -> tuple[Snapshot, MaskReport]:
