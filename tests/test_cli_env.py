@@ -56,6 +56,8 @@ def sample(action: argparse.Action, tmp: Path) -> tuple[list[str], str]:
         "wm": "xfwm4",
         "backend": "x11",
         "run_as": "rigger",
+        "pii_detector": "email",
+        "pii_pattern": r"order=ORD-\d+",
     }.get(action.dest)
     if value is None:
         if action.choices:

@@ -1,6 +1,6 @@
 """The one capture pipeline behind every screenshot tool.
 
-observe (``deskrig.observation``: capture, black out blocked windows) -> scale (only if ``max_width`` asks) -> encode ->
+observe (``deskrig.observation``: capture, black out blocked windows, mask personal data) -> scale (only if ``max_width`` asks) -> encode ->
 save the full-fidelity file (if ``save_dir``) -> fit the inline copy under ``max_inline_bytes``.
 
 An unchanged screen is not encoded twice: the backend's damage serial tells whether anything
@@ -21,6 +21,7 @@ from deskrig.config import Settings
 from deskrig.errors import file_system_error
 from deskrig.model import Bounds, DisplayInfo, WindowInfo
 from deskrig.observation import Observer, Pixels
+from deskrig.privacy import MaskReport
 from deskrig.security import SecurityContext
 
 FORMAT_DESCRIPTION = "Image format: png, jpeg, webp or bmp"
@@ -40,6 +41,11 @@ class CaptureOptions(BaseModel):
     save_dir: str | None = Field(
         None,
         description="Also save the full-fidelity image under {save_dir}/YYYY-MM-DD/ (must be an allowed directory)",
+    )
+    mask_pii: bool | None = Field(
+        None,
+        description="Mask e-mail addresses, phone numbers, card numbers, IBANs and the policy's custom "
+        "patterns (accessibility tree + OCR). Always on when the rig's PII masking policy is on",
     )
 
 
@@ -77,6 +83,10 @@ class ScreenshotMetadata(BaseModel):
         "window; screen: its screen area, nothing over it, or, without a compositor, what covers it; "
         "screen_uncovered: its screen area while the windows over it were hidden; model: scripted)",
     )
+    pii_masking: MaskReport | None = Field(
+        None,
+        description="Personal data masked in this image, per detector and engine; absent when not masking",
+    )
     saved_path: str | None = Field(None, description="Absolute path of the saved full-fidelity file")
     saved_byte_size: int | None = None
     from_cache: bool = Field(False, description="Screen unchanged since the last identical capture")
@@ -100,6 +110,7 @@ class _Encoded:
     quality: int | None
     inline: imaging.InlineImage
     masked: int
+    pii: MaskReport | None
     window_capture: str | None = None
     _full: bytes | None = None
 
@@ -130,7 +141,8 @@ class CapturePipeline:
         fmt = imaging.normalize_format(options.format)
         save_dir = self._security.paths.resolve(options.save_dir) if options.save_dir else None
         now = datetime.now(UTC)
-        key = (target, fmt, options.quality, options.max_width, self._settings.max_inline_bytes)
+        masks = self._observer.masks(options.mask_pii)
+        key = (target, fmt, options.quality, options.max_width, self._settings.max_inline_bytes, masks)
         serial = self._observer.desktop.damage_serial()
         with self._lock:
             cached = self._cache
@@ -140,7 +152,7 @@ class CapturePipeline:
         if cached is not None and from_cache:
             encoded = cached[2]
         else:
-            encoded = self._encode(target, fmt, options)
+            encoded = self._encode(target, fmt, options, masks)
             if reusable:
                 with self._lock:
                     self._cache = (key, serial, encoded)
@@ -173,21 +185,22 @@ class CapturePipeline:
             adjustments=list(inline.steps),
             masked_windows=encoded.masked,
             window_capture=encoded.window_capture,
+            pii_masking=encoded.pii,
             saved_path=str(saved_path) if saved_path else None,
             saved_byte_size=len(encoded.full()) if saved_path else None,
             from_cache=from_cache,
         )
         return metadata, inline.data
 
-    def _grab(self, target: CaptureTarget) -> Pixels:
-        observation = self._observer.observe()
+    def _grab(self, target: CaptureTarget, masks: bool) -> Pixels:
+        observation = self._observer.observe(mask_pii=masks)
         if target.window is not None:
             # A blocked window is refused outright (tools.windows.window_target), never masked.
             return observation.window_pixels(target.window, target.include_frame)
         return observation.screen(target.region)
 
-    def _encode(self, target: CaptureTarget, fmt: str, options: CaptureOptions) -> _Encoded:
-        pixels = self._grab(target)
+    def _encode(self, target: CaptureTarget, fmt: str, options: CaptureOptions, masks: bool) -> _Encoded:
+        pixels = self._grab(target, masks)
         image: imaging.Picture = pixels.frame
         scale = 1.0
         if options.max_width is not None and image.width > options.max_width:
@@ -202,4 +215,5 @@ class CapturePipeline:
             inline=inline,
             masked=pixels.masked_windows,
             window_capture=pixels.window_capture,
+            pii=pixels.pii,
         )

@@ -144,6 +144,7 @@ def server_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="audit log file, or - for stderr",
     )
+    pii_options(parser)
     option(
         parser,
         "--max-inline-bytes",
@@ -269,14 +270,55 @@ def apply_env(args: argparse.Namespace, env: Mapping[str, str]) -> None:
         )
 
 
+def pii_options(parser: argparse.ArgumentParser) -> None:
+    """The PII masking policy's flags (``deskrig.privacy``)."""
+    option(
+        parser,
+        "--pii-masking",
+        env="DESKRIG_PII_MASKING",
+        setting="security.pii_masking.enabled",
+        choices=("off", "on"),
+        help="mask personal data in every capture, recording and accessibility text (default off)",
+    )
+    option(
+        parser,
+        "--pii-detector",
+        env="DESKRIG_PII_DETECTORS",
+        setting="security.pii_masking.detectors",
+        action="append",
+        metavar="NAME",
+        help="a built-in detector to use: email, phone, card, iban (repeatable; default all; env: comma-separated)",
+    )
+    option(
+        parser,
+        "--pii-pattern",
+        env="DESKRIG_PII_PATTERNS",
+        setting="security.pii_masking.custom_patterns",
+        action="append",
+        metavar="NAME=REGEX",
+        help="also mask what REGEX matches, counted as NAME (repeatable; env: pairs separated by ';;')",
+    )
+    option(
+        parser,
+        "--pii-fill",
+        env="DESKRIG_PII_FILL",
+        setting="security.pii_masking.fill",
+        choices=("black", "blur"),
+        help="how masked boxes are drawn (default black)",
+    )
+
+
 def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
     overrides: dict[str, Any] = {"security": {}}
     for dest, key in SETTINGS_FLAGS.items():
         value = getattr(args, dest)
         if value is False:
             value = None  # a switch not given does not override
-        section, _, name = key.rpartition(".")
-        (overrides[section] if section else overrides)[name] = value
+        *sections, name = key.split(".")
+        layer = overrides
+        for section in sections:
+            layer = layer.setdefault(section, {})
+        layer[name] = value
     return load_settings(args.config, env, overrides)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from deskrig.errors import ConfigError
 
@@ -31,6 +31,10 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_MAX_CAPTURES_PER_MINUTE": ("security", "max_captures_per_minute"),
     "DESKRIG_BLOCKED_WINDOWS": ("security", "blocked_window_patterns"),
     "DESKRIG_AUDIT_LOG": ("security", "audit_log"),
+    "DESKRIG_PII_MASKING": ("security.pii_masking", "enabled"),
+    "DESKRIG_PII_DETECTORS": ("security.pii_masking", "detectors"),
+    "DESKRIG_PII_PATTERNS": ("security.pii_masking", "custom_patterns"),
+    "DESKRIG_PII_FILL": ("security.pii_masking", "fill"),
     "DESKRIG_RECORD": (None, "record_dir"),
     "DESKRIG_RECORD_VIDEO": (None, "record_video"),
     "DESKRIG_RECORDING_KEY_FILE": (None, "recording_key_file"),
@@ -50,6 +54,64 @@ def default_allowed_directories() -> list[str]:
 DEFAULT_HEADER_TIMEOUT = 10.0
 
 
+#: The built-in PII detectors (``deskrig.privacy.detectors``); custom ones are named regexes.
+PII_DETECTORS = ("email", "phone", "card", "iban")
+
+
+class PiiMaskingPolicy(BaseModel):
+    """Which personal data is masked in what leaves the rig, and how (see ``deskrig.privacy``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Mask every capture, recording and accessibility text; off: only calls that ask (``mask_pii``).
+    enabled: bool = False
+    detectors: list[str] = Field(default_factory=lambda: list(PII_DETECTORS))
+    #: Extra detectors: name -> regex (``re.search`` semantics); each match is masked and counted.
+    custom_patterns: dict[str, str] = Field(default_factory=dict)
+    #: How a masked box is drawn: a solid black box, or the pixels blurred past reading.
+    fill: Literal["black", "blur"] = "black"
+    #: Also OCR what the accessibility tree does not explain (canvases, images, apps without AT-SPI).
+    ocr: bool = True
+
+    @field_validator("detectors")
+    @classmethod
+    def _known_detectors(cls, detectors: list[str]) -> list[str]:
+        unknown = [name for name in detectors if name not in PII_DETECTORS]
+        if unknown:
+            raise ValueError(f"unknown PII detector(s) {unknown}; known: {list(PII_DETECTORS)}")
+        return detectors
+
+    @field_validator("custom_patterns", mode="before")
+    @classmethod
+    def _patterns_from_text(cls, value: object) -> object:
+        # DESKRIG_PII_PATTERNS: "name=regex" pairs separated by ";;" (a regex may hold ',' or ';');
+        # --pii-pattern: a list of pairs.
+        if isinstance(value, str | list):
+            pairs = [p for p in (value.split(";;") if isinstance(value, str) else value) if str(p).strip()]
+            if any(not isinstance(pair, str) or "=" not in pair for pair in pairs):
+                raise ValueError("custom PII patterns are NAME=REGEX pairs separated by ';;'")
+            return dict(pair.split("=", 1) for pair in pairs)
+        return value
+
+    @field_validator("custom_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, pattern in patterns.items():
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
+                raise ValueError(f"custom PII pattern name {name!r} must be a word (letters, digits, _)")
+            if name in PII_DETECTORS:
+                raise ValueError(f"custom PII pattern name {name!r} is a built-in detector's")
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"custom PII pattern {name!r} is not a valid regex: {exc}") from exc
+            if compiled.search(""):
+                raise ValueError(f"custom PII pattern {name!r} matches the empty string")
+        return patterns
+
+
 class SecurityPolicy(BaseModel):
     """What a client may touch: output paths, capture rate, windows, and what is audited."""
 
@@ -59,6 +121,7 @@ class SecurityPolicy(BaseModel):
     max_captures_per_minute: int = Field(600, ge=1)
     blocked_window_patterns: list[str] = Field(default_factory=list)
     audit_log: str | None = Field(None, description="A file path, '-' or 'stderr' for stderr, None for off")
+    pii_masking: PiiMaskingPolicy = Field(default_factory=PiiMaskingPolicy)
 
     @field_validator("blocked_window_patterns")
     @classmethod
@@ -111,6 +174,15 @@ class Settings(BaseModel):
     #: run_command is refused unless this is on: it gives a token holder a shell as the rig's user.
     allow_commands: bool = False
 
+    @model_validator(mode="after")
+    def _video_not_unmasked(self) -> Settings:
+        if self.record_video and self.security.pii_masking.enabled:
+            raise ValueError(
+                "record_video cannot be on while PII masking is on: video frames are not masked "
+                "(record turn folders without video, or turn masking off)"
+            )
+        return self
+
     @field_validator("token", mode="before")
     @classmethod
     def _one_token_or_many(cls, value: object) -> object:
@@ -124,7 +196,7 @@ def _split_env(key: str, value: str) -> list[str]:
 
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
     for key, value in layer.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+        if isinstance(value, Mapping) and isinstance(base.setdefault(key, {}), dict):
             _merge(base[key], value)
         elif value is not None:
             base[key] = value
@@ -153,13 +225,16 @@ def load_settings(
 
     env = os.environ if env is None else env
     env_layer: dict[str, Any] = {"security": {}}
-    list_keys = {"allowed_hosts", "allowed_directories", "blocked_window_patterns"}
+    list_keys = {"allowed_hosts", "allowed_directories", "blocked_window_patterns", "detectors"}
     for var, (section, key) in ENV_KEYS.items():
         raw = env.get(var)
         if raw is None or raw == "":
             continue
         value: Any = _split_env(key, raw) if key in list_keys else raw
-        (env_layer["security"] if section else env_layer)[key] = value
+        layer = env_layer
+        for name in section.split(".") if section else ():
+            layer = layer.setdefault(name, {})
+        layer[key] = value
     _merge(data, env_layer)
     if overrides:
         _merge(data, overrides)

@@ -3,15 +3,18 @@
 The one path from the desktop to what a screenshot tool returns or a recording keeps. An
 :class:`Observation` is the desktop at one instant: it lists the windows at most once (or takes
 the list an action's target resolver already made) and every image read from it has what a client
-may not see removed in one place, :meth:`Observation.redact`: blocked windows blacked out (and,
-later, PII masked). The recorder reads the accessibility half of its observations beside it
+may not see removed in one place, :meth:`Observation.redact`: blocked windows blacked out and,
+when the observation masks (:mod:`deskrig.privacy`), personal data masked (a window's own
+pixels are masked too). The recorder reads the accessibility half of its observations beside it
 (``deskrig.recording.moments``) through :meth:`Observation.app_tree`, which every accessibility
 read of an app goes through: an app with a blocked window is withheld, since its tree would show
-what the blackout hides.
+what the blackout hides, and a masking observation redacts its texts.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +29,8 @@ from deskrig.desktop import Desktop
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
 from deskrig.model import Bounds, WindowInfo
+from deskrig.privacy import MaskReport, PiiMasker, TextBox
+from deskrig.privacy.tree import app_text_boxes, redact_snapshot
 from deskrig.security import WindowBlocklist
 
 
@@ -40,6 +45,8 @@ class Pixels:
     masked_windows: int = 0
     #: For one window's pixels: how they were obtained (``deskrig.desktop.base.WindowCaptureMethod``).
     window_capture: str | None = None
+    #: What personal data was masked in it; None when the observation does not mask.
+    pii: MaskReport | None = None
 
     @property
     def image(self) -> Image.Image:
@@ -52,11 +59,17 @@ class Observation:
     thread; :meth:`app_tree` is a coroutine, for the event loop."""
 
     def __init__(
-        self, desktop: Desktop, blocklist: WindowBlocklist, windows: list[WindowInfo] | None = None
+        self,
+        desktop: Desktop,
+        blocklist: WindowBlocklist,
+        windows: list[WindowInfo] | None = None,
+        masker: PiiMasker | None = None,
     ) -> None:
         self.desktop = desktop
         self.blocklist = blocklist
         self._windows = windows
+        #: Masks personal data in every image and snapshot of this observation; None: does not.
+        self.masker = masker
         #: A recorded moment reads pixels (worker thread) and the tree (event loop) at once.
         self._listing = threading.Lock()
 
@@ -88,23 +101,57 @@ class Observation:
                 details={"pid": pid, "window_id": blocked.id},
             )
 
-    async def app_tree(self, client: AccessibilityClient, pid: int, **options: Any) -> Snapshot:
+    async def app_tree(
+        self, client: AccessibilityClient, pid: int, **options: Any
+    ) -> tuple[Snapshot, MaskReport | None]:
         """The accessibility snapshot of the app with ``pid`` (``options``: those of
-        :meth:`AccessibilityClient.snapshot`), unless :meth:`check_app` withholds it."""
+        :meth:`AccessibilityClient.snapshot`), unless :meth:`check_app` withholds it; with its
+        personal data redacted (and what was) when this observation masks."""
         await self.check_app(pid)
-        return await client.snapshot(pid, **options)
+        snapshot = await client.snapshot(pid, **options)
+        if self.masker is None:
+            return snapshot, None
+        return redact_snapshot(self.masker, snapshot)
 
-    def redact(self, frame: Grab, region: Bounds) -> Pixels:
+    def redact(self, frame: Grab, region: Bounds, pids: list[int] | None = None) -> Pixels:
         """``frame`` of ``region`` with what a client may not see removed: every blocked window
-        (its frame, whatever lies above it) blacked out. The one place to add PII masking (draw
-        with :meth:`Grab.blacked_out`, or on ``frame.image()`` and hand back ``Grab.of(...)``)."""
-        if not self.blocklist.active:
-            return Pixels(frame, region)
-        blocked = [w.frame_bounds or w.bounds for w in self.blocklist.blocked(self.windows)]
-        overlapping = [b for b in blocked if b.intersection(region) is not None]
-        if overlapping:
-            frame = imaging.black_out(frame, overlapping, origin=(region.x, region.y))
-        return Pixels(frame, region, len(overlapping))
+        (its frame, whatever lies above it) blacked out, then personal data masked when this
+        observation masks. ``pids``: the apps whose text may show in it (default: those of
+        every window over ``region``), for the tree detector."""
+        overlapping: list[Bounds] = []
+        if self.blocklist.active:
+            blocked = [w.frame_bounds or w.bounds for w in self.blocklist.blocked(self.windows)]
+            overlapping = [b for b in blocked if b.intersection(region) is not None]
+            if overlapping:
+                frame = imaging.black_out(frame, overlapping, origin=(region.x, region.y))
+        return self._masked(Pixels(frame, region, len(overlapping)), pids)
+
+    def _masked(self, pixels: Pixels, pids: list[int] | None) -> Pixels:
+        """``pixels`` with personal data masked when this observation masks."""
+        if self.masker is None:
+            return pixels
+        region = pixels.region
+        frame, report = self.masker.mask(
+            pixels.frame, (region.x, region.y), functools.partial(self._text_boxes, region, pids)
+        )
+        return dataclasses.replace(pixels, frame=frame, pii=report)
+
+    def _text_boxes(self, region: Bounds, pids: list[int] | None) -> list[TextBox]:
+        """Blocking: the tree detector's boxes for ``region``; none without an accessibility bus
+        or outside a worker thread of the event loop that owns it (OCR then reads everything)."""
+        assert self.masker is not None
+        if self.masker.a11y is None:
+            return []
+        if pids is None:
+            shown = [w for w in self.windows if not w.minimized and w.bounds.intersection(region)]
+            pids = [w.pid for w in shown if w.pid is not None and not self.is_blocked(w.title)]
+        if not pids:
+            return []
+        a11y = self.masker.a11y
+        try:
+            return anyio.from_thread.run(app_text_boxes, a11y, pids, self.masker.detectors)
+        except RuntimeError:  # not in an event loop's worker thread
+            return []
 
     def screen(self, region: Bounds | None = None) -> Pixels:
         """``region`` of the screen (default: all of it), redacted."""
@@ -118,7 +165,8 @@ class Observation:
         frame = captured.grab
         region = window.frame_bounds if include_frame and window.frame_bounds else window.bounds
         area = Bounds(x=region.x, y=region.y, width=frame.width, height=frame.height)
-        return Pixels(frame, area, window_capture=captured.method)
+        # Its own pixels: no other window shows in them, so none is blacked out; only masked.
+        return self._masked(Pixels(frame, area, window_capture=captured.method), _pids(window))
 
     def window_as_seen(self, window: WindowInfo) -> Pixels:
         """The window as it shows: an unobscured window is cut from the screen (a shared-memory
@@ -128,18 +176,30 @@ class Observation:
         covered = any((w.frame_bounds or w.bounds).intersection(window.bounds) for w in above)
         visible = self.desktop.screen_bounds().intersection(window.bounds)
         if not covered and visible is not None:
-            return Pixels(self.desktop.grab(visible), visible)
+            return self._masked(Pixels(self.desktop.grab(visible), visible), _pids(window))
         return self.window_pixels(window)
+
+
+def _pids(window: WindowInfo) -> list[int]:
+    return [window.pid] if window.pid is not None else []
 
 
 class Observer:
     """Hands out observations of one desktop under one security policy."""
 
-    def __init__(self, desktop: Desktop, blocklist: WindowBlocklist) -> None:
+    def __init__(self, desktop: Desktop, blocklist: WindowBlocklist, masker: PiiMasker | None = None) -> None:
         self.desktop = desktop
         self.blocklist = blocklist
+        #: The PII masking policy's masker; None: this observer never masks.
+        self.masker = masker
 
-    def observe(self, windows: list[WindowInfo] | None = None) -> Observation:
+    def masks(self, asked: bool | None = None) -> bool:
+        """Whether an observation for a call that ``asked`` for masking (or not, or None) masks."""
+        return self.masker is not None and self.masker.wanted(asked)
+
+    def observe(self, windows: list[WindowInfo] | None = None, mask_pii: bool | None = None) -> Observation:
         """A new observation; ``windows``: a window list just taken (by an action's target
-        resolver), so the desktop is not listed again for the same instant."""
-        return Observation(self.desktop, self.blocklist, windows)
+        resolver), so the desktop is not listed again for the same instant. It masks personal
+        data when the policy is on, or ``mask_pii`` asks."""
+        masker = self.masker if self.masks(mask_pii) else None
+        return Observation(self.desktop, self.blocklist, windows, masker)

@@ -227,7 +227,9 @@ class AuditLog:
         outcome: str,
         error_code: str | None = None,
         duration_ms: float | None = None,
+        facts: Mapping[str, Any] | None = None,
     ) -> None:
+        """``facts``: more fields for the line, from the tool (e.g. its ``pii_masking`` counts)."""
         if self.target is None:
             return
         entry = {
@@ -240,6 +242,7 @@ class AuditLog:
             "outcome": outcome,
             "error_code": error_code,
             "duration_ms": None if duration_ms is None else round(duration_ms, 3),
+            **(facts or {}),
         }
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:

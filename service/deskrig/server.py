@@ -175,10 +175,14 @@ class DeskrigServer:
                 await observer.end(token, call, result, error, duration_ms)
             except Exception:
                 log.exception("observer %r failed after %s", observer, spec.name)
+        masker = self.services.observer.masker
+        if masker is not None and masker.policy.enabled:
+            arguments = masker.redact_data(arguments)  # typed text is data too
         self.services.security.audit.record(
             client=call.client,
             tool=spec.name,
             arguments=arguments,
+            facts=result.audit if result is not None else None,
             outcome="ok" if error is None else "cancelled" if error.code is ErrorCode.CANCELLED else "error",
             error_code=None if error is None else error.code.value,
             duration_ms=duration_ms,

@@ -26,6 +26,7 @@ from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, STDIO_IDENTITY, Clie
 from deskrig.launcher import AppLauncher, SubprocessLauncher
 from deskrig.model import ActionTarget
 from deskrig.observation import Observer
+from deskrig.privacy import PiiMasker
 from deskrig.security import SecurityContext
 
 Profile = Literal["default", "acs"]
@@ -57,6 +58,8 @@ class ToolResult:
     structured: BaseModel
     images: list[ImagePart] = field(default_factory=list)
     resources: list[ResourcePart] = field(default_factory=list)
+    #: Facts for the call's audit line (e.g. ``pii_masking`` counts; never masked text).
+    audit: dict[str, Any] = field(default_factory=dict)
 
 
 #: Reports progress on the current call: (progress, total, message), as MCP progress notifications.
@@ -151,12 +154,17 @@ class Services:
     a11y: A11yAccess | None = None
     #: Starts apps on this desktop (the rig's launcher inside a rig).
     launcher: AppLauncher = field(default_factory=lambda: SubprocessLauncher({}))
+    #: Masks personal data under the policy (``settings.security.pii_masking``); one per server,
+    #: shared with the recorder's observer (one OCR engine, one cache).
+    masker: PiiMasker | None = None
     #: What a client may see of the desktop (blocked windows blacked out).
     observer: Observer = field(init=False)
     capture: CapturePipeline = field(init=False)
 
     def __post_init__(self) -> None:
-        self.observer = Observer(self.desktop, self.security.blocklist)
+        if self.masker is None:
+            self.masker = PiiMasker(self.settings.security.pii_masking)
+        self.observer = Observer(self.desktop, self.security.blocklist, self.masker)
         self.capture = CapturePipeline(self.observer, self.settings, self.security)
 
 

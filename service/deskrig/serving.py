@@ -71,6 +71,7 @@ def build_server(
     from deskrig.a11y.access import A11yAccess
     from deskrig.launcher import SubprocessLauncher
     from deskrig.observation import Observer
+    from deskrig.privacy import PiiMasker
     from deskrig.recording.registry import RecordingRegistry
     from deskrig.recording.watch import DisconnectWatch
     from deskrig.security import SecurityContext
@@ -81,7 +82,11 @@ def build_server(
     # Recording (issue 4): the recorder observes action tools (through the same observation path
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
-    recorder = RecordingRegistry(Observer(desktop, security.blocklist), settings, session_bus)
+    # The tree detector reads with its own accessibility client: its snapshots never evict an agent's.
+    masker = PiiMasker(
+        settings.security.pii_masking, A11yAccess(session_bus, desktop) if session_bus else None
+    )
+    recorder = RecordingRegistry(Observer(desktop, security.blocklist, masker), settings, session_bus)
     services = Services(
         desktop=desktop,
         settings=settings,
@@ -89,6 +94,7 @@ def build_server(
         a11y=A11yAccess(session_bus, desktop) if session_bus else None,
         launcher=launcher or SubprocessLauncher({}),
         recorder=recorder,
+        masker=masker,
     )
     server = DeskrigServer(services)
     desktop.held.idle_timeout = settings.held_input_idle_timeout
@@ -181,6 +187,8 @@ def serve(
         stop.set()
         if server.services.recorder is not None:
             server.services.recorder.close()  # finalise the turn folders and mp4s before exit
+        if server.services.masker is not None:
+            server.services.masker.close()  # unload the OCR engine (it complains of leaks otherwise)
 
 
 #: How long closing waits for a desktop being opened in the background, to close it too.
@@ -376,6 +384,8 @@ class DeferredServer:
         if server is not None:
             if server.services.recorder is not None:
                 server.services.recorder.close()
+            if server.services.masker is not None:
+                server.services.masker.close()
             server.services.desktop.close()
 
 

@@ -44,7 +44,7 @@ from deskrig.a11y.placement import WindowPlacement, placed, toplevel_origins, to
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Diagnostic
+from deskrig.model import Bounds, Diagnostic
 
 log = logging.getLogger(__name__)
 
@@ -309,6 +309,34 @@ class AccessibilityClient:
             )
         (on_screen,) = await self._on_screen(app.pid, [fresh])
         return on_screen
+
+    async def text_extents(self, element: Element, spans: list[tuple[int, int]]) -> list[Bounds | None]:
+        """Where each ``(start, end)`` character span of the element's text shows, in the screen
+        coordinates of ``element.bounds`` (Text.GetRangeExtents, placed by the element's own
+        extents, both asked in window coordinates); None where the toolkit does not say."""
+        if element.bounds is None or not spans:
+            return [None] * len(spans)
+        path = element.ref.path
+        requests = [Request(path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_WINDOW,))]
+        requests += [
+            Request(path, c.TEXT, "GetRangeExtents", "iiu", (s, e, c.COORD_TYPE_WINDOW)) for s, e in spans
+        ]
+        async with self._guard("reading text extents", ref=element.ref):
+            app = await self._app(element.ref.bus_name)
+            replies = await app.call_many(requests)
+        own, ranges = replies[0], replies[1:]
+        if isinstance(own, CallFailed):
+            return [None] * len(spans)
+        (ox, oy, _, _), bounds = own[0], element.bounds
+        placed_spans: list[Bounds | None] = []
+        for reply in ranges:
+            if isinstance(reply, CallFailed) or reply[2] <= 0 or reply[3] <= 0:
+                placed_spans.append(None)
+                continue
+            x, y, width, height = reply
+            span = Bounds(x=bounds.x + x - ox, y=bounds.y + y - oy, width=width, height=height)
+            placed_spans.append(span.intersection(bounds))  # never outside the element
+        return placed_spans
 
     async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
         """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""

@@ -28,6 +28,7 @@ PROPERTIES = "org.freedesktop.DBus.Properties"
 
 #: ``AtspiCoordType``: screen (root window) pixels.
 COORD_TYPE_SCREEN = 0
+COORD_TYPE_WINDOW = 1
 
 #: ``AtspiRole``, indexed by role number (``atspi_role_get_name`` spelling).
 ROLE_NAMES: tuple[str, ...] = (

@@ -43,13 +43,22 @@ def grab_image(observation: Observation, target: ActionTarget | None) -> TurnIma
                     if exc.code != ErrorCode.WINDOW_NOT_FOUND:
                         raise
                 else:
-                    return TurnImage(pixels.image, captured(source="window", region=pixels.region))
+                    return TurnImage(
+                        pixels.image, captured(source="window", region=pixels.region, pii_masking=pixels.pii)
+                    )
             # The action closed the window: the screen shows what became of it.
             note = f"window {target.window_id} is gone; the full screen was captured"
         screen = observation.screen()
         masked = screen.masked_windows or None
         return TurnImage(
-            screen.image, captured(source="screen", region=screen.region, masked_windows=masked, message=note)
+            screen.image,
+            captured(
+                source="screen",
+                region=screen.region,
+                masked_windows=masked,
+                message=note,
+                pii_masking=screen.pii,
+            ),
         )
     except DeskrigError as exc:
         return TurnImage(None, unavailable("capture_failed", exc.message))
@@ -70,12 +79,12 @@ async def read_tree(
     if a11y is None:
         return TurnTree(None, unavailable("a11y_unavailable", "this desktop has no accessibility bus"))
     try:
-        snapshot = await observation.app_tree(await a11y.client(), target.pid)
+        snapshot, masked = await observation.app_tree(await a11y.client(), target.pid)
     except DeskrigError as exc:
         return TurnTree(None, unavailable(_STATE_CLASSIFICATION.get(exc.code, "capture_failed"), exc.message))
     data: dict[str, Any] = snapshot.model_dump(mode="json")
     data["text"] = snapshot.render_text()
-    return TurnTree(data, captured())
+    return TurnTree(data, captured(pii_masking=masked))
 
 
 async def capture_moment(

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -106,6 +107,20 @@ class RecordingRegistry:
     def _screen_video(self) -> ScreenVideo:
         return self.observer.desktop.screen_video(FRAME_RATE)
 
+    def _video(self, video: bool) -> Callable[[], ScreenVideo] | None:
+        """The video source a recording starts, if asked; refused under PII masking: the encoder
+        takes the display's frames unmasked, and no unmasked pixels are written silently."""
+        if not video:
+            return None
+        if self.observer.masks():
+            raise DeskrigError(
+                ErrorCode.RECORDING_ERROR,
+                "video cannot be recorded while PII masking is on: its frames would not be masked",
+                details={"pii_masking": True},
+                remediation="Record without video (the turn folders' images are masked), or turn PII masking off.",
+            )
+        return self._screen_video
+
     def _check_free(self, output_dir: Path, replacing: Recording | None) -> None:
         with self._lock:
             active = [r for r in [self.boot, *self._sessions.values()] if r is not None and r.active]
@@ -121,13 +136,15 @@ class RecordingRegistry:
 
     def start_boot(self, output_dir: Path, video: bool) -> RecordingState:
         """Record every client's actions to ``output_dir`` until :meth:`close`."""
+        source = self._video(video)
         recording = Recording(output_dir, "boot")
-        recording.start(self._screen_video if video else None)
+        recording.start(source)
         self.boot = recording
         return recording.state()
 
     def start_session(self, client_id: str, output_dir: Path, video: bool) -> RecordingState:
         """Start (or restart) the session recording of ``client_id``."""
+        source = self._video(video)
         with self._start_lock:
             with self._lock:
                 previous = self._sessions.get(client_id)
@@ -135,7 +152,7 @@ class RecordingRegistry:
             if previous is not None:
                 self._remember(client_id, previous.stop(), "restarted")
             recording = Recording(output_dir, "session", owner=client_id)
-            recording.start(self._screen_video if video else None)
+            recording.start(source)
             with self._lock:
                 self._sessions[client_id] = recording
                 self._last_used[client_id] = time.monotonic()
@@ -284,6 +301,9 @@ class RecordingRegistry:
         if not isinstance(token, PendingTurn):
             return
         action = self._action(token, call, result, error, duration_ms)
+        if self.observer.masks() and self.observer.masker is not None:
+            # Typed text and the names in results are what a turn's readers (and the feed) see too.
+            action = self.observer.masker.redact_data(action)
         if token.before is None:
             self._hand_over(token, call, action, None)
             return
@@ -299,7 +319,9 @@ class RecordingRegistry:
             return
         self._hand_over(token, call, action, after)
 
-    def _hand_over(self, token: PendingTurn, call: CallInfo, action: dict[str, Any], after: Moment | None) -> None:
+    def _hand_over(
+        self, token: PendingTurn, call: CallInfo, action: dict[str, Any], after: Moment | None
+    ) -> None:
         target = call.target
         record = TurnRecord(
             tool=token.tool,

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from deskrig import imaging
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent
+from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
 #: Tools that get a click.png.
@@ -75,6 +76,8 @@ class Evidence(BaseModel):
     source: Literal["window", "screen"] | None = None
     region: Bounds | None = None
     masked_windows: int | None = None
+    #: Personal data masked in the artifact (counts per detector and engine, never the text).
+    pii_masking: MaskReport | None = None
     marker: Point | None = None
 
     def dump(self) -> dict[str, Any]:
@@ -202,7 +205,9 @@ class TurnRecord:
         marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
         marked = imaging.draw_click_marker(shot.image, marker.x, marker.y)
         files["click.png"] = imaging.encode(marked, "png")
-        return captured(source=shot.evidence.source, region=region, marker=marker)
+        return captured(
+            source=shot.evidence.source, region=region, marker=marker, pii_masking=shot.evidence.pii_masking
+        )
 
 
 def _entry(turn: str, name: str, data: bytes) -> FileEntry:

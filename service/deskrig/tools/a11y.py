@@ -11,6 +11,7 @@ from deskrig.a11y import Element, ElementQuery
 from deskrig.capture import CaptureOptions, CaptureTarget
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionResult, ActionTarget, Effect, without_nul
+from deskrig.privacy import MaskReport, masking_audit
 from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 from deskrig.tools.actions import ActionOptions, action_result, poll_until
 from deskrig.tools.targets import ElementTarget, a11y_of, element_target
@@ -28,6 +29,11 @@ class GetAppStateInput(BaseModel):
     role: str | None = Field(None, description="Only elements with this role (substring, case-insensitive)")
     name: str | None = Field(None, description="Only elements with this name (substring, case-insensitive)")
     include_screenshot: bool = Field(False, description="Attach a screenshot of the app's window")
+    mask_pii: bool | None = Field(
+        None,
+        description="Redact e-mail addresses, phone numbers, card numbers, IBANs and custom patterns in "
+        "names and texts (and mask the screenshot). Always on when the rig's PII masking policy is on",
+    )
     refresh: bool = Field(
         False,
         description="Fetch the whole tree from the app again instead of reading the live mirror "
@@ -61,10 +67,15 @@ class AppState(BaseModel):
     )
     text: str = Field(description="Compact rendering: one line per element")
     elements: list[Element]
+    pii_masking: MaskReport | None = Field(
+        None, description="What was redacted (counts per detector); absent when not masking"
+    )
 
 
 class SetValueInput(ActionOptions):
-    element: ElementTarget = Field(description="The element to set: an entry, text view, slider or spin button")
+    element: ElementTarget = Field(
+        description="The element to set: an entry, text view, slider or spin button"
+    )
     value: str | float = Field(description="Text for editable text, a number for sliders and spin buttons")
 
     @field_validator("value", mode="before")
@@ -76,7 +87,7 @@ class SetValueInput(ActionOptions):
 async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInput) -> ToolResult:
     pid = args.pid
     window = None
-    observation = services.observer.observe()
+    observation = services.observer.observe(mask_pii=args.mask_pii)
     if args.window_id is not None:
         windows = await anyio.to_thread.run_sync(lambda: observation.windows)
         window = resolve_window(windows, args.window_id, None)
@@ -90,7 +101,7 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
     assert pid is not None
     client = await a11y_of(services).client()
     query = ElementQuery(role=args.role, name=args.name) if args.role or args.name else None
-    snapshot = await observation.app_tree(
+    snapshot, masked = await observation.app_tree(
         client,
         pid,
         max_depth=args.max_depth,
@@ -110,6 +121,7 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
         newest_event_age_ms=snapshot.newest_event_age_ms,
         text=snapshot.render_text(),
         elements=snapshot.elements,
+        pii_masking=masked,
     )
     images: list[ImagePart] = []
     if args.include_screenshot:
@@ -118,9 +130,11 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
             window = next((w for w in windows if w.pid == pid and not w.minimized), None)
         if window is not None:
             target = CaptureTarget(source="window", region=window.bounds, window=window)
-            metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, CaptureOptions())
+            metadata, data = await anyio.to_thread.run_sync(
+                services.capture.run, target, CaptureOptions(mask_pii=args.mask_pii)
+            )
             images.append(ImagePart(data, metadata.mime_type))
-    return ToolResult(state, images=images)
+    return ToolResult(state, images=images, audit=masking_audit(masked))
 
 
 async def resolve_set_value(services: Services, call: CallInfo, args: SetValueInput) -> ActionTarget:

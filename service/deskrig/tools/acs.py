@@ -20,11 +20,10 @@ from deskrig.capture import FORMAT_DESCRIPTION, QUALITY_DESCRIPTION, CaptureOpti
 from deskrig.error_responses import acs_envelope
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import DisplayInfo, WindowInfo
+from deskrig.privacy import masking_audit
 from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.screen import NoArguments, RegionArguments, region_target, screen_target
 from deskrig.tools.windows import visible_windows, window_target
-
-PII_MASKING_NOTE = "PII masking is not available yet; the image is not masked."
 
 
 class AcsCaptureInput(BaseModel):
@@ -42,17 +41,24 @@ class AcsCaptureInput(BaseModel):
         "desktop.png' (replaced if it exists). An existing directory, or a path ending in '/', gets a "
         "new dated file under it: YYYY-MM-DD/YYYYMMDD_HHMMSS_mmm.png. Must lie in an allowed directory",
     )
-    enablePIIMasking: bool = Field(False, description="Accepted; masking is not available yet")
+    enablePIIMasking: bool = Field(
+        False,
+        description="Mask e-mail addresses, phone numbers, card numbers, IBANs and custom patterns; "
+        "metadata.piiMasking counts them. Always on when the rig's PII masking policy is on",
+    )
 
 
 class AcsFullInput(AcsCaptureInput):
     display: str | None = Field(
-        None, description="Display id from screenshot_list_displays: 1 is the primary; 0 or absent: all displays"
+        None,
+        description="Display id from screenshot_list_displays: 1 is the primary; 0 or absent: all displays",
     )
 
 
 class AcsWindowInput(AcsCaptureInput):
-    windowId: str | None = Field(None, description="Window id from screenshot_list_windows (decimal or 0x-hex)")
+    windowId: str | None = Field(
+        None, description="Window id from screenshot_list_windows (decimal or 0x-hex)"
+    )
     windowTitle: str | None = Field(
         None, description="Or a case-insensitive fuzzy title match; ambiguous matches are an error"
     )
@@ -90,16 +96,19 @@ def _save_to(services: Services, args: AcsCaptureInput) -> tuple[CaptureOptions,
         # The server ACS agents were written for picks the format by the file's extension.
         extension = save_file.suffix.lstrip(".") if save_file is not None else ""
         fmt = imaging.normalize_format(extension) if extension else "png"
-    return CaptureOptions(format=fmt, quality=args.quality, save_dir=save_dir), save_file
+    options = CaptureOptions(
+        format=fmt, quality=args.quality, save_dir=save_dir, mask_pii=args.enablePIIMasking
+    )
+    return options, save_file
 
 
 async def _capture(services: Services, target: CaptureTarget, args: AcsCaptureInput) -> ToolResult:
     options, save_file = await anyio.to_thread.run_sync(_save_to, services, args)
     metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, options, save_file)
-    meta = metadata.model_dump(mode="json", exclude_none=True)
+    meta = metadata.model_dump(mode="json", exclude_none=True, exclude={"pii_masking"})
     meta["fileSize"] = metadata.saved_byte_size or metadata.byte_size
-    if args.enablePIIMasking:
-        meta["piiMasking"] = {"enabled": False, "note": PII_MASKING_NOTE}
+    if metadata.pii_masking is not None:
+        meta["piiMasking"] = metadata.pii_masking.acs()
     if metadata.saved_path:
         response = AcsResponse(
             status="success", filePath=metadata.saved_path, mimeType=metadata.mime_type, metadata=meta
@@ -108,7 +117,7 @@ async def _capture(services: Services, target: CaptureTarget, args: AcsCaptureIn
         response = AcsResponse(
             status="success", data=base64.b64encode(data).decode(), mimeType=metadata.mime_type, metadata=meta
         )
-    return ToolResult(response)
+    return ToolResult(response, audit=masking_audit(metadata.pii_masking))
 
 
 def _int_id(name: str, value: str | None) -> int | None:

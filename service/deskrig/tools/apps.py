@@ -233,7 +233,7 @@ async def wait_for(services: Services, call: CallInfo, args: WaitForInput) -> To
             )
             for pid in pids:
                 try:
-                    snapshot = await observation.app_tree(client, pid, max_elements=None)
+                    snapshot, _ = await observation.app_tree(client, pid, max_elements=None)
                 except DeskrigError as exc:
                     observed[:] = [f"pid {pid}: {exc.code.value}"]
                     continue

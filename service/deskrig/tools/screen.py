@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 from deskrig.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, DisplayInfo, ScreenSize
+from deskrig.privacy import masking_audit
 from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
 
 #: display_id 0: every display together (mss's monitor 0), the same as no display_id.
@@ -93,7 +94,9 @@ def region_target(services: Services, x: int, y: int, width: int, height: int) -
 
 async def capture(services: Services, target: CaptureTarget, options: CaptureOptions) -> ToolResult:
     metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, options)
-    return ToolResult(metadata, images=[ImagePart(data, metadata.mime_type)])
+    return ToolResult(
+        metadata, images=[ImagePart(data, metadata.mime_type)], audit=masking_audit(metadata.pii_masking)
+    )
 
 
 async def screenshot_screen(services: Services, call: CallInfo, args: ScreenshotScreenInput) -> ToolResult:

@@ -1,0 +1,264 @@
+"""Masking personal data in an image and in text, with two detectors used together.
+
+The accessibility tree says what text each element shows and where (:class:`TextBox`): a match
+there is masked with no OCR at all. What the tree does not explain (a canvas, an image of text, an
+app without AT-SPI) is read by OCR: the tree's text boxes are painted over first, so OCR reads
+only the rest, and its reads are cached by content (:mod:`deskrig.privacy.ocr`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image, ImageDraw, ImageFilter
+from pydantic import BaseModel, Field
+
+from deskrig.a11y.access import A11yAccess
+from deskrig.config import PiiMaskingPolicy
+from deskrig.grabs import Grab
+from deskrig.model import Bounds
+from deskrig.privacy.detectors import Detectors
+from deskrig.privacy.ocr import OcrEngine, Word
+
+#: Screens and windows whose boxes are remembered.
+MASKED_CACHE_SIZE = 16
+#: Pixels added around a masked box: glyphs overhang the boxes OCR and toolkits report.
+PAD = 3
+#: Radius of the blur fill, large enough that no glyph survives it.
+BLUR_RADIUS = 12
+#: The ACS metadata's names for the built-in detectors' counts.
+ACS_COUNT_NAMES = {
+    "email": "emailsRedacted",
+    "phone": "phonesRedacted",
+    "card": "creditCardsRedacted",
+}
+
+
+@dataclass(frozen=True)
+class TextBox:
+    """Text the accessibility tree says is shown inside ``box`` (screen pixels)."""
+
+    text: str
+    box: Bounds
+
+
+class MaskReport(BaseModel):
+    """What was masked in one image or text: never the text itself."""
+
+    enabled: bool = True
+    counts: dict[str, int] = Field(default_factory=dict, description="Masked strings per detector")
+    engines: dict[str, int] = Field(
+        default_factory=dict, description="Masked strings per engine: tree (accessibility) or OCR (tesseract)"
+    )
+    fill: str = "black"
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def add(self, counts: Counter[str], engine: str) -> None:
+        for kind, count in counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + count
+        if counts:
+            self.engines[engine] = self.engines.get(engine, 0) + sum(counts.values())
+
+    def merged(self, other: MaskReport) -> MaskReport:
+        merged = self.model_copy(deep=True)
+        for engine, count in other.engines.items():
+            merged.engines[engine] = merged.engines.get(engine, 0) + count
+        for kind, count in other.counts.items():
+            merged.counts[kind] = merged.counts.get(kind, 0) + count
+        return merged
+
+    def acs(self) -> dict[str, object]:
+        """The ACS server's ``piiMasking`` metadata, plus the per-detector and per-engine counts."""
+        built_in = {name: self.counts.get(kind, 0) for kind, name in ACS_COUNT_NAMES.items()}
+        custom = sum(c for kind, c in self.counts.items() if kind not in ACS_COUNT_NAMES and kind != "iban")
+        return {
+            "enabled": self.enabled,
+            **built_in,
+            "ibansRedacted": self.counts.get("iban", 0),
+            "customPatternsRedacted": custom,
+            "counts": dict(self.counts),
+            "engines": dict(self.engines),
+        }
+
+
+def masking_audit(report: MaskReport | None) -> dict[str, Any]:
+    """The audit line's ``pii_masking`` field for a call whose output ``report`` describes."""
+    return {} if report is None else {"pii_masking": report.model_dump(mode="json")}
+
+
+class PiiMasker:
+    """A policy's detectors, its OCR engine (loaded on first use) and its fill."""
+
+    def __init__(
+        self, policy: PiiMaskingPolicy, a11y: A11yAccess | None = None, ocr: OcrEngine | None = None
+    ) -> None:
+        """``a11y``: the masker's own accessibility client for the tree detector (its snapshots
+        go to its own store, never evicting an agent's); None: OCR alone."""
+        self.policy = policy
+        self.a11y = a11y
+        self.detectors = Detectors(policy)
+        self.ocr = (ocr or OcrEngine()) if policy.ocr else None
+        self._lock = threading.Lock()
+        #: Boxes found per content hash of the pixels masked: an unchanged screen is not searched again.
+        self._masked: OrderedDict[bytes, tuple[list[Bounds], MaskReport]] = OrderedDict()
+
+    def wanted(self, asked: bool | None) -> bool:
+        """Whether a call masks: always under a policy that is on (a call cannot turn it off),
+        else when the call asks (``mask_pii`` / ``enablePIIMasking``)."""
+        return self.policy.enabled or bool(asked)
+
+    def new_report(self) -> MaskReport:
+        return MaskReport(fill=self.policy.fill)
+
+    def redact_text(self, text: str, report: MaskReport) -> str:
+        redacted, counts = self.detectors.redact(text)
+        report.add(counts, "tree")
+        return redacted
+
+    def redact_data(self, value: Any) -> Any:
+        """JSON-ready ``value`` with every string in it redacted (the counts are not kept)."""
+        if isinstance(value, str):
+            return self.detectors.redact(value)[0]
+        if isinstance(value, dict):
+            return {key: self.redact_data(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.redact_data(item) for item in value]
+        return value
+
+    def mask(
+        self, grab: Grab, origin: tuple[int, int], tree: Callable[[], Iterable[TextBox]] = list
+    ) -> tuple[Grab, MaskReport]:
+        """``grab`` (whose pixel (0, 0) is screen ``origin``) masked, and what was masked; ``tree``
+        gives the tree detector's boxes, asked only when these pixels were not masked before
+        (the same pixels show the same text, so they get the same boxes). The input is never
+        modified; without a finding it is handed back as it is."""
+        key = _content_key(grab, origin)
+        with self._lock:
+            known = self._masked.get(key)
+            if known is not None:
+                self._masked.move_to_end(key)
+        if known is not None:
+            boxes, report = known[0], known[1].model_copy(deep=True)
+        else:
+            boxes, report = self._find(grab, origin, tree())
+            with self._lock:
+                self._masked[key] = (boxes, report.model_copy(deep=True))
+                if len(self._masked) > MASKED_CACHE_SIZE:
+                    self._masked.popitem(last=False)
+        return (self._fill(grab, boxes) if boxes else grab), report
+
+    def _find(
+        self, grab: Grab, origin: tuple[int, int], tree: Iterable[TextBox]
+    ) -> tuple[list[Bounds], MaskReport]:
+        report = self.new_report()
+        frame = Bounds(x=origin[0], y=origin[1], width=grab.width, height=grab.height)
+        boxes: list[Bounds] = []
+        explained: list[Bounds] = []
+        for text_box in tree:
+            local = text_box.box.intersection(frame)
+            if local is None:
+                continue
+            local = Bounds(x=local.x - frame.x, y=local.y - frame.y, width=local.width, height=local.height)
+            explained.append(local)
+            counts = Counter(finding.kind for finding in self.detectors.find(text_box.text))
+            if counts:
+                boxes.append(local)
+                report.add(counts, "tree")
+        if self.ocr is not None:
+            boxes += self._ocr_boxes(grab.image(), explained, report)
+        return boxes, report
+
+    def _ocr_boxes(self, image: Image.Image, explained: list[Bounds], report: MaskReport) -> list[Bounds]:
+        assert self.ocr is not None
+        unexplained = image.convert("L")
+        draw = ImageDraw.Draw(unexplained)
+        for box in explained:
+            # What the tree explains is not read again: painted out, in the colour at its corner
+            # (an edge of another colour would be one more thing for OCR to look at).
+            draw.rectangle(_corners(box), fill=unexplained.getpixel((box.x, box.y)))
+        boxes: list[Bounds] = []
+        counts: Counter[str] = Counter()
+        for line in _lines(self.ocr.words(unexplained)):
+            text, spans = _line_text(line)
+            for finding in self.detectors.find(text):
+                covered = [
+                    word.box
+                    for word, (start, end) in zip(line, spans, strict=True)
+                    if start < finding.end and finding.start < end
+                ]
+                boxes.append(_union(covered))
+                counts[finding.kind] += 1
+        report.add(counts, "ocr")
+        return boxes
+
+    def _fill(self, grab: Grab, boxes: list[Bounds]) -> Grab:
+        padded = [_padded(box, grab.size) for box in boxes]
+        if self.policy.fill == "black":
+            return grab.blacked_out(padded)  # on the grabbed pixels: no conversion, no re-encode path
+        masked = grab.image().copy()
+        for box in padded:
+            region = masked.crop(box).filter(ImageFilter.GaussianBlur(BLUR_RADIUS))
+            # A blur of a short string can still show its shape: flatten it to its mean colour.
+            masked.paste(region.resize((1, 1)).resize(region.size), box)
+        return Grab.of(masked)
+
+    def forget(self) -> None:
+        """Forget every search and read (the benchmark's "changed screen")."""
+        with self._lock:
+            self._masked.clear()
+        if self.ocr is not None:
+            self.ocr.forget()
+
+    def close(self) -> None:
+        if self.ocr is not None:
+            self.ocr.close()
+
+
+def _content_key(grab: Grab, origin: tuple[int, int]) -> bytes:
+    pixels = grab.bgrx if grab.bgrx is not None else grab.image().tobytes()
+    where = f"{origin}{grab.size}".encode()
+    return hashlib.blake2b(pixels, digest_size=16, key=where[:64]).digest()
+
+
+def _corners(box: Bounds) -> tuple[int, int, int, int]:
+    return box.x, box.y, box.x + box.width - 1, box.y + box.height - 1
+
+
+def _padded(box: Bounds, size: tuple[int, int]) -> tuple[int, int, int, int]:
+    return (
+        max(box.x - PAD, 0),
+        max(box.y - PAD, 0),
+        min(box.x + box.width + PAD, size[0]),
+        min(box.y + box.height + PAD, size[1]),
+    )
+
+
+def _union(boxes: list[Bounds]) -> Bounds:
+    left, top = min(b.x for b in boxes), min(b.y for b in boxes)
+    right, bottom = max(b.x + b.width for b in boxes), max(b.y + b.height for b in boxes)
+    return Bounds(x=left, y=top, width=right - left, height=bottom - top)
+
+
+def _lines(words: list[Word]) -> list[list[Word]]:
+    lines: dict[tuple[int, int, int], list[Word]] = {}
+    for word in words:
+        lines.setdefault(word.line, []).append(word)
+    return list(lines.values())
+
+
+def _line_text(line: list[Word]) -> tuple[str, list[tuple[int, int]]]:
+    """The line's words joined by spaces, and each word's span in that text."""
+    spans = []
+    position = 0
+    for word in line:
+        spans.append((position, position + len(word.text)))
+        position += len(word.text) + 1
+    return " ".join(word.text for word in line), spans

@@ -1,0 +1,147 @@
+"""PII masking end to end: every image and text a rig hands out, read back by the tests' own OCR.
+
+The rig masks with libtesseract and the accessibility tree; the tests read its images with
+tesseract's command-line program at other settings (tests/privacy/reading.py) and assert that no
+secret can be read, that the unrelated text beside it still can, and that the counts are right.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tests.polling import poll
+from tests.privacy.conftest import PiiRig
+from tests.privacy.reading import leaked, pii, read_text, secrets_in
+
+from deskrig.desktop import open_desktop
+
+#: Each secret shows twice (a widget and the canvas) but the phone and the IBAN (entries only).
+EXPECTED_COUNTS = {"email": 2, "card": 2, pii.CUSTOM_NAME: 2, "phone": 1, "iban": 1}
+#: Which engine finds them: GTK's widgets are in its accessibility tree, its canvas is not; Tk has
+#: no tree at all.
+EXPECTED_ENGINES = {"gtk": {"tree": 5, "ocr": 3}, "tk": {"ocr": 8}}
+
+
+def assert_masked(png: bytes) -> None:
+    text = read_text(png)
+    assert leaked(text) == [], text
+    for word in pii.UNRELATED:
+        assert word in text, f"{word!r} should stay readable:\n{text}"
+
+
+def assert_counts(report: dict[str, Any], toolkit: str) -> None:
+    assert report["counts"] == EXPECTED_COUNTS
+    assert report["engines"] == EXPECTED_ENGINES[toolkit]
+
+
+def test_the_tests_reader_reads_every_secret_off_the_unmasked_screen(pii_rig: PiiRig) -> None:
+    """Without this, "nothing leaked" could mean the reader reads nothing."""
+    desktop = open_desktop("x11", pii_rig.form.rig.display)
+    try:
+        screen = desktop.grab(desktop.screen_bounds()).image()
+    finally:
+        desktop.close()
+    png = Path(pii_rig.form.tmp or ".") / "unmasked.png"
+    screen.save(png)
+    assert sorted(leaked(read_text(png.read_bytes()))) == sorted(pii.SECRETS)
+
+
+def test_a_screenshot_masks_every_secret_and_nothing_else(pii_rig: PiiRig) -> None:
+    result = pii_rig.form.call("screenshot_screen", {})
+    assert not result.is_error, result.structured_content
+    assert_masked(base64.b64decode(result.content[0].data))
+    assert_counts(result.structured_content["pii_masking"], pii_rig.toolkit)
+
+
+def test_a_saved_window_capture_is_masked(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    assert form.allowed is not None
+    window = form.ok("list_windows", {"pid": form.pid})["windows"][0]
+    metadata = form.ok("screenshot_window", {"window_id": window["id"], "save_dir": str(form.allowed)})
+    assert_masked(Path(metadata["saved_path"]).read_bytes())
+    assert_counts(metadata["pii_masking"], pii_rig.toolkit)
+
+
+def test_the_acs_profile_masks_and_counts_like_the_server_it_replaces(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    assert form.allowed is not None
+    path = form.allowed / "acs" / "full.png"
+    response = form.ok("screenshot_capture_full", {"enablePIIMasking": True, "savePath": str(path)})
+    assert response["filePath"] == str(path)
+    assert_masked(path.read_bytes())
+    masking = response["metadata"]["piiMasking"]
+    assert masking["enabled"] is True
+    assert (masking["emailsRedacted"], masking["phonesRedacted"], masking["creditCardsRedacted"]) == (2, 1, 2)
+    assert (masking["ibansRedacted"], masking["customPatternsRedacted"]) == (1, 2)
+
+
+def test_get_app_state_redacts_texts_and_counts(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    if pii_rig.toolkit == "tk":
+        # No tree to redact: the call says why rather than returning anything.
+        assert form.error("get_app_state", {"pid": form.pid})["code"] == "A11Y_UNAVAILABLE"
+        return
+    state = form.ok("get_app_state", {"pid": form.pid})
+    dumped = json.dumps(state)
+    assert secrets_in(dumped) == [], state["text"]
+    assert "Shipping notes" in state["text"]
+    # Each widget once: the canvas is an image, with no text in the tree.
+    assert state["pii_masking"]["counts"] == {
+        "email": 1,
+        "card": 1,
+        pii.CUSTOM_NAME: 1,
+        "phone": 1,
+        "iban": 1,
+    }
+
+
+def _turns(record_dir: Path) -> list[Path]:
+    return sorted(p for p in record_dir.glob("turn-*") if (p / "evidence.json").exists())
+
+
+def test_a_recorded_click_is_masked_in_every_file_and_in_the_feed(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    before = len(_turns(pii_rig.record_dir))
+    x, y = form.widget_center("button")
+    form.ok("click", {"x": x, "y": y})
+    turn = poll("the click's turn", lambda: _turns(pii_rig.record_dir)[before:] or None)[0]
+    evidence = json.loads((turn / "evidence.json").read_text())
+    for name in ("before.png", "after.png", "click.png"):
+        assert evidence[name]["status"] == "captured", evidence[name]
+        assert_masked((turn / name).read_bytes())
+        assert_counts(evidence[name]["pii_masking"], pii_rig.toolkit)
+    for name in ("action.json", "before_state.json", "after_state.json"):
+        if (turn / name).exists():
+            assert leaked((turn / name).read_text()) == [], name
+    if pii_rig.toolkit == "gtk":
+        assert evidence["after_state.json"]["pii_masking"]["counts"]["email"] == 1
+    # The feed hands out the same (masked) files.
+    served = httpx.get(
+        f"{form.rig.base}/recording/files/{turn.name}/before.png", headers=form.rig.auth, timeout=30
+    )
+    assert served.status_code == 200
+    assert served.content == (turn / "before.png").read_bytes()
+
+
+def test_the_audit_log_counts_what_was_masked_never_the_text(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    form.ok("type_text", {"text": f"call {pii.PHONE}"})
+    form.ok("screenshot_region", {"x": 0, "y": 0, "width": 400, "height": 300})
+    lines = [json.loads(line) for line in pii_rig.audit_log.read_text().splitlines()]
+    assert secrets_in(pii_rig.audit_log.read_text()) == []
+    region = [line for line in lines if line["tool"] == "screenshot_region"][-1]
+    assert region["pii_masking"]["counts"], region
+    typed = [line for line in lines if line["tool"] == "type_text"][-1]
+    assert typed["arguments"]["text"] == "call [redacted:phone]"
+
+
+def test_video_is_refused_while_masking_is_on(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    assert form.allowed is not None
+    error = form.error("start_recording", {"output_dir": str(form.allowed / "video"), "record_video": True})
+    assert error["code"] == "RECORDING_ERROR", error
+    assert "PII masking" in error["message"]
