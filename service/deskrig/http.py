@@ -1,4 +1,5 @@
-"""The HTTP face of a rig: MCP over Streamable HTTP at ``/mcp``, plus ``/healthz`` and ``/readyz``.
+"""The HTTP face of a rig: MCP over Streamable HTTP at ``/mcp``, plus ``/healthz`` and ``/readyz``,
+the recording feed (:mod:`deskrig.feed`) and the live screen (:mod:`deskrig.live`).
 
 Security, outermost first:
 
@@ -10,6 +11,8 @@ Security, outermost first:
    ``deskrig.identity``), left in the ASGI scope for the MCP layer. ``no_auth`` turns tokens off
    (every client is ``anonymous``) and is only accepted on a loopback bind. The probes answer
    anyone, but ``/readyz`` shows its details (paths, pids, diagnostics) only with a token.
+3. The pages for people (``/live``, ``/view``) also take a browser's page-session cookie, got by
+   exchanging the token once (:mod:`deskrig.pages_auth`), for GET only: it watches, never drives.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from deskrig.error_responses import unexpected_error
 from deskrig.feed import recording_router
 from deskrig.guard import AUTHORIZED, GuardMiddleware, host_patterns
 from deskrig.identity import TokenTable
+from deskrig.live import live_router
+from deskrig.pages_auth import RIG_PAGES, PageSessions
 from deskrig.server import DeskrigServer
 
 
@@ -106,6 +111,7 @@ def create_app(
         )
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
+    app.include_router(live_router(server))  # /live: the screen as it changes, for people
     app.mount("/", mcp_endpoint)
-    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns)
+    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=PageSessions(RIG_PAGES))
     return app
