@@ -1,0 +1,158 @@
+"""The live screen (/live) and page sign-in, in a real browser against a real rig (X11)."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, Request
+from tests.browser import keep_screenshot
+from tests.polling import poll
+from tests.server.live_pages import live_pixel, near, open_page, wait_for_pixel
+from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
+
+GREEN, RED, BLUE = (0x20, 0xC0, 0x40), (0xE0, 0x20, 0x20), (0x20, 0x40, 0xE0)
+TOKEN = "live-test-token-5f2c"
+
+
+class ToggleRig:
+    """A rig whose app flips between GREEN and RED on every click (tests/apps/tk_toggle.py)."""
+
+    def __init__(self, rig: RigProcess, log: Path, tmp: Path) -> None:
+        self.rig, self.log, self.tmp = rig, log, tmp
+        ready = poll("toggle app ready", lambda: read_events(log, "ready"))[-1]
+        self.center = (ready["x"] + ready["width"] // 2, ready["y"] + ready["height"] // 2)
+
+    def click(self) -> None:
+        result = self.rig.call("click", {"x": self.center[0], "y": self.center[1]})
+        assert not result.is_error, result
+
+
+@pytest.fixture(scope="module")
+def toggle_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToggleRig]:
+    tmp = tmp_path_factory.mktemp("live-rig")
+    log = tmp / "toggle.log"
+    app = [SYSTEM_PYTHON, str(APPS / "tk_toggle.py"), "--title", "Toggle", "--color", "#20c040"]
+    app += ["--other", "#e02020", "--log", str(log), "--size", "300x200", "--pos", "100,120"]
+    rig = RigProcess(app=app, token=TOKEN, extra=["--blocked-window", "^Secret", "--verbose"]).start(tmp)
+    yield ToggleRig(rig, log, tmp)
+    rig.stop()
+
+
+def in_thread(work: Any) -> None:
+    """Run ``work`` beside Playwright's sync loop (the MCP client runs its own event loop)."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised in the test's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    if failure:
+        raise failure[0]
+
+
+def test_the_live_screen_shows_a_click_within_a_second(
+    toggle_rig: ToggleRig, browser_page: Page, request: pytest.FixtureRequest
+) -> None:
+    open_page(browser_page, toggle_rig.rig.base, "/live", TOKEN)
+    x, y = toggle_rig.center
+    before = poll("the app on the live page", lambda: live_pixel(browser_page, x, y), timeout=10)
+    assert near(before, GREEN) or near(before, RED), before
+    colour = RED if near(before, GREEN) else GREEN
+    keep_screenshot(browser_page, request, "before")
+    frames = browser_page.evaluate("window.deskrigLive.frames")
+
+    in_thread(toggle_rig.click)
+    seconds = wait_for_pixel(browser_page, x, y, colour, timeout=1.0)
+
+    keep_screenshot(browser_page, request, "after")
+    assert browser_page.evaluate("window.deskrigLive.frames") > frames
+    assert seconds < 1.0
+    assert "frame" in browser_page.inner_text("#info")
+
+
+def test_blocked_windows_are_black_on_the_live_screen(
+    toggle_rig: ToggleRig, browser_page: Page, request: pytest.FixtureRequest
+) -> None:
+    log = toggle_rig.tmp / "secret.log"
+    secret = color_app("Secret Plans", "#2040e0", log, toolkit="tk", size="200x150", pos="600,200")
+    proc = subprocess.Popen(secret, env=toggle_rig.rig.app_env())
+    try:
+        ready = poll("secret window ready", lambda: read_events(log, "ready"))[-1]
+        open_page(browser_page, toggle_rig.rig.base, "/live", TOKEN)
+        x, y = ready["x"] + ready["width"] // 2, ready["y"] + ready["height"] // 2
+        poll("a first frame", lambda: live_pixel(browser_page, x, y))
+        keep_screenshot(browser_page, request, "blocked")
+        assert near(live_pixel(browser_page, x, y), (0, 0, 0), tolerance=8)
+        assert not near(live_pixel(browser_page, x, y), BLUE)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_pages_and_streams_refuse_requests_without_the_token(toggle_rig: ToggleRig) -> None:
+    base = toggle_rig.rig.base
+    stream = httpx.get(f"{base}/live/frames", timeout=5)
+    assert stream.status_code == 401
+    assert stream.json()["error"]["code"] == "PERMISSION_DENIED"
+    page = httpx.get(f"{base}/live", headers={"accept": "text/html"}, timeout=5)
+    assert page.status_code == 401 and 'action="/auth/page"' in page.text
+    assert page.headers["referrer-policy"] == "no-referrer"
+    forged = httpx.get(f"{base}/live/frames", cookies={"deskrig_page": TOKEN}, timeout=5)
+    assert forged.status_code == 401
+    wrong = httpx.post(f"{base}/auth/page", data={"token": "wrong", "next": "/live"}, timeout=5)
+    assert wrong.status_code == 401 and "not valid" in wrong.text and "set-cookie" not in wrong.headers
+    cross_site = httpx.post(
+        f"{base}/auth/page", data={"token": TOKEN}, headers={"origin": "http://evil.example"}, timeout=5
+    )
+    assert cross_site.status_code == 403 and "set-cookie" not in cross_site.headers
+
+
+def test_a_page_cookie_opens_pages_only_and_never_holds_the_token(toggle_rig: ToggleRig) -> None:
+    base = toggle_rig.rig.base
+    with httpx.Client(base_url=base, timeout=5) as client:
+        signed_in = client.post("/auth/page", data={"token": TOKEN, "next": "/live"})
+        assert signed_in.status_code == 303 and signed_in.headers["location"] == "/live"
+        cookies = signed_in.headers.get_list("set-cookie")
+        assert {c.split("Path=")[1].split(";")[0] for c in cookies} == {"/live", "/view"}
+        assert all("HttpOnly" in c and "SameSite=strict" in c for c in cookies)
+        assert all(TOKEN not in c for c in cookies)
+        assert client.get("/live").status_code == 200
+        with client.stream("GET", "/live/frames") as frames:
+            assert frames.status_code == 200
+            assert frames.headers["content-type"].startswith("multipart/x-mixed-replace")
+        # The cookie watches; it never drives: the MCP endpoint and the probes' details need the token.
+        session = client.cookies.get("deskrig_page", path="/live")
+        mcp = httpx.post(f"{base}/mcp", cookies={"deskrig_page": session or ""}, json={}, timeout=5)
+        assert mcp.status_code == 401
+
+
+def test_the_token_reaches_no_url_header_or_log(
+    toggle_rig: ToggleRig, browser_page: Page, request: pytest.FixtureRequest
+) -> None:
+    seen: list[Request] = []
+    browser_page.on("request", lambda sent: seen.append(sent))
+    open_page(browser_page, toggle_rig.rig.base, "/live", TOKEN)
+    poll("a frame", lambda: browser_page.evaluate("window.deskrigLive.frames"))
+    keep_screenshot(browser_page, request, "signed-in")
+
+    assert TOKEN not in browser_page.url
+    assert TOKEN not in browser_page.evaluate("location.href + document.cookie + document.body.innerHTML")
+    assert len(seen) >= 3  # the page, the sign-in post, the page again, the stream
+    for sent in seen:
+        assert TOKEN not in sent.url
+        assert all(TOKEN not in value for value in sent.all_headers().values())
+    cookies = browser_page.context.cookies()
+    assert {c["path"] for c in cookies} == {"/live", "/view"}
+    assert all(c["httpOnly"] and c["sameSite"] == "Strict" and c["value"] != TOKEN for c in cookies)
+    assert TOKEN not in toggle_rig.rig.stderr()  # the rig's log, debug level (--verbose)
