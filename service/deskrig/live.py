@@ -8,10 +8,11 @@
 
 One :class:`LiveScreen` per rig captures for every viewer, and only while someone watches. Each
 frame is an :class:`~deskrig.observation.Observation` of the screen, so blocked windows are black
-exactly as in a screenshot. The loop is driven by the backend's damage serial (X11: the DAMAGE
-extension), one cheap round trip a tick: an idle X11 screen is never grabbed nor encoded. A backend
-without damage tracking (sway: its serial moves on every call) gets grabs compared byte for byte
-with the last frame, and the loop backs off to :data:`SLOW_TICK` while nothing changes. A viewer
+exactly as in a screenshot. The loop is driven by the backend's damage: on X11 it sleeps in
+``select`` on the DAMAGE connection (:meth:`~deskrig.desktop.Desktop.damage_fd`) and wakes when
+something is drawn, so an idle screen is never grabbed nor encoded and costs a wake-up a second. A
+backend without damage tracking (sway: its serial moves on every call) gets grabs compared byte for
+byte with the last frame, and the loop backs off to :data:`SLOW_TICK` while nothing changes. A viewer
 that falls behind skips to the newest frame; nothing queues up.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -38,8 +40,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Seconds between damage checks: at most this many frames a second (30), and the added latency.
+#: Seconds between grabs while the screen changes: at most 30 frames a second.
 FAST_TICK = 1 / 30
+#: How long a settled loop sleeps on the backend's damage notification (:meth:`Desktop.damage_fd`)
+#: before it looks whether its viewers are still there.
+IDLE_WAKE = 1.0
 #: The slowest tick, reached by doubling while grabs come back unchanged (backends without damage).
 SLOW_TICK = 0.25
 #: Unchanged grabs in a row before the tick starts to slow down.
@@ -118,7 +123,7 @@ class LiveScreen:
         """Grab, compare and encode until the last viewer leaves (then this thread ends)."""
         serial: int | None = None
         previous: bytes | bytearray | None = None
-        tick, unchanged, seq = FAST_TICK, 0, 0
+        tick, unchanged, seq, settled = FAST_TICK, 0, 0, False
         failure = ""
         while True:
             with self._lock:
@@ -126,10 +131,15 @@ class LiveScreen:
                     self._thread = None
                     return
                 viewers = list(self._viewers)
-            started = time.monotonic()
             try:
+                if settled and (fd := self.observer.desktop.damage_fd()) is not None:
+                    select.select([fd], [], [], IDLE_WAKE)  # asleep until the screen changes
+                started = time.monotonic()
                 now = self.observer.desktop.damage_serial()
-                if now != serial:
+                # Unchanged twice running: the damage serial is settled (see DamageCounter) and
+                # only new damage, which wakes the select above, can move it on.
+                settled = now == serial
+                if not settled:
                     pixels = self.observer.observe().screen()
                     serial, failure = now, ""
                     raw = pixels.frame.bgrx
@@ -141,16 +151,15 @@ class LiveScreen:
                     else:
                         previous, unchanged, tick, seq = raw, 0, FAST_TICK, seq + 1
                         grabbed_ms = int(time.time() * 1000)
-                        self.latest = LiveFrame(
-                            seq, grabbed_ms, imaging.encode(pixels.frame, "jpeg", self.quality)
-                        )
+                        jpeg = imaging.encode(pixels.frame, "jpeg", self.quality)
+                        self.latest = LiveFrame(seq, grabbed_ms, jpeg)
                         for viewer in viewers:
                             viewer.wake()
             except DeskrigError as exc:  # a resize, a display going away: tried again, logged once
                 if exc.message != failure:
                     failure = exc.message
                     log.warning("live screen: cannot capture: %s: %s", exc.code.value, exc.message)
-                serial, tick = None, SLOW_TICK
+                serial, tick, settled, started = None, SLOW_TICK, False, time.monotonic()
             time.sleep(max(0.0, tick - (time.monotonic() - started)))
 
 
