@@ -3,6 +3,7 @@ and ``app_dir``, a folder the rig's apps can use whoever they run as."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,14 +19,23 @@ pytest_plugins = ["tests.browser"]
 _LEFT_OUT: dict[str, list[str]] = {}
 
 
-@pytest.fixture
-def app_dir() -> Iterator[Path]:
+@contextlib.contextmanager
+def shared_app_dir() -> Iterator[Path]:
     """A folder for the files an app in a rig reads and writes (logs, triggers). A sway rig run
     as root runs its app as an unprivileged user, who cannot enter pytest's (root's) tmp_path."""
     path = Path(tempfile.mkdtemp(prefix="deskrig-test-app-"))
     path.chmod(0o777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def app_dir() -> Iterator[Path]:
+    """:func:`shared_app_dir` for one test."""
+    with shared_app_dir() as path:
+        yield path
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Request
 from tests.browser import keep_screenshot
+from tests.conftest import shared_app_dir
 from tests.polling import poll
 from tests.server.live_pages import live_pixel, near, open_page, wait_for_pixel
 from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
@@ -25,7 +26,7 @@ class ToggleRig:
 
     def __init__(self, rig: RigProcess, log: Path, tmp: Path) -> None:
         self.rig, self.log, self.tmp = rig, log, tmp
-        ready = poll("toggle app ready", lambda: read_events(log, "ready"))[-1]
+        ready = poll("toggle app ready", lambda: read_events(log, "ready"), timeout=40)[-1]
         self.center = (ready["x"] + ready["width"] // 2, ready["y"] + ready["height"] // 2)
 
     def click(self) -> None:
@@ -33,15 +34,23 @@ class ToggleRig:
         assert not result.is_error, result
 
 
-@pytest.fixture(scope="module")
-def toggle_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToggleRig]:
-    tmp = tmp_path_factory.mktemp("live-rig")
-    log = tmp / "toggle.log"
+@pytest.fixture(scope="module", params=["x11", "sway"])
+def toggle_rig(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ToggleRig]:
+    """On both desktops: X11 (sleeps on DAMAGE) and sway (compares grabs); the app runs under
+    Xwayland on sway, as the rig's own user (hence its log in a shared folder)."""
+    stack = contextlib.ExitStack()
+    tmp = tmp_path_factory.mktemp(f"live-rig-{request.param}")
+    shared = stack.enter_context(shared_app_dir())
+    log = shared / "toggle.log"
     app = [SYSTEM_PYTHON, str(APPS / "tk_toggle.py"), "--title", "Toggle", "--color", "#20c040"]
     app += ["--other", "#e02020", "--log", str(log), "--size", "300x200", "--pos", "100,120"]
-    rig = RigProcess(app=app, token=TOKEN, extra=["--blocked-window", "^Secret", "--verbose"]).start(tmp)
-    yield ToggleRig(rig, log, tmp)
-    rig.stop()
+    extra = ["--backend", request.param, "--blocked-window", "^Secret", "--verbose"]
+    with stack:
+        rig = RigProcess(app=app, token=TOKEN, extra=extra).start(tmp)
+        yield ToggleRig(rig, log, shared)
+        rig.stop()
 
 
 def in_thread(work: Any) -> None:
@@ -65,7 +74,8 @@ def test_the_live_screen_shows_a_click_within_a_second(
     toggle_rig: ToggleRig, browser_page: Page, request: pytest.FixtureRequest
 ) -> None:
     open_page(browser_page, toggle_rig.rig.base, "/live", TOKEN)
-    x, y = toggle_rig.center
+    # Beside the click point: sway's copies include the pointer, drawn where the click went.
+    x, y = toggle_rig.center[0] + 40, toggle_rig.center[1] + 40
     before = poll("the app on the live page", lambda: live_pixel(browser_page, x, y), timeout=10)
     assert near(before, GREEN) or near(before, RED), before
     colour = RED if near(before, GREEN) else GREEN
@@ -86,18 +96,26 @@ def test_blocked_windows_are_black_on_the_live_screen(
 ) -> None:
     log = toggle_rig.tmp / "secret.log"
     secret = color_app("Secret Plans", "#2040e0", log, toolkit="tk", size="200x150", pos="600,200")
-    proc = subprocess.Popen(secret, env=toggle_rig.rig.app_env())
+    launched: list[Any] = []
+    in_thread(lambda: launched.append(toggle_rig.rig.call("launch_app", {"command": secret})))
+    assert not launched[0].is_error, launched[0]
     try:
-        ready = poll("secret window ready", lambda: read_events(log, "ready"))[-1]
+        poll("secret window ready", lambda: read_events(log, "ready"))
         open_page(browser_page, toggle_rig.rig.base, "/live", TOKEN)
-        x, y = ready["x"] + ready["width"] // 2, ready["y"] + ready["height"] // 2
-        poll("a first frame", lambda: live_pixel(browser_page, x, y))
+
+        def secret_center() -> tuple[int, int]:
+            where = read_events(log)[-1]  # sway tiles it: its latest geometry
+            return where["x"] + where["width"] // 2, where["y"] + where["height"] // 2
+
+        def black_there() -> bool:
+            return near(live_pixel(browser_page, *secret_center()), (0, 0, 0), tolerance=8)
+
+        poll("the secret window black on the live page", black_there, timeout=10)
         keep_screenshot(browser_page, request, "blocked")
-        assert near(live_pixel(browser_page, x, y), (0, 0, 0), tolerance=8)
-        assert not near(live_pixel(browser_page, x, y), BLUE)
+        assert not near(live_pixel(browser_page, *secret_center()), BLUE)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        pid = launched[0].structured_content["pid"]
+        in_thread(lambda: toggle_rig.rig.call("kill_app", {"pid": pid}))
 
 
 def test_pages_and_streams_refuse_requests_without_the_token(toggle_rig: ToggleRig) -> None:
