@@ -15,14 +15,14 @@ from tests.browser import keep_screenshot
 from tests.conftest import shared_app_dir
 from tests.polling import poll
 from tests.server.live_pages import live_pixel, near, open_page, wait_for_pixel
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
+from tests.server.rigproc import RigProcess, color_app, read_events
 
 GREEN, RED, BLUE = (0x20, 0xC0, 0x40), (0xE0, 0x20, 0x20), (0x20, 0x40, 0xE0)
 TOKEN = "live-test-token-5f2c"
 
 
 class ToggleRig:
-    """A rig whose app flips between GREEN and RED on every click (tests/apps/tk_toggle.py)."""
+    """A rig whose app flips between GREEN and RED on every click (tests/apps/tk_color.py --toggle-to)."""
 
     def __init__(self, rig: RigProcess, log: Path, tmp: Path) -> None:
         self.rig, self.log, self.tmp = rig, log, tmp
@@ -44,8 +44,8 @@ def toggle_rig(
     tmp = tmp_path_factory.mktemp(f"live-rig-{request.param}")
     shared = stack.enter_context(shared_app_dir())
     log = shared / "toggle.log"
-    app = [SYSTEM_PYTHON, str(APPS / "tk_toggle.py"), "--title", "Toggle", "--color", "#20c040"]
-    app += ["--other", "#e02020", "--log", str(log), "--size", "300x200", "--pos", "100,120"]
+    app = color_app("Toggle", "#20c040", log, toolkit="tk", size="300x200", pos="100,120")
+    app += ["--toggle-to", "#e02020"]
     extra = ["--backend", request.param, "--blocked-window", "^Secret", "--verbose"]
     with stack:
         rig = RigProcess(app=app, token=TOKEN, extra=extra).start(tmp)
