@@ -18,6 +18,7 @@ Security, outermost first:
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -61,8 +62,10 @@ def create_app(
     allowed_hosts: list[str] | None = None,
     readiness: Callable[[], Readiness],
     bind_host: str = "127.0.0.1",
+    stopping: threading.Event | None = None,
 ) -> FastAPI:
-    """The rig's ASGI app. ``tokens=None`` means no auth (loopback only; checked by the caller)."""
+    """The rig's ASGI app. ``tokens=None`` means no auth (loopback only; checked by the caller);
+    ``stopping``: set when the server begins to stop, which ends the live screen's streams."""
     patterns = host_patterns(allowed_hosts or [])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -111,7 +114,7 @@ def create_app(
         )
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
-    app.include_router(live_router(server))  # /live: the screen as it changes, for people
+    app.include_router(live_router(server, stopping or threading.Event()))  # /live: the screen as it changes, for people
     app.mount("/", mcp_endpoint)
     app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=PageSessions(RIG_PAGES))
     return app

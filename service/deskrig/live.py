@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import anyio
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, StreamingResponse
 
@@ -45,6 +46,8 @@ FAST_TICK = 1 / 30
 #: How long a settled loop sleeps on the backend's damage notification (:meth:`Desktop.damage_fd`)
 #: before it looks whether its viewers are still there.
 IDLE_WAKE = 1.0
+#: How often an idle stream looks whether the server is stopping.
+STOP_POLL_SECONDS = 0.5
 #: The slowest tick, reached by doubling while grabs come back unchanged (backends without damage).
 SLOW_TICK = 0.25
 #: Unchanged grabs in a row before the tick starts to slow down.
@@ -90,20 +93,23 @@ class LiveScreen:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    async def frames(self) -> AsyncIterator[LiveFrame]:
-        """The current frame, then each new one, for as long as the caller iterates."""
+    async def frames(self, stopping: threading.Event) -> AsyncIterator[LiveFrame]:
+        """The current frame, then each new one, until the caller stops iterating or ``stopping``
+        is set (the server is shutting down: an open stream would hold its exit for the whole
+        graceful-shutdown timeout)."""
         viewer = _Viewer()
         self._join(viewer)
         sent = 0
         try:
-            while True:
+            while not stopping.is_set():
                 viewer.wakeup.clear()
                 frame = self.latest
                 if frame is not None and frame.seq != sent:
                     sent = frame.seq
                     yield frame
                     continue
-                await viewer.wakeup.wait()
+                with anyio.move_on_after(STOP_POLL_SECONDS):
+                    await viewer.wakeup.wait()
         finally:
             self._leave(viewer)
 
@@ -163,8 +169,8 @@ class LiveScreen:
             time.sleep(max(0.0, tick - (time.monotonic() - started)))
 
 
-def live_router(server: DeskrigServer) -> APIRouter:
-    """``/live`` and ``/live/frames`` for the rig of ``server``."""
+def live_router(server: DeskrigServer, stopping: threading.Event) -> APIRouter:
+    """``/live`` and ``/live/frames`` for the rig of ``server``; streams end once ``stopping`` is set."""
     services = server.services
     screen = LiveScreen(Observer(services.desktop, services.security.blocklist))
     router = APIRouter()
@@ -176,7 +182,7 @@ def live_router(server: DeskrigServer) -> APIRouter:
     @router.get("/live/frames")
     async def frames() -> StreamingResponse:
         async def parts() -> AsyncIterator[bytes]:
-            async for frame in screen.frames():
+            async for frame in screen.frames(stopping):
                 yield frame.part()
 
         return StreamingResponse(

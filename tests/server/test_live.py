@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,30 @@ def test_the_token_reaches_no_url_header_or_log(
     assert {c["path"] for c in cookies} == {"/live", "/view"}
     assert all(c["httpOnly"] and c["sameSite"] == "Strict" and c["value"] != TOKEN for c in cookies)
     assert TOKEN not in toggle_rig.rig.stderr()  # the rig's log, debug level (--verbose)
+
+
+def test_a_watched_rig_stops_without_waiting_for_its_viewers(tmp_path: Path) -> None:
+    """An open stream ends as the server begins to stop, rather than holding the rig's exit for
+    uvicorn's whole graceful-shutdown timeout (8 s)."""
+    rig = RigProcess(app=color_app("Watched", "#20c040", tmp_path / "app.log"), token=TOKEN).start(tmp_path)
+    ended: list[str] = []
+    first_frame = threading.Event()
+
+    def watch() -> None:
+        with httpx.stream("GET", f"{rig.base}/live/frames", headers=rig.auth, timeout=30) as stream:
+            try:
+                for _ in stream.iter_bytes():
+                    first_frame.set()
+                ended.append("closed")
+            except httpx.HTTPError as exc:
+                ended.append(type(exc).__name__)
+
+    viewer = threading.Thread(target=watch)
+    viewer.start()
+    poll("the stream's first frame", first_frame.is_set, timeout=15)
+    started = time.monotonic()
+    assert rig.stop() == 0
+    took = time.monotonic() - started
+    viewer.join(timeout=10)
+    assert ended, "the viewer's stream never ended"
+    assert took < 6.0, f"the rig took {took:.1f} s to stop with a viewer"
