@@ -88,6 +88,10 @@ def test_the_dashboard_hands_out_rig_tokens_only_in_a_redirects_fragment(served:
         == session["mcp_url"].removesuffix("/mcp") + f"/live#token={session['token']}"
     )
     assert moved.headers["referrer-policy"] == "no-referrer"
+    listing = served.api("GET", f"/dashboard/sessions/{session['id']}/artifacts/")
+    assert listing.status_code == 200 and "linked: artifacts" in listing.text
+    gone = served.api("GET", f"/dashboard/sessions/{session['id']}/artifacts/../../state/x")
+    assert gone.status_code in (400, 404)
 
 
 def test_the_dashboard_refuses_requests_without_the_token(served: Served) -> None:
