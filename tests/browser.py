@@ -25,7 +25,10 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API is open it marks an event loop as running
+# in the test thread, and every later anyio test of the session failed ("Cannot run the event loop
+# while another loop is running"). It ends with the browser tests' module instead.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
         # --no-sandbox: the tests run as root, where Chromium refuses its sandbox.

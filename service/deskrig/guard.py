@@ -23,6 +23,7 @@ from deskrig.config import DEFAULT_HEADER_TIMEOUT
 from deskrig.error_responses import http_error
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
+from deskrig.pages_auth import EXCHANGE_PATH, PageSessions, with_page_headers
 
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
@@ -59,12 +60,24 @@ def host_allowed(host: str, patterns: list[str]) -> bool:
 
 
 class GuardMiddleware:
-    """Host check, then bearer auth, as a plain ASGI middleware so streaming responses pass untouched."""
+    """Host check, then bearer auth, as a plain ASGI middleware so streaming responses pass untouched.
 
-    def __init__(self, app: ASGIApp, *, tokens: TokenTable | None, host_patterns: list[str]) -> None:
+    ``pages``: the browser pages this server has (see :mod:`deskrig.pages_auth`); a request to one
+    without a bearer token may carry their page-session cookie instead.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: TokenTable | None,
+        host_patterns: list[str],
+        pages: PageSessions | None = None,
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.host_patterns = host_patterns
+        self.pages = pages
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,11 +95,20 @@ class GuardMiddleware:
             )
             await http_error(refusal, 421)(scope, receive, send)
             return
+        pages = self.pages
+        if pages is not None and scope["path"] == EXCHANGE_PATH and scope["method"] == "POST":
+            await pages.exchange(scope, receive, send, self.tokens)
+            return
         identity: str | None = ANONYMOUS_IDENTITY
         if self.tokens is not None:
             scheme, _, credential = headers.get("authorization", "").partition(" ")
             identity = self.tokens.identify(credential.strip()) if scheme.lower() == "bearer" else None
+            if identity is None and pages is not None:
+                identity = pages.identify(scope, headers)
         if identity is None and scope["path"] not in PUBLIC_PATHS:
+            if pages is not None and pages.wants_sign_in(scope, headers):
+                await pages.sign_in_page(scope)(scope, receive, send)
+                return
             refusal = ErrorInfo(
                 code=ErrorCode.PERMISSION_DENIED,
                 message="missing or wrong bearer token",
@@ -98,6 +120,8 @@ class GuardMiddleware:
         if identity is not None:
             scope[SCOPE_KEY] = identity
         scope.setdefault("state", {})[AUTHORIZED] = identity is not None
+        if pages is not None and pages.is_page(scope["path"]):
+            send = with_page_headers(send)
         await self.app(scope, receive, send)
 
 

@@ -1,4 +1,5 @@
-"""The HTTP face of a rig: MCP over Streamable HTTP at ``/mcp``, plus ``/healthz`` and ``/readyz``.
+"""The HTTP face of a rig: MCP over Streamable HTTP at ``/mcp``, plus ``/healthz`` and ``/readyz``,
+the recording feed (:mod:`deskrig.feed`) and the live screen (:mod:`deskrig.live`).
 
 Security, outermost first:
 
@@ -10,11 +11,14 @@ Security, outermost first:
    ``deskrig.identity``), left in the ASGI scope for the MCP layer. ``no_auth`` turns tokens off
    (every client is ``anonymous``) and is only accepted on a loopback bind. The probes answer
    anyone, but ``/readyz`` shows its details (paths, pids, diagnostics) only with a token.
+3. The pages for people (``/live``, ``/view``) also take a browser's page-session cookie, got by
+   exchanging the token once (:mod:`deskrig.pages_auth`), for GET only: it watches, never drives.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -31,6 +35,8 @@ from deskrig.feed import recording_router
 from deskrig.file_transfer import files_router
 from deskrig.guard import AUTHORIZED, GuardMiddleware, host_patterns
 from deskrig.identity import TokenTable
+from deskrig.live import live_router
+from deskrig.pages_auth import RIG_PAGES, PageSessions
 from deskrig.server import DeskrigServer
 
 
@@ -57,8 +63,10 @@ def create_app(
     allowed_hosts: list[str] | None = None,
     readiness: Callable[[], Readiness],
     bind_host: str = "127.0.0.1",
+    stopping: threading.Event | None = None,
 ) -> FastAPI:
-    """The rig's ASGI app. ``tokens=None`` means no auth (loopback only; checked by the caller)."""
+    """The rig's ASGI app. ``tokens=None`` means no auth (loopback only; checked by the caller);
+    ``stopping``: set when the server begins to stop, which ends the live screen's streams."""
     patterns = host_patterns(allowed_hosts or [])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -108,6 +116,7 @@ def create_app(
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
     app.include_router(files_router(server))  # streamed upload/download of large files
+    app.include_router(live_router(server, stopping or threading.Event()))  # /live: the screen as it changes, for people
     app.mount("/", mcp_endpoint)
-    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns)
+    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=PageSessions(RIG_PAGES))
     return app

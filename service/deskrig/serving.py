@@ -140,6 +140,7 @@ async def _serve_http(
         allowed_hosts=transport.allowed_hosts,
         readiness=readiness,
         bind_host=transport.host,
+        stopping=stop,
     )
     config = uvicorn_config(
         app,

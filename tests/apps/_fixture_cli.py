@@ -20,6 +20,8 @@ class FixtureArgs:
     width: int
     height: int
     position: tuple[int, int] | None
+    #: tk_color.py: the colour a click flips the window to (and back).
+    toggle_to: str | None = None
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -39,9 +41,10 @@ def parse_args(description: str) -> FixtureArgs:
     parser.add_argument("--log", required=True, type=Path, help="JSON lines: ready and geometry events")
     parser.add_argument("--size", type=_size, default=(240, 160), help="WxH of the client area")
     parser.add_argument("--pos", type=_position, default=None, help="X,Y requested position")
+    parser.add_argument("--toggle-to", default=None, help="#RRGGBB a click flips to (tk_color.py)")
     ns = parser.parse_args()
     width, height = ns.size
-    return FixtureArgs(ns.title, ns.color, ns.log, width, height, ns.pos)
+    return FixtureArgs(ns.title, ns.color, ns.log, width, height, ns.pos, ns.toggle_to)
 
 
 class GeometryLog:

@@ -10,7 +10,18 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture, images, orchestrator, privacy, recording, reliability, stdio, sway
+from deskrig.bench import (
+    actions,
+    capture,
+    images,
+    live,
+    orchestrator,
+    privacy,
+    recording,
+    reliability,
+    stdio,
+    sway,
+)
 
 SUITES = {
     "capture": capture.run,
@@ -21,6 +32,7 @@ SUITES = {
     "stdio": stdio.run,
     "sway": sway.run,
     "privacy": privacy.run,
+    "live": live.run,
 }
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from deskrig.bench.stats import Timing
+from deskrig.bench.stats import Timing, process_cpu_seconds
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.desktop.x11 import x11grab_video
@@ -145,11 +145,6 @@ def _latency(runs: int) -> list[tuple[Timing, Timing | None]]:
             registry.close()
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _ffmpeg_cpu(app: list[str], seconds: float) -> float:
     """ffmpeg's CPU use while recording ``app``'s screen, in % of one core."""
     with Rig(RigOptions(size=SIZE, app=app, a11y=False)) as rig, tempfile.TemporaryDirectory() as tmp:
@@ -159,9 +154,9 @@ def _ffmpeg_cpu(app: list[str], seconds: float) -> float:
         try:
             assert video.pid is not None
             time.sleep(1.0)  # past the encoder's start-up
-            cpu, wall = _cpu_seconds(video.pid), time.monotonic()
+            cpu, wall = process_cpu_seconds(video.pid), time.monotonic()
             time.sleep(seconds)
-            return 100 * (_cpu_seconds(video.pid) - cpu) / (time.monotonic() - wall)
+            return 100 * (process_cpu_seconds(video.pid) - cpu) / (time.monotonic() - wall)
         finally:
             video.stop()
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,12 @@ def _cpu_s() -> float:
     a spawned peer's work counts as the in-process work does, and neither depends on the load."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) ``pid`` has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)

@@ -242,6 +242,12 @@ class DesktopBackend(ABC):
         returns a new value on every call.
         """
 
+    def damage_fd(self) -> int | None:
+        """A file descriptor that becomes readable when the screen may have changed, so a watcher
+        can sleep in ``select`` rather than poll :meth:`damage_serial`; reading it is left to
+        :meth:`damage_serial`. None (the default) when the backend has no such notification."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Release connections. Called once, by the facade."""
@@ -321,6 +327,9 @@ class Desktop:
 
     def damage_serial(self) -> int:
         return self._call(self._backend.damage_serial)
+
+    def damage_fd(self) -> int | None:
+        return self._call(self._backend.damage_fd)
 
     def activate_window(self, window_id: int) -> None:
         self._call(lambda: self._backend.activate_window(window_id))

@@ -193,6 +193,9 @@ class X11Backend(DesktopBackend):
         with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "lost the DAMAGE connection"):
             return self._damage.serial()
 
+    def damage_fd(self) -> int | None:
+        return self._damage.fileno() if self._damage is not None else None
+
     def screen_video(self, frame_rate: int) -> ScreenVideo:
         screen = self.screen_bounds()
         return x11grab_video(self._display_name, screen.width, screen.height, frame_rate)

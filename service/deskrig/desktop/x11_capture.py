@@ -138,5 +138,10 @@ class DamageCounter:
         self._dirty = seen > 0
         return self._serial
 
+    def fileno(self) -> int:
+        """The DAMAGE connection's socket: readable once a DamageNotify (or any reply) is waiting."""
+        fd: int = self._display.fileno()
+        return fd
+
     def close(self) -> None:
         close_display(self._display, "DAMAGE")

@@ -9,6 +9,7 @@
     GET    /sessions/{id}/artifacts/{path}  one of them
     POST   /shutdown                     stop every session and the service
     GET    /healthz                      liveness (no token)
+    GET    /dashboard                    the sessions, for people (deskrig.orchestrator.dashboard)
 
 Errors have the shape every deskrig client knows: ``{"error": {code, message, details?, remediation}}``
 (:func:`deskrig.error_responses.http_error`).
@@ -22,50 +23,16 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
-from pydantic import BaseModel
 
 from deskrig.error_responses import http_error, unexpected_error
-from deskrig.errors import DeskrigError, ErrorCode, invalid_argument
+from deskrig.errors import DeskrigError, invalid_argument
 from deskrig.guard import GuardMiddleware, host_patterns
 from deskrig.identity import DEFAULT_IDENTITY, TokenTable
+from deskrig.orchestrator.artifacts import ArtifactListing, list_artifacts, resolve_artifact
 from deskrig.orchestrator.core import Orchestrator
-from deskrig.orchestrator.mirror import INCOMING
+from deskrig.orchestrator.dashboard import dashboard_router
 from deskrig.orchestrator.models import SessionInfo, SessionSpec, SessionState
-
-
-class ArtifactFile(BaseModel):
-    path: str
-    size: int
-
-
-class ArtifactListing(BaseModel):
-    session: str
-    artifacts_dir: str
-    files: list[ArtifactFile]
-
-
-def list_artifacts(directory: Path) -> list[ArtifactFile]:
-    """Every file under a session directory, sorted, without the mirror's staging area."""
-    files = []
-    for path in sorted(directory.rglob("*")):
-        rel = path.relative_to(directory)
-        if rel.parts[0] != INCOMING and path.is_file():
-            files.append(ArtifactFile(path=rel.as_posix(), size=path.stat().st_size))
-    return files
-
-
-def resolve_artifact(directory: Path, relative: str) -> Path:
-    """``relative`` inside ``directory``, or INVALID_PATH (no escaping by ``..`` or symlinks)."""
-    root = directory.resolve()
-    target = (root / relative).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
-        raise DeskrigError(
-            ErrorCode.INVALID_PATH,
-            f"no artifact {relative!r} in this session",
-            details={"path": relative},
-            remediation="GET /sessions/{id}/artifacts lists the session's files.",
-        )
-    return target
+from deskrig.pages_auth import ORCHESTRATOR_PAGES, PageSessions
 
 
 def create_api(
@@ -129,6 +96,10 @@ def create_api(
         on_shutdown()
         return {"status": "shutting down"}
 
+    app.include_router(dashboard_router(orchestrator))
+
     tokens = TokenTable([(DEFAULT_IDENTITY, token)])
-    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=host_patterns(allowed_hosts or []))
+    patterns = host_patterns(allowed_hosts or [])
+    pages = PageSessions(ORCHESTRATOR_PAGES)
+    app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=pages)
     return app

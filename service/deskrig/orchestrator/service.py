@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from deskrig.errors import DeskrigError, ErrorCode, http_error_info
 from deskrig.files import write_atomic
 from deskrig.guard import bind_listener
-from deskrig.orchestrator.api import ArtifactListing
+from deskrig.orchestrator.artifacts import ArtifactListing
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
 from deskrig.signals import handling_signals
 
