@@ -31,6 +31,7 @@ from deskrig.feed import recording_router
 from deskrig.guard import AUTHORIZED, GuardMiddleware, host_patterns
 from deskrig.identity import TokenTable
 from deskrig.server import DeskrigServer
+from deskrig.view_page import view_router
 
 
 class Readiness(BaseModel):
@@ -106,6 +107,7 @@ def create_app(
         )
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
+    app.include_router(view_router(server))  # /view: the boot recording's trajectory viewer
     app.mount("/", mcp_endpoint)
     app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns)
     return app
