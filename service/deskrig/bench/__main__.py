@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 
-from deskrig.bench import actions, capture, images, orchestrator, recording, reliability, stdio, sway
+from deskrig.bench import actions, capture, images, orchestrator, recording, reliability, stdio, sway, viewer
 
 SUITES = {
     "capture": capture.run,
@@ -20,6 +20,7 @@ SUITES = {
     "orchestrator": orchestrator.run,
     "stdio": stdio.run,
     "sway": sway.run,
+    "viewer": viewer.run,
 }
 
 

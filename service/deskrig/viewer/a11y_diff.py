@@ -36,6 +36,10 @@ def _match(
     before: list[RecordedElement], after: list[RecordedElement]
 ) -> tuple[list[tuple[RecordedElement, RecordedElement]], list[RecordedElement], list[RecordedElement]]:
     """(pairs, unmatched before, unmatched after): by role and name, then the rest by role."""
+    if len(before) == len(after) and all(
+        old.role == new.role and old.name == new.name for old, new in zip(before, after, strict=True)
+    ):
+        return list(zip(before, after, strict=True)), [], []  # the usual case: nothing came or went
     pairs: list[tuple[RecordedElement, RecordedElement]] = []
     for key in ((lambda e: (e.role, e.name)), (lambda e: (e.role, ""))):
         waiting: dict[tuple[str, str], list[RecordedElement]] = defaultdict(list)
@@ -50,10 +54,27 @@ def _match(
                 rest.append(element)
         paired = {id(a) for _, a in pairs}
         before, after = rest, [e for e in after if id(e) not in paired]
+    pairs.sort(key=lambda pair: pair[1].index)  # tree order, whichever pass matched them
     return pairs, before, after
 
 
-def _compare(old: RecordedElement, new: RecordedElement, where: str) -> Iterable[A11yChange]:
+#: An element's ancestry as a linked list (label, parent's ancestry), spelled out only for a change.
+_Ancestry = tuple[str, "_Ancestry"] | None
+
+
+def _where(ancestry: _Ancestry) -> str:
+    labels: list[str] = []
+    while ancestry is not None:
+        labels.append(ancestry[0])
+        ancestry = ancestry[1]
+    return " > ".join(reversed(labels))
+
+
+def _compare(old: RecordedElement, new: RecordedElement, ancestry: _Ancestry) -> Iterable[A11yChange]:
+    if old.name == new.name and old.states == new.states and old.text == new.text and old.value == new.value:
+        return
+    where = _where(ancestry)
+
     def change(kind: str, was: str | None, now: str | None) -> A11yChange:
         return A11yChange.model_validate(
             {"kind": kind, "role": new.role, "name": new.name, "where": where, "before": was, "after": now}
@@ -78,16 +99,21 @@ def diff_states(before: RecordedState, after: RecordedState) -> tuple[list[A11yC
     old, new = _Tree(before), _Tree(after)
     changes: list[A11yChange] = []
     # Depth-first with an explicit stack: trees can be deeper than Python's recursion limit.
-    stack: list[tuple[list[int], list[int], str]] = [(old.children[None], new.children[None], "")]
+    stack: list[tuple[list[int], list[int], _Ancestry]] = [(old.children[None], new.children[None], None)]
     while stack:
-        old_ids, new_ids, where = stack.pop()
+        old_ids, new_ids, ancestry = stack.pop()
         pairs, removed, added = _match([old.elements[i] for i in old_ids], [new.elements[i] for i in new_ids])
-        for element in removed:
-            changes.append(A11yChange(kind="removed", role=element.role, name=element.name, where=where))
-        for element in added:
-            changes.append(A11yChange(kind="added", role=element.role, name=element.name, where=where))
-        for was, now in reversed(pairs):
-            changes.extend(_compare(was, now, where))
-            inner = f"{where} > {_label(now)}" if where else _label(now)
-            stack.append((old.children[was.index], new.children[now.index], inner))
+        for kind, elements in (("removed", removed), ("added", added)):
+            for element in elements:
+                changes.append(
+                    A11yChange.model_validate(
+                        {"kind": kind, "role": element.role, "name": element.name, "where": _where(ancestry)}
+                    )
+                )
+        for was, now in pairs:
+            changes.extend(_compare(was, now, ancestry))
+        for was, now in reversed(pairs):  # popped in tree order
+            old_children, new_children = old.children.get(was.index), new.children.get(now.index)
+            if old_children or new_children:
+                stack.append((old_children or [], new_children or [], (_label(now), ancestry)))
     return changes[:MAX_CHANGES], max(0, len(changes) - MAX_CHANGES)

@@ -37,12 +37,15 @@ def _read_json(path: Path) -> Any:
 def _diff(folder: Path, evidence: dict[str, Evidence]) -> A11yDiff:
     states: list[RecordedState] = []
     for name in ("before_state.json", "after_state.json"):
-        data = _read_json(folder / name)
-        if data is None:
+        try:
+            # Parsed and validated in one pass by pydantic-core: the snapshots are most of a turn's bytes.
+            states.append(RecordedState.model_validate_json((folder / name).read_bytes()))
+        except FileNotFoundError:
             why = evidence.get(name)
             reason = (why.message or why.classification) if why is not None else None
             return A11yDiff(note=f"no {name}" + (f" ({reason})" if reason else ""))
-        states.append(RecordedState.model_validate(data))
+        except OSError as exc:
+            raise _Unreadable(f"{name}: {exc}") from exc
     changes, more = diff_states(*states)
     return A11yDiff(changes=changes, note=f"{more} more changes not listed" if more else None)
 
