@@ -27,6 +27,10 @@ def test_view_shows_the_recording_and_follows_new_turns(
 
     recorded.click("button")  # "clicked 1" -> "clicked 2", written as turn 5 while the page is open
     expect(rows).to_have_count(5, timeout=10_000)
+    # The video was finalised before turn 5: it is not in it, and has no marker there.
+    assert not (recorded.folder / "turn-00005" / "video.json").exists()
+    assert (recorded.folder / "turn-00004" / "video.json").exists()
+    expect(page.locator('#markers [data-turn="5"]')).to_have_count(0)
     expect(page.locator(".turn-detail h2")).to_have_text("Turn 5 · click")
     expect(page.locator(".a11y-diff li.renamed")).to_contain_text('label "clicked 1" → "clicked 2"')
     expect(page.locator(".shot.after img")).to_have_js_property("complete", True)

@@ -184,11 +184,14 @@ class Recording:
             self._notify()
 
     def _turn_video(self, record: TurnRecord) -> TurnVideo | None:
-        """Where the video shows this turn: its action's start, in seconds from the first frame."""
+        """Where the video shows this turn: its action's start, in seconds from the first frame;
+        None without a video, or when the video ended before the action."""
         video = self.video
         if video is None or video.first_frame_at is None:
             return None
         started = datetime.fromisoformat(record.action["timestamp"]).timestamp()
+        if video.stopped_at is not None and started > video.stopped_at:
+            return None  # the video was finalised before this action (POST /recording/finalize)
         return TurnVideo(path=video.path.name, offset_s=round(max(0.0, started - video.first_frame_at), 3))
 
     # ---- state -----------------------------------------------------------------------------------
