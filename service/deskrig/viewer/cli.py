@@ -14,25 +14,34 @@ from deskrig.viewer.report import DEFAULT_NAME, write_report
 COMMANDS = ("view", "export")
 
 
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, description: str
+) -> argparse.ArgumentParser:
+    """A subcommand reading the recording folder DIR."""
+    parser = commands.add_parser(name, help=summary, description=description)
+    parser.add_argument("dir", type=Path, metavar="DIR", help="the recording folder (holds turn-00001 ...)")
+    return parser
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    view = commands.add_parser(
+    view = _command(
+        commands,
         "view",
-        help="turn a recording folder into a self-contained HTML report",
-        description="Write an HTML report of the recording in DIR (its turn folders and video) that "
-        "opens in a browser with no server. --zip packs the report and the files it shows into one archive.",
+        "turn a recording folder into a self-contained HTML report",
+        "Write an HTML report of the recording in DIR (its turn folders and video) that opens in a "
+        "browser with no server. --zip packs the report and the files it shows into one archive.",
     )
-    view.add_argument("dir", type=Path, metavar="DIR", help="the recording folder (holds turn-00001 ...)")
     view.add_argument(
         "-o", "--output", type=Path, metavar="OUT", help=f"the report to write (default DIR/{DEFAULT_NAME})"
     )
     view.add_argument("--zip", type=Path, metavar="OUT.zip", help="write report and files as one zip instead")
-    export = commands.add_parser(
+    export = _command(
+        commands,
         "export",
-        help="export a recording's turns as JSON lines",
-        description="Write one JSON object per turn of the recording in DIR: timestamp, tool, arguments, "
-        "result, effect, before/after image paths (relative to DIR) and the accessibility diff.",
+        "export a recording's turns as JSON lines",
+        "Write one JSON object per turn of the recording in DIR: timestamp, tool, arguments, result, "
+        "effect, before/after image paths (relative to DIR) and the accessibility diff.",
     )
-    export.add_argument("dir", type=Path, metavar="DIR", help="the recording folder (holds turn-00001 ...)")
     export.add_argument("--jsonl", type=Path, metavar="OUT.jsonl", required=True, help="the file to write")
 
 
