@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _said(written: Path, view: RecordingView) -> None:
 def run(args: argparse.Namespace) -> int:
     """Blocking; raises DeskrigError (INVALID_PATH, FILE_SYSTEM_ERROR) for the caller to report."""
     root: Path = args.dir
-    view = load_recording(root)
+    view = load_recording(root, workers=os.cpu_count() or 1)  # the command line runs no other thread
     if args.command == "export":
         _said(export_jsonl(view, args.jsonl), view)
         return 0

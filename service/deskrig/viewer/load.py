@@ -8,6 +8,9 @@ A damaged turn (unreadable JSON, a file missing) still shows, with what could be
 from __future__ import annotations
 
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,8 @@ from deskrig.viewer.a11y_diff import diff_states
 from deskrig.viewer.models import A11yDiff, Marker, RecordedAction, RecordedState, RecordingView, TurnView
 
 _EVIDENCE = TypeAdapter(dict[str, Evidence])
+#: Recordings with fewer turns are read in one process: forking costs more than it saves.
+PARALLEL_FROM = 200
 
 
 class _Unreadable(Exception):
@@ -95,14 +100,24 @@ def not_a_recording(path: Path, why: str) -> DeskrigError:
     )
 
 
-def load_recording(root: Path, *, live: bool = False) -> RecordingView:
+def _load_turns(root: Path, numbers: list[int], workers: int) -> list[TurnView]:
+    if workers <= 1 or len(numbers) < PARALLEL_FROM:
+        return [load_turn(root, number) for number in numbers]
+    # Forked workers: only for a single-threaded caller (the command line), where fork is safe.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        chunk = max(1, len(numbers) // (workers * 4))
+        return list(pool.map(partial(load_turn, root), numbers, chunksize=chunk))
+
+
+def load_recording(root: Path, *, live: bool = False, workers: int = 1) -> RecordingView:
     """Blocking: every turn of the recording in ``root`` and its videos. ``live``: a recording
-    still being written, which may hold no turn yet."""
+    still being written, which may hold no turn yet. ``workers`` > 1 reads the turns in that many
+    forked processes: only from a process that runs no other thread."""
     if not root.is_dir():
         raise not_a_recording(root, "no such folder" if not root.exists() else "not a folder")
     numbers = turn_numbers(root)
     if not numbers and not live:
         raise not_a_recording(root, "it holds no turn folders")
     videos = sorted(p.name for p in root.glob("recording*.mp4") if p.is_file())
-    turns = [load_turn(root, number) for number in numbers]
+    turns = _load_turns(root, numbers, workers)
     return RecordingView(title=root.resolve().name, turns=turns, videos=videos)
