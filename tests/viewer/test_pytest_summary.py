@@ -30,7 +30,7 @@ from deskrig.pytest_fixtures import PluginOptions, RigPool
 
 class RecordedOrchestrator:
     def start(self, spec):
-        return SessionInfo(id="s1", state="running", spec=spec, created_at=time.time(),
+        return SessionInfo(id="s1", state="ready", spec=spec, created_at=time.time(),
                            mcp_url="http://127.0.0.1:9/mcp", token="t", artifacts_dir=os.environ["RECORDING"])
 
     def stop(self, session_id):
