@@ -81,7 +81,11 @@ def test_the_report_shows_every_turn_its_images_its_a11y_diff_and_its_error(
     expect(page.locator(".shot.before .click-marker")).to_be_visible()
     renamed = page.locator(".a11y-diff li.renamed")
     expect(renamed).to_contain_text('label "clicked 0" → "clicked 1"')
+    expect(page.locator(".a11y-diff li.states").first).to_contain_text('push button "Click me": +focused')
+    expect(page.locator(".a11y-diff")).not_to_contain_text("null")
     keep_screenshot(page, request, "turn-2")
+    renamed.scroll_into_view_if_needed()
+    keep_screenshot(page, request, "turn-2-a11y-diff")
 
     page.keyboard.press("ArrowRight")
     expect(page.locator(".turn-detail h2")).to_have_text("Turn 3 · click")

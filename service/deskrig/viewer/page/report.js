@@ -91,7 +91,12 @@
       const line = el("li", { class: change.kind }, el("span", { class: "kind", text: change.kind }));
       if (change.kind === "added" || change.kind === "removed") line.append(what);
       else if (change.kind === "renamed") line.append(`${change.role} `, el("del", { text: `"${change.before}"` }), " → ", el("ins", { text: `"${change.after}"` }));
-      else if (change.kind === "states") line.append(`${what}: `, change.before ? el("del", { text: change.before }) : null, change.before && change.after ? " " : null, change.after ? el("ins", { text: change.after }) : null);
+      else if (change.kind === "states") {
+        const gone = (change.before || "").split(" ").filter(Boolean).map((state) => el("del", { text: `−${state}` }));
+        const came = (change.after || "").split(" ").filter(Boolean).map((state) => el("ins", { text: `+${state}` }));
+        line.append(`${what}: `);
+        [...gone, ...came].forEach((part, i) => line.append(...(i ? [" ", part] : [part])));
+      }
       else line.append(`${what}: `, el("del", { text: change.before ?? "∅" }), " → ", el("ins", { text: change.after ?? "∅" }));
       if (change.where) line.append(el("div", { class: "where", text: `in ${change.where}` }));
       return line;
