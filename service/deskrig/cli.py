@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     from deskrig.orchestrator.cli import register  # `session` and `orchestrator`; lazy inside
 
     register(commands)
+    from deskrig.viewer.cli import register as register_viewer  # `view` and `export`
+
+    register_viewer(commands)
     return parser
 
 
@@ -239,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from deskrig.orchestrator.cli import run
 
             return run(args)
+        if args.command in ("view", "export"):
+            from deskrig.viewer.cli import run as run_viewer
+
+            return run_viewer(args)
         return cmd_doctor(args)
     except DeskrigError as exc:
         return report_cli_error(exc, verbose=getattr(args, "verbose", False))

@@ -127,19 +127,21 @@ def safe_file(root: Path, relative: str) -> Path | Response:
     return candidate
 
 
+def no_boot() -> JSONResponse:
+    """404 for the routes that show the boot recording, on a rig that has none."""
+    return _refuse(
+        404,
+        ErrorCode.RECORDING_ERROR,
+        "this rig is not recording from boot (start it with --record DIR)",
+        "Start the rig with --record DIR (or DESKRIG_RECORD) to record from boot.",
+    )
+
+
 def recording_router(server: DeskrigServer) -> APIRouter:
     router = APIRouter()
 
     def boot() -> Recording | None:
         return registry_of(server.services).boot
-
-    def no_boot() -> JSONResponse:
-        return _refuse(
-            404,
-            ErrorCode.RECORDING_ERROR,
-            "this rig is not recording from boot (start it with --record DIR)",
-            "Start the rig with --record DIR (or DESKRIG_RECORD) to record from boot.",
-        )
 
     @router.get("/status")
     async def status() -> dict[str, Any]:

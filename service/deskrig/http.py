@@ -38,6 +38,7 @@ from deskrig.identity import TokenTable
 from deskrig.live import live_router
 from deskrig.pages_auth import RIG_PAGES, PageSessions
 from deskrig.server import DeskrigServer
+from deskrig.view_page import view_router
 
 
 class Readiness(BaseModel):
@@ -117,6 +118,7 @@ def create_app(
     app.include_router(recording_router(server))  # /status and the boot recording's feed
     app.include_router(files_router(server))  # streamed upload/download of large files
     app.include_router(live_router(server, stopping or threading.Event()))  # /live: the screen as it changes, for people
+    app.include_router(view_router(server))  # /view: the boot recording's trajectory viewer
     app.mount("/", mcp_endpoint)
     app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=PageSessions(RIG_PAGES))
     return app

@@ -68,7 +68,36 @@ class SessionRig:
 
 RIG_KEY = pytest.StashKey[SessionRig]()
 REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
-KEPT_KEY = pytest.StashKey[list[tuple[str, str]]]()
+
+
+@dataclass(frozen=True)
+class KeptArtifacts:
+    """A failed test's rig artifacts, and its trajectory report (or why there is none)."""
+
+    nodeid: str
+    directory: Path
+    report: Path | None
+    no_report: str | None = None
+
+    def lines(self) -> list[str]:
+        said = f"report: {self.report}" if self.report else f"no report: {self.no_report}"
+        return [f"{self.nodeid}: {self.directory}", f"  {said}"]
+
+
+def kept_artifacts(nodeid: str, directory: Path) -> KeptArtifacts:
+    """Write the HTML report of the turns recorded in ``directory`` (``deskrig view``) beside them."""
+    from deskrig.errors import DeskrigError
+    from deskrig.viewer import load_recording, write_report
+    from deskrig.viewer.report import DEFAULT_NAME
+
+    try:
+        report = write_report(load_recording(directory), directory, directory / DEFAULT_NAME)
+    except DeskrigError as exc:
+        return KeptArtifacts(nodeid, directory, None, exc.message)
+    return KeptArtifacts(nodeid, directory, report)
+
+
+KEPT_KEY = pytest.StashKey[list[KeptArtifacts]]()
 
 
 @dataclass(frozen=True)
@@ -181,7 +210,7 @@ class RigPool:
         """Stop the rig; keep its artifacts if a test failed (or --deskrig-keep), else delete them."""
         self.orchestrator.stop(rig.id)
         if failed_test is not None:
-            self._config.stash.setdefault(KEPT_KEY, []).append((failed_test, str(rig.artifacts_dir)))
+            self._config.stash.setdefault(KEPT_KEY, []).append(kept_artifacts(failed_test, rig.artifacts_dir))
         elif not self.options.keep:
             shutil.rmtree(rig.artifacts_dir, ignore_errors=True)
 

@@ -14,7 +14,8 @@ Options, as command-line flags and as ini keys (the flag wins), echoed in the re
 
 The marker ``@pytest.mark.deskrig(image=..., app=..., backend=..., scope=..., video=..., size=..., env=...)``
 overrides them per test. A passing test's rig leaves nothing behind (unless kept); a failing
-test keeps its turn folders and video, and its report says where. The fixtures live in
+test keeps its turn folders and video, and its report says where; the terminal summary names
+the HTML trajectory report (``deskrig view``) written beside them. The fixtures live in
 :mod:`deskrig.pytest_fixtures`; this module only wires options, markers and reports.
 """
 
@@ -92,5 +93,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     kept = config.stash.get(KEPT_KEY, [])
     if kept:
         terminalreporter.section("deskrig artifacts")
-        for nodeid, directory in kept:
-            terminalreporter.write_line(f"{nodeid}: {directory}")
+        for artifacts in kept:
+            for line in artifacts.lines():
+                terminalreporter.write_line(line)

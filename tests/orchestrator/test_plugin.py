@@ -164,7 +164,10 @@ def test_plugin_removes_passing_rigs_and_keeps_failing_ones_artifacts(
     assert turn_folders(directory) == ["turn-00001"]
     assert (directory / "recording.mp4").stat().st_size > 0
     assert (directory / "rig.log").exists()
-    assert "test_user.py::test_fails" in out.split("deskrig artifacts")[-1]
+    summary = out.split("deskrig artifacts")[-1]
+    assert "test_user.py::test_fails" in summary
+    assert f"report: {directory / 'report.html'}" in summary
+    assert '"turn-00001"' in (directory / "report.html").read_text()
     assert [p.name for p in artifacts.iterdir()] == [directory.name]  # passing tests' dirs are gone
 
     leftovers = [

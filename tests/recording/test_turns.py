@@ -197,10 +197,16 @@ def test_a_recorded_click_gives_the_same_turn_folder_and_a_playing_video_on_ever
     out = recording_rig.allowed / "shape"
     x, y = recording_rig.widget_center("button")
 
+    times: dict[str, float] = {}
+
     async def record(s: Session) -> tuple[dict[str, Any], dict[str, Any]]:
+        times["start_sent"] = time.time()
         started = await s.ok("start_recording", {"output_dir": str(out), "record_video": True})
+        times["started"] = time.time()
         await anyio.sleep(0.5)
+        times["click_sent"] = time.time()
         await s.ok("click", {"x": x, "y": y})
+        times["clicked"] = time.time()
         await anyio.sleep(0.5)
         return started, await s.ok("stop_recording")
 
@@ -209,7 +215,7 @@ def test_a_recorded_click_gives_the_same_turn_folder_and_a_playing_video_on_ever
     assert stopped["turns"] == 1 and stopped["last_error"] is None, stopped
     recording_rig.wait_event("button")  # the click landed on the button
     (folder,) = turns(out)
-    assert {p.name for p in folder.iterdir()} == CLICK_FOLDER
+    assert {p.name for p in folder.iterdir()} == CLICK_FOLDER | {"video.json"}
     action = load_json(folder / "action.json")
     assert set(action) == ACTION_KEYS
     assert action["click_point"] == {"x": x, "y": y} and action["pid"] == recording_rig.pid
@@ -222,7 +228,14 @@ def test_a_recorded_click_gives_the_same_turn_folder_and_a_playing_video_on_ever
         assert state["pid"] == recording_rig.pid and state["elements"], name
     video = Path(stopped["last_video_path"])
     assert video == out / "recording.mp4" and mp4_boxes(video)[-1] == "mfra"
-    assert ffprobe_duration(video) > 0.8
+    duration = ffprobe_duration(video)
+    assert duration > 0.8
+    # Where the click is in the video: the video's 0 s lies between start_recording's call and its
+    # answer, and the click between its call and its answer.
+    place = load_json(folder / "video.json")
+    assert place["path"] == "recording.mp4", place
+    earliest, latest = times["click_sent"] - times["started"], times["clicked"] - times["start_sent"]
+    assert earliest - 0.01 <= place["offset_s"] <= min(latest, duration), (place, times)
     assert video_frames(video) > 20
 
 

@@ -21,6 +21,7 @@ from deskrig.bench import (
     reliability,
     stdio,
     sway,
+    viewer,
 )
 
 SUITES = {
@@ -33,6 +34,7 @@ SUITES = {
     "sway": sway.run,
     "privacy": privacy.run,
     "live": live.run,
+    "viewer": viewer.run,
 }
 
 

@@ -84,14 +84,14 @@ async def measure_interleaved(
     cpu: list[list[float]] = [[] for _ in cases]
     for _ in range(runs):
         for (_name, fn), taken, spent in zip(cases, samples, cpu, strict=True):
-            started, cpu_started = time.perf_counter(), _cpu_s()
+            started, cpu_started = time.perf_counter(), cpu_s()
             await fn()
             taken.append((time.perf_counter() - started) * 1000)
-            spent.append((_cpu_s() - cpu_started) * 1000)
+            spent.append((cpu_s() - cpu_started) * 1000)
     return [Timing(name, taken, spent) for (name, _fn), taken, spent in zip(cases, samples, cpu, strict=True)]
 
 
-def _cpu_s() -> float:
+def cpu_s() -> float:
     """CPU seconds of this process (all its threads) and of its children that have been waited for:
     a spawned peer's work counts as the in-process work does, and neither depends on the load."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)

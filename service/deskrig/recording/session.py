@@ -18,6 +18,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +29,7 @@ from deskrig.errors import DeskrigError, file_system_error
 from deskrig.model import FileEntry, TurnEvent
 from deskrig.recording.turns import (
     TurnRecord,
+    TurnVideo,
     file_entry,
     read_turn_event,
     remove_stale_temps,
@@ -170,7 +172,7 @@ class Recording:
                 return
             number = self._next
             try:
-                event = write_turn(self.output_dir, number, record)
+                event = write_turn(self.output_dir, number, record, self._turn_video(record))
             except Exception as exc:  # a turn lost is reported, never the end of the recording
                 self._own_error = f"turn {number} was not written: {exc}"
                 log.exception("turn %d of %s", number, self.output_dir)
@@ -180,6 +182,17 @@ class Recording:
                 self.turns += 1
                 self._events.append(event)
             self._notify()
+
+    def _turn_video(self, record: TurnRecord) -> TurnVideo | None:
+        """Where the video shows this turn: its action's start, in seconds from the first frame;
+        None without a video, or when the video ended before the action."""
+        video = self.video
+        if video is None or video.first_frame_at is None:
+            return None
+        started = datetime.fromisoformat(record.action["timestamp"]).timestamp()
+        if video.stopped_at is not None and started > video.stopped_at:
+            return None  # the video was finalised before this action (POST /recording/finalize)
+        return TurnVideo(path=video.path.name, offset_s=round(max(0.0, started - video.first_frame_at), 3))
 
     # ---- state -----------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ half-written turn. Files of one turn::
     app_state.json     the post-action snapshot (hard link to after_state.json)
     screenshot.png     compatibility alias of after.png (hard link)
     click.png          click-family actions: before.png with a red marker at the click point
+    video.json         with video: which mp4 shows the turn and where (:class:`TurnVideo`)
 
 Evidence classifications are stable strings (see :data:`CLASSIFICATIONS`).
 """
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from PIL import Image
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from deskrig import imaging
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent
@@ -60,6 +61,7 @@ FRAME_FILES = ("before.png", "after.png")
 #: alias -> the file it is a hard link of.
 ALIASES = {"app_state.json": "after_state.json", "screenshot.png": "after.png"}
 ARTIFACTS = (*STATE_FILES, *FRAME_FILES, *ALIASES, "click.png")
+VIDEO_FILE = "video.json"
 
 _TURN_NAME = re.compile(r"turn-(\d{5,})")
 _TEMP_NAME = re.compile(r"\.turn-\d{5,}\.[0-9a-f]+\.tmp")
@@ -82,6 +84,13 @@ class Evidence(BaseModel):
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+class TurnVideo(BaseModel):
+    """video.json: where in the recording's video a turn's action starts."""
+
+    path: str = Field(description="The mp4, relative to the recording folder")
+    offset_s: float = Field(description="Seconds into the video at which the action started")
 
 
 def captured(**facts: Any) -> Evidence:
@@ -214,9 +223,12 @@ def _entry(turn: str, name: str, data: bytes) -> FileEntry:
     return FileEntry(path=f"{turn}/{name}", size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
 
-def write_turn(root: Path, number: int, record: TurnRecord) -> TurnEvent:
-    """Blocking: assemble turn ``number`` in a hidden folder and rename it into place."""
+def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | None = None) -> TurnEvent:
+    """Blocking: assemble turn ``number`` in a hidden folder and rename it into place; ``video``
+    (this folder's own: each recording has its video) becomes video.json."""
     files, links = record.contents()
+    if video is not None:
+        files = {**files, VIDEO_FILE: _json(video.model_dump(mode="json"))}
     name = turn_name(number)
     final = root / name
     if final.exists():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,6 +48,11 @@ STOP_TIMEOUT = 10.0
 #: How long a graceful stop waits for the feeder to end after SIGINT before SIGKILL (ffmpeg then
 #: still closes the file cleanly: its input has ended either way).
 FEEDER_STOP_TIMEOUT = 3.0
+
+#: ffmpeg's report of its input's first timestamp.
+_INPUT_START = re.compile(r"^\s*Duration: .*, start: (\d+\.\d+)")
+#: An input start this close to when ffmpeg was started is a wall-clock time.
+WALL_CLOCK_SLACK = 60.0
 
 #: Forks every ffmpeg and feeder: one thread that lives as long as the process, for the death signal.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deskrig-ffmpeg-spawner")
@@ -93,6 +99,9 @@ class VideoRecorder:
         self._lock = threading.Lock()
         self._readers: list[threading.Thread] = []
         self.started_at: float | None = None
+        #: Wall time (epoch seconds) of the video's 0 s: see :meth:`_note_input_start`; else when
+        #: ffmpeg first wrote the file (its header follows the first encoded frame, ~0.15 s late).
+        self.first_frame_at: float | None = None
         self.stopped_at: float | None = None
 
     @property
@@ -144,6 +153,8 @@ class VideoRecorder:
                 self._end_at_start_up()
                 raise self._fail(f"ffmpeg exited at start-up with status {process.returncode}")
             if self.path.exists() and self.path.stat().st_size > 0:
+                if self.first_frame_at is None:
+                    self.first_frame_at = time.time()
                 log.info("recording video of %s to %s", self.source.name, self.path)
                 return
             time.sleep(0.02)
@@ -228,7 +239,10 @@ class VideoRecorder:
         assert process.stderr is not None
         with process.stderr:
             for raw in process.stderr:
-                ring.append(raw.decode("utf-8", "replace").rstrip())
+                line = raw.decode("utf-8", "replace").rstrip()
+                ring.append(line)
+                if process is self._process:
+                    self._note_input_start(line)
         status = process.wait()
         if self._stopping.is_set() or self.started_at is None:
             return
@@ -242,6 +256,17 @@ class VideoRecorder:
         feeder = self._feeder
         if process is self._process and feeder is not None and feeder.poll() is None:
             feeder.kill()  # nothing reads its frames any more
+
+    def _note_input_start(self, line: str) -> None:
+        """x11grab stamps frames with the wall clock, and ffmpeg reports its input's first one
+        (``Duration: N/A, start: 1796103982.087386``): the exact wall time of the video's 0 s.
+        A piped feeder's stream starts at 0 instead, which is no wall time and is ignored."""
+        match = _INPUT_START.search(line)
+        if match is None or self.started_at is None:
+            return
+        start = float(match.group(1))
+        if abs(start - self.started_at) < WALL_CLOCK_SLACK:
+            self.first_frame_at = start
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         """Blocking and idempotent: end ffmpeg's input, then SIGTERM, then SIGKILL. Returns ffmpeg's status."""

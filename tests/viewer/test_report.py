@@ -1,0 +1,113 @@
+"""The report of a real recorded session, in a real browser (Debian's Chromium): what a person sees."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageChops, ImageStat
+from playwright.sync_api import Page, expect
+from tests.browser import keep_screenshot
+from tests.server.rigproc import DESKRIG
+from tests.viewer.conftest import RecordedSession
+
+
+def deskrig(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DESKRIG, *args], capture_output=True, text=True, timeout=120)
+
+
+Box = tuple[float, float, float, float]
+WHOLE: Box = (0.0, 0.0, 1.0, 1.0)
+
+
+def shown_like(page: Page, selector: str, png: Path, box: Box = WHOLE) -> float:
+    """How far (mean difference per channel, 0..255) what the page shows in ``selector`` is from
+    ``png`` scaled to the same size, within ``box`` (fractions of the image: left, top, right, bottom)."""
+    shown = Image.open(io.BytesIO(page.locator(selector).screenshot())).convert("RGB")
+    with Image.open(png) as original:
+        expected = original.convert("RGB").resize(shown.size, Image.Resampling.BILINEAR)
+    width, height = shown.size
+    crop = (box[0] * width, box[1] * height, box[2] * width, box[3] * height)
+    return max(ImageStat.Stat(ImageChops.difference(shown.crop(crop), expected.crop(crop))).mean)
+
+
+def widget_box(recorded: RecordedSession, turn: Path, widget: str) -> Box:
+    """Where ``widget`` of the form lies in the turn's before.png, as fractions of the image."""
+    region = json.loads((turn / "evidence.json").read_text())["before.png"]["region"]
+    w = recorded.form.ready["widgets"][widget]
+    left, top = (w["x"] - region["x"]) / region["width"], (w["y"] - region["y"]) / region["height"]
+    return left, top, left + w["width"] / region["width"], top + w["height"] / region["height"]
+
+
+@pytest.fixture(scope="module")
+def report(recorded: RecordedSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"  # outside the recording: relative links
+    written = deskrig("view", str(recorded.folder), "-o", str(out))
+    assert written.returncode == 0, written.stderr
+    assert f"wrote {out} (4 turns, 1 failed)" in written.stderr and not written.stdout
+    return out
+
+
+def test_the_report_shows_every_turn_its_images_its_a11y_diff_and_its_error(
+    recorded: RecordedSession, report: Path, browser_page: Page, request: pytest.FixtureRequest
+) -> None:
+    page = browser_page
+    page.goto(report.as_uri())
+    rows = page.locator("#turns .turn")
+    expect(rows).to_have_count(4)
+    expect(page.locator("#stats")).to_contain_text("4 turns")
+    assert rows.nth(3).get_attribute("class") == "turn error"
+    expect(rows.nth(3)).to_contain_text("ELEMENT_NOT_FOUND")
+
+    rows.nth(1).click()
+    expect(page.locator(".turn-detail h2")).to_have_text("Turn 2 · click")
+    folder = recorded.folder / "turn-00002"
+    for name, selector in (("before.png", ".shot.before img"), ("after.png", ".shot.after img")):
+        image = page.locator(selector)
+        expect(image).to_have_js_property("complete", True)
+        with Image.open(folder / name) as png:
+            assert image.evaluate("img => img.naturalWidth") == png.width
+        assert shown_like(page, selector, folder / name) < 6, name
+    # The status label reads "clicked 0" before and "clicked 1" after: each side shows its own.
+    label = widget_box(recorded, folder, "status")
+    for side, own, other in (("before", "before.png", "after.png"), ("after", "after.png", "before.png")):
+        selector = f".shot.{side} img"
+        assert shown_like(page, selector, folder / own, label) < shown_like(
+            page, selector, folder / other, label
+        )
+    expect(page.locator(".shot.before .click-marker")).to_be_visible()
+    renamed = page.locator(".a11y-diff li.renamed")
+    expect(renamed).to_contain_text('label "clicked 0" → "clicked 1"')
+    expect(page.locator(".a11y-diff li.states").first).to_contain_text('push button "Click me": +focused')
+    expect(page.locator(".a11y-diff")).not_to_contain_text("null")
+    keep_screenshot(page, request, "turn-2")
+    renamed.scroll_into_view_if_needed()
+    keep_screenshot(page, request, "turn-2-a11y-diff")
+
+    page.keyboard.press("ArrowRight")
+    expect(page.locator(".turn-detail h2")).to_have_text("Turn 3 · click")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator(".turn-detail .error-box")).to_contain_text("ELEMENT_NOT_FOUND")
+    keep_screenshot(page, request, "error-turn")
+
+
+def test_clicking_a_turn_seeks_the_video_to_it(
+    recorded: RecordedSession, report: Path, browser_page: Page, request: pytest.FixtureRequest
+) -> None:
+    page = browser_page
+    page.goto(report.as_uri())
+    video = page.locator("#video")
+    expect(page.locator("#markers .mark")).to_have_count(4)  # the video's metadata is in
+    offsets = [json.loads((t / "video.json").read_text())["offset_s"] for t in recorded.turns()]
+    assert offsets == sorted(offsets) and offsets[0] > 0
+    page.locator('#turns [data-turn="3"]').click()
+    page.wait_for_function(
+        f"Math.abs(document.getElementById('video').currentTime - {offsets[2]}) < 0.01", timeout=5000
+    )
+    assert video.evaluate("v => v.paused")
+    page.locator('#markers [data-turn="1"]').click()
+    expect(page.locator(".turn-detail h2")).to_have_text("Turn 1 · click")
+    keep_screenshot(page, request, "video")
