@@ -11,9 +11,14 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+
+if TYPE_CHECKING:
+    # Imported when a browser is first asked for: tests/conftest.py loads this module as a plugin
+    # for every run, including the packaging test's runs in venvs without the dev extras.
+    from playwright.sync_api import Browser, Page
 
 #: Where the page screenshots taken by tests are kept, for people to look at after a run.
 SCREENSHOT_DIR = Path(__file__).resolve().parent.parent / "artifacts" / "browser"
@@ -30,6 +35,8 @@ def chromium_path() -> str:
 # while another loop is running"). It ends with the browser tests' module instead.
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
         # --no-sandbox: the tests run as root, where Chromium refuses its sandbox.
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
