@@ -143,7 +143,7 @@ def test_a_page_cookie_opens_pages_only_and_never_holds_the_token(toggle_rig: To
         signed_in = client.post("/auth/page", data={"token": TOKEN, "next": "/live"})
         assert signed_in.status_code == 303 and signed_in.headers["location"] == "/live"
         cookies = signed_in.headers.get_list("set-cookie")
-        assert {c.split("Path=")[1].split(";")[0] for c in cookies} == {"/live", "/view"}
+        assert {c.split("Path=")[1].split(";")[0] for c in cookies} == {"/live", "/view", "/recording"}
         assert all("HttpOnly" in c and "SameSite=strict" in c for c in cookies)
         assert all(TOKEN not in c for c in cookies)
         assert client.get("/live").status_code == 200
@@ -172,7 +172,7 @@ def test_the_token_reaches_no_url_header_or_log(
         assert TOKEN not in sent.url
         assert all(TOKEN not in value for value in sent.all_headers().values())
     cookies = browser_page.context.cookies()
-    assert {c["path"] for c in cookies} == {"/live", "/view"}
+    assert {c["path"] for c in cookies} == {"/live", "/view", "/recording"}
     assert all(c["httpOnly"] and c["sameSite"] == "Strict" and c["value"] != TOKEN for c in cookies)
     assert TOKEN not in toggle_rig.rig.stderr()  # the rig's log, debug level (--verbose)
 

@@ -16,10 +16,14 @@ def test_view_shows_the_recording_and_follows_new_turns(
     recorded: RecordedSession, browser_page: Page, request: pytest.FixtureRequest
 ) -> None:
     page = browser_page
-    page.context.set_extra_http_headers(recorded.auth)
-    response = page.goto(f"{recorded.base}/view")
-    assert response is not None and response.status == 200
-    assert response.headers["referrer-policy"] == "no-referrer"
+    # As a person opens it: the token in the fragment, exchanged for the page cookie, which must
+    # also open the feed and the files the page reads (no Authorization header in this browser).
+    token = recorded.form.rig.token
+    assert token
+    with page.expect_response(lambda r: r.url == f"{recorded.base}/view" and r.status == 200) as shown:
+        page.goto(f"{recorded.base}/view#token={token}")
+    assert shown.value.headers["referrer-policy"] == "no-referrer"
+    assert token not in page.url
     rows = page.locator("#turns .turn")
     expect(rows).to_have_count(4)
     expect(page.locator("#stats .live-badge")).to_have_text("LIVE")
