@@ -10,10 +10,10 @@ import anyio
 from pydantic import Field, model_validator
 
 from deskrig.desktop.held import HeldInput, HeldState
-from deskrig.model import ActionResult, ActionTarget
-from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
+from deskrig.model import ActionTarget
+from deskrig.services import AnyTool, CallInfo, Services, ToolResult
 from deskrig.tools.actions import ActionOptions, action_result
-from deskrig.tools.input import BUTTON, Button, resolve_keys
+from deskrig.tools.input import BUTTON, Button, action_tool, resolve_keys
 from deskrig.tools.targets import point_or_cursor_target
 
 #: HeldInput.mouse_down or mouse_up: (books, holder, button, x, y, lock timeout).
@@ -107,17 +107,7 @@ _HELD_UNTIL = (
 def _half(
     name: str, title: str, description: str, model: type[ActionOptions], handler: object, resolve: object
 ) -> AnyTool:
-    return ToolSpec(
-        name,
-        description,
-        model,
-        ActionResult,
-        handler,  # type: ignore[arg-type]
-        read_only=False,
-        resolve=resolve,  # type: ignore[arg-type]
-        recorded=True,
-        title=title,
-    )
+    return action_tool(name, description, model, handler, resolve, title=title)
 
 
 TOOLS: list[AnyTool] = [

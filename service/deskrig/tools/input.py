@@ -279,7 +279,7 @@ async def hotkey(services: Services, call: CallInfo, args: HotkeyInput) -> ToolR
     )
 
 
-def _action(
+def action_tool(
     name: str,
     description: str,
     model: type[BaseModel],
@@ -289,6 +289,7 @@ def _action(
     title: str,
     destructive: bool = True,
 ) -> AnyTool:
+    """A recorded action's spec (every input tool, and the held-input halves)."""
     return ToolSpec(
         name,
         description,
@@ -304,7 +305,7 @@ def _action(
 
 
 TOOLS: list[AnyTool] = [
-    _action(
+    action_tool(
         "click",
         "Click at a screen point or on an element (the centre of its visible bounds).",
         ClickInput,
@@ -312,7 +313,7 @@ TOOLS: list[AnyTool] = [
         resolve_pointer,
         title="Click",
     ),
-    _action(
+    action_tool(
         "double_click",
         "Double-click at a point or on an element.",
         DoubleClickInput,
@@ -320,7 +321,7 @@ TOOLS: list[AnyTool] = [
         resolve_pointer,
         title="Double-click",
     ),
-    _action(
+    action_tool(
         "right_click",
         "Right-click at a point or on an element (opens context menus).",
         RightClickInput,
@@ -328,7 +329,7 @@ TOOLS: list[AnyTool] = [
         resolve_pointer,
         title="Right-click",
     ),
-    _action(
+    action_tool(
         "move_cursor",
         "Move the mouse pointer to a screen point.",
         MoveInput,
@@ -337,7 +338,7 @@ TOOLS: list[AnyTool] = [
         title="Move the pointer",
         destructive=False,
     ),
-    _action(
+    action_tool(
         "drag",
         "Press a button at one point, move to another and release.",
         DragInput,
@@ -345,7 +346,7 @@ TOOLS: list[AnyTool] = [
         resolve_drag,
         title="Drag",
     ),
-    _action(
+    action_tool(
         "scroll",
         "Turn the mouse wheel at a point (default: where the pointer is).",
         ScrollInput,
@@ -354,7 +355,7 @@ TOOLS: list[AnyTool] = [
         title="Scroll",
         destructive=False,
     ),
-    _action(
+    action_tool(
         "type_text",
         "Type any Unicode text into the focused window (or click an element first). Characters the "
         "keyboard layout lacks are mapped onto spare keys; the result says which path was used.",
@@ -363,7 +364,7 @@ TOOLS: list[AnyTool] = [
         resolve_typing,
         title="Type text",
     ),
-    _action(
+    action_tool(
         "press_key",
         "Press a key or combination such as Return, ctrl+s, F5, shift+Tab.",
         PressKeyInput,
@@ -371,7 +372,7 @@ TOOLS: list[AnyTool] = [
         resolve_keys,
         title="Press a key",
     ),
-    _action(
+    action_tool(
         "hotkey",
         "Press two or more keys together, e.g. ['ctrl', 'a'].",
         HotkeyInput,
