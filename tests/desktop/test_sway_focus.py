@@ -75,16 +75,23 @@ def _ancestors(window: Any) -> list[int]:
         window = parent
 
 
-def test_the_x_focus_watch_leaves_other_x_connections_event_classes_alone(
+def test_the_x_focus_watch_leaves_other_x_connections_extension_tables_alone(
     sway_forms: Forms, bare_desktop: Desktop
 ) -> None:
-    """python-xlib shares one event-class dict between connections; Xvfb's (``bare_desktop``
-    has one open) and Xwayland's extensions number their events differently."""
-    before = {code: copy.copy(classes) for code, classes in protocol_display.Display.event_classes.items()}
+    """python-xlib shares the extensions' opcode, event-class and error-class dicts between
+    connections; Xvfb's (``bare_desktop`` has one open) and Xwayland's extensions are numbered
+    differently."""
+    display = protocol_display.Display
 
+    def tables() -> tuple[object, ...]:
+        events = {code: copy.copy(classes) for code, classes in display.event_classes.items()}
+        return dict(display.extension_major_opcodes), events, dict(display.error_classes)
+
+    before = tables()
     watch = XwaylandFocus(sway_forms.x_display)
     watch.close()
 
-    after = protocol_display.Display.event_classes
-    assert {code: copy.copy(classes) for code, classes in after.items()} == before
+    assert tables() == before
     assert bare_desktop.xlib.get_input_focus()  # the Xvfb connection still works
+    # ... and its RandR requests still carry Xvfb's RandR opcode (Xwayland's got BadLength).
+    assert bare_desktop.xlib.screen().root.xrandr_get_screen_resources().crtcs

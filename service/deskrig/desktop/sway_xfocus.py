@@ -18,6 +18,7 @@ import select
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 from Xlib import X
 from Xlib import error as xlib_error
@@ -60,27 +61,32 @@ def _effective_uid(uid: int | None) -> Iterator[None]:
 
 
 def _open_with_own_code_tables(name: str) -> Display:
-    """A connection to X display ``name`` with event and error classes of its own.
+    """A connection to X display ``name`` with extension tables of its own.
 
-    python-xlib keeps the event and error classes in dicts shared by every connection of the
-    process, and each connection adds its server's extension events and errors at the codes that
-    server gave them. Xwayland numbers its extensions differently from an Xvfb this process may
-    also talk to, so the connections would overwrite each other's, or fail opening (RandR's
-    sub-events landing on a code another server gave a plain event), and the Xvfb connection
-    would then read a core error as a RandR one. Opened with fresh dicts, the connection keeps
-    them and the shared ones are left as they were.
+    python-xlib keeps the extensions' major opcodes, event classes and error classes in dicts
+    shared by every connection of the process, and each connection adds its server's extensions at
+    the codes that server gave them. Xwayland numbers its extensions differently from an Xvfb this
+    process may also talk to, so the connections would overwrite each other's: opening could fail
+    (RandR's sub-events landing on a code another server gave a plain event), and the Xvfb
+    connection would then send its RandR requests with Xwayland's opcode (answered BadLength or
+    BadRequest). Opened with fresh dicts, the connection keeps them and the shared ones are left as
+    they were.
     """
     protocol = protocol_display.Display
-    shared_events, shared_errors = protocol.event_classes, protocol.error_classes
-    protocol.event_classes = xlib_event.event_class.copy()
-    protocol.error_classes = xlib_error.xerror_class.copy()
+    shared = (protocol.extension_major_opcodes, protocol.event_classes, protocol.error_classes)
+    own: tuple[dict[str, int], dict[int, Any], dict[int, Any]] = (
+        {},
+        xlib_event.event_class.copy(),
+        xlib_error.xerror_class.copy(),
+    )
+    protocol.extension_major_opcodes, protocol.event_classes, protocol.error_classes = own
     try:
         display = Display(name)
-        display.display.event_classes = protocol.event_classes
-        display.display.error_classes = protocol.error_classes
+        connection = display.display
+        connection.extension_major_opcodes, connection.event_classes, connection.error_classes = own
         return display
     finally:
-        protocol.event_classes, protocol.error_classes = shared_events, shared_errors
+        protocol.extension_major_opcodes, protocol.event_classes, protocol.error_classes = shared
 
 
 class XwaylandFocus:
