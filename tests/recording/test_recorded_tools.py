@@ -22,6 +22,11 @@ RECORDED = {
     "press_key",
     "hotkey",
     "set_value",
+    "key_down",
+    "key_up",
+    "mouse_down",
+    "mouse_up",
+    "set_clipboard",
 }
 
 

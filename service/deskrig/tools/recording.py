@@ -94,7 +94,8 @@ TOOLS: list[ToolSpec] = [  # type: ignore[type-arg]
     ToolSpec(
         "start_recording",
         "Record this session's actions (click, double_click, right_click, drag, move_cursor, scroll, "
-        "type_text, press_key, hotkey, set_value) as turn folders turn-00001/, turn-00002/ ... under "
+        "type_text, press_key, hotkey, set_value, key_down, key_up, mouse_down, mouse_up, set_clipboard) "
+        "as turn folders turn-00001/, turn-00002/ ... under "
         "output_dir: before/after screenshots and accessibility state, action.json, evidence.json, "
         "app_state.json, screenshot.png and, for clicks, click.png. Numbering starts at 1; in a folder "
         "that already holds turns it continues after the last one (nothing is overwritten, and a taken "
