@@ -12,6 +12,7 @@ import anyio
 import pytest
 from mcp import Client
 from tests.polling import poll
+from tests.rigprocs import open_dir
 from tests.server.rigproc import FormRig, connect_stateless, read_events, start_form
 from Xlib import X
 
@@ -22,13 +23,15 @@ IDLE_TIMEOUT_S = 2.0
 
 
 @pytest.fixture(scope="module")
-def tk_form(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]:
+def tk_form(backend: str) -> Iterator[FormRig]:
     flags = ["--backend", backend, "--held-input-idle-timeout", str(IDLE_TIMEOUT_S)]
-    form = start_form(tmp_path_factory.mktemp("held-input"), "tk_form", "Held Tk", extra=flags)
-    x, y = form.widget_center("entry")
-    form.ok("click", {"x": x, "y": y})
-    yield form
-    form.rig.stop()
+    # open_dir: a sway rig run as root runs the form as an unprivileged user, who needs its log.
+    with open_dir(f"deskrig-{backend}-held-input-") as tmp:
+        form = start_form(tmp, "tk_form", "Held Tk", extra=flags)
+        x, y = form.widget_center("entry")
+        form.ok("click", {"x": x, "y": y})
+        yield form
+        form.rig.stop()
 
 
 async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
