@@ -87,8 +87,9 @@ class KeptArtifacts:
 def kept_artifacts(nodeid: str, directory: Path) -> KeptArtifacts:
     """Write the HTML report of the turns recorded in ``directory`` (``deskrig view``) beside them."""
     from deskrig.errors import DeskrigError
-    from deskrig.viewer import load_recording, write_report
-    from deskrig.viewer.report import DEFAULT_NAME
+    from deskrig.viewer import DEFAULT_NAME
+    from deskrig.viewer.load import load_recording
+    from deskrig.viewer.report import write_report
 
     try:
         report = write_report(load_recording(directory), directory, directory / DEFAULT_NAME)

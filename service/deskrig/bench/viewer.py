@@ -20,7 +20,8 @@ from PIL import Image
 from deskrig.bench.stats import Timing, cpu_s
 from deskrig.model import Bounds, Point
 from deskrig.recording.turns import Moment, TurnImage, TurnRecord, TurnTree, TurnVideo, captured, write_turn
-from deskrig.viewer import load_recording, write_report
+from deskrig.viewer.load import load_recording
+from deskrig.viewer.report import write_report
 
 TURNS = 1000
 ELEMENTS = 150

@@ -6,10 +6,11 @@
 - :mod:`~deskrig.viewer.report`: the self-contained HTML report (``deskrig view``, the rig's ``/view``);
 - :mod:`~deskrig.viewer.exports`: the report zipped with its files, and the JSONL of turns
   (``deskrig view --zip``, ``deskrig export --jsonl``).
+
+Nothing is imported here: ``deskrig``'s command line registers ``view`` and ``export`` through
+:mod:`~deskrig.viewer.cli` on every start, ``serve --stdio`` included, which must not pay for
+Pillow and the recording models before it answers ``initialize``.
 """
 
-from deskrig.viewer.exports import export_jsonl, write_zip
-from deskrig.viewer.load import load_recording
-from deskrig.viewer.report import render_report, write_report
-
-__all__ = ["export_jsonl", "load_recording", "render_report", "write_report", "write_zip"]
+#: The report's file name in a recording folder when ``deskrig view`` is given no -o.
+DEFAULT_NAME = "report.html"

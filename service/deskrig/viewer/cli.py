@@ -6,11 +6,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from deskrig.viewer.exports import export_jsonl, write_zip
-from deskrig.viewer.load import load_recording
-from deskrig.viewer.models import RecordingView
-from deskrig.viewer.report import DEFAULT_NAME, write_report
+from deskrig.viewer import DEFAULT_NAME
+
+if TYPE_CHECKING:
+    from deskrig.viewer.models import RecordingView
 
 COMMANDS = ("view", "export")
 
@@ -53,6 +54,11 @@ def _said(written: Path, view: RecordingView) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Blocking; raises DeskrigError (INVALID_PATH, FILE_SYSTEM_ERROR) for the caller to report."""
+    # Imported here: registering the commands runs on every start of the command line.
+    from deskrig.viewer.exports import export_jsonl, write_zip
+    from deskrig.viewer.load import load_recording
+    from deskrig.viewer.report import write_report
+
     root: Path = args.dir
     view = load_recording(root, workers=os.cpu_count() or 1)  # the command line runs no other thread
     if args.command == "export":

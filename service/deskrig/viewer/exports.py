@@ -17,8 +17,9 @@ from typing import IO, Any
 
 from deskrig.errors import file_system_error
 from deskrig.files import write_temp
+from deskrig.viewer import DEFAULT_NAME
 from deskrig.viewer.models import RecordingView, TurnView
-from deskrig.viewer.report import DEFAULT_NAME, render_report
+from deskrig.viewer.report import render_report
 
 #: Folder of the recording's files inside the zip, beside report.html.
 ZIP_FILES = "files"

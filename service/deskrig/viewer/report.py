@@ -19,8 +19,6 @@ from deskrig.errors import file_system_error
 from deskrig.files import write_atomic
 from deskrig.viewer.models import RecordingView
 
-#: The report's name when ``deskrig view`` is given no -o.
-DEFAULT_NAME = "report.html"
 _PLACEHOLDER = re.compile(r"__(TITLE|CSS|JS|DATA)__")
 
 
