@@ -3,6 +3,9 @@ Tk form's own log of the modifier state each press carries."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from tests.polling import poll
 from Xlib import X
 
 from deskrig.desktop.held import HeldState
@@ -13,17 +16,18 @@ from .test_input import click_and_wait, refused, send
 ME, OTHER = "alice/s1", "bob/s2"
 
 
-def tk_press_state(backend: Forms) -> int:
-    """Press Escape in the Tk entry and return the modifier state the key carried (keys rather than
-    clicks: two clicks on the Tk button in a row would make a double click)."""
-    keys = len(backend.tk.events("key"))
-    send(backend, lambda d: d.press_key("Escape"))
-    pressed = backend.tk.wait(
-        "key",
-        lambda e: len(backend.tk.events("key")) > keys and e["keysym"] == "Escape",
-        "Escape in the Tk entry",
-    )
-    return int(pressed["state"])
+def tk_press_state(backend: Forms, key: str = "Escape") -> int:
+    """Press ``key`` (Escape, or a chord ending in it) in the Tk entry and return the modifier state
+    that press carried (keys rather than clicks: two clicks on the Tk button in a row would make a
+    double click). The state is read from this press's own Escape event, the first logged after
+    it was sent: the newest could be an earlier press's, logged late on a loaded machine."""
+    before = len(backend.tk.events("key"))
+
+    def this_press() -> dict[str, Any] | None:
+        return next((e for e in backend.tk.events("key")[before:] if e["keysym"] == "Escape"), None)
+
+    send(backend, lambda d: d.press_key(key))
+    return int(poll(f"{key} in the Tk entry", this_press, timeout=10)["state"])
 
 
 def focus_tk_entry(backend: Forms) -> None:
@@ -49,7 +53,7 @@ def test_a_held_shift_stays_down_through_other_keys_until_released(backend: Form
     try:
         assert tk_press_state(backend) & X.ShiftMask, "the key did not carry the held shift"
         # A press_key with shift in it leaves the held shift down.
-        send(backend, lambda d: d.press_key("shift+Escape"))
+        assert tk_press_state(backend, "shift+Escape") & X.ShiftMask
         assert tk_press_state(backend) & X.ShiftMask, "a chord released the held shift"
     finally:
         assert held.key_up(ME, "Shift_L") == HeldState()
