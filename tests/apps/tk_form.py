@@ -88,6 +88,9 @@ def main() -> None:
 
     text.bind("<<Modified>>", on_text_modified)
     entry.bind("<KeyPress>", lambda e: log.write("key", keysym=e.keysym, state=e.state))
+    # Where the keyboard goes, so a test types only once the field it clicked has the focus.
+    entry.bind("<FocusIn>", lambda e: log.write("focus", widget="entry"))
+    text.bind("<FocusIn>", lambda e: log.write("focus", widget="text"))
     button.bind("<ButtonPress>", lambda e: log.write("mouse", num=e.num, state=e.state))
     button.bind("<Double-Button-1>", lambda e: log.write("double_click"))
     scale.configure(command=lambda value: log.write("scale", value=int(float(value))))

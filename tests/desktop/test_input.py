@@ -32,6 +32,8 @@ def focus_tk_field(backend: Forms, widget: str) -> None:
     """Click into a Tk field and empty it (Tk selects all with ctrl+/)."""
     x, y = backend.center(backend.tk, widget)
     send(backend, lambda d: d.button(x, y))
+    # Keys sent before Tk moved its focus would land in the field that had it (CI saw this once).
+    backend.tk.wait("focus", lambda e: e["widget"] == widget, f"the Tk {widget} to have the focus")
     send(backend, lambda d: d.press_key("ctrl+slash"))
     send(backend, lambda d: d.press_key("Delete"))
     poll(
