@@ -214,7 +214,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
     The socket is bound but not listening: until the server starts, connections are refused
     rather than queued behind a rig that is still starting. Port 0 picks a free port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not the default 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted
+    # sockets whose protocol says TCP. With Nagle on, uvicorn's separate header and body writes
+    # wait for the client's delayed ACK: about 40 ms on every reply over a kept-alive connection.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous run's TIME_WAIT
         sock.bind((host, port))

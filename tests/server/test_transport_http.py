@@ -3,6 +3,7 @@ per-client rate limits."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -17,6 +18,7 @@ from tests.server.conftest import GreenRig
 from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, free_port, http_status, read_until_closed
 
 from deskrig.errors import tool_error
+from deskrig.guard import bind_listener
 
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
@@ -127,6 +129,34 @@ def test_port_in_use_fails_at_once_in_one_line(tmp_path: Path) -> None:
         " (another rig or server uses it; choose another port)."
     ]
     assert not list(tmp_path.glob("started-*"))
+
+
+def test_accepted_connections_send_without_nagle() -> None:
+    """The listener's accepted sockets have TCP_NODELAY. With Nagle on, every reply over a
+    kept-alive connection waited about 40 ms for the client's delayed ACK between uvicorn's
+    header and body writes (asyncio turns Nagle off only when the socket's protocol says TCP)."""
+    listener = bind_listener("127.0.0.1", 0)
+    port = listener.getsockname()[1]
+    accepted: list[int] = []
+
+    async def accept_one() -> None:
+        done = asyncio.Event()
+
+        class Recorder(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+                done.set()
+
+        server = await asyncio.get_running_loop().create_server(Recorder, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            await asyncio.wait_for(done.wait(), timeout=20)
+            writer.close()
+
+    asyncio.run(accept_one())
+    assert accepted == [1]
 
 
 def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
