@@ -19,6 +19,12 @@ COLD_STARTS = 5
 #: Settle time before idle memory is read: start-up transients (imports, font caches) are over.
 IDLE_SETTLE_S = 5.0
 MIB = 1024 * 1024
+#: Issue 12's targets: the rig image with both display stacks, create → /readyz on a quiet
+#: machine, and one idle rig's memory as the engine counts it.
+RIG_IMAGE = "deskrig/rig:latest"
+RIG_IMAGE_MB = 600
+COLD_START_S = 1.5
+IDLE_MEMORY_MIB = 110
 
 
 def _host_port(container: docker.models.containers.Container) -> int:
@@ -64,14 +70,18 @@ def run(runs: int) -> None:
     out.write("\n### Rig images\n\n| measure | value | target | met |\n|---|---:|---:|:-:|\n")
     for tag in IMAGES:
         size = client.images.get(tag).attrs["Size"] / 1e6
-        out.write(f"| image size {tag} | {size:.0f} MB | | |\n")
+        target = f"≤ {RIG_IMAGE_MB} MB" if tag == RIG_IMAGE else ""
+        met = ("yes" if size <= RIG_IMAGE_MB else "NO") if tag == RIG_IMAGE else ""
+        out.write(f"| image size {tag} | {size:.0f} MB | {target} | {met} |\n")
     samples = [_cold_start(client) for _ in range(COLD_STARTS)]
     ready = statistics.median(s for s, _ in samples)
     memory = statistics.median(m for _, m in samples) / MIB
     out.write(
-        f"| cold start {COLD_START_IMAGE}, p50 of {COLD_STARTS} | {ready:.2f} s | ≤ 2 s | {'yes' if ready <= 2 else 'NO'} |\n"
+        f"| cold start {COLD_START_IMAGE}, p50 of {COLD_STARTS} | {ready:.2f} s | ≤ {COLD_START_S} s (quiet machine)"
+        f" | {'yes' if ready <= COLD_START_S else 'NO'} |\n"
     )
     out.write(
-        f"| idle memory, whole container | {memory:.0f} MiB | ≤ 150 MB | {'yes' if memory * MIB <= 150e6 else 'NO'} |\n"
+        f"| idle memory, whole container | {memory:.0f} MiB | ≤ {IDLE_MEMORY_MIB} MiB"
+        f" | {'yes' if memory <= IDLE_MEMORY_MIB else 'NO'} |\n"
     )
     out.flush()
