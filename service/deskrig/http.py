@@ -30,6 +30,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
+from deskrig.config import Settings
+from deskrig.desktop.input_limits import MAX_CLIPBOARD_BYTES
 from deskrig.error_responses import unexpected_error
 from deskrig.feed import recording_router
 from deskrig.file_transfer import files_router
@@ -57,6 +59,14 @@ def _is_stateless(scope: Scope) -> bool:
     return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
+def max_request_body_bytes(settings: Settings) -> int:
+    """The largest MCP request the rig reads: the largest payload a tool takes (an upload_file of
+    max_file_bytes, a set_clipboard of MAX_CLIPBOARD_BYTES) in base64, with room for the JSON
+    around it. The SDK's own limit (4 MiB) answered a 5 MB set_clipboard with a bare HTTP 413."""
+    largest = max(settings.max_file_bytes, MAX_CLIPBOARD_BYTES)
+    return 4 * -(-largest // 3) + 64 * 1024
+
+
 def create_app(
     server: DeskrigServer,
     *,
@@ -79,12 +89,17 @@ def create_app(
     # deskrig.server.call_info). Stateless (2026-07-28) calls have no such stream, so they are served
     # by a second manager in SSE mode, which the SDK answers as plain JSON unless the call
     # reports progress or runs long; it also cancels the call when its client closes the request.
+    body_limit = max_request_body_bytes(server.services.settings)
     mcp_app = server.mcp.streamable_http_app(
-        json_response=True, streamable_http_path="/mcp", transport_security=security, host=bind_host
+        json_response=True,
+        streamable_http_path="/mcp",
+        transport_security=security,
+        host=bind_host,
+        max_request_body_size=body_limit,
     )
     session_manager = server.mcp.session_manager
     stateless_manager = StreamableHTTPSessionManager(
-        app=server.mcp, json_response=False, security_settings=security
+        app=server.mcp, json_response=False, security_settings=security, max_request_body_size=body_limit
     )
 
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -117,7 +132,9 @@ def create_app(
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
     app.include_router(files_router(server))  # streamed upload/download of large files
-    app.include_router(live_router(server, stopping or threading.Event()))  # /live: the screen as it changes, for people
+    app.include_router(
+        live_router(server, stopping or threading.Event())
+    )  # /live: the screen as it changes, for people
     app.include_router(view_router(server))  # /view: the boot recording's trajectory viewer
     app.mount("/", mcp_endpoint)
     app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=PageSessions(RIG_PAGES))
