@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
+from PIL import Image
 from tests.polling import poll
 from tests.server.conftest import GREEN, RED, GreenRig
 from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
@@ -252,6 +255,22 @@ def test_zoom_blacks_out_blocked_windows(tool_rig: GreenRig) -> None:
     result = ok(tool_rig, "zoom", {**region, "scale": 2})
     assert result.structured_content["masked_windows"] == 1
     assert close_to(image_of(result).getpixel((50, 40)), (0, 0, 0))
+
+
+def test_the_screen_resource_blacks_out_blocked_windows(tool_rig: GreenRig) -> None:
+    """screen://current read by a real MCP client: the blocked window is black, its neighbour shows."""
+    log = tool_rig.tmp / "secret-screen.log"
+    secret = tool_rig.launch(color_app("Secret Screen", RED, log, size="200x150", pos="950,500"), log)
+    app = tool_rig.app_geometry()
+
+    async def read_screen(client: Client) -> Any:
+        return (await client.read_resource("screen://current")).contents[0]
+
+    content = tool_rig.rig.session(read_screen)
+    screen = Image.open(io.BytesIO(base64.b64decode(content.blob))).convert("RGB")
+    assert content.mime_type == "image/png" and screen.size == (1280, 800)
+    assert close_to(screen.getpixel((secret["x"] + 100, secret["y"] + 75)), (0, 0, 0))
+    assert close_to(screen.getpixel((app["x"] + 50, app["y"] + 50)), rgb(GREEN))
 
 
 def test_zoom_refuses_bad_regions(tool_rig: GreenRig) -> None:
