@@ -72,7 +72,9 @@ class ResourceSet:
 
     def install(self, mcp: Server[Any]) -> None:
         mcp.add_request_handler("resources/list", types.PaginatedRequestParams, self.list_resources)
-        mcp.add_request_handler("resources/templates/list", types.PaginatedRequestParams, self.list_templates)
+        mcp.add_request_handler(
+            "resources/templates/list", types.PaginatedRequestParams, self.list_templates
+        )
         mcp.add_request_handler("resources/read", types.ReadResourceRequestParams, self.read)
         mcp.add_request_handler("resources/subscribe", types.SubscribeRequestParams, self.subscribe)
         mcp.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, self.unsubscribe)
@@ -242,11 +244,6 @@ class ResourceSet:
         )
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
 
-        async def send(event: ServerEvent) -> None:
-            await ctx.session.send_notification(
-                event_to_notification(event, meta), related_request_id=subscription_id
-            )
-
         events: list[ServerEvent] = [
             *([ResourceUpdated(STATE_URI)] if honored.resource_subscriptions else []),
             *([ResourcesListChanged()] if honored.resources_list_changed else []),
@@ -254,7 +251,9 @@ class ResourceSet:
 
         async def notify() -> None:
             for event in events:
-                await send(event)
+                await ctx.session.send_notification(
+                    event_to_notification(event, meta), related_request_id=subscription_id
+                )
 
         ack = types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
         await ctx.session.send_notification(
