@@ -32,7 +32,8 @@ from starlette.types import Receive, Scope, Send
 
 from deskrig.config import Settings
 from deskrig.desktop.input_limits import MAX_CLIPBOARD_BYTES
-from deskrig.error_responses import unexpected_error
+from deskrig.error_responses import mcp_request_refused, unexpected_error
+from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.feed import recording_router
 from deskrig.file_transfer import files_router
 from deskrig.guard import AUTHORIZED, GuardMiddleware, host_patterns
@@ -65,6 +66,21 @@ def max_request_body_bytes(settings: Settings) -> int:
     around it. The SDK's own limit (4 MiB) answered a 5 MB set_clipboard with a bare HTTP 413."""
     largest = max(settings.max_file_bytes, MAX_CLIPBOARD_BYTES)
     return 4 * -(-largest // 3) + 64 * 1024
+
+
+def _over_the_limit(scope: Scope, limit: int) -> JSONResponse | None:
+    """The structured refusal of a request that says it is larger than ``limit`` bytes (the SDK's
+    own check answers a bare 413, which MCP clients report as an unexplained error)."""
+    length = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
+    if not length.isdigit() or int(length) <= limit:
+        return None
+    error = ErrorInfo(
+        code=ErrorCode.INVALID_ARGUMENT,
+        message=f"the request of {int(length)} bytes is over the rig's limit of {limit}",
+        details={"size": int(length), "max_bytes": limit},
+        remediation="Move a large file with PUT or GET /files?path=... on the rig's HTTP port.",
+    )
+    return mcp_request_refused(error, 413)
 
 
 def create_app(
@@ -103,7 +119,10 @@ def create_app(
     )
 
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/mcp" and _is_stateless(scope):
+        refusal = _over_the_limit(scope, body_limit) if scope["type"] == "http" else None
+        if refusal is not None:
+            await refusal(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] == "/mcp" and _is_stateless(scope):
             await stateless_manager.handle_request(scope, receive, send)
         else:
             await mcp_app(scope, receive, send)

@@ -15,11 +15,15 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from PIL import Image
 from tests.polling import poll
 from tests.server.conftest import GREEN, RED, GreenRig
 from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
 from tests.server.test_tools_http import close_to, error_of, image_of, rgb
+
+from deskrig.config import Settings
+from deskrig.http import max_request_body_bytes
 
 MAX_FILE = 300_000
 MAX_INLINE = 64 * 1024
@@ -188,6 +192,24 @@ def test_oversized_and_malformed_uploads_change_nothing(tool_rig: GreenRig) -> N
     assert put.status_code == 400 and put.json()["error"]["code"] == "INVALID_ARGUMENT", put.text
     assert path.read_text() == "the old contents"
     assert listing(allowed(tool_rig)) == before  # no temp file left behind
+
+
+def test_a_request_over_the_rigs_size_limit_gets_a_structured_error(tool_rig: GreenRig) -> None:
+    """Larger than any payload a tool takes: refused before it is read, as a JSON-RPC error that
+    carries the structured error, and the client's session goes on."""
+    limit = max_request_body_bytes(Settings(max_file_bytes=MAX_FILE))
+    path = allowed(tool_rig) / "huge.bin"
+
+    async def upload_then_ask(client: Client) -> tuple[MCPError, Any]:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("upload_file", {"path": str(path), "content_base64": "A" * limit})
+        return refused.value, await client.call_tool("get_cursor_position", {})
+
+    refused, after = tool_rig.rig.session(upload_then_ask)
+    data = refused.error.data
+    assert data["code"] == "INVALID_ARGUMENT" and data["remediation"]
+    assert data["details"]["max_bytes"] == limit
+    assert not after.is_error and not path.exists()
 
 
 # -- commands ------------------------------------------------------------------------------------
