@@ -1,6 +1,7 @@
 """The clipboard tools on a real rig of each backend, through a real MCP client, against the GTK
 form (an X client on X11, a native Wayland client on sway): what set_clipboard puts there pastes
-into its entry with ctrl+v, what the app copies get_clipboard reads, and 5 MB round-trip.
+into its entry with ctrl+v, what the app copies get_clipboard reads, 5 MB round-trip, and bad
+input gets its structured error and changes nothing.
 
 Each backend's rig is fresh, as an agent meets it: on sway the paste is the virtual keyboard's
 first use of v (the case a keymap GTK could not bind ctrl+v on failed, see sway_input.py)."""
@@ -55,3 +56,13 @@ def test_five_megabytes_of_text_round_trip(gtk_form: FormRig) -> None:
     gtk_form.ok("set_clipboard", {"text": text})
     read = gtk_form.ok("get_clipboard", {})
     assert read["size"] == len(text.encode()) and read["text"] == text
+
+
+def test_an_unknown_type_is_refused_and_a_refused_set_changes_nothing(gtk_form: FormRig) -> None:
+    gtk_form.ok("set_clipboard", {"text": "kept"})
+    unknown = gtk_form.error("get_clipboard", {"mime": "text/html"})
+    assert unknown["code"] == "UNSUPPORTED_FORMAT" and unknown["remediation"]
+    assert "text/plain;charset=utf-8" in unknown["details"]["available"]
+    for bad in ({"text": "x", "mime": "not a mime"}, {"data": "!!!", "mime": "image/png"}, {"data": "AAAA"}):
+        assert gtk_form.error("set_clipboard", bad)["code"] == "INVALID_ARGUMENT", bad
+    assert gtk_form.ok("get_clipboard", {})["text"] == "kept", "a refused set changed the clipboard"
