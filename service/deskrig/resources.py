@@ -54,6 +54,8 @@ STATE_URI = "recording://state"
 TURN_SCHEME = "turn://"
 #: How often a subscription looks for a new recording (one started after it subscribed).
 WATCH_SECONDS = 1.0
+#: Open subscriptions/listen streams a server serves at once (each watches once a second).
+MAX_LISTEN_STREAMS = 64
 #: Resource-not-found (the MCP spec's JSON-RPC code for resources/read of an unknown URI).
 RESOURCE_NOT_FOUND = -32002
 
@@ -69,6 +71,7 @@ class ResourceSet:
         self.services = services
         #: Running watchers, by (client key, uri).
         self._watchers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._listening = 0
 
     def install(self, mcp: Server[Any]) -> None:
         mcp.add_request_handler("resources/list", types.PaginatedRequestParams, self.list_resources)
@@ -235,6 +238,8 @@ class ResourceSet:
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(types.INVALID_REQUEST, "subscriptions/listen needs a request id")
+        if self._listening >= MAX_LISTEN_STREAMS:
+            raise MCPError(types.INTERNAL_ERROR, f"the rig serves at most {MAX_LISTEN_STREAMS} listen streams")
         wanted = params.notifications
         honored = types.SubscriptionFilter(
             resources_list_changed=True if wanted.resources_list_changed else None,
@@ -256,13 +261,17 @@ class ResourceSet:
                 )
 
         ack = types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
-        await ctx.session.send_notification(
-            types.SubscriptionsAcknowledgedNotification(params=ack), related_request_id=subscription_id
-        )
-        if events:
-            await self._watch(ctx, notify)
-        else:  # nothing of ours to send: an open stream until the client closes it
-            await anyio.sleep_forever()
+        self._listening += 1
+        try:
+            await ctx.session.send_notification(
+                types.SubscriptionsAcknowledgedNotification(params=ack), related_request_id=subscription_id
+            )
+            if events:
+                await self._watch(ctx, notify)
+            else:  # nothing of ours to send: an open stream until the client closes it
+                await anyio.sleep_forever()
+        finally:
+            self._listening -= 1
         return types.SubscriptionsListenResult(_meta=meta)
 
     async def _watch(
