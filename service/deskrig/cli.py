@@ -180,7 +180,7 @@ def cmd_rig_run(invocation: Invocation) -> int:
                 settings,
                 session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
                 launcher=CallbackLauncher(
-                    lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd), rig.launch_environment
+                    lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd), rig.launch_environment, rig.account
                 ),
             )
 

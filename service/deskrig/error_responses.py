@@ -12,6 +12,8 @@ acs tool call       :func:`acs_envelope`: ``{"status": "error", "error": {...}}`
 HTTP                :func:`http_error`: :func:`error_body` with the status for the code (the
                     orchestrator's API, the rig's recording feed, the guard in front of both);
                     :func:`unexpected_error` for a failure nothing expected (INTERNAL_ERROR, 500)
+MCP over HTTP,      :func:`mcp_request_refused`: a JSON-RPC error (no id) with the error as its
+unread request      ``data``, which MCP clients read at any HTTP status (a request too large)
 ==================  ========================================================================
 
 The error itself is always ``{code, message, details?, remediation?}``: a field without a value
@@ -75,6 +77,13 @@ def http_error(
     return JSONResponse(
         error_body(error), status_code=status or HTTP_STATUS.get(error.code, 500), headers=headers
     )
+
+
+def mcp_request_refused(error: ErrorInfo, status: int) -> JSONResponse:
+    """An MCP request refused before it was read: a JSON-RPC error without an id (there is none
+    to read), :func:`error_json` as its ``data``, at HTTP ``status``."""
+    rpc_error = {"code": types.INVALID_REQUEST, "message": error.message, "data": error_json(error)}
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": rpc_error}, status_code=status)
 
 
 async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:

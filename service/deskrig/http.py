@@ -30,7 +30,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from deskrig.error_responses import unexpected_error
+from deskrig.config import Settings
+from deskrig.desktop.input_limits import MAX_CLIPBOARD_BYTES
+from deskrig.error_responses import mcp_request_refused, unexpected_error
+from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.feed import recording_router
 from deskrig.file_transfer import files_router
 from deskrig.guard import AUTHORIZED, GuardMiddleware, host_patterns
@@ -57,6 +60,29 @@ def _is_stateless(scope: Scope) -> bool:
     return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
+def max_request_body_bytes(settings: Settings) -> int:
+    """The largest MCP request the rig reads: the largest payload a tool takes (an upload_file of
+    max_file_bytes, a set_clipboard of MAX_CLIPBOARD_BYTES) in base64, with room for the JSON
+    around it. The SDK's own limit (4 MiB) answered a 5 MB set_clipboard with a bare HTTP 413."""
+    largest = max(settings.max_file_bytes, MAX_CLIPBOARD_BYTES)
+    return 4 * -(-largest // 3) + 64 * 1024
+
+
+def _over_the_limit(scope: Scope, limit: int) -> JSONResponse | None:
+    """The structured refusal of a request that says it is larger than ``limit`` bytes (the SDK's
+    own check answers a bare 413, which MCP clients report as an unexplained error)."""
+    length = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
+    if not length.isdigit() or int(length) <= limit:
+        return None
+    error = ErrorInfo(
+        code=ErrorCode.INVALID_ARGUMENT,
+        message=f"the request of {int(length)} bytes is over the rig's limit of {limit}",
+        details={"size": int(length), "max_bytes": limit},
+        remediation="Move a large file with PUT or GET /files?path=... on the rig's HTTP port.",
+    )
+    return mcp_request_refused(error, 413)
+
+
 def create_app(
     server: DeskrigServer,
     *,
@@ -79,16 +105,24 @@ def create_app(
     # deskrig.server.call_info). Stateless (2026-07-28) calls have no such stream, so they are served
     # by a second manager in SSE mode, which the SDK answers as plain JSON unless the call
     # reports progress or runs long; it also cancels the call when its client closes the request.
+    body_limit = max_request_body_bytes(server.services.settings)
     mcp_app = server.mcp.streamable_http_app(
-        json_response=True, streamable_http_path="/mcp", transport_security=security, host=bind_host
+        json_response=True,
+        streamable_http_path="/mcp",
+        transport_security=security,
+        host=bind_host,
+        max_request_body_size=body_limit,
     )
     session_manager = server.mcp.session_manager
     stateless_manager = StreamableHTTPSessionManager(
-        app=server.mcp, json_response=False, security_settings=security
+        app=server.mcp, json_response=False, security_settings=security, max_request_body_size=body_limit
     )
 
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/mcp" and _is_stateless(scope):
+        refusal = _over_the_limit(scope, body_limit) if scope["type"] == "http" else None
+        if refusal is not None:
+            await refusal(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] == "/mcp" and _is_stateless(scope):
             await stateless_manager.handle_request(scope, receive, send)
         else:
             await mcp_app(scope, receive, send)

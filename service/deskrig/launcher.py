@@ -10,11 +10,14 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.procs import read_proc
+from deskrig.procs import Account, read_proc
 
 
 class AppLauncher(Protocol):
     """Starts a process on the desktop and remembers it, so it can be stopped again."""
+
+    #: The user programs started on this desktop run as; None: the server's own.
+    account: Account | None
 
     def launch(self, command: list[str], env: Mapping[str, str], cwd: str | None) -> int: ...
 
@@ -42,6 +45,7 @@ class SubprocessLauncher:
     """Launches into a given base environment (a display's DISPLAY, buses ...) in its own session."""
 
     def __init__(self, base_env: Mapping[str, str]) -> None:
+        self.account: Account | None = None
         self._base_env = dict(base_env)
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
@@ -77,13 +81,16 @@ class SubprocessLauncher:
 
 
 class CallbackLauncher:
-    """Adapts a launch function that returns a handle with ``pid`` and ``exit_status`` (a rig's)."""
+    """Adapts a launch function that returns a handle with ``pid`` and ``exit_status`` (a rig's),
+    which starts programs as ``account``."""
 
     def __init__(
         self,
         launch: Callable[[list[str], Mapping[str, str], str | None], object],
         environment: Callable[[Mapping[str, str]], dict[str, str]],
+        account: Account | None = None,
     ) -> None:
+        self.account = account
         self._launch = launch
         self._environment = environment
         self._handles: dict[int, object] = {}

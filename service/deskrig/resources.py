@@ -8,20 +8,22 @@
   recording, else the boot recording), as JSON, and ``turn://N/NAME`` each file of it. Only files
   the recording announced are served, so no path leads anywhere else.
 
-A session client (the initialize handshake) may ``resources/subscribe`` to ``recording://state``
-and gets ``notifications/resources/updated`` whenever a new turn lands or the recording starts or
-stops. The stateless 2026-07-28 protocol delivers change notifications only on
-``subscriptions/listen`` streams, which this server does not serve: it advertises no
-``subscribe`` capability there.
+A client gets ``notifications/resources/updated`` for ``recording://state`` whenever a new turn
+lands or its recording starts or stops: a session client (the initialize handshake) after
+``resources/subscribe``, a stateless (2026-07-28) client on a ``subscriptions/listen`` stream that
+names the URI, where ``notifications/resources/list_changed`` (the turn://N resources) can ride
+too. The state, and so what is watched, is the asking client's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import mimetypes
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -29,6 +31,13 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import (
+    SUBSCRIPTION_ID_META_KEY,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    event_to_notification,
+)
 
 from deskrig import imaging
 from deskrig.error_responses import error_json
@@ -45,6 +54,8 @@ STATE_URI = "recording://state"
 TURN_SCHEME = "turn://"
 #: How often a subscription looks for a new recording (one started after it subscribed).
 WATCH_SECONDS = 1.0
+#: Open subscriptions/listen streams a server serves at once (each watches once a second).
+MAX_LISTEN_STREAMS = 64
 #: Resource-not-found (the MCP spec's JSON-RPC code for resources/read of an unknown URI).
 RESOURCE_NOT_FOUND = -32002
 
@@ -60,6 +71,7 @@ class ResourceSet:
         self.services = services
         #: Running watchers, by (client key, uri).
         self._watchers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._listening = 0
 
     def install(self, mcp: Server[Any]) -> None:
         mcp.add_request_handler("resources/list", types.PaginatedRequestParams, self.list_resources)
@@ -69,6 +81,7 @@ class ResourceSet:
         mcp.add_request_handler("resources/read", types.ReadResourceRequestParams, self.read)
         mcp.add_request_handler("resources/subscribe", types.SubscribeRequestParams, self.subscribe)
         mcp.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, self.unsubscribe)
+        mcp.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, self.listen)
 
     def _recording(self, ctx: ServerRequestContext[Any, Any]) -> Recording | None:
         recorder = self.services.recorder
@@ -200,7 +213,9 @@ class ResourceSet:
             raise MCPError(types.INVALID_REQUEST, "subscriptions need a session (the initialize handshake)")
         key = (client_of(ctx).key, uri)
         if key not in self._watchers:
-            task = asyncio.get_running_loop().create_task(self._watch(ctx, uri))
+            task = asyncio.get_running_loop().create_task(
+                self._watch(ctx, functools.partial(ctx.session.send_resource_updated, uri))
+            )
             self._watchers[key] = task
             task.add_done_callback(lambda _: self._watchers.pop(key, None))
             connection.exit_stack.callback(task.cancel)  # the client is gone
@@ -214,9 +229,55 @@ class ResourceSet:
             task.cancel()
         return types.EmptyResult()
 
-    async def _watch(self, ctx: ServerRequestContext[Any, Any], uri: str) -> None:
-        """Tell the client whenever its recording state changes, until it unsubscribes or goes."""
-        session = ctx.session
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen`` (2026-07-28): the response is the stream. Acknowledges what it
+        honours (``recording://state`` among the URIs, the resource list's changes), then sends
+        those whenever the client's recording state changes, until the client closes it."""
+        subscription_id = ctx.request_id
+        if subscription_id is None:
+            raise MCPError(types.INVALID_REQUEST, "subscriptions/listen needs a request id")
+        if self._listening >= MAX_LISTEN_STREAMS:
+            raise MCPError(types.INTERNAL_ERROR, f"the rig serves at most {MAX_LISTEN_STREAMS} listen streams")
+        wanted = params.notifications
+        honored = types.SubscriptionFilter(
+            resources_list_changed=True if wanted.resources_list_changed else None,
+            resource_subscriptions=[STATE_URI]
+            if STATE_URI in (wanted.resource_subscriptions or ())
+            else None,
+        )
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
+
+        events: list[ServerEvent] = [
+            *([ResourceUpdated(STATE_URI)] if honored.resource_subscriptions else []),
+            *([ResourcesListChanged()] if honored.resources_list_changed else []),
+        ]
+
+        async def notify() -> None:
+            for event in events:
+                await ctx.session.send_notification(
+                    event_to_notification(event, meta), related_request_id=subscription_id
+                )
+
+        ack = types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
+        self._listening += 1
+        try:
+            await ctx.session.send_notification(
+                types.SubscriptionsAcknowledgedNotification(params=ack), related_request_id=subscription_id
+            )
+            if events:
+                await self._watch(ctx, notify)
+            else:  # nothing of ours to send: an open stream until the client closes it
+                await anyio.sleep_forever()
+        finally:
+            self._listening -= 1
+        return types.SubscriptionsListenResult(_meta=meta)
+
+    async def _watch(
+        self, ctx: ServerRequestContext[Any, Any], notify: Callable[[], Awaitable[None]]
+    ) -> None:
+        """``notify`` the client whenever its recording state changes, until it unsubscribes or goes."""
         seen = self._fingerprint(ctx)
         wakeup = asyncio.Event()
         watched: Recording | None = None
@@ -235,9 +296,9 @@ class ResourceSet:
                 now = self._fingerprint(ctx)
                 if now != seen:
                     seen = now
-                    await session.send_resource_updated(uri)
+                    await notify()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            log.debug("the subscriber of %s is gone", uri)
+            log.debug("the subscriber of %s is gone", STATE_URI)
         finally:
             if watched is not None:
                 watched.unsubscribe(wakeup)

@@ -79,3 +79,21 @@ def test_a_stateless_client_s_held_shift_is_released_after_its_idle_time(tk_form
     assert not escape_state(tk_form) & X.ShiftMask, "the shift outlived its idle stateless client"
     error = tk_form.error("key_up", {"key": "shift"})
     assert error["code"] == "INVALID_ARGUMENT"
+
+
+def test_key_up_of_a_key_not_held_is_refused_and_leaves_held_keys_down(tk_form: FormRig) -> None:
+    async def hold_ctrl_then_release_shift() -> tuple[dict[str, Any] | None, int]:
+        async with connect(tk_form.rig.url, tk_form.rig.token) as client:
+            await ok(client, "key_down", {"key": "ctrl"})
+            error = tool_error(await client.call_tool("key_up", {"key": "shift"}))
+            keys = len(form_keys(tk_form))
+            await ok(client, "press_key", {"key": "Escape"})
+            await anyio.to_thread.run_sync(lambda: poll("Escape", lambda: len(form_keys(tk_form)) > keys))
+            state = int(form_keys(tk_form)[-1]["state"])
+            await ok(client, "key_up", {"key": "ctrl"})
+            return error, state
+
+    error, state = anyio.run(hold_ctrl_then_release_shift)
+    assert error is not None and error["code"] == "INVALID_ARGUMENT" and error["remediation"]
+    assert error["details"]["held_keys"] == ["Control_L"]
+    assert state & X.ControlMask and not state & X.ShiftMask, "the refused key_up changed what is held"

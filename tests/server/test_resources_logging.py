@@ -20,10 +20,11 @@ import pytest
 from mcp import Client, MCPDeprecationWarning, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 from PIL import Image
 from tests.polling import poll
 from tests.server.conftest import GREEN, GreenRig
-from tests.server.rigproc import DESKRIG, RigProcess, color_app
+from tests.server.rigproc import DESKRIG, RigProcess, color_app, connect_stateless
 from tests.server.test_tools_http import close_to, rgb
 
 from deskrig.client import rig_http_client
@@ -126,6 +127,48 @@ def test_resources_list_read_and_subscribe(green: GreenRig) -> None:
         "nothing://here": -32002,
         "subscribe": types.INVALID_PARAMS,
     }
+
+
+def test_a_stateless_client_listening_to_the_state_hears_each_turn(green: GreenRig) -> None:
+    """The 2026-07-28 protocol: subscriptions/listen naming recording://state gets
+    notifications/resources/updated (and the resource list's change) when its own turn lands."""
+    app = green.app_geometry()
+    output = green.tmp / "home" / "deskrig" / "stateless-turns"
+    assert green.rig.token is not None
+
+    async def run() -> tuple[Any, list[Any], dict[str, Any], set[str]]:
+        async with connect_stateless(green.rig.url, green.rig.token) as client:
+            async with client.listen(
+                resource_subscriptions=["recording://state", "screen://current"], resources_list_changed=True
+            ) as subscription:
+                honored = subscription.honored
+                started = await client.call_tool("start_recording", {"output_dir": str(output)})
+                assert not started.is_error, started.content
+                events: list[Any] = []
+                state: dict[str, Any] = {}
+                with anyio.fail_after(30):  # as a client would: re-read the state on each update
+                    await client.call_tool("move_cursor", {"x": app["x"] + 5, "y": app["y"] + 5})
+                    async for event in subscription:
+                        events.append(event)
+                        read = (await client.read_resource("recording://state")).contents[0]
+                        state = json.loads(read.text)
+                        if state["session"]["turns"] == 1 and ResourcesListChanged() in events:
+                            break
+                listed = {str(r.uri) for r in (await client.list_resources()).resources}
+            await client.call_tool("stop_recording", {})
+        async with (  # the capability a 2026-07-28 client discovers
+            rig_http_client(green.rig.token) as http,
+            Client(streamable_http_client(green.rig.url, http_client=http)) as discovering,
+        ):
+            assert discovering.protocol_version == "2026-07-28"
+            resources = discovering.server_capabilities.resources
+            assert resources is not None and resources.subscribe
+        return honored, events, state, listed
+
+    honored, events, state, listed = anyio.run(run)
+    assert honored.resource_subscriptions == ["recording://state"] and honored.resources_list_changed
+    assert ResourceUpdated("recording://state") in events and ResourcesListChanged() in events
+    assert state["session"]["recording"] and "turn://1/after.png" in listed
 
 
 def _ffmpeg_writing(folder: Path) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -13,10 +14,16 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from PIL import Image
 from tests.polling import poll
 from tests.server.conftest import GREEN, RED, GreenRig
 from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
 from tests.server.test_tools_http import close_to, error_of, image_of, rgb
+
+from deskrig.config import Settings
+from deskrig.http import max_request_body_bytes
 
 MAX_FILE = 300_000
 MAX_INLINE = 64 * 1024
@@ -187,6 +194,24 @@ def test_oversized_and_malformed_uploads_change_nothing(tool_rig: GreenRig) -> N
     assert listing(allowed(tool_rig)) == before  # no temp file left behind
 
 
+def test_a_request_over_the_rigs_size_limit_gets_a_structured_error(tool_rig: GreenRig) -> None:
+    """Larger than any payload a tool takes: refused before it is read, as a JSON-RPC error that
+    carries the structured error, and the client's session goes on."""
+    limit = max_request_body_bytes(Settings(max_file_bytes=MAX_FILE))
+    path = allowed(tool_rig) / "huge.bin"
+
+    async def upload_then_ask(client: Client) -> tuple[MCPError, Any]:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("upload_file", {"path": str(path), "content_base64": "A" * limit})
+        return refused.value, await client.call_tool("get_cursor_position", {})
+
+    refused, after = tool_rig.rig.session(upload_then_ask)
+    data = refused.error.data
+    assert data["code"] == "INVALID_ARGUMENT" and data["remediation"]
+    assert data["details"]["max_bytes"] == limit
+    assert not after.is_error and not path.exists()
+
+
 # -- commands ------------------------------------------------------------------------------------
 
 
@@ -252,6 +277,22 @@ def test_zoom_blacks_out_blocked_windows(tool_rig: GreenRig) -> None:
     result = ok(tool_rig, "zoom", {**region, "scale": 2})
     assert result.structured_content["masked_windows"] == 1
     assert close_to(image_of(result).getpixel((50, 40)), (0, 0, 0))
+
+
+def test_the_screen_resource_blacks_out_blocked_windows(tool_rig: GreenRig) -> None:
+    """screen://current read by a real MCP client: the blocked window is black, its neighbour shows."""
+    log = tool_rig.tmp / "secret-screen.log"
+    secret = tool_rig.launch(color_app("Secret Screen", RED, log, size="200x150", pos="950,500"), log)
+    app = tool_rig.app_geometry()
+
+    async def read_screen(client: Client) -> Any:
+        return (await client.read_resource("screen://current")).contents[0]
+
+    content = tool_rig.rig.session(read_screen)
+    screen = Image.open(io.BytesIO(base64.b64decode(content.blob))).convert("RGB")
+    assert content.mime_type == "image/png" and screen.size == (1280, 800)
+    assert close_to(screen.getpixel((secret["x"] + 100, secret["y"] + 75)), (0, 0, 0))
+    assert close_to(screen.getpixel((app["x"] + 50, app["y"] + 50)), rgb(GREEN))
 
 
 def test_zoom_refuses_bad_regions(tool_rig: GreenRig) -> None:

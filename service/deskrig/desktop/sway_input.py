@@ -72,6 +72,15 @@ _MODIFIER_MASKS = {
 }  # fmt: skip
 #: xkb keycodes run from 8; X11 clients (Xwayland) cannot see keycodes above 255.
 _FIRST_KEYCODE, _LAST_KEYCODE = 8, 255
+#: A keycode with no key on it, above every real key. GTK 3 finds the keys of its key bindings
+#: (ctrl+v, BackSpace, ...) by symbol, over the keycodes from the keymap's lowest up to but not
+#: including its highest (gdkkeys-wayland.c, gdk_wayland_keymap_get_entries_for_keyval), and
+#: xkbcommon takes the highest keycode defined as the keymap's maximum: without this, the newest
+#: key, which sits on the highest keycode, reaches GTK's text input but none of its bindings (a
+#: ctrl+v sent as the first use of v pasted nothing into a GTK entry).
+_TOP_KEYCODE = _LAST_KEYCODE
+#: How many keys the keymap holds: the keycodes from 9 up to, not including, the top one.
+_MAX_KEYS = _TOP_KEYCODE - _FIRST_KEYCODE - 1
 _TEXT_KEYS = {"\n": "Return", "\r": "Return", "\t": "Tab"}
 
 
@@ -105,14 +114,19 @@ class _Keymap:
         wanted = list(dict.fromkeys(symbols))
         missing = [s for s in wanted if s not in self.symbols]
         if missing:
-            if len(self.symbols) + len(missing) > _LAST_KEYCODE - _FIRST_KEYCODE:
+            if len(self.symbols) + len(missing) > _MAX_KEYS:
                 self.symbols = [s for s in self.symbols if s in wanted]
             self.symbols += missing
             self.sent = False
         return {s: self.symbols.index(s) + 1 for s in wanted}
 
     def text(self) -> str:
-        codes = "\n".join(f"<K{i}> = {i + _FIRST_KEYCODE};" for i in range(1, len(self.symbols) + 1))
+        codes = "\n".join(
+            [
+                *(f"<K{i}> = {i + _FIRST_KEYCODE};" for i in range(1, len(self.symbols) + 1)),
+                f"<TOP> = {_TOP_KEYCODE};",
+            ]
+        )
         keys = "\n".join(
             f"key <K{i}> {{ [ {_with_shift_level(s)} ] }};" for i, s in enumerate(self.symbols, start=1)
         )

@@ -1,8 +1,9 @@
 """run_command: a program run to completion on the rig, for preparing an app's state in a test.
 
 Off unless the rig was started with ``--allow-commands`` (``DESKRIG_ALLOW_COMMANDS``): it gives
-every token holder a shell as the rig's user. It runs with the environment the app got (its
-display, buses), in a session of its own, so a timeout kills everything it started.
+every token holder a shell as the rig's user. It runs as the user the rig starts apps as, with
+the environment the app got (its display, buses), in a session of its own, so a timeout kills
+everything it started.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic import BaseModel, Field
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.launcher import start_error
 from deskrig.model import CText, EnvName
+from deskrig.procs import Account
 from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 
 MAX_TIMEOUT_MS = 600_000
@@ -105,10 +107,22 @@ async def _feed(process: Process, data: bytes) -> None:
         await process.stdin.aclose()
 
 
-async def _run(argv: list[str], env: Mapping[str, str], args: RunCommandInput) -> CommandResult:
+async def _run(
+    argv: list[str], env: Mapping[str, str], account: Account | None, args: RunCommandInput
+) -> CommandResult:
+    """Run ``argv`` as ``account`` (None: as the server), with its own group only, as the rig's
+    apps run: on a sway rig started as root, Xwayland admits only that user's clients."""
     started = time.perf_counter()
     try:
-        process = await anyio.open_process(argv, cwd=args.cwd, env=dict(env), start_new_session=True)
+        process = await anyio.open_process(
+            argv,
+            cwd=args.cwd,
+            env=dict(env),
+            start_new_session=True,
+            user=None if account is None else account.uid,
+            group=None if account is None else account.gid,
+            extra_groups=None if account is None else [],
+        )
     except OSError as exc:
         raise start_error(argv, exc) from exc
     out, err = _Capture(args.max_output_bytes), _Capture(args.max_output_bytes)
@@ -143,7 +157,8 @@ async def _run(argv: list[str], env: Mapping[str, str], args: RunCommandInput) -
 async def run_command(services: Services, call: CallInfo, args: RunCommandInput) -> ToolResult:
     if not services.settings.allow_commands:
         raise commands_off()
-    return ToolResult(await _run(args.argv, services.launcher.environment(args.env), args))
+    launcher = services.launcher
+    return ToolResult(await _run(args.argv, launcher.environment(args.env), launcher.account, args))
 
 
 TOOLS: list[AnyTool] = [
