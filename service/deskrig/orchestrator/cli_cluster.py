@@ -24,8 +24,11 @@ def push(args: argparse.Namespace) -> int:
         client = docker.from_env(timeout=600)
     except DockerException as exc:
         raise DeskrigError(ErrorCode.RUNTIME_UNAVAILABLE, f"cannot talk to the Docker engine: {exc}") from exc
-    with client, stderr_console().status(f"pushing {len(images)} image(s) to {registry}"):
-        pushed = push_images(client, registry, images, tag=args.tag)
+    try:
+        with stderr_console().status(f"pushing {len(images)} image(s) to {registry}"):
+            pushed = push_images(client, registry, images, tag=args.tag)
+    finally:
+        client.close()
     if args.json:
         print_json([{"source": p.source, "reference": p.reference, "digest": p.digest} for p in pushed])
     else:

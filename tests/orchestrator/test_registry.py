@@ -1,0 +1,165 @@
+"""The registry prefix, and ``deskrig images push`` into a real registry: Debian's
+``docker-registry`` (the CNCF distribution registry), run here on a free loopback port with its own
+config and storage under the test's temporary directory, and stopped after.
+
+The shared ``deskrig/*:latest`` images are only read (not through the ``rig_image`` fixture, which
+would rebuild them from this tree): the test pushes under a tag of its own and removes only the
+local names it created.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import httpx2
+import pytest
+from docker.errors import ImageNotFound
+from tests.orchestrator.conftest import RIG_IMAGE
+from tests.orchestrator.test_cli import deskrig
+from tests.polling import poll
+
+from deskrig.errors import ConfigError
+from deskrig.orchestrator.images import image_reference, split_tag
+from deskrig.orchestrator.models import OrchestratorConfig
+
+
+@pytest.mark.parametrize(
+    ("image", "registry", "reference"),
+    [
+        ("deskrig/rig:latest", None, "deskrig/rig:latest"),
+        ("deskrig/rig:latest", "localhost:5000", "localhost:5000/deskrig/rig:latest"),
+        ("deskrig/rig", "reg.example", "reg.example/deskrig/rig"),
+        ("ubuntu:24.04", "10.0.0.5:5000", "10.0.0.5:5000/ubuntu:24.04"),
+        ("ghcr.io/team/app:1", "localhost:5000", "ghcr.io/team/app:1"),  # names its registry already
+        ("localhost:6000/app", "localhost:5000", "localhost:6000/app"),
+    ],
+)
+def test_image_reference(image: str, registry: str | None, reference: str) -> None:
+    assert image_reference(image, registry) == reference
+
+
+@pytest.mark.parametrize("registry", ["http://reg:5000", "reg:5000/path", "reg:port", "-reg", "re g"])
+def test_a_bad_registry_is_refused(registry: str) -> None:
+    with pytest.raises(ConfigError):
+        image_reference("deskrig/rig:latest", registry)
+    with pytest.raises(ConfigError):
+        OrchestratorConfig(registry=registry)
+
+
+@pytest.mark.parametrize(
+    ("image", "split"),
+    [
+        ("deskrig/rig:latest", ("deskrig/rig", "latest")),
+        ("deskrig/rig", ("deskrig/rig", "latest")),
+        ("localhost:5000/deskrig/rig", ("localhost:5000/deskrig/rig", "latest")),
+        ("localhost:5000/deskrig/rig:t1", ("localhost:5000/deskrig/rig", "t1")),
+    ],
+)
+def test_split_tag(image: str, split: tuple[str, str]) -> None:
+    assert split_tag(image) == split
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A running registry's HOST:PORT (loopback: the engine pushes to it without TLS)."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.fail("docker-registry is not installed: run scripts/setup (APT_PACKAGES)")
+    root = tmp_path_factory.mktemp("registry")
+    address = f"127.0.0.1:{_free_port()}"
+    config = root / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log: {level: warn}\n"
+        f"storage: {{filesystem: {{rootdirectory: {root / 'storage'}}}, delete: {{enabled: true}}}}\n"
+        f"http: {{addr: {address}}}\n"
+    )
+    with (root / "registry.log").open("wb") as log:
+        proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
+    try:
+
+        def answers() -> bool:
+            assert proc.poll() is None, (root / "registry.log").read_text()
+            try:
+                return httpx2.get(f"http://{address}/v2/", timeout=2).status_code == 200
+            except httpx2.HTTPError:
+                return False
+
+        poll("the registry to answer /v2/", answers)
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _tags(registry: str, repository: str) -> list[str]:
+    response = httpx2.get(f"http://{registry}/v2/{repository}/tags/list", timeout=10)
+    return list(response.json().get("tags") or []) if response.status_code == 200 else []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_images_push_into_a_real_registry_and_pull_back(
+    tmp_path: Path, registry: str, docker_client: docker.DockerClient
+) -> None:
+    tag = f"k8s-test-{secrets.token_hex(3)}"
+    pushed_name = f"{registry}/deskrig/rig:{tag}"
+    try:
+        done = deskrig(tmp_path, "images", "push", "--registry", registry, "--tag", tag, "--json", RIG_IMAGE)
+        assert done.returncode == 0, done.stderr
+        (pushed,) = json.loads(done.stdout)
+        assert pushed["source"] == RIG_IMAGE
+        assert pushed["reference"] == pushed_name
+        assert pushed["digest"].startswith("sha256:")
+        # The registry's own API lists it.
+        assert tag in _tags(registry, "deskrig/rig")
+        manifest = httpx2.get(
+            f"http://{registry}/v2/deskrig/rig/manifests/{tag}",
+            headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+            timeout=10,
+        )
+        assert manifest.headers["Docker-Content-Digest"] == pushed["digest"]
+        # Pulled back (after dropping the local name the push made), it is the same image.
+        docker_client.images.remove(pushed_name)
+        pulled = docker_client.images.pull(f"{registry}/deskrig/rig", tag=tag)
+        assert pulled.id == docker_client.images.get(RIG_IMAGE).id
+    finally:
+        try:
+            docker_client.images.remove(pushed_name)  # only the name this test made
+        except ImageNotFound:
+            pass
+
+
+@pytest.mark.docker
+def test_images_push_refuses_a_missing_image_and_pushes_nothing(
+    tmp_path: Path, registry: str, docker_client: docker.DockerClient
+) -> None:
+    tag = f"k8s-test-{secrets.token_hex(3)}"
+    done = deskrig(
+        tmp_path, "images", "push", "--registry", registry, "--tag", tag, RIG_IMAGE, "deskrig/no-such:latest"
+    )
+    assert done.returncode != 0
+    assert "no local image deskrig/no-such:latest" in done.stderr
+    assert tag not in _tags(registry, "deskrig/rig")  # checked before anything is pushed
+    with pytest.raises(ImageNotFound):
+        docker_client.images.get(f"{registry}/deskrig/rig:{tag}")
+
+
+def test_images_push_needs_a_registry(tmp_path: Path) -> None:
+    done = deskrig(tmp_path, "images", "push")
+    assert done.returncode != 0
+    assert "--registry" in done.stderr
