@@ -350,6 +350,23 @@ async def test_an_unschedulable_pod_times_out_saying_why(config: OrchestratorCon
         fake.close()
 
 
+async def test_a_pod_in_its_grace_period_counts_as_gone(config: OrchestratorConfig) -> None:
+    """Deleting a pod lets its rig tear down for a while; the reaper and status see it gone at once."""
+    fake = FakeCoreV1Api(graceful=True)
+    runtime = KubernetesRuntime(config, api=fake, namespace=NAMESPACE, endpoint="pod-ip")
+    try:
+        handle = await runtime.create(request())
+        await runtime.destroy(handle)
+        assert fake.objects["pods"]  # still terminating
+        assert await runtime.list_by_label(managed_labels()) == []
+        assert (await runtime.status(handle)).detail == "being deleted"
+        fake.finish_deletion(handle.name)
+        assert left(fake) == {}
+    finally:
+        await runtime.close()
+        fake.close()
+
+
 @pytest.mark.parametrize("session", ["Bad_Id", "s" * 70, ""])
 async def test_bad_input_changes_nothing(runtime: KubernetesRuntime, fake: FakeCoreV1Api, session: str) -> None:
     with pytest.raises(DeskrigError) as raised:

@@ -16,7 +16,8 @@ What makes it faithful where it matters:
 
 Every call is recorded as ``(verb, resource)`` in :attr:`FakeCoreV1Api.calls`, for checking the
 runtime's calls against the RBAC Role of ``deskrig k8s manifests``. Tests script pods with
-:meth:`run`, :meth:`crash`, :meth:`exceed_deadline`, :meth:`wait`, :meth:`set_ready`, :meth:`vanish`.
+:meth:`run`, :meth:`crash`, :meth:`exceed_deadline`, :meth:`wait`, :meth:`unschedulable`,
+:meth:`set_ready`, :meth:`vanish`, and graceful deletion (``graceful``, :meth:`finish_deletion`).
 """
 
 from __future__ import annotations
@@ -114,11 +115,20 @@ class FakeCoreV1Api:
     """See the module docstring. ``start_pods``: created pods run at once (else they stay Pending
     until :meth:`run`); ``validate``: called with every body the runtime sends."""
 
-    def __init__(self, *, start_pods: bool = True, validate: Callable[[Obj], object] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        start_pods: bool = True,
+        graceful: bool = False,
+        validate: Callable[[Obj], object] | None = None,
+    ) -> None:
         from kubernetes.client import ApiClient
 
         self.api_client: Any = ApiClient()
         self.start_pods = start_pods
+        #: Deleted pods stay, marked with a deletionTimestamp, until :meth:`finish_deletion` (as
+        #: during their grace period); else they go at once.
+        self.graceful = graceful
         self.validate = validate
         self.calls: list[tuple[str, str]] = []
         self.objects: dict[str, dict[tuple[str, str], Obj]] = {"pods": {}, "secrets": {}, "services": {}}
@@ -196,6 +206,10 @@ class FakeCoreV1Api:
             "message": "Pod was active on the node longer than the specified deadline",
         }
         self._terminate(name, status, 137, "Error")
+
+    def finish_deletion(self, name: str) -> None:
+        """A gracefully deleted pod's grace period ends: it goes, and what it owns with it."""
+        self._delete("pods", self.pod(name)["metadata"]["namespace"], name)
 
     def vanish(self, name: str) -> None:
         """Deleted from outside the orchestrator (``kubectl delete pod``)."""
@@ -331,6 +345,10 @@ class FakeCoreV1Api:
 
     def delete_namespaced_pod(self, name: str, namespace: str, **_: Any) -> None:
         self._record("delete", "pods")
+        if self.graceful:
+            pod = self._get("pods", namespace, name)
+            pod["metadata"].setdefault("deletionTimestamp", _now())
+            return
         self._delete("pods", namespace, name)
 
     def read_namespaced_pod_log(

@@ -315,6 +315,8 @@ class KubernetesRuntime:
         pod = await anyio.to_thread.run_sync(self._read_pod, handle.name)
         if not pod:
             return ContainerState(running=False, detail="gone (deleted from outside)")
+        if pod["metadata"].get("deletionTimestamp"):
+            return ContainerState(running=False, detail="being deleted")
         terminated = _container_state(pod).get("terminated") or {}
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Running" and not terminated:
@@ -365,6 +367,8 @@ class KubernetesRuntime:
         node_ports = self._node_ports(label_selector) if settings.endpoint == "node-port" else {}
         handles = []
         for pod in self._plain(found).get("items") or []:
+            if pod["metadata"].get("deletionTimestamp"):
+                continue  # being deleted (its grace period): gone, as far as sessions go
             handle = self._handle(pod, "")
             if any(handle.labels.get(key) != value for key, value in labels.items()):
                 continue  # a pair the selector could not carry (an annotation only)
