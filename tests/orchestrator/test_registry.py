@@ -9,6 +9,7 @@ local names it created.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import shutil
@@ -138,10 +139,8 @@ def test_images_push_into_a_real_registry_and_pull_back(
         pulled = docker_client.images.pull(f"{registry}/deskrig/rig", tag=tag)
         assert pulled.id == docker_client.images.get(RIG_IMAGE).id
     finally:
-        try:
+        with contextlib.suppress(ImageNotFound):
             docker_client.images.remove(pushed_name)  # only the name this test made
-        except ImageNotFound:
-            pass
 
 
 @pytest.mark.docker
