@@ -292,6 +292,16 @@ def manifests(image: str, namespace: str = "deskrig", *, registry: str | None = 
                                 "image": image,
                                 "command": command,
                                 "ports": [{"name": "api", "containerPort": ORCHESTRATOR_PORT}],
+                                # Its API takes loopback Host names only (kubectl port-forward
+                                # keeps them); the kubelet's probe says localhost too.
+                                "readinessProbe": {
+                                    "httpGet": {
+                                        "path": "/healthz",
+                                        "port": ORCHESTRATOR_PORT,
+                                        "httpHeaders": [{"name": "Host", "value": "localhost"}],
+                                    },
+                                    "periodSeconds": 5,
+                                },
                                 "securityContext": {
                                     **hardened,
                                     "readOnlyRootFilesystem": True,
