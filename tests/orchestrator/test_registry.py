@@ -162,3 +162,41 @@ def test_images_push_needs_a_registry(tmp_path: Path) -> None:
     done = deskrig(tmp_path, "images", "push")
     assert done.returncode != 0
     assert "--registry" in done.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+async def test_the_docker_runtime_pulls_through_the_registry(config: OrchestratorConfig) -> None:
+    """With a registry set, the Docker runtime runs the prefixed image (here: one it cannot pull)."""
+    from deskrig.errors import DeskrigError, ErrorCode
+    from deskrig.orchestrator.docker_backend import DockerRuntime
+    from deskrig.orchestrator.runtime import RigRequest
+
+    registry = f"127.0.0.1:{_free_port()}"  # nothing listens there
+    runtime = DockerRuntime(config.model_copy(update={"registry": registry}))
+    try:
+        with pytest.raises(DeskrigError) as raised:
+            await runtime.create(RigRequest("sreg1", RIG_IMAGE, None, {}, {}))
+    finally:
+        await runtime.close()
+    assert raised.value.code is ErrorCode.RIG_FAILED
+    assert raised.value.details == {"image": f"{registry}/{RIG_IMAGE}"}
+
+
+@pytest.mark.parametrize("given_by", ["flag", "variable"])
+def test_serve_refuses_a_bad_registry(tmp_path: Path, given_by: str) -> None:
+    flag = ["--registry", "http://reg"] if given_by == "flag" else []
+    env = {"DESKRIG_REGISTRY": "http://reg"} if given_by == "variable" else {}
+    done = deskrig(tmp_path, "orchestrator", "serve", *flag, **env)
+    assert done.returncode != 0
+    assert "INVALID_ARGUMENT" in done.stderr and "is not HOST or HOST:PORT" in done.stderr
+    assert not (tmp_path / "state" / "orchestrator.json").exists()
+
+
+def test_a_background_service_gets_the_registry() -> None:
+    from deskrig.cli import build_parser
+    from deskrig.orchestrator.cli_service import _serve_args
+
+    args = build_parser().parse_args(["orchestrator", "serve", "--background", "--registry", "reg:5000"])
+    passed = _serve_args(args)
+    assert passed[passed.index("--registry") + 1] == "reg:5000"
