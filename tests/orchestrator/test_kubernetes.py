@@ -384,6 +384,37 @@ async def test_a_taken_name_is_refused_and_the_first_rig_stays(runtime: Kubernet
     assert (await runtime.status(first)).running
 
 
+async def test_a_taken_pod_name_leaves_the_other_pod_alone(runtime: KubernetesRuntime, fake: FakeCoreV1Api) -> None:
+    """The pod exists but not its Secret (someone else's pod): the runtime's Secret goes again."""
+    other = rig_pod(request(), OrchestratorConfig(), RigPodSettings(namespace=NAMESPACE))
+    fake.create_namespaced_pod(NAMESPACE, other)
+    with pytest.raises(DeskrigError) as raised:
+        await runtime.create(request())
+    assert raised.value.code is ErrorCode.RIG_FAILED
+    assert left(fake) == {"pods": ["deskrig-sabc123"]}
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "status", "code"),
+    [
+        ("create", "secrets", 403, ErrorCode.RUNTIME_UNAVAILABLE),
+        ("create", "pods", 403, ErrorCode.RUNTIME_UNAVAILABLE),
+        ("patch", "secrets", 500, ErrorCode.RUNTIME_UNAVAILABLE),
+        ("create", "pods", 422, ErrorCode.RIG_FAILED),
+    ],
+)
+async def test_a_refused_call_fails_the_rig_and_leaves_nothing(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api, verb: str, resource: str, status: int, code: ErrorCode
+) -> None:
+    fake.refuse(verb, resource, status)
+    with pytest.raises(DeskrigError) as raised:
+        await runtime.create(request())
+    assert raised.value.code is code
+    if status == 403:
+        assert "Role" in (raised.value.remediation or "")
+    assert left(fake) == {}
+
+
 def test_a_bad_namespace_is_refused(config: OrchestratorConfig) -> None:
     with pytest.raises(ConfigError):
         KubernetesRuntime(config, namespace="Not A Namespace")

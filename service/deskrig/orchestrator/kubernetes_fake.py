@@ -15,7 +15,8 @@ What makes it faithful where it matters:
 - the garbage collector: deleting a pod deletes what names it in ``ownerReferences``.
 
 Every call is recorded as ``(verb, resource)`` in :attr:`FakeCoreV1Api.calls`, for checking the
-runtime's calls against the RBAC Role of ``deskrig k8s manifests``. Tests script pods with
+runtime's calls against the RBAC Role of ``deskrig k8s manifests``; :meth:`refuse` makes chosen
+calls fail as a server would (403 Forbidden, 500). Tests script pods with
 :meth:`run`, :meth:`crash`, :meth:`exceed_deadline`, :meth:`wait`, :meth:`unschedulable`,
 :meth:`set_ready`, :meth:`vanish`, and graceful deletion (``graceful``, :meth:`finish_deletion`).
 """
@@ -135,6 +136,8 @@ class FakeCoreV1Api:
         self.pod_logs: dict[str, list[str]] = {}
         #: What /readyz says for pods started from now on.
         self.app_ready = True
+        #: Calls the "API server" refuses: (verb, resource) -> HTTP status, see :meth:`refuse`.
+        self.refusals: dict[tuple[str, str], int] = {}
         self._rigs: dict[str, _StandInRig] = {}
         self._node_ports: dict[str, _StandInRig] = {}
         self._ips = (f"127.77.{n // 250}.{n % 250 + 2}" for n in itertools.count())
@@ -260,8 +263,15 @@ class FakeCoreV1Api:
 
     # --- the API surface ----------------------------------------------------------------------------
 
+    def refuse(self, verb: str, resource: str, status: int = 403) -> None:
+        """Calls of ``verb`` on ``resource`` fail with ``status`` (403: RBAC does not allow it)."""
+        self.refusals[(verb, resource)] = status
+
     def _record(self, verb: str, resource: str) -> None:
         self.calls.append((verb, resource))
+        status = self.refusals.get((verb, resource))
+        if status is not None:
+            raise _api_exception(status, {403: "Forbidden", 500: "Internal Server Error"}.get(status, "Refused"))
 
     def _store(self, resource: str, model: str, namespace: str, body: Any) -> Any:
         from kubernetes import client

@@ -18,6 +18,7 @@ be reached or refuses the orchestrator (RBAC), RIG_FAILED when a rig cannot be c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -207,24 +208,35 @@ class KubernetesRuntime:
         try:
             return await self._await_start(request, pod)
         except BaseException:
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True), contextlib.suppress(DeskrigError):
                 await self.destroy(self._handle(pod, ""))
             raise
 
     def _create_objects(self, request: RigRequest) -> Manifest:
-        """Secret, Pod, then the Secret owned by the Pod (and the Service, in node-port mode)."""
+        """Secret, Pod, then the Secret handed to the Pod (and the Service, in node-port mode).
+        A failure removes what this call created, and nothing else (a taken name stays taken)."""
         _, settings = self._core()
         namespace = settings.namespace
+        name = rig_name(request)
         secret = token_secret(request, namespace)
         self._call("create the rig's token Secret", lambda api, _: api.create_namespaced_secret(namespace, secret))
         try:
             body = rig_pod(request, self._config, settings)
-            created = self._call("create the rig's Pod", lambda api, _: api.create_namespaced_pod(namespace, body))
-            pod = self._plain(created)
+            pod = self._plain(
+                self._call("create the rig's Pod", lambda api, _: api.create_namespaced_pod(namespace, body))
+            )
+        except BaseException:
+            with contextlib.suppress(DeskrigError):
+                self._delete(
+                    "delete the rig's token Secret",
+                    lambda api, _: api.delete_namespaced_secret(token_secret_name(name), namespace),
+                )
+            raise
+        try:
             owner = {"metadata": {"ownerReferences": owned_by(pod)}}
             self._call(
                 "hand the rig's Secret to its Pod",
-                lambda api, _: api.patch_namespaced_secret(token_secret_name(rig_name(request)), namespace, owner),
+                lambda api, _: api.patch_namespaced_secret(token_secret_name(name), namespace, owner),
             )
             if settings.endpoint == "node-port":
                 service = rig_service(request, namespace)
@@ -233,7 +245,8 @@ class KubernetesRuntime:
                     "create the rig's Service", lambda api, _: api.create_namespaced_service(namespace, service)
                 )
         except BaseException:
-            self._destroy_names(rig_name(request))
+            with contextlib.suppress(DeskrigError):
+                self._destroy_names(name)
             raise
         return pod
 
