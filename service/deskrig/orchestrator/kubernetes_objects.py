@@ -137,14 +137,12 @@ def _env(request: RigRequest, secret_name: str) -> list[Manifest]:
         {"name": "DESKRIG_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret_name, "key": TOKEN_KEY}}},
     ]
     for key, value in request.env.items():
-        if key == "DESKRIG_TOKEN":
-            continue
-        if key == "DESKRIG_ALLOWED_HOSTS":
-            value = ",".join([*filter(None, value.split(",")), f"$({POD_IP_VAR})", f"$({NODE_IP_VAR})"])
-        else:
-            value = value.replace("$(", "$$(")  # literal: the kubelet expands $(NAME) references
-        env.append({"name": key, "value": value})
-    return env
+        if key not in ("DESKRIG_TOKEN", "DESKRIG_ALLOWED_HOSTS"):
+            # Literal: the kubelet would expand a $(NAME) in it.
+            env.append({"name": key, "value": value.replace("$(", "$$(")})
+    given = [host for host in request.env.get("DESKRIG_ALLOWED_HOSTS", "").split(",") if host]
+    hosts = ",".join([*given, f"$({POD_IP_VAR})", f"$({NODE_IP_VAR})"])
+    return [*env, {"name": "DESKRIG_ALLOWED_HOSTS", "value": hosts}]
 
 
 def rig_pod(

@@ -59,6 +59,8 @@ FATAL_WAITING = frozenset(
 #: How long ``create`` waits for the pod to be scheduled and its container started (image pulls).
 START_TIMEOUT = 300.0
 POLL_INTERVAL = 0.5
+#: What every ``runtime.LABEL_*`` name starts with: the annotations that are a rig's labels.
+LABEL_PREFIX = "io.deskrig."
 
 
 def _api_error(exc: Exception, doing: str) -> DeskrigError:
@@ -315,7 +317,8 @@ class KubernetesRuntime:
 
     def _handle(self, pod: Manifest, endpoint: str) -> RigHandle:
         meta = pod.get("metadata") or {}
-        labels = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith("io.deskrig.")}
+        annotations = meta.get("annotations") or {}
+        labels = {key: value for key, value in annotations.items() if key.startswith(LABEL_PREFIX)}
         return RigHandle(id=meta.get("name", ""), name=meta.get("name", ""), endpoint=endpoint, labels=labels)
 
     async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
