@@ -209,6 +209,10 @@ def test_manifests_command_prints_valid_yaml(tmp_path: Path) -> None:
     for document in documents:
         validate(document)
     assert {d["metadata"].get("namespace", d["metadata"]["name"]) for d in documents} == {"ci"}
+    assert "&id" not in done.stdout  # plain YAML, no anchors
+    (orchestrator,) = documents[4]["spec"]["template"]["spec"]["containers"]
+    # `kubectl exec ... deskrig session start` finds the service through the same variables.
+    assert {"DESKRIG_STATE_DIR", "DESKRIG_ARTIFACTS_ROOT"} <= {var["name"] for var in orchestrator["env"]}
 
 
 @pytest.mark.parametrize(

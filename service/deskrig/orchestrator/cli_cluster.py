@@ -55,5 +55,9 @@ def manifests(args: argparse.Namespace) -> int:
     if not is_dns_label(namespace):
         raise ConfigError(f"--namespace {namespace!r} is not a DNS label (a-z, 0-9, -; at most 63)")
     registry = check_registry(args.registry) if args.registry else None
-    sys.stdout.write(yaml.safe_dump_all(manifests(args.image, namespace, registry=registry), sort_keys=False))
+    # Every object spelt out: no &anchors for the labels they share.
+    dumper = type("Dumper", (yaml.SafeDumper,), {"ignore_aliases": lambda self, data: True})
+
+    documents = manifests(args.image, namespace, registry=registry)
+    sys.stdout.write(yaml.dump_all(documents, Dumper=dumper, sort_keys=False))
     return 0

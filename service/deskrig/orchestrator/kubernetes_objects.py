@@ -14,6 +14,7 @@ labels too, for the API's label selectors.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import time
@@ -251,10 +252,13 @@ def manifests(image: str, namespace: str = "deskrig", *, registry: str | None = 
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     command = ["deskrig", "orchestrator", "serve", "--runtime", "kubernetes"]
-    command += ["--listen", f"0.0.0.0:{ORCHESTRATOR_PORT}", "--state-dir", "/var/lib/deskrig/state"]
-    command += ["--artifacts-root", "/var/lib/deskrig/sessions"]
-    if registry:
-        command += ["--registry", registry]
+    command += ["--listen", f"0.0.0.0:{ORCHESTRATOR_PORT}"]
+    # By variables, not flags: `kubectl exec ... deskrig session start` finds the service by them.
+    env = [
+        {"name": "DESKRIG_STATE_DIR", "value": "/var/lib/deskrig/state"},
+        {"name": "DESKRIG_ARTIFACTS_ROOT", "value": "/var/lib/deskrig/sessions"},
+        *([{"name": "DESKRIG_REGISTRY", "value": registry}] if registry else []),
+    ]
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "labels": labels}},
@@ -262,7 +266,7 @@ def manifests(image: str, namespace: str = "deskrig", *, registry: str | None = 
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": {**meta, "labels": labels},
-            "rules": RUNTIME_RULES,
+            "rules": copy.deepcopy(RUNTIME_RULES),
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -289,6 +293,7 @@ def manifests(image: str, namespace: str = "deskrig", *, registry: str | None = 
                                 "name": "orchestrator",
                                 "image": image,
                                 "command": command,
+                                "env": env,
                                 "ports": [{"name": "api", "containerPort": ORCHESTRATOR_PORT}],
                                 # Its API takes loopback Host names only (kubectl port-forward
                                 # keeps them); the kubelet's probe says localhost too.
