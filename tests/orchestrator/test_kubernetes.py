@@ -17,6 +17,7 @@ import anyio
 import kubernetes_validate
 import pytest
 import yaml
+from tests.orchestrator.apiserver import serving
 from tests.orchestrator.helpers import eventually, labels_of
 from tests.orchestrator.test_cli import deskrig
 
@@ -447,3 +448,39 @@ def test_the_client_is_imported_only_when_used() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("mode", ["pod-ip", "node-port"])
+async def test_the_real_client_over_http(config: OrchestratorConfig, fake: FakeCoreV1Api, mode: Endpoint) -> None:
+    """The runtime through the official client, over HTTP to the stand-in behind the API's REST
+    paths: the client takes the rendered bodies, sends them as the API expects, and the runtime
+    reads its answers and errors."""
+    from kubernetes import client
+
+    with serving(fake) as server:
+        configuration = client.Configuration()
+        configuration.host = server.url
+        api = client.CoreV1Api(client.ApiClient(configuration))
+        runtime = KubernetesRuntime(config, api=api, namespace=NAMESPACE, endpoint=mode)
+        try:
+            handle = await runtime.create(request())
+            await runtime.wait_ready(handle, timeout=10)
+            assert handle.labels == request().labels
+            assert await runtime.list_by_label(managed_labels("sabc123")) == [handle]
+            fake.pod_logs[handle.name] = ["first", "last"]
+            assert await runtime.logs(handle, 1) == "last\n"
+            fake.crash(handle.name, exit_code=4)
+            assert (await runtime.status(handle)).exit_code == 4
+            with pytest.raises(DeskrigError) as raised:
+                await runtime.create(request())  # the name is taken: 409 from the "server"
+            assert raised.value.code is ErrorCode.RIG_FAILED
+            await runtime.destroy(handle)
+            await runtime.destroy(handle)  # 404s: already gone
+            assert not (await runtime.status(handle)).running
+        finally:
+            await runtime.close()
+    assert left(fake) == {}
+    # A dict body patched as a merge patch (a JSON patch would be a list of operations).
+    patches = [content_type for method, _, _, content_type in server.requests if method == "PATCH"]
+    assert patches and all("merge-patch+json" in content_type for content_type in patches)
+    assert {path for _, path, _, _ in server.requests} >= {f"/api/v1/namespaces/{NAMESPACE}/pods/deskrig-sabc123/log"}
