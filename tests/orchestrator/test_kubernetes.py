@@ -45,6 +45,7 @@ pytestmark = pytest.mark.anyio
 K8S_VERSION = "1.37.0"
 NAMESPACE = "rigs"
 TOKEN = "s3cret-token-value"
+ORCHESTRATOR_POD = {"metadata": {"name": "deskrig-orchestrator-7d9f-x2", "uid": "0f4c3a5e-1d2b-4c6d-9e8f-0a1b2c3d4e5f"}}
 
 
 def validate(obj: dict[str, Any]) -> None:
@@ -94,6 +95,7 @@ def rendered(config: OrchestratorConfig) -> list[tuple[str, dict[str, Any]]]:
     objects = [
         ("pod", rig_pod(request(), config, settings)),
         ("pod-with-deadline-and-app", rig_pod(with_deadline, config.model_copy(update={"registry": "reg:5000"}), settings)),
+        ("pod-owned-by-the-orchestrator", rig_pod(request(), config, RigPodSettings(owner=ORCHESTRATOR_POD))),
         ("secret", token_secret(request(), NAMESPACE)),
         ("service", rig_service(request(), NAMESPACE)),
     ]
@@ -418,6 +420,33 @@ async def test_a_refused_call_fails_the_rig_and_leaves_nothing(
     if status == 403:
         assert "Role" in (raised.value.remediation or "")
     assert left(fake) == {}
+
+
+async def test_the_orchestrators_pod_owns_its_rigs(
+    config: OrchestratorConfig, fake: FakeCoreV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the cluster, deleting the orchestrator's pod deletes its rigs and their Secrets: a new
+    orchestrator pod could neither adopt nor reap them (its journal and lease were the old pod's)."""
+    own = fake.create_namespaced_pod(
+        NAMESPACE,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "deskrig-orchestrator-1"},
+            "spec": {"containers": [{"name": "o", "image": "i"}]},
+        },
+    )
+    monkeypatch.setenv("DESKRIG_POD_NAME", own.metadata.name)
+    monkeypatch.setenv("DESKRIG_POD_UID", own.metadata.uid)
+    runtime = kubernetes_runtime(config, api=fake, namespace=NAMESPACE, endpoint="pod-ip")
+    try:
+        handle = await runtime.create(request())
+        (owner,) = fake.pod(handle.name)["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", own.metadata.name, own.metadata.uid)
+        fake.delete_namespaced_pod(own.metadata.name, NAMESPACE)
+        assert left(fake) == {}
+    finally:
+        await runtime.close()
 
 
 def test_a_bad_namespace_is_refused(config: OrchestratorConfig) -> None:

@@ -51,7 +51,8 @@ _QUANTITY = re.compile(r"^([0-9]+)([kmg]?)b?$", re.I)
 @dataclass(frozen=True)
 class RigPodSettings:
     """What a rig's pod gets besides the orchestrator's settings: its namespace, how it is reached,
-    and its CPU and memory requests (the memory limit is the orchestrator's ``mem_limit``)."""
+    its CPU and memory requests (the memory limit is the orchestrator's ``mem_limit``), and the
+    orchestrator's own pod when it runs in the cluster (``owner``: its metadata, name and uid)."""
 
     namespace: str = "deskrig"
     endpoint: Endpoint = "pod-ip"
@@ -59,6 +60,7 @@ class RigPodSettings:
     cpu_limit: str = "2"
     memory_request: str = "256Mi"
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    owner: Manifest | None = None
 
 
 def is_dns_label(name: str) -> bool:
@@ -98,6 +100,17 @@ def rig_name(request: RigRequest) -> str:
 
 def token_secret_name(pod_name: str) -> str:
     return f"{pod_name}-token"
+
+
+#: The downward-API variables that tell an in-cluster orchestrator its own pod.
+OWNER_NAME_VAR = "DESKRIG_POD_NAME"
+OWNER_UID_VAR = "DESKRIG_POD_UID"
+
+
+def owner_from_environment(environ: dict[str, str]) -> Manifest | None:
+    """The orchestrator's own pod's metadata, from the variables its Deployment sets; else None."""
+    name, uid = environ.get(OWNER_NAME_VAR, ""), environ.get(OWNER_UID_VAR, "")
+    return {"metadata": {"name": name, "uid": uid}} if name and uid else None
 
 
 def owned_by(pod: Manifest) -> list[Manifest]:
@@ -205,12 +218,12 @@ def rig_pod(
     deadline = active_deadline(request, time.time() if now is None else now)
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": rig_metadata(request, name, settings.namespace),
-        "spec": spec,
-    }
+    metadata = rig_metadata(request, name, settings.namespace)
+    if settings.owner is not None:
+        # The orchestrator's pod owns its rigs: deleting it (a new Deployment revision, a drained
+        # node) deletes them too, where a new orchestrator could neither adopt nor reap them.
+        metadata["ownerReferences"] = owned_by(settings.owner)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def rig_service(request: RigRequest, namespace: str) -> Manifest:
@@ -255,6 +268,8 @@ def manifests(image: str, namespace: str = "deskrig", *, registry: str | None = 
     command += ["--listen", f"0.0.0.0:{ORCHESTRATOR_PORT}"]
     # By variables, not flags: `kubectl exec ... deskrig session start` finds the service by them.
     env = [
+        {"name": OWNER_NAME_VAR, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": OWNER_UID_VAR, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         {"name": "DESKRIG_STATE_DIR", "value": "/var/lib/deskrig/state"},
         {"name": "DESKRIG_ARTIFACTS_ROOT", "value": "/var/lib/deskrig/sessions"},
         *([{"name": "DESKRIG_REGISTRY", "value": registry}] if registry else []),

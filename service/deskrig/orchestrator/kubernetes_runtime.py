@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -36,6 +37,7 @@ from deskrig.orchestrator.kubernetes_objects import (
     RigPodSettings,
     is_dns_label,
     owned_by,
+    owner_from_environment,
     rig_name,
     rig_pod,
     rig_service,
@@ -405,7 +407,12 @@ class KubernetesRuntime:
 
 
 def kubernetes_runtime(config: OrchestratorConfig, **options: Any) -> KubernetesRuntime:
-    """The runtime for ``--runtime kubernetes`` (options: see :class:`KubernetesRuntime`)."""
+    """The runtime for ``--runtime kubernetes`` (options: see :class:`KubernetesRuntime`). In the
+    cluster, the pod the orchestrator runs in (named by the variables its Deployment sets) owns
+    the rigs."""
+    owner = owner_from_environment(dict(os.environ))
+    if owner is not None and "settings" not in options:
+        options["settings"] = RigPodSettings(owner=owner)
     return KubernetesRuntime(config, **options)
 
 
