@@ -200,3 +200,27 @@ def test_a_background_service_gets_the_registry() -> None:
     args = build_parser().parse_args(["orchestrator", "serve", "--background", "--registry", "reg:5000"])
     passed = _serve_args(args)
     assert passed[passed.index("--registry") + 1] == "reg:5000"
+
+
+@pytest.mark.parametrize("given_by", ["flag", "variable"])
+def test_session_start_starts_its_service_with_the_registry(
+    monkeypatch: pytest.MonkeyPatch, given_by: str, tmp_path: Path
+) -> None:
+    from deskrig.cli import build_parser
+    from deskrig.errors import DeskrigError, ErrorCode
+    from deskrig.orchestrator import service
+    from deskrig.orchestrator.cli import run
+
+    started: list[list[str]] = []
+
+    def ensure_service(state_dir: Path, serve_args: list[str] | None = None) -> service.ServiceClient:
+        started.append(list(serve_args or []))
+        raise DeskrigError(ErrorCode.RUNTIME_UNAVAILABLE, "stop here")
+
+    monkeypatch.setattr(service, "ensure_service", ensure_service)
+    monkeypatch.setenv("DESKRIG_STATE_DIR", str(tmp_path))
+    if given_by == "variable":
+        monkeypatch.setenv("DESKRIG_REGISTRY", "reg:5000")
+    args = build_parser().parse_args(["session", "start", *(["--registry", "reg:5000"] if given_by == "flag" else [])])
+    assert run(args) != 0
+    assert started == [["--registry", "reg:5000"]]
