@@ -183,18 +183,19 @@ class KubernetesRuntime:
         plain = obj if isinstance(obj, dict) else api.api_client.sanitize_for_serialization(obj)
         return plain if isinstance(plain, dict) else {}
 
-    def _call(self, doing: str, call: Callable[[Any, RigPodSettings], T]) -> T:
-        api, settings = self._core()
+    def _call(self, doing: str, call: Callable[[Any], T]) -> T:
+        """``call(api)``, its errors translated."""
+        api, _ = self._core()
         try:
-            return call(api, settings)
+            return call(api)
         except _errors() as exc:
             raise _api_error(exc, doing) from exc
 
-    def _delete(self, doing: str, call: Callable[[Any, RigPodSettings], object]) -> None:
+    def _delete(self, doing: str, call: Callable[[Any], object]) -> None:
         """A delete whose object may be gone already (404), which is not an error."""
-        api, settings = self._core()
+        api, _ = self._core()
         try:
-            call(api, settings)
+            call(api)
         except _errors() as exc:
             if not _not_found(exc):
                 raise _api_error(exc, doing) from exc
@@ -223,30 +224,30 @@ class KubernetesRuntime:
         namespace = settings.namespace
         name = rig_name(request)
         secret = token_secret(request, namespace)
-        self._call("create the rig's token Secret", lambda api, _: api.create_namespaced_secret(namespace, secret))
+        self._call("create the rig's token Secret", lambda api: api.create_namespaced_secret(namespace, secret))
         try:
             body = rig_pod(request, self._config, settings)
             pod = self._plain(
-                self._call("create the rig's Pod", lambda api, _: api.create_namespaced_pod(namespace, body))
+                self._call("create the rig's Pod", lambda api: api.create_namespaced_pod(namespace, body))
             )
         except BaseException:
             with contextlib.suppress(DeskrigError):
                 self._delete(
                     "delete the rig's token Secret",
-                    lambda api, _: api.delete_namespaced_secret(token_secret_name(name), namespace),
+                    lambda api: api.delete_namespaced_secret(token_secret_name(name), namespace),
                 )
             raise
         try:
             owner = {"metadata": {"ownerReferences": owned_by(pod)}}
             self._call(
                 "hand the rig's Secret to its Pod",
-                lambda api, _: api.patch_namespaced_secret(token_secret_name(name), namespace, owner),
+                lambda api: api.patch_namespaced_secret(token_secret_name(name), namespace, owner),
             )
             if settings.endpoint == "node-port":
                 service = rig_service(request, namespace)
                 service["metadata"]["ownerReferences"] = owned_by(pod)
                 self._call(
-                    "create the rig's Service", lambda api, _: api.create_namespaced_service(namespace, service)
+                    "create the rig's Service", lambda api: api.create_namespaced_service(namespace, service)
                 )
         except BaseException:
             with contextlib.suppress(DeskrigError):
@@ -306,9 +307,10 @@ class KubernetesRuntime:
         return _url(status.get("hostIP", ""), port) if port and status.get("hostIP") else ""
 
     def _node_ports(self, label_selector: str) -> dict[str, int]:
+        """The node port of each rig Service matching ``label_selector``, by name."""
+        namespace = self._core()[1].namespace
         found = self._call(
-            "list rig Services",
-            lambda api, s: api.list_namespaced_service(s.namespace, label_selector=label_selector),
+            "list rig Services", lambda api: api.list_namespaced_service(namespace, label_selector=label_selector)
         )
         ports = {}
         for service in self._plain(found).get("items") or []:
@@ -365,23 +367,23 @@ class KubernetesRuntime:
         """The pod, and (without waiting for the garbage collector) its Secret and Service."""
         _, settings = self._core()
         namespace = settings.namespace
-        self._delete(f"delete pod {name}", lambda api, _: api.delete_namespaced_pod(name, namespace))
+        self._delete(f"delete pod {name}", lambda api: api.delete_namespaced_pod(name, namespace))
         self._delete(
             f"delete secret of {name}",
-            lambda api, _: api.delete_namespaced_secret(token_secret_name(name), namespace),
+            lambda api: api.delete_namespaced_secret(token_secret_name(name), namespace),
         )
         if settings.endpoint == "node-port":
-            self._delete(f"delete service {name}", lambda api, _: api.delete_namespaced_service(name, namespace))
+            self._delete(f"delete service {name}", lambda api: api.delete_namespaced_service(name, namespace))
 
     async def list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
         return await anyio.to_thread.run_sync(self._list_by_label, labels)
 
     def _list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
         label_selector = selector(labels)
-        found = self._call(
-            "list rig pods", lambda api, s: api.list_namespaced_pod(s.namespace, label_selector=label_selector)
-        )
         _, settings = self._core()
+        found = self._call(
+            "list rig pods", lambda api: api.list_namespaced_pod(settings.namespace, label_selector=label_selector)
+        )
         node_ports = self._node_ports(label_selector) if settings.endpoint == "node-port" else {}
         handles = []
         for pod in self._plain(found).get("items") or []:
