@@ -30,6 +30,9 @@ from deskrig.errors import ConfigError
 from deskrig.orchestrator.images import image_reference, split_tag
 from deskrig.orchestrator.models import OrchestratorConfig
 
+#: Pushing the ~600 MB rig image into the registry on a loaded 2-core machine.
+PUSH_TIMEOUT = 600.0
+
 
 @pytest.mark.parametrize(
     ("image", "registry", "reference"),
@@ -120,7 +123,8 @@ def test_images_push_into_a_real_registry_and_pull_back(
     tag = f"k8s-test-{secrets.token_hex(3)}"
     pushed_name = f"{registry}/deskrig/rig:{tag}"
     try:
-        done = deskrig(tmp_path, "images", "push", "--registry", registry, "--tag", tag, "--json", RIG_IMAGE)
+        push = ["images", "push", "--registry", registry, "--tag", tag, "--json", RIG_IMAGE]
+        done = deskrig(tmp_path, *push, timeout=PUSH_TIMEOUT)
         assert done.returncode == 0, done.stderr
         (pushed,) = json.loads(done.stdout)
         assert pushed["source"] == RIG_IMAGE
