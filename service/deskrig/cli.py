@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if invocation is not None:
             return cmd_serve(invocation) if args.command == "serve" else cmd_rig_run(invocation)
-        if args.command in ("session", "orchestrator"):
+        if args.command in ("session", "orchestrator", "images", "k8s"):
             from deskrig.orchestrator.cli import run
 
             return run(args)

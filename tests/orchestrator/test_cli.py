@@ -92,10 +92,10 @@ def test_a_bad_variable_is_one_clear_error() -> None:
     assert raised.value.message == "$DESKRIG_MAX_SESSIONS='many' is not valid: want a whole number"
 
 
-def deskrig(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def deskrig(tmp_path: Path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state"), **env}
     return subprocess.run(
-        [sys.executable, "-m", "deskrig.cli", *args], env=environ, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "deskrig.cli", *args], env=environ, capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -1,5 +1,6 @@
-"""``deskrig session ...`` and ``deskrig orchestrator ...``: their parsers and the dispatch to their
-handlers (``cli_session``, ``cli_service``).
+"""``deskrig session ...``, ``deskrig orchestrator ...``, ``deskrig images push`` and ``deskrig k8s
+manifests``: their parsers and the dispatch to their handlers (``cli_session``, ``cli_service``,
+``cli_cluster``).
 
 Everything heavy is imported inside the handlers, so ``deskrig rig run`` never pays for it.
 Results go to stdout (``--json`` for scripts); progress and errors go to stderr.
@@ -11,13 +12,22 @@ import argparse
 import os
 from typing import Any
 
-from deskrig.orchestrator import cli_service, cli_session
+from deskrig.orchestrator import cli_cluster, cli_service, cli_session
 from deskrig.orchestrator.cli_flags import Flags, apply_environment
 from deskrig.orchestrator.cli_service import DEFAULT_LISTEN
 
 
+def _registry_flag(flags: Flags) -> None:
+    flags.value(
+        "--registry",
+        env="DESKRIG_REGISTRY",
+        metavar="HOST:PORT",
+        help="pull rig images from this registry (deskrig/rig:latest -> HOST:PORT/deskrig/rig:latest)",
+    )
+
+
 def register(commands: Any) -> None:
-    """Add the ``session`` and ``orchestrator`` commands to deskrig's subparsers."""
+    """Add the ``session``, ``orchestrator``, ``images`` and ``k8s`` commands to deskrig's subparsers."""
     session = commands.add_parser(
         "session", help="start, list and stop rigs through the orchestrator service"
     )
@@ -48,6 +58,7 @@ def register(commands: Any) -> None:
         help="host directory for the session's artifacts",
     )
     start.timeouts("DESKRIG_SESSION", "")
+    _registry_flag(start)  # for the service it starts, when none runs
     start.json("print {id, mcp_url, token, artifacts_dir}")
     start.common()
 
@@ -111,12 +122,42 @@ def register(commands: Any) -> None:
         help="address rig ports are published on (default 127.0.0.1)",
     )
     serve.timeouts("DESKRIG_ORCHESTRATOR", " (default for sessions)")
+    _registry_flag(serve)
     serve.common()
     service_stop = Flags(service.add_parser("stop", help="stop the service and all its sessions"))
     service_stop.common()
     status = Flags(service.add_parser("status", help="whether the service runs, and where"))
     status.json("print {running, url, pid, orchestrator_id, started_at, sessions, state_dir}")
     status.common()
+
+    images = commands.add_parser("images", help="the rig images on a registry, for cluster nodes to pull")
+    image_commands = images.add_subparsers(dest="images_command", required=True)
+    push = Flags(
+        image_commands.add_parser("push", help="tag local rig images under a registry and push them there")
+    )
+    push.parser.add_argument(
+        "images", nargs="*", metavar="IMAGE", help="local images (default: the rig and example images)"
+    )
+    push.value("--registry", env="DESKRIG_REGISTRY", metavar="HOST:PORT", help="the registry to push to")
+    push.value("--tag", env="DESKRIG_PUSH_TAG", metavar="TAG", help="push under this tag (default: each image's own)")
+    push.json("print [{source, reference, digest}]")
+    push.common()
+
+    k8s = commands.add_parser("k8s", help="Kubernetes: the manifests that run the orchestrator in a cluster")
+    k8s_commands = k8s.add_subparsers(dest="k8s_command", required=True)
+    manifests = Flags(
+        k8s_commands.add_parser(
+            "manifests",
+            help="print YAML: namespace, service account, RBAC role and binding, the orchestrator's "
+            "Deployment and Service",
+        )
+    )
+    manifests.value("--image", env="DESKRIG_K8S_IMAGE", metavar="IMAGE", help="the orchestrator's image (required)")
+    manifests.value(
+        "--namespace", env="DESKRIG_K8S_NAMESPACE", metavar="NS", help="namespace for it and its rigs (default deskrig)"
+    )
+    _registry_flag(manifests)
+    manifests.common()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
         apply_environment(args, os.environ)
         verbose = bool(getattr(args, "verbose", False))
         logging.getLogger("httpx2").setLevel(logging.DEBUG if verbose else logging.WARNING)
+        if args.command == "images":
+            return cli_cluster.push(args)
+        if args.command == "k8s":
+            return cli_cluster.manifests(args)
         if args.command == "orchestrator":
             handlers = {"serve": cli_service.serve, "stop": cli_service.stop, "status": cli_service.status}
             return handlers[args.orchestrator_command](args)

@@ -14,7 +14,7 @@ DEFAULT_LISTEN = "127.0.0.1:0"
 def _serve_args(args: argparse.Namespace) -> list[str]:
     """The flags a background service is started with: the ones given here, passed through."""
     passed = []
-    for flag in ("listen", "max_sessions", "artifacts_root", "rig_bind", *_TIMEOUT_FIELDS):
+    for flag in ("listen", "max_sessions", "artifacts_root", "rig_bind", "registry", *_TIMEOUT_FIELDS):
         value = getattr(args, flag)
         if value is not None:
             passed += [f"--{flag.replace('_', '-')}", str(value)]
@@ -44,6 +44,7 @@ def serve(args: argparse.Namespace) -> int:
         "max_sessions": args.max_sessions,
         "artifacts_root": args.artifacts_root,
         "bind_address": args.rig_bind,
+        "registry": args.registry,
         **{name: getattr(args, name) for name in _TIMEOUT_FIELDS},
     }
     config = OrchestratorConfig.model_validate({k: v for k, v in fields.items() if v is not None})

@@ -81,7 +81,7 @@ def start(args: argparse.Namespace) -> int:
     spec = _spec(args)
     console = stderr_console()
     with console.status("connecting to the orchestrator service") as status:
-        client = ensure_service(state_path(args))
+        client = ensure_service(state_path(args), ["--registry", args.registry] if args.registry else [])
         status.update(f"requesting a rig from {spec.image}")
         info = client.start(spec, wait=False)
         try:

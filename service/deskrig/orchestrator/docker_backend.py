@@ -19,22 +19,21 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.orchestrator.images import image_reference
 from deskrig.orchestrator.mirror import ArtifactMirror
-from deskrig.orchestrator.models import RIG_PORT, RIG_RECORD_DIR, OrchestratorConfig
+from deskrig.orchestrator.models import RIG_PORT, RIG_UID, OrchestratorConfig, rig_scratch_dirs
 from deskrig.orchestrator.runtime import ContainerState, RigHandle, RigRequest
 from deskrig.orchestrator.waits import wait_until_ready
 
 log = logging.getLogger("deskrig.orchestrator.docker")
 
-#: The rig image's user (images/rig/Dockerfile): its runtime dir and home are tmpfs it owns.
-RIG_UID = 1000
 _ENGINE_ERRORS = (DockerException, requests.RequestException)
 _WILDCARD_BINDS = {"0.0.0.0", "::", ""}
 
 
 def hardening(config: OrchestratorConfig) -> dict[str, Any]:
     """The container options of the rig-images issue: least privilege, read-only, bounded."""
-    owned = f"uid={RIG_UID},gid={RIG_UID}"
+    owner = f",uid={RIG_UID},gid={RIG_UID}"
     return {
         "user": f"{RIG_UID}:{RIG_UID}",
         "cap_drop": ["ALL"],
@@ -42,10 +41,8 @@ def hardening(config: OrchestratorConfig) -> dict[str, Any]:
         "privileged": False,
         "read_only": True,
         "tmpfs": {
-            "/tmp": "rw,nosuid,nodev,size=256m,mode=1777",
-            f"/run/user/{RIG_UID}": f"rw,nosuid,nodev,size=64m,mode=0700,{owned}",
-            "/home/rig": f"rw,nosuid,nodev,size=256m,mode=0755,{owned}",
-            RIG_RECORD_DIR: f"rw,nosuid,nodev,size={config.tmpfs_size},mode=0755,{owned}",
+            scratch.path: f"rw,nosuid,nodev,size={scratch.size},mode={scratch.mode}{owner if scratch.owned else ''}"
+            for scratch in rig_scratch_dirs(config.tmpfs_size)
         },
         "mem_limit": config.mem_limit,
         "pids_limit": config.pids_limit,
@@ -112,11 +109,12 @@ class DockerRuntime:
         return await anyio.to_thread.run_sync(self._create, request)
 
     def _create(self, request: RigRequest) -> RigHandle:
-        self._ensure_image(request.image)
+        image = image_reference(request.image, self._config.registry)
+        self._ensure_image(image)
         name = f"deskrig-{request.session_id}"
         try:
             container = self._docker().containers.run(
-                request.image,
+                image,
                 request.command,
                 name=name,
                 detach=True,
@@ -131,7 +129,7 @@ class DockerRuntime:
                 raise DeskrigError(
                     ErrorCode.RIG_FAILED,
                     f"the engine refused to create the rig: {exc.explanation or exc}",
-                    details={"image": request.image},
+                    details={"image": image},
                 ) from exc
             raise _engine_down(exc) from exc
         bindings = (container.ports or {}).get(f"{RIG_PORT}/tcp") or []
@@ -142,7 +140,7 @@ class DockerRuntime:
             raise DeskrigError(
                 ErrorCode.RIG_FAILED,
                 f"rig container {name} exited right after it started",
-                details={"image": request.image, "logs": logs},
+                details={"image": image, "logs": logs},
             )
         port = bindings[0]["HostPort"]
         endpoint = f"http://{_url_host(self._config.bind_address)}:{port}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
 from deskrig.errors import ErrorInfo
+from deskrig.orchestrator.images import check_registry
 
 #: The rig image built by scripts/build-images: a bare desktop (the app comes from --app).
 DEFAULT_IMAGE = "deskrig/rig:latest"
@@ -22,6 +24,29 @@ DEFAULT_IMAGE = "deskrig/rig:latest"
 RIG_PORT = 8765
 #: The recording directory inside the container; a tmpfs, emptied by the mirror over the feed.
 RIG_RECORD_DIR = "/artifacts"
+#: The rig image's user (images/rig/Dockerfile): its runtime dir and home are scratch dirs it owns.
+RIG_UID = 1000
+
+
+@dataclass(frozen=True)
+class ScratchDir:
+    """A writable directory on the rig's read-only root: a tmpfs under Docker, a memory-backed
+    emptyDir under Kubernetes."""
+
+    path: str
+    size: str  # Docker syntax: 256m, 1g
+    mode: str
+    owned: bool  # by the rig's user (else root's, world-writable)
+
+
+def rig_scratch_dirs(record_size: str) -> tuple[ScratchDir, ...]:
+    """Every scratch dir of a rig; ``record_size`` bounds the recording's (``tmpfs_size``)."""
+    return (
+        ScratchDir("/tmp", "256m", "1777", owned=False),
+        ScratchDir(f"/run/user/{RIG_UID}", "64m", "0700", owned=True),
+        ScratchDir("/home/rig", "256m", "0755", owned=True),
+        ScratchDir(RIG_RECORD_DIR, record_size, "0755", owned=True),
+    )
 
 #: The desktops a rig image runs (its DESKRIG_BACKEND): Xvfb + openbox, or headless sway + Xwayland.
 RigBackend = Literal["x11", "sway"]
@@ -208,7 +233,16 @@ class OrchestratorConfig(BaseModel):
     watch_interval: float = Field(default=1.0, gt=0)
     #: Finalizing the video and draining the feed on stop.
     stop_timeout: float = Field(default=20.0, gt=0)
+    registry: str | None = Field(
+        default=None,
+        description="HOST:PORT rigs' images are pulled from (deskrig/rig:latest -> HOST:PORT/deskrig/rig:latest)",
+    )
     # Container limits (Docker syntax).
     mem_limit: str = "2g"
     pids_limit: int = Field(default=1024, ge=64)
     tmpfs_size: str = Field(default="1g", description="size of the in-container /artifacts tmpfs")
+
+    @field_validator("registry")
+    @classmethod
+    def _registry_shape(cls, registry: str | None) -> str | None:
+        return None if not registry else check_registry(registry)

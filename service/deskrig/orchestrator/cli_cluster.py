@@ -1,0 +1,63 @@
+"""``deskrig images push`` and ``deskrig k8s manifests``: rig images on a registry, and the YAML
+that runs the orchestrator in a Kubernetes cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from deskrig.orchestrator.cli_common import print_json, stderr_console
+
+
+def push(args: argparse.Namespace) -> int:
+    import docker
+    from docker.errors import DockerException
+
+    from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+    from deskrig.orchestrator.images import RIG_IMAGES, check_registry, push_images
+
+    if not args.registry:
+        raise ConfigError("images push needs --registry HOST:PORT (or $DESKRIG_REGISTRY)")
+    registry = check_registry(args.registry)
+    images = args.images or list(RIG_IMAGES)
+    try:
+        client = docker.from_env(timeout=600)
+    except DockerException as exc:
+        raise DeskrigError(ErrorCode.RUNTIME_UNAVAILABLE, f"cannot talk to the Docker engine: {exc}") from exc
+    try:
+        with stderr_console().status(f"pushing {len(images)} image(s) to {registry}"):
+            pushed = push_images(client, registry, images, tag=args.tag)
+    finally:
+        client.close()
+    if args.json:
+        print_json([{"source": p.source, "reference": p.reference, "digest": p.digest} for p in pushed])
+    else:
+        for item in pushed:
+            sys.stdout.write(f"{item.source} -> {item.reference} {item.digest}\n")
+    return 0
+
+
+def manifests(args: argparse.Namespace) -> int:
+    from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+
+    try:
+        import yaml
+    except ImportError as exc:
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT, "k8s manifests needs PyYAML", remediation="pip install 'deskrig[kubernetes]'"
+        ) from exc
+    from deskrig.orchestrator.images import check_registry
+    from deskrig.orchestrator.kubernetes_objects import is_dns_label, manifests
+
+    if not args.image:
+        raise ConfigError("k8s manifests needs --image IMAGE: an image with deskrig[kubernetes] installed")
+    namespace = args.namespace or "deskrig"
+    if not is_dns_label(namespace):
+        raise ConfigError(f"--namespace {namespace!r} is not a DNS label (a-z, 0-9, -; at most 63)")
+    registry = check_registry(args.registry) if args.registry else None
+    # Every object spelt out: no &anchors for the labels they share.
+    dumper = type("Dumper", (yaml.SafeDumper,), {"ignore_aliases": lambda self, data: True})
+
+    documents = manifests(args.image, namespace, registry=registry)
+    sys.stdout.write(yaml.dump_all(documents, Dumper=dumper, sort_keys=False))
+    return 0

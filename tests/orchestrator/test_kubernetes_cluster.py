@@ -1,0 +1,122 @@
+"""The Kubernetes runtime against a real cluster: start, ready, endpoint, labels, stop, reaping
+orphans, a crashed app, the pod's deadline.
+
+Runs whenever ``KUBECONFIG`` names a cluster; skipped otherwise, and only for that reason: no
+Kubernetes server can be installed on the machines this project's CI runs on, so there the
+runtime's logic is tested over the CoreV1Api stand-in (test_kubernetes.py) and its objects against
+the schemas. The tests run outside the cluster, so rigs are reached through NodePort Services on
+their node's IP (``DESKRIG_TEST_K8S_ENDPOINT=pod-ip`` when the test runner runs in the cluster).
+The nodes must be able to pull the rig image: ``deskrig images push --registry HOST:PORT`` and
+``DESKRIG_REGISTRY=HOST:PORT``, or an image the cluster has (kind: ``kind load docker-image``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from tests.orchestrator.conftest import RIG_IMAGE
+from tests.orchestrator.helpers import labels_of
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.orchestrator.core import Orchestrator
+from deskrig.orchestrator.kubernetes_runtime import KubernetesRuntime, kubernetes_runtime
+from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
+from deskrig.orchestrator.reaper import Reaper
+from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, LABEL_SESSION, RigRequest, managed_labels
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.environ.get("KUBECONFIG"),
+        reason="needs a Kubernetes cluster (set KUBECONFIG); none can be installed here",
+    ),
+]
+
+IMAGE = os.environ.get("DESKRIG_TEST_K8S_IMAGE", RIG_IMAGE)
+#: Pulling the rig image onto a node the first time takes a while.
+START_TIMEOUT = 600.0
+
+
+@pytest.fixture
+def cluster_config(config: OrchestratorConfig) -> OrchestratorConfig:
+    return config.model_copy(update={"registry": os.environ.get("DESKRIG_REGISTRY") or None, "ready_timeout": 120})
+
+
+@pytest.fixture
+async def runtime(cluster_config: OrchestratorConfig) -> AsyncIterator[KubernetesRuntime]:
+    endpoint = os.environ.get("DESKRIG_TEST_K8S_ENDPOINT", "node-port")
+    assert endpoint in ("pod-ip", "node-port")
+    rt = kubernetes_runtime(
+        cluster_config,
+        namespace=os.environ.get("DESKRIG_TEST_K8S_NAMESPACE"),
+        endpoint=endpoint,
+        start_timeout=START_TIMEOUT,
+    )
+    yield rt
+    for handle in await rt.list_by_label({**managed_labels(), LABEL_ORCHESTRATOR: "k8s-test"}):  # a failed test's
+        await rt.destroy(handle)
+    await rt.close()
+
+
+def rig(session: str, command: list[str] | None = None, expires_at: float | None = None) -> RigRequest:
+    env = {"DESKRIG_TOKEN": "cluster-test", "DESKRIG_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+    return RigRequest(session, IMAGE, command, env, labels_of("k8s-test", session, expires_at=expires_at))
+
+
+async def test_a_session_starts_serves_and_stops(cluster_config: OrchestratorConfig, runtime: KubernetesRuntime) -> None:
+    async with Orchestrator(cluster_config, runtime) as orchestrator:
+        info = await orchestrator.start(SessionSpec(image=IMAGE))
+        assert info.state is SessionState.READY and info.mcp_url and info.token
+        (handle,) = await runtime.list_by_label(managed_labels(info.id))
+        assert handle.labels[LABEL_SESSION] == info.id
+        base = info.mcp_url.removesuffix("/mcp")
+        async with httpx2.AsyncClient() as http:
+            assert (await http.get(f"{base}/readyz")).status_code == 200
+            status = await http.get(f"{base}/status", headers={"Authorization": f"Bearer {info.token}"})
+            assert status.status_code == 200
+            assert (await http.get(f"{base}/status")).status_code == 401
+        stopped = await orchestrator.stop(info.id)
+        assert stopped.state is SessionState.STOPPED, stopped.reason
+        assert "MCP over HTTP" in (Path(info.artifacts_dir) / "rig.log").read_text()
+    assert await runtime.list_by_label(managed_labels(info.id)) == []
+
+
+async def test_the_reaper_removes_a_dead_orchestrators_rig(runtime: KubernetesRuntime) -> None:
+    handle = await runtime.create(rig("sorphan1"))
+    reaped = await Reaper(runtime, "someone-else", set).sweep()
+    assert handle.name in {r.handle.name for r in reaped}
+    assert await runtime.list_by_label(managed_labels("sorphan1")) == []  # terminating pods are gone
+
+
+async def test_a_crashed_app_fails_the_pod_with_its_code(runtime: KubernetesRuntime) -> None:
+    handle = await runtime.create(rig("scrash1", ["sh", "-c", "sleep 5; exit 3"]))
+    with anyio.fail_after(120):
+        while (state := await runtime.status(handle)).running:
+            await anyio.sleep(1)
+    assert state.exit_code == 3, state.detail
+    await runtime.destroy(handle)
+
+
+async def test_the_pods_deadline_ends_it(runtime: KubernetesRuntime) -> None:
+    """activeDeadlineSeconds: the session's deadline plus the owner's grace (about a minute here)."""
+    handle = await runtime.create(rig("sdeadline1", expires_at=time.time() + 1))
+    with anyio.fail_after(180):
+        while (state := await runtime.status(handle)).running:
+            await anyio.sleep(2)
+    assert "activeDeadlineSeconds" in state.detail, state.detail
+    await runtime.destroy(handle)
+
+
+async def test_an_image_that_cannot_be_pulled_fails_and_leaves_nothing(runtime: KubernetesRuntime) -> None:
+    request = RigRequest("snopull1", "deskrig/no-such-image:never", None, {}, labels_of("k8s-test", "snopull1"))
+    with pytest.raises(DeskrigError) as raised:
+        await runtime.create(request)
+    assert raised.value.code is ErrorCode.RIG_FAILED
+    assert await runtime.list_by_label(managed_labels("snopull1")) == []
