@@ -87,6 +87,24 @@ def open_desktop(
         except DeskrigError:
             impl.close()
             raise
+    elif name == "macos":
+        from deskrig.desktop.macos import MacOSBackend
+        from deskrig.desktop.macos_clipboard import PasteboardSelections
+        from deskrig.desktop.macos_input import MacOSInput
+
+        try:
+            from deskrig.desktop.macos_quartz import GeneralPasteboard, QuartzEvents, QuartzSession
+        except ImportError as exc:  # another OS, or pyobjc missing: say so, not a traceback
+            raise DeskrigError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"the macos backend cannot load Quartz: {exc}",
+                details={"backend": name, "platform": sys.platform},
+                remediation="Run on macOS with deskrig installed by pip there (it brings "
+                "pyobjc-framework-Quartz and pyobjc-framework-ApplicationServices).",
+            ) from exc
+        session = QuartzSession()
+        impl = MacOSBackend(session)
+        return Desktop(impl, MacOSInput(QuartzEvents(session)), PasteboardSelections(GeneralPasteboard()))
     else:
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
