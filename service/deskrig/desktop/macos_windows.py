@@ -14,6 +14,7 @@ Retina display too; each display's ``scale`` says how many device pixels a point
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,12 +42,11 @@ ACCESSIBILITY_PANE = "System Settings > Privacy & Security > Accessibility"
 
 
 def _rect(bounds: Mapping[str, Any]) -> Bounds:
-    """A ``kCGWindowBounds`` / CGRect dictionary ({X, Y, Width, Height}, floats in points)."""
-    x, y = round(float(bounds["X"])), round(float(bounds["Y"]))
-    right, bottom = (
-        round(float(bounds["X"]) + float(bounds["Width"])),
-        round(float(bounds["Y"]) + float(bounds["Height"])),
-    )
+    """A ``kCGWindowBounds`` / CGRect dictionary ({X, Y, Width, Height}, floats in points) as the
+    whole pixels it covers."""
+    x, y = math.floor(float(bounds["X"])), math.floor(float(bounds["Y"]))
+    right = math.ceil(float(bounds["X"]) + float(bounds["Width"]))
+    bottom = math.ceil(float(bounds["Y"]) + float(bounds["Height"]))
     return Bounds(x=x, y=y, width=right - x, height=bottom - y)
 
 
