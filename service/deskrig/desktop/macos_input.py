@@ -194,16 +194,18 @@ class MacOSInput:
 
     def key_down(self, key: str) -> None:
         """Press one key and leave it down; its flag goes with every event until :meth:`key_up`."""
-        pressed = mac_key(parse_key(key))
+        name = parse_key(key)  # held keys are booked by canonical name: their flags are looked up by it
+        pressed = mac_key(name)
         with self._delivering("key_down"):
             self._sink.key(pressed.code, True, self._held_flags() | pressed.flags, pressed.text)
-        self._held_keys[key] = pressed
+        self._held_keys[name] = pressed
 
     def key_up(self, key: str) -> None:
-        pressed = self._held_keys.get(key)
+        name = parse_key(key)
+        pressed = self._held_keys.get(name)
         if pressed is None:
             raise invalid(f"key {key} is not held down", key=key)
-        del self._held_keys[key]
+        del self._held_keys[name]
         with self._delivering("key_up"):
             self._sink.key(pressed.code, False, self._held_flags(), pressed.text)
 
