@@ -144,8 +144,13 @@ def test_close_releases_quartz(backend: MacOSBackend, quartz: RecordedQuartz) ->
     assert quartz.closed == 1
 
 
-@pytest.mark.skipif(sys.platform == "darwin", reason="on macOS the backend loads")
-def test_the_macos_backend_elsewhere_is_a_structured_error_not_a_traceback() -> None:
+def test_the_macos_backend_without_pyobjc_is_a_structured_error_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As on Linux, or on a Mac where pyobjc is missing: importing AppKit fails.
+    monkeypatch.delitem(sys.modules, "deskrig.desktop.macos_quartz", raising=False)
+    monkeypatch.setitem(sys.modules, "AppKit", None)
+
     with pytest.raises(DeskrigError) as caught:
         open_desktop("macos")
 
