@@ -30,6 +30,7 @@ class RecordingSink:
         self.events: list[tuple[Any, ...]] = []
         self.allowed = True
         self.closed = 0
+        self.pointer = (300, 200)
 
     def input_allowed(self) -> bool:
         return self.allowed
@@ -38,10 +39,11 @@ class RecordingSink:
         return SCREEN
 
     def cursor(self) -> tuple[int, int]:
-        return (300, 200)
+        return self.pointer
 
     def mouse(self, action: MouseAction, x: int, y: int, button: ButtonName, clicks: int, flags: int) -> None:
         self.events.append(("mouse", action, x, y, button, clicks, flags))
+        self.pointer = (x, y)
 
     def scroll(self, vertical: int, horizontal: int) -> None:
         self.events.append(("scroll", vertical, horizontal))
@@ -67,7 +69,7 @@ def test_a_double_click_counts_its_clicks_in_the_events(device: MacOSInput, sink
     device.button(100, 200, count=2, modifiers=["cmd"])
 
     assert sink.events == [
-        ("mouse", "move", 100, 200, "left", 0, FLAG_COMMAND),
+        ("mouse", "move", 100, 200, "left", 0, 0),
         ("mouse", "down", 100, 200, "left", 1, FLAG_COMMAND),
         ("mouse", "up", 100, 200, "left", 1, FLAG_COMMAND),
         ("mouse", "down", 100, 200, "left", 2, FLAG_COMMAND),
@@ -79,7 +81,7 @@ def test_a_drag_presses_drags_in_steps_and_releases(device: MacOSInput, sink: Re
     device.drag((10, 10), (50, 30), button="right", duration_ms=0, steps=2)
 
     assert [e[1:5] for e in sink.events] == [
-        ("move", 10, 10, "right"),
+        ("move", 10, 10, "left"),  # a move names no button
         ("down", 10, 10, "right"),
         ("drag", 30, 20, "right"),
         ("drag", 50, 30, "right"),
@@ -167,6 +169,21 @@ def test_held_keys_and_buttons_stay_down_until_released(device: MacOSInput, sink
         ("mouse", "up", 30, 40, "left", 1, FLAG_COMMAND),
         ("key", 0x37, False, 0, ""),
     ]
+
+
+def test_a_move_while_a_button_is_held_is_a_drag_of_it(device: MacOSInput, sink: RecordingSink) -> None:
+    device.button_down("right", None, None)
+    device.move(50, 60)
+
+    assert sink.events[-1] == ("mouse", "drag", 50, 60, "right", 1, 0)
+
+
+def test_a_move_macos_never_reports_is_noted_for_doctor(device: MacOSInput, sink: RecordingSink) -> None:
+    sink.cursor = lambda: (0, 0)  # type: ignore[method-assign]
+
+    device.move(5, 5)
+
+    assert [d.component for d in device.diagnostics] == ["pointer"]
 
 
 def test_releasing_what_is_not_held_is_refused(device: MacOSInput, sink: RecordingSink) -> None:

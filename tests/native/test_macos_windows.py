@@ -45,6 +45,13 @@ def test_only_visible_app_windows_are_listed_front_to_back() -> None:
     ]
 
 
+def test_an_entry_without_the_optional_onscreen_key_is_listed() -> None:
+    recorded = load("cgwindowlist_sonoma.json")
+    entries = [{k: v for k, v in e.items() if k != "kCGWindowIsOnscreen"} for e in recorded["windows"]]
+
+    assert [w.id for w in windows_from_list(entries, None, 28)] == [6120, 6118, 2207, 3301]
+
+
 def test_a_window_without_a_name_has_an_empty_title() -> None:
     assert listed()[3].title == ""
 

@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 from deskrig.desktop.base import InputJob
 from deskrig.desktop.input_limits import (
+    BUTTON_NAMES,
     CLICK_INTERVAL_S,
     MAX_CLICKS,
     MAX_DRAG_STEPS,
@@ -44,6 +45,8 @@ MouseAction = Literal["move", "down", "up", "drag"]
 
 #: Wheel lines per direction: Quartz's wheel 1 is vertical (positive: up), wheel 2 horizontal
 #: (positive: left).
+#: How long a move waits for macOS to report the pointer where it was sent.
+POINTER_SETTLE_TIMEOUT_S = 1.0
 _SCROLL_LINES: dict[str, tuple[int, int]] = {"up": (1, 0), "down": (-1, 0), "left": (0, 1), "right": (0, -1)}
 
 
@@ -92,8 +95,7 @@ class MacOSInput:
 
     def move(self, x: int, y: int) -> None:
         with self._delivering("move the pointer"):
-            point = self._point(x, y)
-            self._sink.mouse("move", *point, "left", 0, self._held_flags())
+            self._move_to(*self._point(x, y))
 
     def button(
         self,
@@ -111,7 +113,7 @@ class MacOSInput:
         flags = chord_flags([parse_modifier(m) for m in modifiers]) | self._held_flags()
         with self._delivering("click"):
             x, y = self._point(x, y)
-            self._sink.mouse("move", x, y, button, 0, flags)
+            self._move_to(x, y)
             for click in range(1, count + 1):
                 if click > 1:
                     time.sleep(CLICK_INTERVAL_S)
@@ -135,7 +137,7 @@ class MacOSInput:
             x0, y0 = self._point(*from_xy)
             x1, y1 = self._point(*to_xy)
             flags = self._held_flags()
-            self._sink.mouse("move", x0, y0, button, 0, flags)
+            self._move_to(x0, y0)
             self._sink.mouse("down", x0, y0, button, 1, flags)
             try:
                 for step in range(1, steps + 1):
@@ -150,7 +152,7 @@ class MacOSInput:
         vertical, horizontal = _SCROLL_LINES[check_scroll(direction, amount, x, y)]
         with self._delivering("scroll"):
             if x is not None and y is not None:
-                self._sink.mouse("move", *self._point(x, y), "left", 0, self._held_flags())
+                self._move_to(*self._point(x, y))
             for _ in range(amount):
                 self._sink.scroll(vertical, horizontal)
 
@@ -232,6 +234,28 @@ class MacOSInput:
 
     def _held_flags(self) -> int:
         return chord_flags(list(self._held_keys))
+
+    def _move_to(self, x: int, y: int) -> None:
+        """Move the pointer (dragging whatever button mouse_down holds) and wait until macOS reports
+        it there: the window server applies posted events asynchronously, and a click or a
+        cursor read that overtook the move would happen where the pointer was."""
+        held = next((b for b in BUTTON_NAMES if b in self._held_buttons), None)
+        if held is None:
+            self._sink.mouse("move", x, y, "left", 0, self._held_flags())
+        else:
+            self._sink.mouse("drag", x, y, held, 1, self._held_flags())
+        deadline = time.monotonic() + POINTER_SETTLE_TIMEOUT_S
+        while self._sink.cursor() != (x, y):
+            if time.monotonic() > deadline:
+                self.diagnostics.append(
+                    Diagnostic(
+                        component="pointer",
+                        message=f"the pointer was not reported at ({x}, {y}) {POINTER_SETTLE_TIMEOUT_S:g} s "
+                        "after it was moved there",
+                    )
+                )
+                return
+            time.sleep(0.001)
 
     def _point(self, x: int, y: int) -> tuple[int, int]:
         return check_point(x, y, self._sink.screen())

@@ -161,8 +161,12 @@ class QuartzSession:
         if app is not None:
             app.activateWithOptions_(AppKit.NSApplicationActivateIgnoringOtherApps)
         if not self.input_allowed():
-            return  # the app is in front; which of its windows is on top is AX's to change
-        error, windows = ax_attribute(ApplicationServices.AXUIElementCreateApplication(pid), "AXWindows")
+            return  # NSRunningApplication's request is all a process without Accessibility can make
+        # macOS 14 may decline a request from a process that is not itself active (cooperative
+        # activation); AX's frontmost attribute is honoured for a trusted process.
+        element = ApplicationServices.AXUIElementCreateApplication(pid)
+        ApplicationServices.AXUIElementSetAttributeValue(element, "AXFrontmost", True)
+        error, windows = ax_attribute(element, "AXWindows")
         for window in (windows or []) if error == 0 else []:
             position, size = ax_attribute(window, "AXPosition")[1], ax_attribute(window, "AXSize")[1]
             at = ax_point(position) if position is not None else None

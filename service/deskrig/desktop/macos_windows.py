@@ -59,10 +59,11 @@ def content_bounds(frame: Bounds, title_bar: int) -> Bounds:
 
 
 def is_app_window(entry: Mapping[str, Any]) -> bool:
-    """An on-screen, visible, non-empty window on the normal layer."""
+    """An on-screen, visible, non-empty window on the normal layer. (The list asks Quartz for
+    on-screen windows only, so an entry without the optional ``kCGWindowIsOnscreen`` is one.)"""
     if int(entry.get(WINDOW_LAYER, -1)) != NORMAL_WINDOW_LAYER:
         return False
-    if not entry.get(WINDOW_IS_ONSCREEN, False) or float(entry.get(WINDOW_ALPHA, 1.0)) <= 0.0:
+    if not entry.get(WINDOW_IS_ONSCREEN, True) or float(entry.get(WINDOW_ALPHA, 1.0)) <= 0.0:
         return False
     frame = _rect(entry[WINDOW_BOUNDS])
     return frame.width > 0 and frame.height > 0
