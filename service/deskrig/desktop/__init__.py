@@ -109,6 +109,7 @@ def open_desktop(
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
             f"desktop backend {name!r} is not available in this build",
-            details={"backend": name, "available": ["x11", "sway"]},
-            remediation="Use backend x11 (set DISPLAY) or sway (set WAYLAND_DISPLAY and SWAYSOCK).",
+            details={"backend": name, "available": ["x11", "sway", "macos"]},
+            remediation="Use backend x11 (set DISPLAY) or sway (set WAYLAND_DISPLAY and SWAYSOCK), "
+            "or macos on a Mac.",
         )
