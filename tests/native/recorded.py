@@ -10,10 +10,14 @@ from typing import Any
 
 from PIL import Image
 
+from deskrig.desktop.input_limits import ButtonName
+from deskrig.desktop.macos_input import MouseAction
 from deskrig.desktop.macos_windows import QuartzDisplay
 from deskrig.model import Bounds
 
 DATA = Path(__file__).resolve().parent / "data"
+#: The recorded main display (a MacBook's built-in Retina panel), in points.
+SCREEN = Bounds(x=0, y=0, width=1512, height=982)
 
 
 def load(name: str) -> dict[str, Any]:
@@ -24,6 +28,54 @@ def quartz_displays(name: str = "displays_retina_and_external.json") -> list[Qua
     return [QuartzDisplay(**display) for display in load(name)["displays"]]
 
 
+class RecordingSink:
+    """An ``EventSink`` that records events instead of posting them."""
+
+    program = "Terminal"
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.allowed = True
+        self.closed = 0
+        self.pointer = (300, 200)
+
+    def input_allowed(self) -> bool:
+        return self.allowed
+
+    def screen(self) -> Bounds:
+        return SCREEN
+
+    def cursor(self) -> tuple[int, int]:
+        return self.pointer
+
+    def mouse(self, action: MouseAction, x: int, y: int, button: ButtonName, clicks: int, flags: int) -> None:
+        self.events.append(("mouse", action, x, y, button, clicks, flags))
+        self.pointer = (x, y)
+
+    def scroll(self, vertical: int, horizontal: int) -> None:
+        self.events.append(("scroll", vertical, horizontal))
+
+    def key(self, code: int, down: bool, flags: int, text: str) -> None:
+        self.events.append(("key", code, down, flags, text))
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class MemoryPasteboard:
+    def __init__(self, items: dict[str, bytes] | None = None) -> None:
+        self.items = dict(items or {})
+
+    def types(self) -> list[str]:
+        return list(self.items)
+
+    def data(self, pasteboard_type: str) -> bytes | None:
+        return self.items.get(pasteboard_type)
+
+    def replace(self, items: dict[str, bytes]) -> None:
+        self.items = dict(items)
+
+
 class RecordedQuartz:
     """A ``macos.QuartzScreen`` answering from the recorded window list and displays; each window
     is painted one colour (its number's), with a title bar of another, so crops can be checked."""
@@ -31,8 +83,9 @@ class RecordedQuartz:
     program = "Terminal"
     TITLE_BAR_COLOUR = (236, 236, 236)
 
-    def __init__(self) -> None:
+    def __init__(self, pointer_from: RecordingSink | None = None) -> None:
         recorded = load("cgwindowlist_sonoma.json")
+        self._pointer_from = pointer_from
         self.entries: list[Mapping[str, Any]] = recorded["windows"]
         self.frontmost = int(recorded["frontmost_pid"])
         self.title_bar = int(recorded["title_bar"])
@@ -77,7 +130,7 @@ class RecordedQuartz:
         return picture
 
     def cursor(self) -> tuple[int, int]:
-        return (700, 30)
+        return self._pointer_from.pointer if self._pointer_from is not None else (700, 30)
 
     def activate(self, pid: int, frame: Bounds) -> None:
         self.activated.append((pid, frame))

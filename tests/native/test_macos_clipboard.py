@@ -9,19 +9,7 @@ from deskrig.desktop.clipboard import TEXT_MIME, Clipboard
 from deskrig.desktop.macos_clipboard import PasteboardSelections, mime_types
 from deskrig.errors import DeskrigError, ErrorCode
 
-
-class MemoryPasteboard:
-    def __init__(self, items: dict[str, bytes] | None = None) -> None:
-        self.items = dict(items or {})
-
-    def types(self) -> list[str]:
-        return list(self.items)
-
-    def data(self, pasteboard_type: str) -> bytes | None:
-        return self.items.get(pasteboard_type)
-
-    def replace(self, items: dict[str, bytes]) -> None:
-        self.items = dict(items)
+from .recorded import MemoryPasteboard
 
 
 def test_text_set_through_deskrig_is_the_pasteboards_utf8_text() -> None:

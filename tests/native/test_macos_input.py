@@ -11,48 +11,13 @@ import pytest
 from tests.contract import REFUSALS
 
 from deskrig.desktop.base import InputDevice, InputJob
-from deskrig.desktop.input_limits import ButtonName
-from deskrig.desktop.macos_input import MacOSInput, MouseAction
+from deskrig.desktop.macos_input import MacOSInput
 from deskrig.desktop.macos_keys import FLAG_COMMAND, FLAG_SHIFT, TEXT_KEY_CODE
 from deskrig.desktop.macos_windows import ACCESSIBILITY_PANE
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
 
-SCREEN = Bounds(x=0, y=0, width=1512, height=982)
-
-
-class RecordingSink:
-    """An ``EventSink`` that records events instead of posting them."""
-
-    program = "Terminal"
-
-    def __init__(self) -> None:
-        self.events: list[tuple[Any, ...]] = []
-        self.allowed = True
-        self.closed = 0
-        self.pointer = (300, 200)
-
-    def input_allowed(self) -> bool:
-        return self.allowed
-
-    def screen(self) -> Bounds:
-        return SCREEN
-
-    def cursor(self) -> tuple[int, int]:
-        return self.pointer
-
-    def mouse(self, action: MouseAction, x: int, y: int, button: ButtonName, clicks: int, flags: int) -> None:
-        self.events.append(("mouse", action, x, y, button, clicks, flags))
-        self.pointer = (x, y)
-
-    def scroll(self, vertical: int, horizontal: int) -> None:
-        self.events.append(("scroll", vertical, horizontal))
-
-    def key(self, code: int, down: bool, flags: int, text: str) -> None:
-        self.events.append(("key", code, down, flags, text))
-
-    def close(self) -> None:
-        self.closed += 1
+from .recorded import SCREEN, RecordingSink
 
 
 @pytest.fixture
