@@ -20,6 +20,7 @@ from PIL import Image
 from deskrig.desktop.input_limits import ButtonName
 from deskrig.desktop.macos_input import MouseAction
 from deskrig.desktop.macos_windows import QuartzDisplay, displays_from_quartz, screen_union
+from deskrig.errors import BackendError, ErrorCode
 from deskrig.model import Bounds
 
 #: How many displays Quartz is asked about (CGGetActiveDisplayList's buffer).
@@ -108,8 +109,17 @@ class QuartzSession:
         return [_plain(entry) for entry in listed]
 
     def frontmost_pid(self) -> int | None:
-        app = AppKit.NSWorkspace.sharedWorkspace().frontmostApplication()
-        return int(app.processIdentifier()) if app is not None else None
+        # NSWorkspace learns of activations through notifications on the main run loop, which a
+        # server does not run, so it may be stale; AX asks the window server (with Accessibility).
+        if self.input_allowed():
+            system = ApplicationServices.AXUIElementCreateSystemWide()
+            error, app = ax_attribute(system, "AXFocusedApplication")
+            if error == 0 and app is not None:
+                error, pid = ApplicationServices.AXUIElementGetPid(app, None)
+                if int(error) == 0:
+                    return int(pid)
+        running = AppKit.NSWorkspace.sharedWorkspace().frontmostApplication()
+        return int(running.processIdentifier()) if running is not None else None
 
     def displays(self) -> list[QuartzDisplay]:
         _error, ids, _count = Quartz.CGGetActiveDisplayList(MAX_DISPLAYS, None, None)
@@ -146,6 +156,13 @@ class QuartzSession:
         picture = Quartz.CGWindowListCreateImage(rect, listing, target, options)
         if picture is None:
             return None
+        bits = int(Quartz.CGImageGetBitsPerPixel(picture))
+        if bits != 32:  # an extended-range (HDR) display's 64-bit pixels: not a layout read here
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED,
+                f"Quartz returned {bits}-bit pixels; deskrig reads 32-bit ones",
+                details={"bits_per_pixel": bits},
+            )
         width, height = int(Quartz.CGImageGetWidth(picture)), int(Quartz.CGImageGetHeight(picture))
         stride = int(Quartz.CGImageGetBytesPerRow(picture))
         data = bytes(Quartz.CGDataProviderCopyData(Quartz.CGImageGetDataProvider(picture)))
@@ -214,8 +231,10 @@ class QuartzEvents:
         Quartz.CGEventPost(Quartz.kCGHIDEventTap, event)
 
     def scroll(self, vertical: int, horizontal: int) -> None:
+        # A variadic C function: the count says how many wheel values follow.
+        wheels = (vertical, horizontal) if horizontal else (vertical,)
         event = Quartz.CGEventCreateScrollWheelEvent(
-            self._source, Quartz.kCGScrollEventUnitLine, 2, vertical, horizontal
+            self._source, Quartz.kCGScrollEventUnitLine, len(wheels), *wheels
         )
         Quartz.CGEventPost(Quartz.kCGHIDEventTap, event)
 
