@@ -153,7 +153,15 @@ class QuartzSession:
             rect = Quartz.CGRectNull
             listing, target = Quartz.kCGWindowListOptionIncludingWindow, window_id
             options |= Quartz.kCGWindowImageBoundsIgnoreFraming
-        picture = Quartz.CGWindowListCreateImage(rect, listing, target, options)
+        # Deprecated since macOS 14 for ScreenCaptureKit: say so if a macOS no longer has it.
+        create_image = getattr(Quartz, "CGWindowListCreateImage", None)
+        if create_image is None:
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED,
+                "this macOS has no CGWindowListCreateImage (deskrig does not capture through "
+                "ScreenCaptureKit yet)",
+            )
+        picture = create_image(rect, listing, target, options)
         if picture is None:
             return None
         bits = int(Quartz.CGImageGetBitsPerPixel(picture))
