@@ -113,6 +113,19 @@ def test_activating_a_window_activates_its_app_at_its_frame(
     assert quartz.activated == [(1894, Bounds(x=210, y=140, width=586, height=481))]
 
 
+def test_without_accessibility_focusing_a_window_is_permission_denied(
+    backend: MacOSBackend, quartz: RecordedQuartz
+) -> None:
+    quartz.accessibility = False
+
+    with pytest.raises(DeskrigError) as caught:
+        backend.activate_window(2207)
+
+    assert caught.value.code is ErrorCode.PERMISSION_DENIED
+    assert caught.value.details is not None and caught.value.details["permission"] == "accessibility"
+    assert quartz.activated == []
+
+
 def test_every_damage_serial_is_new(backend: MacOSBackend) -> None:
     serials = [backend.damage_serial() for _ in range(3)]
 

@@ -26,6 +26,7 @@ from PIL import Image
 from deskrig.desktop.base import DesktopBackend, ScreenVideo, even
 from deskrig.desktop.macos_windows import (
     QuartzDisplay,
+    accessibility_denied,
     displays_from_quartz,
     screen_recording_denied,
     screen_union,
@@ -74,7 +75,8 @@ class QuartzScreen(Protocol):
     def cursor(self) -> tuple[int, int]: ...
 
     def activate(self, pid: int, frame: Bounds) -> None:
-        """Make ``pid`` the active app and raise its window at ``frame`` above its others."""
+        """Make ``pid`` the active app and raise its window at ``frame`` above its others (through
+        AX: the caller has checked :meth:`input_allowed`)."""
         ...
 
     def close(self) -> None: ...
@@ -160,6 +162,8 @@ class MacOSBackend(DesktopBackend):
 
     def activate_window(self, window_id: int) -> None:
         window = self._window(window_id)
+        if not self._quartz.input_allowed():  # raising one window of an app is AX's to do
+            raise accessibility_denied(self._quartz.program, "focus a window")
         if window.pid is None or window.frame_bounds is None:
             raise BackendError(ErrorCode.INPUT_FAILED, f"window {window_id} has no owning process")
         self._quartz.activate(window.pid, window.frame_bounds)

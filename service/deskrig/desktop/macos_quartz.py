@@ -185,8 +185,6 @@ class QuartzSession:
         app = AppKit.NSRunningApplication.runningApplicationWithProcessIdentifier_(pid)
         if app is not None:
             app.activateWithOptions_(AppKit.NSApplicationActivateIgnoringOtherApps)
-        if not self.input_allowed():
-            return  # NSRunningApplication's request is all a process without Accessibility can make
         # macOS 14 may decline a request from a process that is not itself active (cooperative
         # activation); AX's frontmost attribute is honoured for a trusted process.
         element = ApplicationServices.AXUIElementCreateApplication(pid)
