@@ -28,6 +28,9 @@ from deskrig.model import Bounds, WindowInfo
 APPS_DIR = Path(__file__).resolve().parents[1] / "apps"
 #: How far in from a window's corners its colour starts, per backend (macOS rounds windows' corners).
 ROUNDED = {"macos": 12}
+#: How far a captured channel may be from the painted colour, per backend (macOS converts colours
+#: to the display's profile).
+TOLERANCE = {"macos": 6}
 #: Each native backend's parameter, with the platform it runs on.
 NATIVE_BACKENDS = [
     pytest.param(
@@ -171,4 +174,5 @@ def native_subject(
         screen=scene.screen,
         scale=None,
         rounded=ROUNDED.get(name, 0),
+        tolerance=TOLERANCE.get(name, 0),
     )
