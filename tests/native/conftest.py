@@ -31,17 +31,14 @@ ROUNDED = {"macos": 12}
 #: How far a captured channel may be from the painted colour, per backend (macOS converts colours
 #: to the display's profile).
 TOLERANCE = {"macos": 6}
+#: The real-host tests of the macOS backend: they need its window server.
+ON_MACOS = pytest.mark.skipif(
+    sys.platform != "darwin",
+    reason="real-host suite: needs macOS's window server (Quartz), with Screen Recording and "
+    "Accessibility granted; runs in .github/workflows/macos.yml",
+)
 #: Each native backend's parameter, with the platform it runs on.
-NATIVE_BACKENDS = [
-    pytest.param(
-        "macos",
-        marks=pytest.mark.skipif(
-            sys.platform != "darwin",
-            reason="real-host suite: needs macOS's window server (Quartz), with Screen Recording and "
-            "Accessibility granted; runs in .github/workflows/macos.yml",
-        ),
-    ),
-]
+NATIVE_BACKENDS = [pytest.param("macos", marks=ON_MACOS)]
 
 
 @dataclass
