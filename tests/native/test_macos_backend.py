@@ -4,11 +4,15 @@ what ``deskrig doctor`` shows."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 
+import deskrig.desktop as desktop_module
+from deskrig.cli import main
 from deskrig.desktop import open_desktop
+from deskrig.desktop.base import Desktop
 from deskrig.desktop.macos import MacOSBackend
 from deskrig.desktop.macos_windows import SCREEN_RECORDING_PANE
 from deskrig.errors import DeskrigError, ErrorCode
@@ -67,6 +71,20 @@ def test_doctor_sees_permissions_scale_and_the_capture_path(quartz: RecordedQuar
     assert ("scale", "display 1 (Quartz display 1): 2 device pixels per point") in notes
     assert any(c == "capture" and "CGWindowListCreateImage" in m for c, m in notes)
     assert any(c == "windows" and "28 pt" in m for c, m in notes)
+
+
+def test_deskrig_doctor_prints_them(
+    quartz: RecordedQuartz, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(desktop_module, "open_desktop", lambda *args, **kwargs: Desktop(MacOSBackend(quartz)))
+
+    assert main(["doctor"]) == 0
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["backend"] == "macos"
+    assert [d["scale"] for d in report["displays"]] == [2.0]
+    assert {"component": "permissions", "message": "Screen Recording: granted"} in report["diagnostics"]
+    assert {d["component"] for d in report["diagnostics"]} >= {"capture", "permissions", "scale", "windows"}
 
 
 def test_a_region_is_captured_in_points_as_rgb(backend: MacOSBackend, quartz: RecordedQuartz) -> None:
