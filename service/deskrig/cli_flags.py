@@ -107,7 +107,7 @@ def server_options(parser: argparse.ArgumentParser) -> None:
         "--backend",
         env="DESKRIG_BACKEND",
         setting="backend",
-        help="desktop backend: auto, x11, sway (attach to $SWAYSOCK and $WAYLAND_DISPLAY)",
+        help="desktop backend: auto, x11, sway (attach to $SWAYSOCK and $WAYLAND_DISPLAY), macos",
     )
     option(
         parser,

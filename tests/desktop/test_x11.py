@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from tests.contract import colours_at
 from tests.polling import poll
 from Xlib import X, Xatom
 from Xlib.protocol import event
@@ -30,21 +31,6 @@ BLUE = (0, 0, 220)
 YELLOW = (230, 230, 0)
 
 
-def probe_points(area: Bounds) -> list[tuple[int, int]]:
-    """The four corner pixels and the centre of ``area``."""
-    return [
-        (area.x, area.y),
-        (area.right - 1, area.y),
-        (area.x, area.bottom - 1),
-        (area.right - 1, area.bottom - 1),
-        (area.x + area.width // 2, area.y + area.height // 2),
-    ]
-
-
-def colours_at(image: Image.Image, area: Bounds) -> set[tuple[int, int, int]]:
-    return {image.getpixel(point) for point in probe_points(area)}  # type: ignore[misc]
-
-
 def test_displays_are_the_randr_monitors(x11_backend: X11Backend) -> None:
     displays = x11_backend.displays()
 
@@ -57,7 +43,9 @@ def test_displays_are_the_randr_monitors(x11_backend: X11Backend) -> None:
 
 
 @pytest.mark.parametrize("kind", ["gtk", "tk"])
-def test_window_reports_title_pid_and_client_bounds(desktop: Desktop, x11_backend: X11Backend, kind: str) -> None:
+def test_window_reports_title_pid_and_client_bounds(
+    desktop: Desktop, x11_backend: X11Backend, kind: str
+) -> None:
     app = desktop.gtk if kind == "gtk" else desktop.tk
 
     window = desktop.settled_window(x11_backend, app)
@@ -98,7 +86,9 @@ def test_screen_capture_shows_each_app_where_it_says_it_is(desktop: Desktop, x11
         assert screen.getpixel((outside.x - 1, outside.y + outside.height // 2)) != app.color
 
 
-def test_region_capture_is_the_requested_part_of_the_screen(desktop: Desktop, x11_backend: X11Backend) -> None:
+def test_region_capture_is_the_requested_part_of_the_screen(
+    desktop: Desktop, x11_backend: X11Backend
+) -> None:
     area = desktop.settled_window(x11_backend, desktop.tk).bounds
     region = Bounds(x=area.x - 5, y=area.y + 10, width=30, height=20)
 

@@ -87,10 +87,29 @@ def open_desktop(
         except DeskrigError:
             impl.close()
             raise
+    elif name == "macos":
+        from deskrig.desktop.macos import MacOSBackend
+        from deskrig.desktop.macos_clipboard import PasteboardSelections
+        from deskrig.desktop.macos_input import MacOSInput
+
+        try:
+            from deskrig.desktop.macos_quartz import GeneralPasteboard, QuartzEvents, QuartzSession
+        except ImportError as exc:  # another OS, or pyobjc missing: say so, not a traceback
+            raise DeskrigError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"the macos backend cannot load Quartz: {exc}",
+                details={"backend": name, "platform": sys.platform},
+                remediation="Run on macOS with deskrig installed by pip there (it brings "
+                "pyobjc-framework-Quartz and pyobjc-framework-ApplicationServices).",
+            ) from exc
+        session = QuartzSession()
+        impl = MacOSBackend(session)
+        return Desktop(impl, MacOSInput(QuartzEvents(session)), PasteboardSelections(GeneralPasteboard()))
     else:
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
             f"desktop backend {name!r} is not available in this build",
-            details={"backend": name, "available": ["x11", "sway"]},
-            remediation="Use backend x11 (set DISPLAY) or sway (set WAYLAND_DISPLAY and SWAYSOCK).",
+            details={"backend": name, "available": ["x11", "sway", "macos"]},
+            remediation="Use backend x11 (set DISPLAY) or sway (set WAYLAND_DISPLAY and SWAYSOCK), "
+            "or macos on a Mac.",
         )

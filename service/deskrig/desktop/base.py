@@ -144,7 +144,8 @@ class ScreenVideo:
 
 
 #: How a window capture was obtained (``ScreenshotMetadata.window_capture``):
-#: ``composite``: the compositor's copy of the window itself (X11 Composite), correct where covered;
+#: ``composite``: the compositor's copy of the window itself (X11 Composite; the macOS window
+#: server's, CGWindowListCreateImage), correct where covered;
 #: ``screen``: its area of the screen, which nothing covered (sway), or where whatever covers it
 #: shows (X11 without Composite);
 #: ``screen_uncovered``: its area of the screen, copied while the windows over it were hidden

@@ -46,7 +46,7 @@ from deskrig.desktop.input_limits import (
 )
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
 from deskrig.desktop.sway import PointerState, SwaySockets, view_at
-from deskrig.desktop.sway_wayland import WaylandConnection
+from deskrig.desktop.sway_wayland import WaylandConnection, memfd
 from deskrig.desktop.sway_xfocus import XwaylandFocus
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic, TypeReport
@@ -278,7 +278,7 @@ class SwayInput:
 
     def _send_keymap(self) -> None:
         data = self._keymap.text().encode() + b"\0"
-        fd = os.memfd_create("deskrig-keymap", os.MFD_CLOEXEC)
+        fd = memfd("deskrig-keymap")
         try:
             os.ftruncate(fd, len(data))
             with mmap.mmap(fd, len(data)) as memory:

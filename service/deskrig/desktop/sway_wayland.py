@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -31,6 +32,18 @@ from deskrig.desktop.sway_protocols import (
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
 from deskrig.grabs import BGRX_PIXEL, Grab
 from deskrig.model import Bounds
+
+
+def memfd(name: str) -> int:
+    """A new anonymous shared-memory file (close-on-exec): how Wayland hands over buffers and keymaps.
+
+    Linux's memfd; the check also keeps `mypy --platform darwin/win32` from looking for it there."""
+    if sys.platform != "linux":
+        raise BackendError(
+            ErrorCode.DISPLAY_NOT_FOUND, f"Wayland shared memory needs Linux, not {sys.platform}"
+        )
+    return os.memfd_create(name, os.MFD_CLOEXEC)
+
 
 #: wl_shm formats sway's pixman and GLES renderers offer for screencopy: 32-bit words,
 #: little-endian, so the bytes are B, G, R, then alpha or padding (a screen's alpha is opaque:
@@ -206,7 +219,7 @@ class WaylandConnection:
             self._buffer.release()
             self._buffer = None
         size = stride * height
-        fd = os.memfd_create("deskrig-screencopy", os.MFD_CLOEXEC)
+        fd = memfd("deskrig-screencopy")
         try:
             os.ftruncate(fd, size)
             memory = mmap.mmap(fd, size)
