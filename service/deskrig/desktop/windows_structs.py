@@ -1,7 +1,8 @@
 """The Win32 structures the Windows backend passes to user32, gdi32 and dwmapi, and its constants.
 
-Fields are spelled with fixed-width ctypes (``c_int32`` for LONG, ``c_uint32`` for DWORD), never
-``ctypes.wintypes``: ``wintypes.LONG`` is ``c_long``, 8 bytes on 64-bit Linux, so the layouts are
+Fields are spelled with fixed-width ctypes (``c_int32`` for LONG, ``c_uint32`` for DWORD, ``c_uint16``
+for WCHAR), never ``ctypes.wintypes``: ``wintypes.LONG`` is ``c_long``, 8 bytes on 64-bit Linux (and
+``c_wchar`` 4 bytes there), so the layouts are
 the 64-bit Windows ones on any 64-bit host and their sizes are unit-tested on Linux. Pointer-sized
 fields (``ULONG_PTR``, handles) are ``c_size_t`` / ``c_void_p``.
 """
@@ -94,8 +95,15 @@ class MONITORINFOEXW(ctypes.Structure):
         ("rcMonitor", RECT),
         ("rcWork", RECT),
         ("dwFlags", DWORD),
-        ("szDevice", ctypes.c_wchar * CCHDEVICENAME),
+        # UTF-16 units, not c_wchar: that is 4 bytes on Linux, which would move nothing here but
+        # would make the structure's size (checked on Linux) differ from Windows'.
+        ("szDevice", WORD * CCHDEVICENAME),
     )
+
+    @property
+    def device(self) -> str:
+        units = bytes(self.szDevice)
+        return units.decode("utf-16-le").split("\0", 1)[0]
 
 
 class BITMAPINFOHEADER(ctypes.Structure):
