@@ -32,7 +32,17 @@ from .windows_data import load
 
 UP, EXT, UNI = w.KEYEVENTF_KEYUP, w.KEYEVENTF_EXTENDEDKEY, w.KEYEVENTF_UNICODE
 #: MapVirtualKeyW(vk, MAPVK_VK_TO_VSC) on a US keyboard, for the keys the tests press.
-SCANS = {0x11: 0x1D, 0x10: 0x2A, 0x12: 0x38, 0x53: 0x1F, 0x41: 0x1E, 0x0D: 0x1C, 0x09: 0x0F, 0x51: 0x10, 0x2E: 0x53}
+SCANS = {
+    0x11: 0x1D,
+    0x10: 0x2A,
+    0x12: 0x38,
+    0x53: 0x1F,
+    0x41: 0x1E,
+    0x0D: 0x1C,
+    0x09: 0x0F,
+    0x51: 0x10,
+    0x2E: 0x53,
+}
 
 
 def layout(name: str) -> Callable[[str], int]:
@@ -173,6 +183,7 @@ def test_structures_have_the_64_bit_windows_layout() -> None:
     assert ctypes.sizeof(w.RECT) == 16
     assert ctypes.sizeof(w.MONITORINFOEXW) == 104
     assert ctypes.sizeof(w.BITMAPINFOHEADER) == 40
+    assert ctypes.sizeof(w.WINDOWPLACEMENT) == 44
     info = w.MONITORINFOEXW()
     ctypes.memmove(info.szDevice, "\\\\.\\DISPLAY1".encode("utf-16-le"), 24)
     assert info.device == "\\\\.\\DISPLAY1"

@@ -75,7 +75,9 @@ def test_a_scaled_display_is_described_with_its_logical_size() -> None:
     assert describe_display(secondary) == "display 2 \\\\.\\DISPLAY2: 1920x1080 at -1920,0, scale 1"
 
 
-@pytest.mark.parametrize(("dpi", "scale"), [(96, 1.0), (120, 1.25), (144, 1.5), (192, 2.0), (288, 3.0), (0, 1.0)])
+@pytest.mark.parametrize(
+    ("dpi", "scale"), [(96, 1.0), (120, 1.25), (144, 1.5), (192, 2.0), (288, 3.0), (0, 1.0)]
+)
 def test_scale_is_effective_dpi_over_96(dpi: int, scale: float) -> None:
     assert scale_for_dpi(dpi) == scale
 

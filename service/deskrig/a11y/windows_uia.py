@@ -240,6 +240,32 @@ def snapshot_from_uia(
     )
 
 
+#: UI Automation's HRESULTs (UIAutomationCoreApi.h) and E_ACCESSDENIED -> (code, remediation).
+UIA_ERRORS: dict[int, tuple[ErrorCode, str]] = {
+    0x80040201: (ErrorCode.ELEMENT_NOT_FOUND, "Call get_app_state again: the element is gone."),
+    0x80040200: (ErrorCode.INVALID_ARGUMENT, "The element is disabled; enable it first."),
+    0x80040204: (ErrorCode.INVALID_ARGUMENT, "The element does not support this action."),
+    0x80131509: (ErrorCode.INVALID_ARGUMENT, "The element refused this action in its state."),
+    0x80131505: (ErrorCode.TIMEOUT, "The app did not answer UI Automation in time; is it hung?"),
+    0x80070005: (
+        ErrorCode.PERMISSION_DENIED,
+        "UI Automation cannot reach an elevated app from an unelevated process: run both at the same level.",
+    ),
+}
+
+
+def uia_error(hresult: int, operation: str, fallback: ErrorCode, **details: object) -> DeskrigError:
+    """A failed UI Automation call (COM hands out signed HRESULTs) as the project's error."""
+    number = hresult & 0xFFFFFFFF
+    code, remediation = UIA_ERRORS.get(number, (fallback, None))
+    return DeskrigError(
+        code,
+        f"{operation} failed (HRESULT 0x{number:08X})",
+        details={"hresult": number, **details},
+        remediation=remediation,
+    )
+
+
 def action_pattern(element: Element, action: str) -> str:
     """The UIA pattern that performs ``action`` on ``element`` (INVALID_ARGUMENT if none does).
 

@@ -80,4 +80,3 @@ def to_logical(bounds: Bounds, scale: float) -> Bounds:
     right = math.ceil((bounds.x + bounds.width) / scale)
     bottom = math.ceil((bounds.y + bounds.height) / scale)
     return Bounds(x=left, y=top, width=right - left, height=bottom - top)
-

@@ -1,7 +1,8 @@
 """Win32 and COM failures as the project's errors: the Windows backend's one translator.
 
 A Win32 call that fails leaves an error code (``GetLastError``, read through ctypes'
-``use_last_error``); COM calls (UI Automation) return an HRESULT. :func:`win32_error` turns either
+``use_last_error``); some return an HRESULT (shcore). UI Automation's own HRESULTs are
+``a11y.windows_uia``'s. :func:`win32_error` turns either
 into a :class:`~deskrig.errors.BackendError` whose code says what the caller can do about it: a
 window that vanished is WINDOW_NOT_FOUND, a process of higher integrity refusing us (UIPI: an
 elevated app, the UAC prompt, the lock screen) is PERMISSION_DENIED with the remediation that
@@ -21,14 +22,6 @@ ERROR_INVALID_WINDOW_HANDLE = 1400
 ERROR_CLIPBOARD_NOT_OPEN = 1418
 #: SetProcessDpiAwarenessContext: the awareness was already set (manifest or an earlier call).
 E_ACCESSDENIED = 0x80070005
-#: UI Automation: the element is gone (its window closed, its list item scrolled away).
-UIA_E_ELEMENTNOTAVAILABLE = 0x80040201
-#: UI Automation: the element does not support the pattern, or not in its current state.
-UIA_E_ELEMENTNOTENABLED = 0x80040200
-UIA_E_NOTSUPPORTED = 0x80040204
-UIA_E_INVALIDOPERATION = 0x80131509
-#: UI Automation: the app did not answer in time (it is hung, or busy on its UI thread).
-UIA_E_TIMEOUT = 0x80131505
 E_OUTOFMEMORY = 0x8007000E
 
 _ELEVATION = (
@@ -42,14 +35,6 @@ _KNOWN: dict[int, tuple[ErrorCode, str | None]] = {
     ERROR_ACCESS_DENIED: (ErrorCode.PERMISSION_DENIED, _ELEVATION),
     E_ACCESSDENIED: (ErrorCode.PERMISSION_DENIED, _ELEVATION),
     ERROR_INVALID_WINDOW_HANDLE: (ErrorCode.WINDOW_NOT_FOUND, "List the windows again: this one is gone."),
-    UIA_E_ELEMENTNOTAVAILABLE: (
-        ErrorCode.ELEMENT_NOT_FOUND,
-        "Call get_app_state again: the element is gone.",
-    ),
-    UIA_E_ELEMENTNOTENABLED: (ErrorCode.INVALID_ARGUMENT, "The element is disabled; enable it first."),
-    UIA_E_NOTSUPPORTED: (ErrorCode.INVALID_ARGUMENT, "The element does not support this action."),
-    UIA_E_INVALIDOPERATION: (ErrorCode.INVALID_ARGUMENT, "The element refused this action in its state."),
-    UIA_E_TIMEOUT: (ErrorCode.TIMEOUT, "The app did not answer UI Automation in time; is it hung?"),
     ERROR_NOT_ENOUGH_MEMORY: (ErrorCode.OUT_OF_MEMORY, None),
     ERROR_OUTOFMEMORY: (ErrorCode.OUT_OF_MEMORY, None),
     E_OUTOFMEMORY: (ErrorCode.OUT_OF_MEMORY, None),

@@ -176,9 +176,7 @@ def unicode_events(char: str) -> list[KeyEvent]:
     """A press and release of each UTF-16 code unit of ``char`` (two for a character beyond the BMP)."""
     encoded = char.encode("utf-16-le")
     units = [int.from_bytes(encoded[i : i + 2], "little") for i in range(0, len(encoded), 2)]
-    return [
-        KeyEvent(0, unit, w.KEYEVENTF_UNICODE | up) for unit in units for up in (0, w.KEYEVENTF_KEYUP)
-    ]
+    return [KeyEvent(0, unit, w.KEYEVENTF_UNICODE | up) for unit in units for up in (0, w.KEYEVENTF_KEYUP)]
 
 
 def chord_keys(names: Sequence[str], vk_scan: VkScan) -> list[VirtualKey] | None:

@@ -142,7 +142,9 @@ def display_infos(monitors: Iterable[MonitorRecord]) -> list[DisplayInfo]:
 def describe_display(display: DisplayInfo) -> str:
     """One display's physical and logical size, for the diagnostics."""
     b = display.bounds
-    text = f"display {display.id} {display.name}: {b.width}x{b.height} at {b.x},{b.y}, scale {display.scale:g}"
+    text = (
+        f"display {display.id} {display.name}: {b.width}x{b.height} at {b.x},{b.y}, scale {display.scale:g}"
+    )
     if display.scale != 1.0:
         logical = to_logical(b.model_copy(update={"x": 0, "y": 0}), display.scale)
         text += f" ({logical.width}x{logical.height} logical pixels)"

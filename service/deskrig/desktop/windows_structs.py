@@ -89,6 +89,17 @@ class POINT(ctypes.Structure):
 CCHDEVICENAME = 32
 
 
+class WINDOWPLACEMENT(ctypes.Structure):
+    _fields_ = (
+        ("length", DWORD),
+        ("flags", DWORD),
+        ("showCmd", DWORD),
+        ("ptMinPosition", POINT),
+        ("ptMaxPosition", POINT),
+        ("rcNormalPosition", RECT),
+    )
+
+
 class MONITORINFOEXW(ctypes.Structure):
     _fields_ = (
         ("cbSize", DWORD),
