@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -31,6 +32,13 @@ from pathlib import Path
 from typing import IO, Literal
 
 log = logging.getLogger(__name__)
+
+if sys.platform == "win32":
+    #: The signal that ends a process for sure: on Windows every signal but CTRL_* events is
+    #: TerminateProcess, which SIGTERM names (Windows has no SIGKILL).
+    KILL_SIGNAL = signal.SIGTERM
+else:
+    KILL_SIGNAL = signal.SIGKILL
 
 Stream = Literal["stdout", "stderr"]
 
@@ -232,7 +240,7 @@ class ManagedProcess:
         if self._entry is not None:
             self._end_family(self._entry, grace)
         elif self.alive:
-            os.kill(self.pid, signal.SIGKILL)  # not reaped yet, so the pid cannot have been reused
+            os.kill(self.pid, KILL_SIGNAL)  # not reaped yet, so the pid cannot have been reused
         status = self.wait(2.0)
         if status is None:
             log.warning("%s (pid %d) could not be reaped", self.name, self.pid)
@@ -259,7 +267,7 @@ class ManagedProcess:
             if now >= give_up:
                 log.warning("%s: processes %s survived SIGKILL", self.name, sorted(family))
                 return
-            sig = signal.SIGTERM if now < deadline else signal.SIGKILL
+            sig = signal.SIGTERM if now < deadline else KILL_SIGNAL
             for pid in family:
                 if signalled.get(pid) != sig:
                     signalled[pid] = sig
@@ -285,7 +293,7 @@ def spawn(
     log_dir: Path,
     cwd: str | None = None,
     pass_fds: Sequence[int] = (),
-    death_signal: int = signal.SIGKILL,
+    death_signal: int = KILL_SIGNAL,
     spawner: Executor | None = None,
     user: Account | None = None,
 ) -> ManagedProcess:
@@ -326,7 +334,8 @@ class PipeLine:
 
     def __init__(self) -> None:
         self.read_fd, self.write_fd = os.pipe()
-        os.set_blocking(self.read_fd, False)
+        if sys.platform != "win32":  # the rig's children (Linux); Windows pipes cannot be made non-blocking
+            os.set_blocking(self.read_fd, False)
         self._data = b""
 
     def poll(self) -> str | None:

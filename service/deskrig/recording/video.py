@@ -34,7 +34,7 @@ import ffmpeg
 
 from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.procs import die_with_parent
+from deskrig.procs import KILL_SIGNAL, die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +277,7 @@ class VideoRecorder:
             self._stopping.set()
             if process.poll() is None:
                 self._end_input(process)
-            for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            for sig in (None, signal.SIGTERM, KILL_SIGNAL):
                 if sig is not None and process.poll() is None:
                     log.warning("ffmpeg did not finish the video; sending %s", sig.name)
                     process.send_signal(sig)
