@@ -31,7 +31,9 @@ def linux_only() -> list[str]:
     modules += [f"deskrig.{module}" for module in LINUX_ONLY_MODULES]
     for prefix in LINUX_ONLY_PREFIXES:
         folder, stem = prefix.split("/")
-        modules += [f"deskrig.{folder}.{path.stem}" for path in sorted((PACKAGE / folder).glob(f"{stem}*.py"))]
+        modules += [
+            f"deskrig.{folder}.{path.stem}" for path in sorted((PACKAGE / folder).glob(f"{stem}*.py"))
+        ]
     return modules
 
 
