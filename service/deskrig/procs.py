@@ -46,7 +46,6 @@ Stream = Literal["stdout", "stderr"]
 RING_LINES = 200
 
 _PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def normalize_status(returncode: int) -> int:
@@ -63,9 +62,12 @@ def die_with_parent(death_signal: int) -> Callable[[], None]:
     process: fork from a long-lived thread (see :func:`spawn`'s ``spawner``).
     """
     parent_pid = os.getpid()
+    # Loaded here, in the parent: the forked child only calls it. Not at import, since Windows
+    # (which forks nothing and has no preexec_fn) has no C library to load by no name.
+    libc = ctypes.CDLL(None, use_errno=True)
 
     def setup() -> None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         # The supervisor may have died between fork and prctl; no death signal would come then.
         if os.getppid() != parent_pid:
             os._exit(127)
