@@ -47,7 +47,13 @@ SCANS = {
 
 def layout(name: str) -> Callable[[str], int]:
     table: dict[str, int] = load("vkscan")[name]
-    return lambda char: table.get(char, -1)
+
+    def vk_scan(char: str) -> int:
+        if ord(char) > 0xFFFF:  # as ctypes refuses it: a c_wchar is one UTF-16 unit on Windows
+            raise ValueError(f"{char!r} is not one UTF-16 unit")
+        return table.get(char, -1)
+
+    return vk_scan
 
 
 def scan_of(vk: int) -> int:
@@ -105,6 +111,8 @@ def test_an_altgr_character_holds_ctrl_and_alt_on_a_layout_with_altgr() -> None:
 
 def test_a_character_no_key_types_is_sent_as_unicode_alone_and_refused_in_a_chord() -> None:
     assert chord("é") == [KeyEvent(0, 0xE9, UNI), KeyEvent(0, 0xE9, UNI | UP)]
+    # Beyond the BMP no key types it (and VkKeyScanW, taking one UTF-16 unit, is not asked).
+    assert [e.scan for e in chord("😀") if e.down] == [0xD83D, 0xDE00]
     with pytest.raises(DeskrigError) as caught:
         chord("ctrl+é")
     assert caught.value.code == ErrorCode.INVALID_ARGUMENT

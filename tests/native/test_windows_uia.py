@@ -58,6 +58,19 @@ def test_properties_become_states_actions_values_and_bounds() -> None:
     assert named("clicked 0").role == "label"
 
 
+def test_pattern_properties_count_only_with_their_pattern() -> None:
+    sentinel = object()  # what UIA answers for a property of a pattern the element lacks
+    plain = {
+        "ControlType": 50000,
+        "Name": "b",
+        "Patterns": ["Invoke"],
+        "ToggleState": sentinel,
+        "Value": sentinel,
+    }
+    tree = snapshot_from_uia(plain, pid=1, app_name="a", snapshot_id="s", fetch_ms=0.0)
+    assert "checked" not in tree.elements[0].states and tree.elements[0].text is None
+
+
 def test_an_offscreen_element_has_no_bounds_and_is_hidden() -> None:
     rows = [e for e in snapshot().elements if e.role == "list item"]
     assert [r.bounds is not None for r in rows] == [True, True, False]

@@ -111,8 +111,10 @@ def states_of(node: UiaNode) -> list[str]:
         states.append("focusable")
     if node.get("HasKeyboardFocus", False):
         states.append("focused")
-    toggled = TOGGLE_STATES.get(int(node.get("ToggleState", 0)))
-    if "Toggle" in patterns_of(node) and toggled:
+    # A pattern's properties mean something only where the element has the pattern (elsewhere UIA
+    # answers with its "not supported" sentinel).
+    toggled = TOGGLE_STATES.get(int(node.get("ToggleState", 0))) if "Toggle" in patterns_of(node) else None
+    if toggled:
         states.append(toggled)
     if "Value" in patterns_of(node) and not node.get("ValueIsReadOnly", True):
         states.append("editable")

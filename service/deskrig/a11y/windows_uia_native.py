@@ -37,9 +37,6 @@ PROPERTIES: dict[str, int] = {
     "HelpText": 30013,
     "IsPassword": 30019,
     "IsOffscreen": 30022,
-    "Value": 30045,
-    "ValueIsReadOnly": 30046,
-    "ToggleState": 30086,
 }
 #: Pattern name -> (Is<Pattern>PatternAvailable property id, UIA_<Pattern>PatternId).
 PATTERNS: dict[str, tuple[int, int]] = {
@@ -50,10 +47,13 @@ PATTERNS: dict[str, tuple[int, int]] = {
     "Toggle": (30041, 10015),
     "Value": (30043, 10002),
 }
-#: RangeValue's Value, Minimum, Maximum, SmallChange property ids.
+#: Properties read only where their pattern is available (elsewhere UIA answers "not supported").
+PATTERN_PROPERTIES: dict[str, dict[str, int]] = {
+    "Value": {"Value": 30045, "ValueIsReadOnly": 30046},
+    "Toggle": {"ToggleState": 30086},
+}
+#: RangeValue's Value, Minimum, Maximum, SmallChange property ids, kept under "RangeValue".
 RANGE_PROPERTIES = {"Value": 30047, "Minimum": 30049, "Maximum": 30050, "SmallChange": 30052}
-#: TreeScope_Descendants, for finding an element by runtime id.
-TREE_SCOPE_DESCENDANTS = 4
 
 
 class UiaReader:
@@ -85,6 +85,9 @@ class UiaReader:
         node["Patterns"] = [
             name for name, (available, _) in PATTERNS.items() if element.GetCurrentPropertyValue(available)
         ]
+        for pattern in node["Patterns"]:
+            for name, pid in PATTERN_PROPERTIES.get(pattern, {}).items():
+                node[name] = element.GetCurrentPropertyValue(pid)
         if "RangeValue" in node["Patterns"]:
             node["RangeValue"] = {
                 name: element.GetCurrentPropertyValue(pid) for name, pid in RANGE_PROPERTIES.items()
@@ -109,20 +112,26 @@ class UiaReader:
             ) from exc
 
     def _find(self, hwnd: int, ref: ElementRef) -> Any:
-        root = self._automation.ElementFromHandle(hwnd)
+        """The live element with ``ref``'s runtime id in the window, walking the control view as
+        :meth:`window_tree` did (a property condition on RuntimeId depends on how comtypes packs
+        the array into a VARIANT)."""
         wanted = runtime_id(ref)
-        if list(root.GetCurrentPropertyValue(PROPERTIES["RuntimeId"]) or []) == wanted:
-            return root
-        condition = self._automation.CreatePropertyCondition(PROPERTIES["RuntimeId"], wanted)
-        found = root.FindFirst(TREE_SCOPE_DESCENDANTS, condition)
-        if not found:
-            raise DeskrigError(
-                ErrorCode.ELEMENT_NOT_FOUND,
-                "the element is gone from the window",
-                details={"window_id": hwnd, "runtime_id": wanted},
-                remediation="Call get_app_state again.",
-            )
-        return found
+        walker = self._automation.ControlViewWalker
+        pending = [self._automation.ElementFromHandle(hwnd)]
+        while pending:
+            element = pending.pop()
+            if list(element.GetCurrentPropertyValue(PROPERTIES["RuntimeId"]) or []) == wanted:
+                return element
+            child = walker.GetFirstChildElement(element)
+            while child:
+                pending.append(child)
+                child = walker.GetNextSiblingElement(child)
+        raise DeskrigError(
+            ErrorCode.ELEMENT_NOT_FOUND,
+            "the element is gone from the window",
+            details={"window_id": hwnd, "runtime_id": wanted},
+            remediation="Call get_app_state again.",
+        )
 
     def perform(self, hwnd: int, ref: ElementRef, pattern: str, value: str | float | None = None) -> None:
         """Run ``pattern`` (``windows_uia.action_pattern`` / ``value_setting`` chose it) on the element."""
@@ -144,9 +153,10 @@ class UiaReader:
                 control.Toggle()
             elif pattern == "SelectionItem":
                 control.Select()
+            elif pattern == "ExpandCollapse" and control.CurrentExpandCollapseState == 0:  # collapsed
+                control.Expand()
             elif pattern == "ExpandCollapse":
-                collapsed = control.CurrentExpandCollapseState == 0
-                control.Expand() if collapsed else control.Collapse()
+                control.Collapse()
             else:
                 control.SetValue(value)
         except comtypes.COMError as exc:

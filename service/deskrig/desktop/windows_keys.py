@@ -159,7 +159,10 @@ def named_key(name: str) -> VirtualKey:
 
 
 def character_key(char: str, vk_scan: VkScan) -> tuple[VirtualKey, tuple[str, ...]] | None:
-    """The key of the layout that types ``char``, with the modifiers it needs; None when no key does."""
+    """The key of the layout that types ``char``, with the modifiers it needs; None when no key does
+    (as for every character beyond the BMP: VkKeyScanW takes one UTF-16 unit)."""
+    if ord(char) > 0xFFFF:
+        return None
     code = vk_scan(char)
     if code == -1 or code & 0xFF == 0xFF:
         return None
