@@ -188,6 +188,22 @@ def test_video_is_ffmpeg_gdigrab_of_the_virtual_desktop(desktop: Desktop) -> Non
     assert video.width % 2 == 0 and video.height % 2 == 0
 
 
+def test_the_screen_records_as_video(desktop: Desktop, tmp_path: Path) -> None:
+    from tests.recording.conftest import ffprobe_duration, mp4_boxes
+
+    from deskrig.recording.video import VideoRecorder
+
+    video = tmp_path / "screen.mp4"
+    recorder = VideoRecorder(desktop.screen_video(10), video)
+    recorder.start()
+    try:
+        poll("ffmpeg writing fragments", lambda: video.exists() and video.stat().st_size > 4096)
+    finally:
+        assert recorder.stop() == 0, recorder.stderr_tail()
+    assert mp4_boxes(video)[-1] == "mfra"  # finished by `q` on its input, not killed
+    assert ffprobe_duration(video) > 0
+
+
 def test_ui_automation_reads_the_window_tree(desktop: Desktop, form: App) -> None:
     from deskrig.a11y.windows_uia import action_pattern, snapshot_from_uia
     from deskrig.a11y.windows_uia_native import UiaReader

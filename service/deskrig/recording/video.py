@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -189,7 +190,8 @@ class VideoRecorder:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=die_with_parent(signal.SIGTERM),
+                # PR_SET_PDEATHSIG is Linux's; Windows' subprocess takes no preexec_fn at all.
+                preexec_fn=die_with_parent(signal.SIGTERM) if sys.platform == "linux" else None,
             )
         except OSError:
             if feeder is not None:
