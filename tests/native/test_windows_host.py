@@ -188,6 +188,18 @@ def test_video_is_ffmpeg_gdigrab_of_the_virtual_desktop(desktop: Desktop) -> Non
     assert video.width % 2 == 0 and video.height % 2 == 0
 
 
+def test_the_launcher_sees_an_app_end(tmp_path: Path) -> None:
+    from deskrig.launcher import process_alive, terminate
+
+    options = ["--title", "deskrig short-lived", "--color", "#00c800", "--size", "100x100"]
+    app = App("tk_color.py", tmp_path / "log", *options)
+    poll("the app is ready", lambda: app.last("ready"))
+    assert process_alive(app.process.pid)
+    terminate(app.process.pid)
+    poll("the app has ended", lambda: not process_alive(app.process.pid))
+    app.process.wait(10)
+
+
 def test_the_screen_records_as_video(desktop: Desktop, tmp_path: Path) -> None:
     from tests.recording.conftest import ffprobe_duration, mp4_boxes
 

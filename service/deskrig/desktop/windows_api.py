@@ -91,6 +91,7 @@ _DwmGetWindowAttribute = declare(
 )
 _OpenProcess = declare(kernel32, "OpenProcess", HANDLE, w.DWORD, BOOL, w.DWORD)
 _CloseHandle = declare(kernel32, "CloseHandle", BOOL, HANDLE)
+_GetExitCodeProcess = declare(kernel32, "GetExitCodeProcess", BOOL, HANDLE, ctypes.POINTER(w.DWORD))
 _QueryFullProcessImageNameW = declare(
     kernel32, "QueryFullProcessImageNameW", BOOL, HANDLE, w.DWORD, ctypes.c_wchar_p, ctypes.POINTER(w.DWORD)
 )
@@ -203,6 +204,18 @@ def process_image(pid: int) -> str:
         size = w.DWORD(32768)
         buffer = ctypes.create_unicode_buffer(size.value)
         return buffer.value if _QueryFullProcessImageNameW(process, 0, buffer, ctypes.byref(size)) else ""
+    finally:
+        _CloseHandle(process)
+
+
+def process_running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (one another user runs counts)."""
+    process = _OpenProcess(w.PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+    if not process:
+        return ctypes.get_last_error() == ERROR_ACCESS_DENIED
+    try:
+        code = w.DWORD()
+        return bool(_GetExitCodeProcess(process, ctypes.byref(code))) and code.value == w.STILL_ACTIVE
     finally:
         _CloseHandle(process)
 

@@ -164,6 +164,8 @@ SM_CXVIRTUALSCREEN = 78
 SM_CYVIRTUALSCREEN = 79
 
 PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
+#: GetExitCodeProcess' code for a process that has not exited.
+STILL_ACTIVE = 259
 MAPVK_VK_TO_VSC = 0
 
 # -- clipboard -----------------------------------------------------------------------------------
