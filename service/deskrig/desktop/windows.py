@@ -104,8 +104,12 @@ class WindowsBackend(DesktopBackend):
         return virtual_desktop(self.displays())
 
     def windows(self) -> list[WindowInfo]:
-        records = [api.window_record(hwnd, self._images) for hwnd in api.top_level_windows()]
-        return window_infos([r for r in records if r is not None], api.foreground_window())
+        handles = api.top_level_windows()
+        records = [r for hwnd in handles if (r := api.window_record(hwnd, self._images)) is not None]
+        # A pid no window has now may be reused by another program: forget its executable.
+        for gone in self._images.keys() - {r.pid for r in records}:
+            del self._images[gone]
+        return window_infos(records, api.foreground_window())
 
     def capture(self, region: Bounds) -> Image.Image:
         return self.grab(region).image()
