@@ -135,8 +135,7 @@ def _current_awareness() -> dpi.Awareness:
     context = get_context()
     if equal(context, HANDLE(dpi.DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2)):
         return "per-monitor-v2"
-    names: dict[int, dpi.Awareness] = {0: "unaware", 1: "system", 2: "per-monitor"}
-    return names.get(int(awareness_of(context)), "unaware")
+    return dpi.DPI_AWARENESS.get(int(awareness_of(context)), "unaware")
 
 
 def become_dpi_aware() -> dpi.AwarenessOutcome:
@@ -293,10 +292,6 @@ def window_record(hwnd: int, images: dict[int, str]) -> WindowRecord | None:
         frame=frame,
         restored=_restored(hwnd) if style & w.WS_MINIMIZE else None,
     )
-
-
-def is_window(hwnd: int) -> bool:
-    return bool(_IsWindow(hwnd))
 
 
 def is_minimized(hwnd: int) -> bool:

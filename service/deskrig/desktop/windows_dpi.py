@@ -30,10 +30,10 @@ DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE = -3
 DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2 = -4
 #: ``PROCESS_DPI_AWARENESS`` for shcore's SetProcessDpiAwareness (Windows 8.1).
 PROCESS_PER_MONITOR_DPI_AWARE = 2
-#: ``DPI_AWARENESS`` as GetAwarenessFromDpiAwarenessContext reports it.
-DPI_AWARENESS_NAMES = {0: "unaware", 1: "system", 2: "per-monitor"}
-
 Awareness = Literal["per-monitor-v2", "per-monitor", "system", "unaware"]
+#: ``DPI_AWARENESS`` as GetAwarenessFromDpiAwarenessContext reports it (V2 is told apart by
+#: comparing contexts).
+DPI_AWARENESS: dict[int, Awareness] = {0: "unaware", 1: "system", 2: "per-monitor"}
 #: The ways to become DPI aware, best first: the API, and the awareness it gives.
 AWARENESS_STEPS: tuple[tuple[str, Awareness], ...] = (
     ("SetProcessDpiAwarenessContext(PER_MONITOR_AWARE_V2)", "per-monitor-v2"),

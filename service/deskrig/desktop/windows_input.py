@@ -19,7 +19,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from typing import Literal
 
 from deskrig.desktop import windows_api as api
 from deskrig.desktop import windows_structs as w
@@ -30,6 +29,8 @@ from deskrig.desktop.input_limits import (
     MAX_DRAG_STEPS,
     MAX_DURATION_MS,
     TYPE_CHUNK,
+    ButtonName,
+    ScrollDirection,
     check_button,
     check_point,
     check_range,
@@ -56,8 +57,6 @@ _MODIFIERS = {
     0x5B: "Super_L",
     0x5C: "Super_R",
 }
-
-Button = Literal["left", "right", "middle"]
 
 
 class WindowsInput:
@@ -93,7 +92,7 @@ class WindowsInput:
                 )
 
     def button(
-        self, x: int, y: int, button: Button = "left", count: int = 1, modifiers: Sequence[str] = ()
+        self, x: int, y: int, button: ButtonName = "left", count: int = 1, modifiers: Sequence[str] = ()
     ) -> None:
         button = check_button(button)
         check_range("count", count, 1, MAX_CLICKS)
@@ -114,7 +113,7 @@ class WindowsInput:
         self,
         from_xy: tuple[int, int],
         to_xy: tuple[int, int],
-        button: Button = "left",
+        button: ButtonName = "left",
         duration_ms: int = 300,
         steps: int = 10,
     ) -> None:
@@ -136,20 +135,18 @@ class WindowsInput:
         finally:
             self._send([button_event(button, False)])
 
-    def scroll(
-        self, x: int | None, y: int | None, direction: Literal["up", "down", "left", "right"], amount: int
-    ) -> None:
+    def scroll(self, x: int | None, y: int | None, direction: ScrollDirection, amount: int) -> None:
         direction = check_scroll(direction, amount, x, y)
         if x is not None and y is not None:
             self.move(x, y)
         self._send(wheel_events(direction, amount))
 
-    def button_down(self, button: Button, x: int | None, y: int | None) -> None:
+    def button_down(self, button: ButtonName, x: int | None, y: int | None) -> None:
         if x is not None and y is not None:
             self.move(x, y)
         self._send([button_event(check_button(button), True)])
 
-    def button_up(self, button: Button, x: int | None, y: int | None) -> None:
+    def button_up(self, button: ButtonName, x: int | None, y: int | None) -> None:
         if x is not None and y is not None:
             self.move(x, y)
         self._send([button_event(check_button(button), False)])
