@@ -46,6 +46,10 @@ from deskrig.model import Bounds, Diagnostic, TypeReport
 
 assert sys.platform == "win32"  # the rest of the module is Windows' (mypy skips it elsewhere)
 
+#: How long a pointer move may take to land before it is set with SetCursorPos, and how often
+#: the pointer is looked at meanwhile.
+_ARRIVAL_S = 0.1
+_ARRIVAL_POLL_S = 0.002
 #: The modifiers released around typed text: GetAsyncKeyState's left/right virtual key -> key name.
 _MODIFIERS = {
     0xA0: "Shift_L",
@@ -79,6 +83,11 @@ class WindowsInput:
         desktop = self._desktop()
         check_point(x, y, desktop)
         self._send([move_event(x, y, desktop)])
+        # Windows' input thread applies the move after SendInput returns, usually within a
+        # millisecond: wait that long before calling it a miss.
+        deadline = time.monotonic() + _ARRIVAL_S
+        while api.cursor() != (x, y) and time.monotonic() < deadline:
+            time.sleep(_ARRIVAL_POLL_S)
         if api.cursor() != (x, y):
             api.set_cursor(x, y)
             if not self._corrected:
