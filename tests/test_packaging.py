@@ -24,10 +24,15 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Modules that call one operating system's own libraries (installed there only, by their
-#: environment markers), by the ``sys.platform`` they need.
+#: environment markers, or asserting their platform on import), by the ``sys.platform`` they need.
 PLATFORM_MODULES = {
     "deskrig.desktop.macos_quartz": "darwin",
     "deskrig.desktop.macos_ax_native": "darwin",
+    "deskrig.desktop.windows": "win32",
+    "deskrig.desktop.windows_api": "win32",
+    "deskrig.desktop.windows_clipboard": "win32",
+    "deskrig.desktop.windows_input": "win32",
+    "deskrig.a11y.windows_uia_native": "win32",
 }
 #: Imports every module of the installed package (``__main__`` modules run their command instead;
 #: another platform's modules are left out).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 
@@ -28,7 +29,7 @@ def write_temp(directory: Path, data: bytes, mode: int | None = None) -> Path:
             continue
         try:
             with os.fdopen(fd, "wb") as out:
-                if mode is not None:
+                if mode is not None and sys.platform != "win32":  # Windows: ACLs, not modes
                     os.fchmod(out.fileno(), mode)  # exactly ``mode``, whatever the umask
                 out.write(data)
         except BaseException:

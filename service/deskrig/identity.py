@@ -18,6 +18,7 @@ import hmac
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,20 @@ def parse_token_spec(spec: str) -> tuple[str, str]:
     return DEFAULT_IDENTITY, spec
 
 
+if sys.platform == "win32":
+
+    def _unsafe(uid: int, mode: int) -> bool:
+        """Windows files have ACLs, which neither st_uid nor st_mode show: nothing to check."""
+        return False
+
+else:
+
+    def _unsafe(uid: int, mode: int) -> bool:
+        """Owned by someone else than this user or root, or readable by others, or writable by
+        anyone but the owner."""
+        return uid not in (os.getuid(), 0) or bool(mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_IROTH))
+
+
 def read_tokens_file(path: str | Path) -> list[tuple[str, str]]:
     """The ``NAME=SECRET`` lines of a tokens file (``#`` comments and blank lines skipped).
 
@@ -77,7 +92,7 @@ def read_tokens_file(path: str | Path) -> list[tuple[str, str]]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"tokens file {file} is not UTF-8 text", details={"path": str(file)}) from exc
     mode = stat.S_IMODE(info.st_mode)
-    if info.st_uid not in (os.getuid(), 0) or mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_IROTH):
+    if _unsafe(info.st_uid, mode):
         raise ConfigError(
             f"tokens file {file} has unsafe permissions {mode:04o} (owner uid {info.st_uid}): it must "
             "belong to you or root and not be readable by others nor writable by anyone else; "

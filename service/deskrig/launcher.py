@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -121,6 +122,10 @@ class CallbackLauncher:
 
 def process_alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
+    if sys.platform == "win32":  # no /proc: ask Windows
+        from deskrig.desktop.windows_api import process_running
+
+        return process_running(pid)
     entry = read_proc(pid)
     return entry is not None and not entry.dead
 

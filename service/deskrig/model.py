@@ -119,10 +119,10 @@ class TypeReport(BaseModel):
     remapped_keysyms: int = Field(
         0, description="Distinct characters the keyboard layout lacked, bound to spare keycodes"
     )
-    path: Literal["xtest", "virtual-keyboard", "atspi", "quartz"] = Field(
+    path: Literal["xtest", "virtual-keyboard", "atspi", "quartz", "sendinput"] = Field(
         description="xtest: synthetic key events (X11); virtual-keyboard: a Wayland virtual keyboard "
         "(sway); atspi: inserted through the accessibility text interface; quartz: Quartz keyboard "
-        "events carrying the characters (macOS)"
+        "events carrying the characters (macOS); sendinput: Unicode key events (Windows)"
     )
 
 

@@ -17,14 +17,13 @@ import dataclasses
 import functools
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from PIL import Image
 
 from deskrig import imaging
 from deskrig.a11y import Snapshot
-from deskrig.a11y.atspi import AccessibilityClient
 from deskrig.desktop import Desktop
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
@@ -32,6 +31,9 @@ from deskrig.model import Bounds, WindowInfo
 from deskrig.privacy import MaskReport, PiiMasker, TextBox
 from deskrig.privacy.tree import app_text_boxes, redact_snapshot
 from deskrig.security import WindowBlocklist
+
+if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
+    from deskrig.a11y.atspi import AccessibilityClient
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -32,13 +33,19 @@ from typing import IO, Literal
 
 log = logging.getLogger(__name__)
 
+if sys.platform == "win32":
+    #: The signal that ends a process for sure: on Windows every signal but CTRL_* events is
+    #: TerminateProcess, which SIGTERM names (Windows has no SIGKILL).
+    KILL_SIGNAL = signal.SIGTERM
+else:
+    KILL_SIGNAL = signal.SIGKILL
+
 Stream = Literal["stdout", "stderr"]
 
 #: Lines of output kept in memory per process.
 RING_LINES = 200
 
 _PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def normalize_status(returncode: int) -> int:
@@ -55,9 +62,12 @@ def die_with_parent(death_signal: int) -> Callable[[], None]:
     process: fork from a long-lived thread (see :func:`spawn`'s ``spawner``).
     """
     parent_pid = os.getpid()
+    # Loaded here, in the parent: the forked child only calls it. Not at import, since Windows
+    # (which forks nothing and has no preexec_fn) has no C library to load by no name.
+    libc = ctypes.CDLL(None, use_errno=True)
 
     def setup() -> None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         # The supervisor may have died between fork and prctl; no death signal would come then.
         if os.getppid() != parent_pid:
             os._exit(127)
@@ -232,7 +242,7 @@ class ManagedProcess:
         if self._entry is not None:
             self._end_family(self._entry, grace)
         elif self.alive:
-            os.kill(self.pid, signal.SIGKILL)  # not reaped yet, so the pid cannot have been reused
+            os.kill(self.pid, KILL_SIGNAL)  # not reaped yet, so the pid cannot have been reused
         status = self.wait(2.0)
         if status is None:
             log.warning("%s (pid %d) could not be reaped", self.name, self.pid)
@@ -259,7 +269,7 @@ class ManagedProcess:
             if now >= give_up:
                 log.warning("%s: processes %s survived SIGKILL", self.name, sorted(family))
                 return
-            sig = signal.SIGTERM if now < deadline else signal.SIGKILL
+            sig = signal.SIGTERM if now < deadline else KILL_SIGNAL
             for pid in family:
                 if signalled.get(pid) != sig:
                     signalled[pid] = sig
@@ -285,7 +295,7 @@ def spawn(
     log_dir: Path,
     cwd: str | None = None,
     pass_fds: Sequence[int] = (),
-    death_signal: int = signal.SIGKILL,
+    death_signal: int = KILL_SIGNAL,
     spawner: Executor | None = None,
     user: Account | None = None,
 ) -> ManagedProcess:
@@ -326,7 +336,8 @@ class PipeLine:
 
     def __init__(self) -> None:
         self.read_fd, self.write_fd = os.pipe()
-        os.set_blocking(self.read_fd, False)
+        if sys.platform != "win32":  # the rig's children (Linux); Windows pipes cannot be made non-blocking
+            os.set_blocking(self.read_fd, False)
         self._data = b""
 
     def poll(self) -> str | None:

@@ -9,9 +9,13 @@ Usage::
     await client.element_action(button, "click")
 """
 
-from deskrig.a11y.atspi import AccessibilityClient, AppRef
+from typing import TYPE_CHECKING
+
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, PathStep, Snapshot, ValueInfo
+
+if TYPE_CHECKING:
+    from deskrig.a11y.atspi import AccessibilityClient, AppRef
 
 __all__ = [
     "AccessibilityClient",
@@ -24,3 +28,13 @@ __all__ = [
     "SnapshotStore",
     "ValueInfo",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The AT-SPI client loads dbus-fast (a Linux-only dependency) on first use, so the element
+    # model imports on every platform (the tools load it on Windows and macOS too).
+    if name in ("AccessibilityClient", "AppRef"):
+        from deskrig.a11y import atspi
+
+        return getattr(atspi, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,11 +8,14 @@ loop changes.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from deskrig.a11y.atspi import AccessibilityClient
 from deskrig.a11y.placement import WindowPlacement
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.errors import DeskrigError, ErrorCode
+
+if TYPE_CHECKING:  # imported on first use: dbus-fast is a Linux-only dependency
+    from deskrig.a11y.atspi import AccessibilityClient
 
 
 class A11yAccess:
@@ -41,6 +44,8 @@ class A11yAccess:
         assert self._lock is not None
         async with self._lock:
             if self._client is None:
+                from deskrig.a11y.atspi import AccessibilityClient
+
                 self._client = await AccessibilityClient.connect(self.session_bus_address)
                 self._client.snapshots = self.snapshots
                 self._client.placement = self.placement

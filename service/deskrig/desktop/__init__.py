@@ -105,6 +105,24 @@ def open_desktop(
         session = QuartzSession()
         impl = MacOSBackend(session)
         return Desktop(impl, MacOSInput(QuartzEvents(session)), PasteboardSelections(GeneralPasteboard()))
+    elif name == "windows":
+        if sys.platform == "win32":  # mypy checks this branch with --platform win32
+            from deskrig.desktop.windows import WindowsBackend
+            from deskrig.desktop.windows_clipboard import WindowsClipboard
+            from deskrig.desktop.windows_input import WindowsInput
+
+            windows = WindowsBackend()
+            try:
+                return Desktop(windows, WindowsInput(), WindowsClipboard())
+            except DeskrigError:
+                windows.close()
+                raise
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            "the windows desktop backend runs on Windows only",
+            details={"backend": name, "platform": sys.platform},
+            remediation="Use backend x11 or sway on Linux.",
+        )
     else:
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,

@@ -150,8 +150,10 @@ class ScreenVideo:
 #: shows (X11 without Composite);
 #: ``screen_uncovered``: its area of the screen, copied while the windows over it were hidden
 #: (sway: floating windows made transparent for that one frame);
-#: ``model``: the scripted desktop's own picture of the window.
-WindowCaptureMethod = Literal["composite", "screen", "screen_uncovered", "model"]
+#: ``model``: the scripted desktop's own picture of the window;
+#: ``print_window``: the window drawn into a bitmap by Windows (PrintWindow with
+#: PW_RENDERFULLCONTENT), correct where covered.
+WindowCaptureMethod = Literal["composite", "screen", "screen_uncovered", "model", "print_window"]
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ All pydantic, shared by the Python API, the HTTP API (request and response bodie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -83,10 +85,10 @@ Timestamp = Annotated[float, BeforeValidator(_epoch_seconds), PlainSerializer(is
 def default_max_sessions() -> int:
     """How many rigs this machine runs at once by default: bounded by CPUs and by memory."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        memory = 4096 * _MIB
+    memory = 4096 * _MIB  # where the memory size cannot be read (Windows has no sysconf)
+    if sys.platform != "win32":
+        with contextlib.suppress(ValueError, OSError):
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return max(1, min(cpus * _RIGS_PER_CPU, memory // _RIG_MEMORY_BUDGET))
 
 

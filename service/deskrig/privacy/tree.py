@@ -9,13 +9,16 @@ descriptions and texts; the stored snapshot keeps the originals, so element look
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from deskrig.a11y import Element, Snapshot
 from deskrig.a11y.access import A11yAccess
-from deskrig.a11y.atspi import AccessibilityClient
 from deskrig.errors import DeskrigError
 from deskrig.privacy.detectors import Detectors
 from deskrig.privacy.masker import MaskReport, PiiMasker, TextBox
+
+if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
+    from deskrig.a11y.atspi import AccessibilityClient
 
 #: Elements read per app for the tree detector (the mirror holds them; this only caps the copy).
 MAX_TREE_ELEMENTS = 5000

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from datetime import datetime
@@ -164,8 +165,9 @@ class Recording:
     def _write_turns(self) -> None:
         # Encoding is background work: on Linux a thread has its own nice value, so the writer
         # yields the CPU to the actions it records.
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
+        if sys.platform != "win32":
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
         while True:
             record = self._queue.get()
             if record is None:

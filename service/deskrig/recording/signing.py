@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import stat
+import sys
 from pathlib import Path
 
 from deskrig.config import Settings
@@ -48,7 +49,10 @@ def read_turn_file(path: Path) -> bytes | None:
     FIFO, no reading a file that never ends.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        if sys.platform == "win32":  # no O_NOFOLLOW nor FIFOs: the folder's ACL guards it
+            fd = os.open(path, os.O_RDONLY | os.O_BINARY | os.O_NOINHERIT)
+        else:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:

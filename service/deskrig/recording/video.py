@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -34,7 +35,7 @@ import ffmpeg
 
 from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.procs import die_with_parent
+from deskrig.procs import KILL_SIGNAL, die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,8 @@ class VideoRecorder:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=die_with_parent(signal.SIGTERM),
+                # PR_SET_PDEATHSIG is Linux's; Windows' subprocess takes no preexec_fn at all.
+                preexec_fn=die_with_parent(signal.SIGTERM) if sys.platform == "linux" else None,
             )
         except OSError:
             if feeder is not None:
@@ -277,7 +279,7 @@ class VideoRecorder:
             self._stopping.set()
             if process.poll() is None:
                 self._end_input(process)
-            for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            for sig in (None, signal.SIGTERM, KILL_SIGNAL):
                 if sig is not None and process.poll() is None:
                     log.warning("ffmpeg did not finish the video; sending %s", sig.name)
                     process.send_signal(sig)

@@ -13,7 +13,6 @@ compositor, which is also the window manager) and app stages and reuse :mod:`des
 from __future__ import annotations
 
 import logging
-import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from deskrig.errors import ErrorCode
-from deskrig.procs import Account, ManagedProcess
+from deskrig.procs import KILL_SIGNAL, Account, ManagedProcess
 from deskrig.rig.options import RigOptions, RigStartupError
 
 T = TypeVar("T")
@@ -61,7 +60,7 @@ class StageHost(Protocol):
         *,
         cwd: str | None = None,
         pass_fds: Sequence[int] = (),
-        death_signal: int = signal.SIGKILL,
+        death_signal: int = KILL_SIGNAL,
         watch: ExitWatch | None = None,
     ) -> ManagedProcess:
         """Start a program of ``stage`` (added to ``stage.processes``), logging to ``{name}.log``."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +20,7 @@ from typing import Any, TypeVar
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Diagnostic
-from deskrig.procs import Account, ManagedProcess, spawn
+from deskrig.procs import KILL_SIGNAL, Account, ManagedProcess, spawn
 from deskrig.rig.options import RigStartupError
 from deskrig.rig.stages import ExitWatch, Stage
 from deskrig.rundirs import make_rig_dir, sweep_stale_dirs
@@ -274,7 +273,7 @@ class Supervisor:
         *,
         cwd: str | None = None,
         pass_fds: Sequence[int] = (),
-        death_signal: int = signal.SIGKILL,
+        death_signal: int = KILL_SIGNAL,
         watch: ExitWatch | None = None,
     ) -> ManagedProcess:
         assert self._run_dir is not None

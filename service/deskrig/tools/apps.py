@@ -13,6 +13,7 @@ from deskrig.a11y import ElementQuery
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.launcher import process_alive, terminate
 from deskrig.model import ActionResult, ActionTarget, Bounds, CText, EnvName, WindowInfo
+from deskrig.procs import KILL_SIGNAL
 from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.actions import poll_until
 from deskrig.tools.targets import a11y_of, summarize
@@ -147,7 +148,7 @@ async def kill_app(services: Services, call: CallInfo, args: KillAppInput) -> To
             details={"pid": args.pid},
             remediation="kill_app stops apps that own a window here or were started with launch_app.",
         )
-    sig = signal.SIGKILL if args.force else signal.SIGTERM
+    sig = KILL_SIGNAL if args.force else signal.SIGTERM
     terminate(args.pid, sig)
 
     async def gone() -> bool:
@@ -155,8 +156,8 @@ async def kill_app(services: Services, call: CallInfo, args: KillAppInput) -> To
 
     exited = await poll_until(gone, KILL_GRACE_S)
     if not exited and not args.force:
-        terminate(args.pid, signal.SIGKILL)
-        sig = signal.SIGKILL
+        terminate(args.pid, KILL_SIGNAL)
+        sig = KILL_SIGNAL
         exited = await poll_until(gone, KILL_GRACE_S)
     result = KillResult(
         pid=args.pid, exited=exited, signal=sig.name, exit_status=services.launcher.exit_status(args.pid)

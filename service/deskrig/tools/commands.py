@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Mapping
 
@@ -94,7 +95,10 @@ def commands_off() -> DeskrigError:
 
 def _kill_group(process: Process) -> None:
     with contextlib.suppress(ProcessLookupError):  # already gone, with everything it started
-        os.killpg(process.pid, signal.SIGKILL)
+        if sys.platform == "win32":  # no process groups: the command itself
+            process.kill()
+        else:
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 async def _feed(process: Process, data: bytes) -> None:
