@@ -46,13 +46,12 @@ def mypy_config(cache: Path) -> str:
             continue
         shown = ", ".join(value) if isinstance(value, list) else str(value)
         lines.append(f"{key} = {shown}")
-    lines += [
-        "platform = win32",
-        f"cache_dir = {cache}",
-        "",
-        f"[mypy-{','.join(linux_only())}]",
-        "follow_imports = silent",
-    ]
+    lines += ["platform = win32", f"cache_dir = {cache}", ""]
+    for override in settings.get("overrides", []):
+        lines.append(f"[mypy-{','.join(override['module'])}]")
+        lines += [f"{key} = {value}" for key, value in override.items() if key != "module"]
+        lines.append("")
+    lines += [f"[mypy-{','.join(linux_only())}]", "follow_imports = silent"]
     return "\n".join(lines) + "\n"
 
 
