@@ -9,9 +9,12 @@ importing the rig's MCP server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import h11
@@ -205,6 +208,51 @@ def uvicorn_config(
         access_log=False,
         **options,
     )
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn's server, waking once a second rather than ten times while idle.
+
+    uvicorn's main loop sleeps 0.1 s between ticks only to notice ``should_exit``; an idle rig
+    woke ten times a second for it. This one waits for :meth:`exit` (or uvicorn's own signal
+    handler) and otherwise wakes once a second, which is all the Date header it refreshes needs.
+    ``on_exit`` is called in the event loop as soon as the server decides to exit (before it
+    drains its connections), however it was asked to.
+    """
+
+    #: Set in the server's event loop when it is asked to exit; made when the main loop starts.
+    _exit_asked: asyncio.Event | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None] = lambda: None) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    async def main_loop(self) -> None:
+        self._loop, self._exit_asked = asyncio.get_running_loop(), asyncio.Event()
+        if self.should_exit:  # asked before the loop started
+            self._exit_asked.set()
+        counter = 0
+        while not await self.on_tick(counter):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit_asked.wait(), 1.0)
+            # uvicorn's ticks are 0.1 s apart; it refreshes the Date header every tenth.
+            counter = (counter + 10) % 864000
+        self._on_exit()
+
+    def exit(self) -> None:
+        """Stop serving, from any thread."""
+        self.should_exit = True
+        self._wake()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._wake()
+
+    def _wake(self) -> None:
+        loop, asked = self._loop, self._exit_asked
+        if loop is not None and asked is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(asked.set)
 
 
 def bind_listener(host: str, port: int) -> socket.socket:

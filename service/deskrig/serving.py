@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("deskrig.serving")
 T = TypeVar("T")
 
-#: How often the stop event is polled from the event loop.
-STOP_POLL_SECONDS = 0.1
 #: How long a stopping server lets calls in flight finish before cancelling them (a long
 #: type_text would otherwise hold the shutdown for as long as the app takes to read it). Longer
 #: than the rig's own grace (rig.SERVE_STOP_GRACE, 5 s) after which it stops the desktop under
@@ -105,8 +103,9 @@ def build_server(
 
 
 async def _wait_for(stop: threading.Event) -> None:
-    while not stop.is_set():
-        await anyio.sleep(STOP_POLL_SECONDS)
+    """Until ``stop`` is set: a worker thread sleeps on it (abandoned if the wait is cancelled,
+    it ends when ``stop`` is set on the way out), so an idle server does not wake to poll it."""
+    await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
 
 
 async def _serve_stdio(mcp: Server[Any], stop: threading.Event) -> None:
@@ -129,9 +128,7 @@ async def _serve_http(
     readiness: Callable[[], Readiness],
     stop: threading.Event,
 ) -> None:
-    import uvicorn  # the HTTP stack: not imported for stdio
-
-    from deskrig.guard import uvicorn_config
+    from deskrig.guard import QuietServer, uvicorn_config  # the HTTP stack: not imported for stdio
     from deskrig.http import create_app
 
     app = create_app(
@@ -150,14 +147,13 @@ async def _serve_http(
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
-    http = uvicorn.Server(config)
+    # uvicorn takes SIGINT/SIGTERM itself while it serves: its stop is passed on as ours at once
+    # (the rig's stop watch ends a call that would hold up its draining), and ours to it.
+    http = QuietServer(config, on_exit=stop.set)
 
     async def stop_when_asked() -> None:
-        # uvicorn takes SIGINT/SIGTERM itself while it serves: pass its stop on, as ours to it.
-        while not (stop.is_set() or http.should_exit):
-            await anyio.sleep(STOP_POLL_SECONDS)
-        http.should_exit = True
-        stop.set()
+        await _wait_for(stop)
+        http.exit()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(stop_when_asked)

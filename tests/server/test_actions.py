@@ -215,8 +215,8 @@ def test_right_click_opens_a_context_menu_in_the_tree(toolkit_form: FormRig) -> 
 @needs(Capability.CONTEXT_MENU_IN_TREE)
 @not_on(
     "sway",
-    why="GTK under Wayland reports a popup menu's extents away from where sway shows it (they do not "
-    "follow the pointer the menu opened at) and sway's IPC does not list popups to place them (README)",
+    why="GTK 3 under Wayland reports a popup menu's extents off by the offset of the widget that opened "
+    "it, and neither sway's IPC nor any protocol tells a third client where a popup is (README)",
 )
 def test_a_context_menu_item_clicked_by_element_acts(toolkit_form: FormRig) -> None:
     """The menu is a popup (under Wayland a surface of its own, positioned by the compositor):

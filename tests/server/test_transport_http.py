@@ -4,6 +4,7 @@ per-client rate limits."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -240,3 +241,26 @@ def test_rate_limit_per_client(tmp_path: Path) -> None:
         assert not rig.call("list_windows").is_error
     finally:
         rig.stop()
+
+
+def wakeups(pid: int) -> int:
+    """How many times the threads of process ``pid`` have been put on a CPU so far (the third
+    field of each thread's schedstat: one per wake-up of an idle thread, or preemption)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            total += int((task / "schedstat").read_text().split()[2])
+    return total
+
+
+def test_an_idle_rig_does_not_wake_to_poll(green_rig: GreenRig) -> None:
+    """Idle, the rig's process sleeps: its server polled for the stop ten times a second and
+    uvicorn's loop ticked ten times a second (12 wake-ups a second measured); now uvicorn's loop
+    wakes once a second, and sse-starlette's shutdown watcher twice while the client's event
+    stream is open (3 a second measured)."""
+    green_rig.rig.call("list_windows", {})  # whatever a first call starts has started
+    pid = green_rig.rig.proc.pid
+    before, started = wakeups(pid), time.monotonic()
+    time.sleep(3)
+    per_second = (wakeups(pid) - before) / (time.monotonic() - started)
+    assert per_second < 8, f"the idle rig's threads woke {per_second:.1f} times a second"

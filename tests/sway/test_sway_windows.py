@@ -7,10 +7,11 @@ over it are made transparent for the copy's frame and opaque again after, in pla
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from i3ipc import Connection
 from PIL import Image, ImageDraw
 from tests.desktop.conftest import SCREEN, FixtureApp, stop_process
 from tests.desktop.sway_scene import float_at, launch_color_app, run_commands
@@ -19,6 +20,7 @@ from tests.sway.conftest import window_of
 from tests.sway.swayproc import SwaySession, start_sway
 
 from deskrig.desktop import Desktop, open_desktop
+from deskrig.desktop.sway import _views, close_ipc, content_bounds
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, WindowInfo
 from deskrig.observation import Observation
@@ -159,3 +161,52 @@ def test_a_window_sway_does_not_draw_is_refused_not_shown_as_what_is_there(
 
     assert caught.value.code is ErrorCode.CAPTURE_FAILED
     assert caught.value.remediation
+
+
+def sway_shows(scene: Scene, app: FixtureApp) -> tuple[Bounds, bool] | None:
+    """Where ``app``'s window is and whether it has the focus, as sway itself shows it to a
+    connection of the test's own."""
+    ipc = Connection(socket_path=scene.sway.env["SWAYSOCK"])
+    try:
+        tree = ipc.get_tree().ipc_data
+    finally:
+        close_ipc(ipc)
+    view = next((view for view, _ in _views(tree) if view.get("pid") == app.pid), None)
+    return None if view is None else (content_bounds(view), bool(view["focused"]))
+
+
+def test_the_window_list_shows_every_change_sway_has_made_at_once(
+    scene: Scene, extra: list[FixtureApp]
+) -> None:
+    """Whatever sway shows before a listing starts is in it, never a listing from before: sway
+    1.7 sends no IPC event for a move, a resize or an output's new mode, so a list kept from its
+    events would fail this (one did, at the move). Each change is awaited as sway shows it to a
+    connection of the test's own, then the desktop is listed once, without polling."""
+    app = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", BLUE, (300, 200), title="fresh")
+    extra.append(app)
+
+    def listed_once(what: str, shown: Callable[[tuple[Bounds, bool] | None], bool]) -> WindowInfo | None:
+        poll(f"sway showing {what}", lambda: shown(sway_shows(scene, app)))
+        window = next((w for w in scene.desktop.windows() if w.pid == app.pid), None)
+        listed = None if window is None else (window.bounds, window.focused)
+        assert shown(listed), f"listed {listed!r} after sway showed {what}"
+        return window
+
+    opened = listed_once("the new window", lambda shown: shown is not None)
+    assert opened is not None
+    placed = Bounds(x=120, y=90, width=360, height=240)
+    run_commands(
+        scene.sway, f"[con_id={opened.id}] floating enable, resize set {placed.width} {placed.height}"
+    )
+    listed_once(
+        "the window resized",
+        lambda shown: (
+            shown is not None and (shown[0].width, shown[0].height) == (placed.width, placed.height)
+        ),
+    )
+    run_commands(scene.sway, f"[con_id={opened.id}] move absolute position {placed.x} {placed.y}")
+    listed_once("the window moved", lambda shown: shown is not None and shown[0] == placed)
+    run_commands(scene.sway, f"[con_id={scene.window(scene.under).id}] focus")
+    listed_once("the window unfocused", lambda shown: shown is not None and not shown[1])
+    run_commands(scene.sway, f"[con_id={opened.id}] kill")
+    listed_once("the window closed", lambda shown: shown is None)

@@ -20,12 +20,15 @@ fullscreen window) is refused rather than shown as whatever is there instead.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
+import socket
+import struct
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from i3ipc import Connection
 from PIL import Image
@@ -83,6 +86,81 @@ def close_ipc(ipc: Connection) -> None:
     sock = getattr(ipc, "_cmd_socket", None)
     if sock is not None:
         sock.close()
+
+
+#: sway's IPC framing (sway-ipc(7)): magic, payload length, message type, native byte order.
+_IPC_MAGIC = b"i3-ipc"
+_IPC_HEADER = struct.Struct("=6sII")
+_IPC_GET_TREE = 4
+
+
+class LayoutReader:
+    """A socket of its own on sway's IPC that reads the layout tree, the one question the backend
+    and the input device ask about the layout.
+
+    The tree holds the active outputs (rect, scale, current workspace) as well as every view, so
+    one ``GET_TREE`` answers what ``get_outputs`` and ``get_tree`` answered in two requests, and
+    the reply is parsed as plain JSON (i3ipc would build an object for every node). It is read
+    afresh for every use rather than kept up to date from sway's IPC events: sway 1.7 sends none
+    when a window is moved or resized (``move position``, ``resize set``, a floating client's own
+    resize), when a border changes or when an output changes mode, so a tree kept from events
+    would go stale without a sign. Not thread-safe: each owner serialises its own calls.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._socket.connect(path)
+        except OSError:
+            self._socket.close()
+            raise
+
+    def tree(self) -> dict[str, Any]:
+        """sway's layout as it is now. OSError when sway's IPC is gone."""
+        self._socket.sendall(_IPC_HEADER.pack(_IPC_MAGIC, 0, _IPC_GET_TREE))
+        magic, length, kind = _IPC_HEADER.unpack(self._read(_IPC_HEADER.size))
+        if magic != _IPC_MAGIC or kind != _IPC_GET_TREE:
+            raise ConnectionError(f"sway's IPC answered GET_TREE with message type {kind}")
+        return cast(dict[str, Any], json.loads(self._read(length)))
+
+    def _read(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk = self._socket.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("sway closed its IPC socket")
+            data += chunk
+        return bytes(data)
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def active_outputs(tree: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tree's outputs: every one sway shows (a disabled output is not in the tree), not the
+    pseudo-output ``__i3`` holding the scratchpad."""
+    return [o for o in tree.get("nodes", []) if o.get("type") == "output" and o.get("name") != "__i3"]
+
+
+def layout_bounds(tree: dict[str, Any]) -> Bounds:
+    """The box holding every active output of ``tree``."""
+    return _union([_bounds(o["rect"]) for o in active_outputs(tree)])
+
+
+def _displays(tree: dict[str, Any]) -> list[DisplayInfo]:
+    outputs = active_outputs(tree)
+    # sway has no "primary" output; the one at the layout's origin plays that part.
+    outputs.sort(key=lambda o: (o["rect"]["x"] != 0 or o["rect"]["y"] != 0, o["rect"]["x"], o["rect"]["y"]))
+    return [
+        DisplayInfo(
+            id=number,
+            name=o["name"],
+            bounds=_bounds(o["rect"]),
+            primary=number == FIRST_DISPLAY_ID,
+            scale=float(o.get("scale") or 1.0),
+        )
+        for number, o in enumerate(outputs, start=FIRST_DISPLAY_ID)
+    ]
 
 
 def _bounds(rect: dict[str, int]) -> Bounds:
@@ -229,6 +307,11 @@ class SwayBackend(DesktopBackend):
         self._serial = itertools.count(1)
         with self._translated("cannot connect to sway"):
             self._ipc = Connection(socket_path=sockets.ipc)
+            try:
+                self._layout = LayoutReader(sockets.ipc)
+            except OSError:
+                close_ipc(self._ipc)
+                raise
         self._wayland = WaylandConnection(sockets.wayland)
         self.note("damage", "sway reports no damage: every capture is taken afresh")
         self.note(
@@ -245,33 +328,17 @@ class SwayBackend(DesktopBackend):
     # -- the DesktopBackend methods -------------------------------------------------------------
 
     def displays(self) -> list[DisplayInfo]:
-        with self._translated("cannot read the outputs"):
-            outputs = [o.ipc_data for o in self._ipc.get_outputs() if o.active]
-        # sway has no "primary" output; the one at the layout's origin plays that part.
-        outputs.sort(
-            key=lambda o: (o["rect"]["x"] != 0 or o["rect"]["y"] != 0, o["rect"]["x"], o["rect"]["y"])
-        )
-        return [
-            DisplayInfo(
-                id=number,
-                name=o["name"],
-                bounds=_bounds(o["rect"]),
-                primary=number == FIRST_DISPLAY_ID,
-                scale=float(o.get("scale") or 1.0),
-            )
-            for number, o in enumerate(outputs, start=FIRST_DISPLAY_ID)
-        ]
+        return _displays(self._tree("cannot read the outputs"))
 
     def screen_bounds(self) -> Bounds:
-        return _union([d.bounds for d in self.displays()])
+        return layout_bounds(self._tree("cannot read the outputs"))
 
     def windows(self) -> list[WindowInfo]:
-        with self._translated("cannot list windows"):
-            tree = self._ipc.get_tree().ipc_data
+        tree = self._tree("cannot list windows")
         return [_window_info(view, ws, z) for z, (view, ws) in enumerate(_views(tree))]
 
     def capture(self, region: Bounds) -> Image.Image:
-        visible, pieces = self._pieces(region)
+        visible, pieces = self._pieces(self._tree("cannot read the outputs"), region)
         if len(pieces) == 1 and pieces[0].part == visible:
             # One output holds the whole region (always, with one output): its copy is the image,
             # with no canvas to allocate and paste it onto.
@@ -279,20 +346,25 @@ class SwayBackend(DesktopBackend):
         return self._composed(visible, pieces)
 
     def grab(self, region: Bounds) -> Grab:
-        visible, pieces = self._pieces(region)
+        return self._grab(self._tree("cannot read the outputs"), region)
+
+    def _grab(self, tree: dict[str, Any], region: Bounds) -> Grab:
+        visible, pieces = self._pieces(tree, region)
         if len(pieces) == 1 and pieces[0].part == visible:
             return self._wayland.grab(pieces[0].output, pieces[0].local)  # BGRX, as sway hands it over
         return Grab.of(self._composed(visible, pieces))
 
-    def _pieces(self, region: Bounds) -> tuple[Bounds, list[_Piece]]:
-        """The part of ``region`` on screen, and where each output holds a piece of it."""
-        displays = self.displays()
-        visible = region.intersection(_union([d.bounds for d in displays]))
+    @staticmethod
+    def _pieces(tree: dict[str, Any], region: Bounds) -> tuple[Bounds, list[_Piece]]:
+        """The part of ``region`` on screen, and where each output of ``tree`` holds a piece of it."""
+        displays = _displays(tree)
+        screen = _union([d.bounds for d in displays])
+        visible = region.intersection(screen)
         if visible is None:
             raise DeskrigError(
                 ErrorCode.INVALID_REGION,
                 "the region lies outside the screen",
-                details={"region": region.model_dump(), "screen": self.screen_bounds().model_dump()},
+                details={"region": region.model_dump(), "screen": screen.model_dump()},
             )
         return visible, [
             _Piece(d.name, part, part.model_copy(update={"x": part.x - d.bounds.x, "y": part.y - d.bounds.y}))
@@ -311,8 +383,7 @@ class SwayBackend(DesktopBackend):
         return self.grab_window(window_id, include_frame).image
 
     def grab_window(self, window_id: int, include_frame: bool) -> WindowCapture:
-        with self._translated("cannot list windows"):
-            tree = self._ipc.get_tree().ipc_data
+        tree = self._tree("cannot list windows")
         found = next(((v, ws) for v, ws in _views(tree) if v["id"] == window_id), None)
         if found is None:
             raise _window_not_found(window_id)
@@ -328,10 +399,10 @@ class SwayBackend(DesktopBackend):
         area = _bounds(view["rect"]) if include_frame else content_bounds(view)
         covering = [v["id"] for v in views_over(tree, window_id) if _bounds(v["rect"]).intersection(area)]
         if not covering:
-            return WindowCapture(self.grab(area), "screen")
+            return WindowCapture(self._grab(tree, area), "screen")
         self._set_opacity(covering, 0)
         try:
-            return WindowCapture(self.grab(area), "screen_uncovered")
+            return WindowCapture(self._grab(tree, area), "screen_uncovered")
         finally:
             self._set_opacity(covering, 1)
 
@@ -362,8 +433,7 @@ class SwayBackend(DesktopBackend):
         # Xwayland clients see an X screen laid out like sway's outputs, so their "screen"
         # coordinates are already layout coordinates; native Wayland clients are never told where
         # their surface is and report positions relative to it (GTK: its content area).
-        with self._translated("cannot list windows"):
-            tree = self._ipc.get_tree().ipc_data
+        tree = self._tree("cannot list windows")
         native = [
             _window_info(view, ws, z)
             for z, (view, ws) in enumerate(_views(tree))
@@ -387,6 +457,7 @@ class SwayBackend(DesktopBackend):
         try:
             self._wayland.close()
         finally:
+            self._layout.close()
             close_ipc(self._ipc)
 
     # -- helpers --------------------------------------------------------------------------------
@@ -396,6 +467,11 @@ class SwayBackend(DesktopBackend):
         if window is None:
             raise _window_not_found(window_id)
         return window
+
+    def _tree(self, what: str) -> dict[str, Any]:
+        """The layout now (:class:`LayoutReader`); ``what`` names the question, for the error."""
+        with self._translated(what):
+            return self._layout.tree()
 
     def _command(self, command: str, what: str, code: ErrorCode, **details: object) -> None:
         """Run sway ``command``s; one refused is ``code``, saying sway refused to do ``what``."""

@@ -45,7 +45,7 @@ from deskrig.desktop.input_limits import (
     invalid,
 )
 from deskrig.desktop.keys import parse_combo, parse_hotkey, parse_modifier
-from deskrig.desktop.sway import PointerState, SwaySockets, view_at
+from deskrig.desktop.sway import LayoutReader, PointerState, SwaySockets, close_ipc, layout_bounds, view_at
 from deskrig.desktop.sway_wayland import WaylandConnection, memfd
 from deskrig.desktop.sway_xfocus import XwaylandFocus
 from deskrig.errors import DeskrigError, ErrorCode
@@ -152,6 +152,7 @@ class SwayInput:
         self._wayland = WaylandConnection(sockets.wayland)
         try:
             self._ipc = Connection(socket_path=sockets.ipc)
+            self._layout_reader = LayoutReader(sockets.ipc)
             self._pointer: Any = self._wayland.virtual_pointer_manager().create_virtual_pointer(
                 self._wayland.seat
             )
@@ -170,6 +171,7 @@ class SwayInput:
             with self._delivering("move"):
                 self._motion(layout, layout.x + layout.width // 2, layout.y + layout.height // 2)
         except (DeskrigError, OSError):
+            self._close_ipc()
             self._wayland.close()
             raise
 
@@ -194,20 +196,23 @@ class SwayInput:
                 ErrorCode.INPUT_FAILED, f"{action}: {exc}", details={"action": action}
             ) from exc
 
-    def _layout(self) -> Bounds:
+    def _tree(self) -> dict[str, Any]:
+        """sway's layout now: its outputs and views, in one IPC request (:class:`LayoutReader`)."""
         try:
-            rects = [o.rect for o in self._ipc.get_outputs() if o.active]
+            return self._layout_reader.tree()
         except OSError as exc:
-            raise DeskrigError(ErrorCode.DISPLAY_NOT_FOUND, f"cannot read sway's outputs: {exc}") from exc
-        if not rects:
-            raise DeskrigError(ErrorCode.DISPLAY_NOT_FOUND, "sway has no active output")
-        x0, y0 = min(r.x for r in rects), min(r.y for r in rects)
-        return Bounds(
-            x=x0,
-            y=y0,
-            width=max(r.x + r.width for r in rects) - x0,
-            height=max(r.y + r.height for r in rects) - y0,
-        )
+            raise DeskrigError(ErrorCode.DISPLAY_NOT_FOUND, f"cannot read sway's layout: {exc}") from exc
+
+    def _close_ipc(self) -> None:
+        """Close the IPC sockets opened so far (construction may have stopped half-way)."""
+        if hasattr(self, "_layout_reader"):
+            self._layout_reader.close()
+        if hasattr(self, "_ipc"):
+            close_ipc(self._ipc)
+
+    def _layout(self) -> Bounds:
+        """The outputs' box, for an action that only moves the pointer."""
+        return layout_bounds(self._tree())
 
     def _motion(self, layout: Bounds, x: int, y: int) -> None:
         """Move to layout point (x, y); ``layout``: the outputs' box, read once per action (each
@@ -216,7 +221,7 @@ class SwayInput:
         self._pointer.frame()
         self._pointer_state.x, self._pointer_state.y = x, y
 
-    def _point_at(self, layout: Bounds, x: int, y: int) -> None:
+    def _point_at(self, tree: dict[str, Any], layout: Bounds, x: int, y: int) -> None:
         """Put the pointer on (x, y) and focus the window there, ready for a button press.
 
         Over an X window the pointer arrives from the neighbouring pixel: Xwayland tells an X
@@ -224,9 +229,10 @@ class SwayInput:
         left an X window and comes back to the very point it left gets no Enter, and the click
         after it is lost. A Wayland client is told of every surface the pointer enters, so the
         pointer goes straight there: one motion, none at all on screen when it is there already
-        (a moved cursor is a new frame, which the next screen copy would wait for).
+        (a moved cursor is a new frame, which the next screen copy would wait for). ``tree``: the
+        layout read for this action, whose outputs' box is ``layout``.
         """
-        view = view_at(self._ipc.get_tree().ipc_data, x, y)
+        view = view_at(tree, x, y)
         xwayland = view is not None and view.get("shell") == "xwayland"
         if xwayland:
             self._motion(layout, x + (1 if x == layout.x else -1), y)
@@ -327,8 +333,9 @@ class SwayInput:
         check_range("count", count, 1, MAX_CLICKS)
         held = [parse_modifier(m) for m in modifiers]
         with self._delivering("click"):
-            layout = self._layout()
-            self._point_at(layout, *check_point(x, y, layout))
+            tree = self._tree()
+            layout = layout_bounds(tree)
+            self._point_at(tree, layout, *check_point(x, y, layout))
             with self._holding(held):
                 for click in range(count):
                     if click:
@@ -351,10 +358,11 @@ class SwayInput:
         check_range("duration_ms", duration_ms, 0, MAX_DURATION_MS)
         check_range("steps", steps, 1, MAX_DRAG_STEPS)
         with self._delivering("drag"):
-            layout = self._layout()
+            tree = self._tree()
+            layout = layout_bounds(tree)
             x0, y0 = check_point(*from_xy, layout)
             x1, y1 = check_point(*to_xy, layout)
-            self._point_at(layout, x0, y0)
+            self._point_at(tree, layout, x0, y0)
             self._button(code, _PRESSED)
             try:
                 for step in range(1, steps + 1):
@@ -375,8 +383,9 @@ class SwayInput:
         check_point_pair(x, y)
         with self._delivering("mouse_down"):
             if x is not None:
-                layout = self._layout()
-                self._point_at(layout, *check_point(x, y, layout))
+                tree = self._tree()
+                layout = layout_bounds(tree)
+                self._point_at(tree, layout, *check_point(x, y, layout))
             self._button(code, _PRESSED)
         self._held_buttons.add(button)
 
@@ -485,6 +494,7 @@ class SwayInput:
         except (DeskrigError, OSError, RuntimeError):
             pass  # the compositor is gone: nothing left to release there
         finally:
+            self._close_ipc()
             self._wayland.close()
             if self._xwayland_focus is not None:
                 self._xwayland_focus.close()

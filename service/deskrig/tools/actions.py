@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 from pydantic import BaseModel, Field
 
-from deskrig.capture import CaptureOptions, CaptureTarget
+from deskrig.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 from deskrig.model import ActionResult, ActionTarget, Effect
 from deskrig.services import CallInfo, ImagePart, Services, ToolResult
 
@@ -25,16 +25,19 @@ async def after_screenshot(
 ) -> tuple[dict[str, object] | None, list[ImagePart]]:
     if not wanted:
         return None, []
-    windows = await anyio.to_thread.run_sync(services.desktop.windows)
-    window = next((w for w in windows if w.id == target.window_id), None)
+    metadata, data = await anyio.to_thread.run_sync(_capture_target, services, target)
+    return metadata.model_dump(mode="json", exclude_none=True), [ImagePart(data, metadata.mime_type)]
+
+
+def _capture_target(services: Services, target: ActionTarget) -> tuple[ScreenshotMetadata, bytes]:
+    """Blocking, in one worker thread: the target window's pixels as it is now (the screen when
+    it has gone or is minimised)."""
+    window = next((w for w in services.desktop.windows() if w.id == target.window_id), None)
     if window is not None and not window.minimized:
         capture = CaptureTarget(source="window", region=window.bounds, window=window)
     else:
-        capture = CaptureTarget(
-            source="screen", region=await anyio.to_thread.run_sync(services.desktop.screen_bounds)
-        )
-    metadata, data = await anyio.to_thread.run_sync(services.capture.run, capture, CaptureOptions())
-    return metadata.model_dump(mode="json", exclude_none=True), [ImagePart(data, metadata.mime_type)]
+        capture = CaptureTarget(source="screen", region=services.desktop.screen_bounds())
+    return services.capture.run(capture, CaptureOptions())
 
 
 async def action_result(

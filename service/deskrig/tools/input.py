@@ -10,10 +10,10 @@ from pydantic import BaseModel, Field, model_validator
 
 from deskrig.a11y import Element
 from deskrig.errors import DeskrigError
-from deskrig.model import ActionResult, ActionTarget, Effect, Point
+from deskrig.model import ActionResult, ActionTarget, CursorPosition, Effect, Point
 from deskrig.services import AnyTool, CallInfo, Services, ToolResult, ToolSpec
 from deskrig.tools.actions import ActionOptions, action_result, poll_until
-from deskrig.tools.input_device import deliver, run_input
+from deskrig.tools.input_device import deliver, deliver_then, run_input
 from deskrig.tools.targets import (
     ElementTarget,
     a11y_of,
@@ -143,8 +143,7 @@ def _point(call: CallInfo) -> Point:
     return call.target.point
 
 
-async def _pointer_evidence(services: Services, point: Point) -> list[str]:
-    cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
+def _pointer_evidence(cursor: CursorPosition, point: Point) -> list[str]:
     landed = (cursor.x, cursor.y) == (point.x, point.y)
     return [
         f"pointer read back at ({cursor.x}, {cursor.y})" + ("" if landed else f", not ({point.x}, {point.y})")
@@ -160,10 +159,20 @@ async def _click(
     modifiers: list[str],
 ) -> ToolResult:
     point = _point(call)
-    await deliver(services, call, lambda d, *a: d.button(*a), point.x, point.y, button, count, modifiers)
+    cursor = await deliver_then(
+        services,
+        call,
+        services.desktop.cursor_position,
+        lambda d, *a: d.button(*a),
+        point.x,
+        point.y,
+        button,
+        count,
+        modifiers,
+    )
     evidence = [
         f"{button} button x{count} delivered at ({point.x}, {point.y})",
-        *await _pointer_evidence(services, point),
+        *_pointer_evidence(cursor, point),
     ]
     if call.target and call.target.window_title:
         evidence.append(f"window under the point: {call.target.window_title!r}")
@@ -183,8 +192,9 @@ async def right_click(services: Services, call: CallInfo, args: RightClickInput)
 
 
 async def move_cursor(services: Services, call: CallInfo, args: MoveInput) -> ToolResult:
-    await deliver(services, call, lambda d, *a: d.move(*a), args.x, args.y)
-    cursor = await anyio.to_thread.run_sync(services.desktop.cursor_position)
+    cursor = await deliver_then(
+        services, call, services.desktop.cursor_position, lambda d, *a: d.move(*a), args.x, args.y
+    )
     effect: Effect = "confirmed" if (cursor.x, cursor.y) == (args.x, args.y) else "unverifiable"
     return await action_result(
         services, call, args, effect, [f"pointer read back at ({cursor.x}, {cursor.y})"]
@@ -192,9 +202,10 @@ async def move_cursor(services: Services, call: CallInfo, args: MoveInput) -> To
 
 
 async def drag(services: Services, call: CallInfo, args: DragInput) -> ToolResult:
-    await deliver(
+    cursor = await deliver_then(
         services,
         call,
+        services.desktop.cursor_position,
         lambda d, *a: d.drag(*a),
         (args.from_x, args.from_y),
         (args.to_x, args.to_y),
@@ -205,7 +216,7 @@ async def drag(services: Services, call: CallInfo, args: DragInput) -> ToolResul
     evidence = [
         f"dragged {args.button} from ({args.from_x}, {args.from_y}) to ({args.to_x}, {args.to_y}) in {args.steps} steps"
     ]
-    evidence += await _pointer_evidence(services, Point(x=args.to_x, y=args.to_y))
+    evidence += _pointer_evidence(cursor, Point(x=args.to_x, y=args.to_y))
     return await action_result(services, call, args, "unverifiable", evidence)
 
 

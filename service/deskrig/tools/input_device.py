@@ -12,6 +12,7 @@ from deskrig.desktop.base import InputDevice, InputJob
 from deskrig.services import CallInfo, Services
 
 T = TypeVar("T")
+U = TypeVar("U")
 #: How often a long input call reports progress and checks that its client is still there.
 FOLLOW_INTERVAL_S = 0.25
 
@@ -29,12 +30,20 @@ async def run_input(
     within a chunk of keys when the call is cancelled or its client goes away, and reports how
     many of ``total`` ``unit`` are done when the client asked for progress.
     """
-    job = InputJob(holder=call.client_id)
+    return await _in_worker(services, call, lambda job: _with_device(services, fn, job), total, unit)
+
+
+def _with_device(services: Services, fn: Callable[[InputDevice, InputJob], T], job: InputJob) -> T:
+    """Blocking: ``fn`` with the input device, once no other call's input holds it."""
     timeout = services.settings.input_lock_timeout
+    return services.desktop.with_input(lambda device: fn(device, job), job, timeout)
 
-    def work() -> T:
-        return services.desktop.with_input(lambda device: fn(device, job), job, timeout)
 
+async def _in_worker(
+    services: Services, call: CallInfo, work: Callable[[InputJob], T], total: int | None, unit: str
+) -> T:
+    """Run ``work`` in a worker thread as ``call``'s input job (see :func:`run_input`)."""
+    job = InputJob(holder=call.client_id)
     done: list[T] = []
     failed: list[Exception] = []  # raised after the task group, which would wrap it in a group
     async with anyio.create_task_group() as followers:
@@ -42,7 +51,7 @@ async def run_input(
             followers.start_soon(_follow, call, job, total, unit)
         try:
             # Not shielded: a cancelled call returns at once and its job stops within a chunk.
-            done.append(await anyio.to_thread.run_sync(work, abandon_on_cancel=True))
+            done.append(await anyio.to_thread.run_sync(work, job, abandon_on_cancel=True))
         except anyio.get_cancelled_exc_class():
             job.stop.set()
             raise
@@ -72,3 +81,17 @@ async def _follow(call: CallInfo, job: InputJob, total: int | None, unit: str) -
 async def deliver(services: Services, call: CallInfo, fn: Callable[..., object], *args: object) -> None:
     """Run one input call on the device in a worker thread (see :func:`run_input`)."""
     await run_input(services, call, lambda device, job: fn(device, *args))
+
+
+async def deliver_then(
+    services: Services, call: CallInfo, then: Callable[[], U], fn: Callable[..., object], *args: object
+) -> U:
+    """:func:`deliver`, then ``then()`` (a blocking read of the desktop, such as where the pointer
+    is now) in the same worker thread, once the input device is free again: one hop to a worker
+    and back rather than two."""
+
+    def work(job: InputJob) -> U:
+        _with_device(services, lambda device, _job: fn(device, *args), job)
+        return then()
+
+    return await _in_worker(services, call, work, None, "steps")
