@@ -105,7 +105,8 @@ def service_options(request: RigRequest, config: OrchestratorConfig, node_hosts:
     env = service_env(request, node_hosts)
     preferences = [tuple(preference.split("=", 1)) for preference in config.placement_preferences]
     return {
-        "command": request.command,
+        # A service's "command" replaces the image's ENTRYPOINT (the rig); its "args", the CMD (the app).
+        "args": request.command,
         "name": f"deskrig-{request.session_id}",
         "env": [f"{name}={value}" for name, value in env.items()],
         "labels": request.labels,
