@@ -42,6 +42,7 @@ from deskrig.orchestrator.docker_backend import ENGINE_ERRORS, RIG_UID, connect_
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, OrchestratorConfig
 from deskrig.orchestrator.runtime import (
+    LABEL_LEASE,
     LABEL_ORCHESTRATOR,
     LABEL_SESSION,
     ContainerState,
@@ -112,7 +113,9 @@ def service_options(request: RigRequest, config: OrchestratorConfig, node_hosts:
         "labels": request.labels,
         # Enough to find a rig's container with `docker ps`; without io.deskrig.managed, so that a
         # Docker runtime's reaper on the node leaves the swarm's containers to the swarm runtime.
-        "container_labels": {key: request.labels[key] for key in (LABEL_SESSION, LABEL_ORCHESTRATOR)},
+        "container_labels": {
+            key: request.labels[key] for key in (LABEL_SESSION, LABEL_ORCHESTRATOR, LABEL_LEASE)
+        },
         "user": f"{RIG_UID}:{RIG_UID}",
         "read_only": True,
         "cap_drop": ["ALL"],
