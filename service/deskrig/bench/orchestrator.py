@@ -3,6 +3,9 @@
 - Request to ready: ``Orchestrator.start`` until the rig's ``/readyz`` answers 200, one session at a
   time (p50/p95 of 10).
 - Sessions per minute, back to back: start, one ``list_windows``, stop (finalize, logs, remove).
+  Both on the plain Docker runtime and, side by side, on the swarm runtime (one service per rig)
+  when the engine is a swarm manager (``docker swarm init --advertise-addr 127.0.0.1`` makes a
+  single-node swarm of it).
 - Concurrency: N idle rigs at once (``DESKRIG_BENCH_RIGS``, default 16), each answering
   ``list_windows`` within 1 s: one rig at a time over a fresh connection (connect and initialize
   included), one at a time over open connections (the target), then all N at once. Also the rigs'
@@ -29,7 +32,7 @@ from mcp import Client
 from deskrig.bench.stats import Timing
 from deskrig.client import connect
 from deskrig.orchestrator.core import Orchestrator
-from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec
+from deskrig.orchestrator.models import OrchestratorConfig, RuntimeName, SessionInfo, SessionSpec
 
 GTK_IMAGE = "deskrig/example-gtk:latest"
 BARE_IMAGE = "deskrig/rig:latest"
@@ -50,8 +53,19 @@ def _image() -> str:
         client.close()
 
 
-def _config(tmp: str, max_sessions: int) -> OrchestratorConfig:
+def _runtimes() -> list[RuntimeName]:
+    """Docker, and swarm when the engine is a swarm manager."""
+    client = docker.from_env()
+    try:
+        manager = bool(client.info().get("Swarm", {}).get("ControlAvailable"))
+    finally:
+        client.close()
+    return ["docker", "swarm"] if manager else ["docker"]
+
+
+def _config(tmp: str, max_sessions: int, runtime: RuntimeName = "docker") -> OrchestratorConfig:
     return OrchestratorConfig(
+        runtime=runtime,
         artifacts_root=Path(tmp) / "artifacts",
         state_dir=Path(tmp) / "state",
         max_sessions=max_sessions,
@@ -70,10 +84,10 @@ async def _list_windows(info: SessionInfo) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def _ready_and_rate(image: str, samples: int) -> tuple[Timing, float]:
+async def _ready_and_rate(image: str, samples: int, runtime: RuntimeName) -> tuple[Timing, float]:
     ready_ms = []
     with tempfile.TemporaryDirectory() as tmp:
-        async with Orchestrator(_config(tmp, 2)) as orchestrator:
+        async with Orchestrator(_config(tmp, 2, runtime)) as orchestrator:
             cycle_started = time.perf_counter()
             for _ in range(samples):
                 started = time.perf_counter()
@@ -147,6 +161,25 @@ def _row(measure: str, value: str, target: str = "", met: bool | None = None) ->
     sys.stdout.flush()
 
 
+def compare_runtimes(image: str, samples: int) -> None:
+    """Request -> ready and sessions per minute, one row each with every runtime side by side."""
+    runtimes = _runtimes()
+    results = [anyio.run(_ready_and_rate, image, samples, runtime) for runtime in runtimes]
+    names = " / ".join(runtimes)
+    _row(
+        f"request -> ready p50 (of {samples}), {names}",
+        " / ".join(f"{r.p50 / 1000:.2f} s" for r, _ in results),
+    )
+    _row(
+        f"request -> ready p95 (of {samples}), {names}",
+        " / ".join(f"{r.p95 / 1000:.2f} s" for r, _ in results),
+    )
+    _row(
+        f"sessions per minute, back to back (start, list_windows, stop), {names}",
+        " / ".join(f"{per_minute:.1f}" for _, per_minute in results),
+    )
+
+
 def run(runs: int) -> None:
     image = _image()
     samples = min(runs, 10)
@@ -154,10 +187,7 @@ def run(runs: int) -> None:
     sys.stdout.write(f"\n### Orchestrator ({image}, {os.cpu_count()} CPUs)\n\n")
     sys.stdout.write("| measure | value | target | met |\n|---|---:|---:|:-:|\n")
 
-    ready, per_minute = anyio.run(_ready_and_rate, image, samples)
-    _row(f"request -> ready p50 (of {samples})", f"{ready.p50 / 1000:.2f} s")
-    _row(f"request -> ready p95 (of {samples})", f"{ready.p95 / 1000:.2f} s")
-    _row("sessions per minute, back to back (start, list_windows, stop)", f"{per_minute:.1f}")
+    compare_runtimes(image, samples)
 
     result = anyio.run(_concurrency, image, rigs)
     _row(f"{rigs} rigs requested together: all ready", f"{result['all ready s']:.1f} s")
