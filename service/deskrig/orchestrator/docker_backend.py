@@ -32,9 +32,15 @@ ENGINE_ERRORS = (DockerException, requests.RequestException)
 _WILDCARD_BINDS = {"0.0.0.0", "::", ""}
 
 
+#: The rig's writable paths but /artifacts (``tmpfs_size``), and their sizes.
+TMPFS_SIZES = {"/tmp": "256m", f"/run/user/{RIG_UID}": "64m", "/home/rig": "256m"}
+
+
 def hardening(config: OrchestratorConfig) -> dict[str, Any]:
     """The container options of the rig-images issue: least privilege, read-only, bounded."""
     owned = f"uid={RIG_UID},gid={RIG_UID}"
+    sizes = {**TMPFS_SIZES, RIG_RECORD_DIR: config.tmpfs_size}
+    modes = {"/tmp": "1777", f"/run/user/{RIG_UID}": f"0700,{owned}"}
     return {
         "user": f"{RIG_UID}:{RIG_UID}",
         "cap_drop": ["ALL"],
@@ -42,10 +48,8 @@ def hardening(config: OrchestratorConfig) -> dict[str, Any]:
         "privileged": False,
         "read_only": True,
         "tmpfs": {
-            "/tmp": "rw,nosuid,nodev,size=256m,mode=1777",
-            f"/run/user/{RIG_UID}": f"rw,nosuid,nodev,size=64m,mode=0700,{owned}",
-            "/home/rig": f"rw,nosuid,nodev,size=256m,mode=0755,{owned}",
-            RIG_RECORD_DIR: f"rw,nosuid,nodev,size={config.tmpfs_size},mode=0755,{owned}",
+            path: f"rw,nosuid,nodev,size={size},mode={modes.get(path, f'0755,{owned}')}"
+            for path, size in sizes.items()
         },
         "mem_limit": config.mem_limit,
         "pids_limit": config.pids_limit,

@@ -38,7 +38,14 @@ from docker.types import (
 from docker.utils import parse_bytes
 
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.orchestrator.docker_backend import ENGINE_ERRORS, RIG_UID, connect_engine, engine_down, url_host
+from deskrig.orchestrator.docker_backend import (
+    ENGINE_ERRORS,
+    RIG_UID,
+    TMPFS_SIZES,
+    connect_engine,
+    engine_down,
+    url_host,
+)
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, OrchestratorConfig
 from deskrig.orchestrator.runtime import (
@@ -60,7 +67,6 @@ PLACEMENT_POLL = 0.1
 #: Where a swarm rig records, and its home: on its one writable tmpfs (see :func:`tmpfs_mounts`).
 SWARM_RECORD_DIR = "/tmp/artifacts"
 RIG_TMP_HOME = "/tmp"
-_MIB = 1024 * 1024
 
 
 def tmpfs_mounts(config: OrchestratorConfig) -> list[Mount]:
@@ -71,7 +77,7 @@ def tmpfs_mounts(config: OrchestratorConfig) -> list[Mount]:
     is world-writable with the sticky bit, so a tmpfs there is too; /artifacts and /home/rig are
     the rig user's 0755 directories, so tmpfs over them would be root's, and the rig could not
     write. The recording and ``HOME`` move under /tmp instead (:func:`service_env`)."""
-    size = 256 * _MIB + 256 * _MIB + 64 * _MIB + parse_bytes(config.tmpfs_size)
+    size = sum(parse_bytes(size) for size in [*TMPFS_SIZES.values(), config.tmpfs_size])
     return [Mount("/tmp", "", type="tmpfs", tmpfs_size=size)]
 
 
