@@ -116,9 +116,9 @@ def kubernetes_harness() -> Harness:
     """The hook of the Kubernetes runtime: its harness, run only against a real cluster
     (``$KUBECONFIG``). The runtime comes from ``runtimes.RUNTIMES["kubernetes"]``; a Pod is found
     by its session label and its app killed by an exec into it."""
-    from kubernetes import client as k8s  # type: ignore[import-not-found]
+    from kubernetes import client as k8s
     from kubernetes import config as k8s_config
-    from kubernetes.stream import stream  # type: ignore[import-not-found]
+    from kubernetes.stream import stream
 
     k8s_config.load_kube_config()
     core = k8s.CoreV1Api()
