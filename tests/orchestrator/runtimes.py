@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import docker
@@ -45,22 +45,39 @@ class Harness:
     crash_app: Callable[[str], None]
     #: What of a session's rig the engine still has (container, service, Pod names): must end [].
     leftovers: Callable[[str], list[str]]
+    #: Settings this runtime's rigs need here (swarm: stay on this node, where crash_app reaches).
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def config(self, base: OrchestratorConfig) -> OrchestratorConfig:
         """``base`` set to this runtime (the memory runtime is handed over, whatever it says)."""
-        return base if self.runtime is not None else base.model_copy(update={"runtime": self.name})
+        if self.runtime is not None:
+            return base
+        return base.model_copy(update={"runtime": self.name, **self.settings})
 
 
-def ensure_swarm(client: docker.DockerClient) -> None:
-    """Make the test engine a single-node swarm manager on loopback, unless it is in a swarm."""
+def ensure_swarm(client: docker.DockerClient) -> str:
+    """Make the test engine a single-node swarm manager on loopback, unless it is in a swarm;
+    the placement constraint that keeps rigs on it (other nodes may have joined: scripts/swarm-lab)."""
     if client.info().get("Swarm", {}).get("LocalNodeState") != "active":
         subprocess.run(
             ["docker", "swarm", "init", "--advertise-addr", "127.0.0.1"], check=True, capture_output=True
         )
+    return f"node.id=={client.info()['Swarm']['NodeID']}"
 
 
 def _session_filter(session_id: str) -> dict[str, Any]:
     return {"label": [f"{LABEL_SESSION}={session_id}"]}
+
+
+def container_names(client: docker.DockerClient, filters: dict[str, Any]) -> list[str]:
+    """Containers, running or not, by one list call: the SDK's ``containers.list`` inspects each,
+    and raises NotFound for one removed meanwhile."""
+    return [entry["Names"][0].lstrip("/") for entry in client.api.containers(all=True, filters=filters)]
+
+
+def service_names(client: docker.DockerClient, filters: dict[str, Any]) -> list[str]:
+    """Services, by one list call (the SDK's ``services.list`` races with removals as above)."""
+    return [entry["Spec"]["Name"] for entry in client.api.services(filters=filters)]
 
 
 def crash_app_in_container(client: docker.DockerClient, session_id: str) -> None:
@@ -88,20 +105,17 @@ def docker_harness(client: docker.DockerClient) -> Harness:
         runtime=None,
         real=True,
         crash_app=lambda session_id: crash_app_in_container(client, session_id),
-        leftovers=lambda session_id: [
-            c.name for c in client.containers.list(all=True, filters=_session_filter(session_id))
-        ],
+        leftovers=lambda session_id: container_names(client, _session_filter(session_id)),
     )
 
 
 def swarm_harness(client: docker.DockerClient) -> Harness:
-    ensure_swarm(client)
+    this_node = ensure_swarm(client)
 
     def leftovers(session_id: str) -> list[str]:
-        services = [s.name for s in client.services.list(filters=_session_filter(session_id))]
         # A removed service's task container goes a moment later (its stop grace period).
-        tasks = [c.name for c in client.containers.list(all=True, filters=_session_filter(session_id))]
-        return [*services, *tasks]
+        filters = _session_filter(session_id)
+        return [*service_names(client, filters), *container_names(client, filters)]
 
     return Harness(
         name="swarm",
@@ -109,6 +123,7 @@ def swarm_harness(client: docker.DockerClient) -> Harness:
         real=True,
         crash_app=lambda session_id: crash_app_in_container(client, session_id),
         leftovers=leftovers,
+        settings={"placement_constraints": [this_node]},
     )
 
 

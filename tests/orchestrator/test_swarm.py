@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.docker]
 
 @pytest.fixture(scope="module")
 def swarm() -> Iterator[docker.DockerClient]:
-    """The test engine as a single-node swarm manager, with the shared rig image (never built here)."""
+    """The test engine as a swarm manager, with the shared rig image (never built here)."""
     client = docker.from_env()
     client.images.get(RIG_IMAGE)
     ensure_swarm(client)
@@ -39,22 +39,39 @@ def swarm() -> Iterator[docker.DockerClient]:
 
 
 @pytest.fixture
-def swarm_config(config: OrchestratorConfig) -> OrchestratorConfig:
-    return config.model_copy(update={"runtime": "swarm"})
+def this_node(swarm: docker.DockerClient) -> str:
+    """The placement constraint that keeps a test's rigs on this engine, where it inspects them."""
+    return ensure_swarm(swarm)
 
 
-def services_of(client: docker.DockerClient, **labels: str) -> list[Any]:
+@pytest.fixture
+def swarm_config(config: OrchestratorConfig, this_node: str) -> OrchestratorConfig:
+    return config.model_copy(update={"runtime": "swarm", "placement_constraints": [this_node]})
+
+
+def active_nodes(client: docker.DockerClient) -> int:
+    return sum(
+        node["Status"]["State"] == "ready" and node["Spec"]["Availability"] == "active"
+        for node in client.api.nodes()
+    )
+
+
+def services_of(client: docker.DockerClient, **labels: str) -> list[dict[str, Any]]:
+    """Deskrig's services (with ``labels``), by one list call (see runtimes.container_names)."""
     wanted = {LABEL_MANAGED: "1", **labels}
-    return list(client.services.list(filters={"label": [f"{k}={v}" for k, v in wanted.items()]}))
+    found: list[dict[str, Any]] = client.api.services(
+        filters={"label": [f"{k}={v}" for k, v in wanted.items()]}
+    )
+    return found
 
 
 def leftovers_under(client: docker.DockerClient, state_dir: Path) -> list[str]:
     """Services and task containers of the orchestrators whose leases were in ``state_dir``."""
-    services = [s.name for s in services_of(client) if under(s.attrs["Spec"]["Labels"], state_dir)]
+    services = [s["Spec"]["Name"] for s in services_of(client) if under(s["Spec"]["Labels"], state_dir)]
     tasks = [
-        c.name
-        for c in client.containers.list(all=True, filters={"label": LABEL_LEASE})
-        if under(c.labels, state_dir)
+        entry["Names"][0]
+        for entry in client.api.containers(all=True, filters={"label": LABEL_LEASE})
+        if under(entry["Labels"], state_dir)
     ]
     return services + tasks
 
@@ -68,14 +85,15 @@ async def test_a_swarm_rig_is_one_hardened_service_with_reservations_limits_and_
     swarm: docker.DockerClient, swarm_config: OrchestratorConfig
 ) -> None:
     async with Orchestrator(swarm_config) as orchestrator:
-        assert orchestrator.capacity == swarm_config.max_sessions  # one active node
+        assert orchestrator.capacity == swarm_config.max_sessions * active_nodes(swarm)
         info = await orchestrator.start(SessionSpec(image=RIG_IMAGE))
         (service,) = services_of(swarm, **{LABEL_SESSION: info.id})
-        spec = service.attrs["Spec"]
+        spec = service["Spec"]
         task = spec["TaskTemplate"]
         container = task["ContainerSpec"]
         assert spec["Mode"] == {"Replicated": {"Replicas": 1}}
         assert task["RestartPolicy"]["Condition"] == "none"
+        assert task["Placement"]["Constraints"] == swarm_config.placement_constraints
         assert container["User"] == "1000:1000" and container["ReadOnly"] is True
         assert container["CapabilityDrop"] == ["ALL"]
         assert container["Healthcheck"]["Test"] == ["NONE"]
@@ -127,8 +145,9 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 
 
 def test_a_sigkilled_swarm_services_sessions_are_readopted_or_failed_and_nothing_leaks(
-    swarm: docker.DockerClient, cli: Cli
+    swarm: docker.DockerClient, cli: Cli, this_node: str
 ) -> None:
+    cli.env["DESKRIG_PLACEMENT_CONSTRAINTS"] = this_node  # the rig it kills must be on this engine
     first = cli.serve("--runtime", "swarm")
     assert first.runtime == "swarm"
     start = ("session", "start", "--image", RIG_IMAGE, "--runtime", "swarm", "--json")
@@ -153,7 +172,7 @@ def test_a_sigkilled_swarm_services_sessions_are_readopted_or_failed_and_nothing
     (adopted,) = json.loads(cli("session", "ls", "--json").stdout)
     assert (adopted["id"], adopted["state"], adopted["mcp_url"]) == (live["id"], "ready", live["mcp_url"])
     (service,) = services_of(swarm, **{LABEL_SESSION: live["id"]})
-    assert Lease.held(Path(service.attrs["Spec"]["Labels"][LABEL_LEASE]))
+    assert Lease.held(Path(service["Spec"]["Labels"][LABEL_LEASE]))
     anyio.run(clicks, live["mcp_url"], live["token"], [(130, 90)])
     with ServiceClient(second.url, second.token) as api:
         poll("the second turn mirrored", lambda: api.get(live["id"]).turns == 2)
