@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from mcp import Client
 
     from deskrig.orchestrator.blocking import BlockingOrchestrator
-    from deskrig.orchestrator.models import SessionInfo, SessionSpec
+    from deskrig.orchestrator.models import RuntimeName, SessionInfo, SessionSpec
 
 SCOPES = ("function", "session")
 
@@ -114,6 +114,7 @@ class PluginOptions:
     artifacts: Path
     max_sessions: int | None
     ready_timeout: float | None
+    runtime: RuntimeName
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PluginOptions:
@@ -121,8 +122,13 @@ class PluginOptions:
             given = config.getoption(f"deskrig_{name}")
             return given if given is not None else config.getini(f"deskrig_{name}")
 
-        from deskrig.orchestrator.models import RigBackend
+        from deskrig.orchestrator.models import DEFAULT_RUNTIME, RigBackend, RuntimeName
 
+        runtime = value("runtime") or DEFAULT_RUNTIME
+        if runtime not in get_args(RuntimeName):
+            raise pytest.UsageError(
+                f"--deskrig-runtime wants one of {', '.join(get_args(RuntimeName))}, got {runtime!r}"
+            )
         scope = value("scope") or "function"
         backend = value("backend") or None
         if backend is not None and backend not in get_args(RigBackend):
@@ -148,13 +154,14 @@ class PluginOptions:
             artifacts=artifacts.resolve(),
             max_sessions=max_sessions,
             ready_timeout=ready_timeout,
+            runtime=runtime,
         )
 
     def header(self) -> str:
         return (
             f"deskrig: image={self.image} app={self.app or '(image default)'} "
             f"backend={self.backend or '(image default)'} scope={self.scope} "
-            f"video={self.video} keep={self.keep} artifacts={self.artifacts}"
+            f"video={self.video} keep={self.keep} runtime={self.runtime} artifacts={self.artifacts}"
         )
 
     def request(self, node: pytest.Item) -> tuple[SessionSpec, str]:
@@ -232,7 +239,7 @@ def deskrig_orchestrator(pytestconfig: pytest.Config) -> Iterator[RigPool]:
     from deskrig.orchestrator.models import OrchestratorConfig
 
     options = PluginOptions.from_config(pytestconfig)
-    settings: dict[str, Any] = {"artifacts_root": options.artifacts}
+    settings: dict[str, Any] = {"artifacts_root": options.artifacts, "runtime": options.runtime}
     if options.max_sessions:
         settings["max_sessions"] = options.max_sessions
     with BlockingOrchestrator(OrchestratorConfig.model_validate(settings)) as orchestrator:

@@ -11,6 +11,7 @@ Options, as command-line flags and as ini keys (the flag wins), echoed in the re
     --deskrig-artifacts DIR    deskrig_artifacts  where artifacts go (default <rootdir>/deskrig-artifacts)
     --deskrig-max-sessions N   deskrig_max_sessions   rigs at once (default from CPUs and memory)
     --deskrig-ready-timeout S  deskrig_ready_timeout  seconds a rig may take to be ready (default 60)
+    --deskrig-runtime NAME     deskrig_runtime    where rigs run: docker (default), swarm, kubernetes
 
 The marker ``@pytest.mark.deskrig(image=..., app=..., backend=..., scope=..., video=..., size=..., env=...)``
 overrides them per test. A passing test's rig leaves nothing behind (unless kept); a failing
@@ -38,6 +39,7 @@ _OPTIONS: list[tuple[str, str, str]] = [
     ("artifacts", "directory for rig artifacts (default <rootdir>/deskrig-artifacts)", "str"),
     ("max_sessions", "rigs at once (default from CPUs and memory)", "str"),
     ("ready_timeout", "seconds a rig may take to become ready (default 60)", "str"),
+    ("runtime", "where rigs run: docker (default), swarm or kubernetes", "str"),
 ]
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,10 +14,13 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import docker
+import httpx
+from tests.polling import poll
 
 from deskrig.client import connect
 from deskrig.orchestrator.reaper import host_id
 from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, LABEL_SESSION, managed_labels, rig_labels
+from deskrig.orchestrator.service import ServiceState, read_state
 
 T = TypeVar("T")
 
@@ -119,3 +126,48 @@ class CuttableProxy:
         streams, self._open = self._open, []
         for stream in streams:
             await stream.aclose()
+
+
+class Cli:
+    """``deskrig`` commands in subprocesses, with a state directory and artifacts root of their own."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.state_dir = tmp_path / "state"
+        self.artifacts_root = tmp_path / "artifacts"
+        self.env = {
+            **os.environ,
+            "DESKRIG_STATE_DIR": str(self.state_dir),
+            "DESKRIG_ARTIFACTS_ROOT": str(self.artifacts_root),
+        }
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "deskrig.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if check:
+            assert done.returncode == 0, f"deskrig {' '.join(args)}: {done.returncode}\n{done.stderr}"
+        return done
+
+    def serve(self, *flags: str) -> ServiceState:
+        """Start the service in the background (with ``flags``); where it runs."""
+        self("orchestrator", "serve", "--background", *flags)
+        state = read_state(self.state_dir)
+        assert state is not None
+        return state
+
+
+def kill_hard(service: ServiceState) -> None:
+    os.kill(service.pid, signal.SIGKILL)
+    poll("the service to die", lambda: not httpx_alive(service.url))
+
+
+def httpx_alive(url: str) -> bool:
+    try:
+        httpx.get(url + "/healthz", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True

@@ -70,7 +70,7 @@ def test_every_flag_has_a_variable_with_the_same_effect(
                 "A=1 'B=2 3'",
             )
         else:
-            sample = SAMPLES[action.type or str]
+            sample = list(action.choices)[-1] if action.choices else SAMPLES[action.type or str]
             typed, env_value = [action.option_strings[-1], sample], sample
         argv = [*command, *positionals(command)]
         given = build_parser().parse_args([*argv, *typed])

@@ -4,11 +4,7 @@ a restarted service settling what an orchestrator killed with SIGKILL left behin
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +12,7 @@ import anyio
 import docker
 import httpx
 import pytest
-from tests.orchestrator.helpers import clicks, containers, turn_folders
+from tests.orchestrator.helpers import Cli, clicks, containers, kill_hard, turn_folders
 from tests.polling import poll
 from tests.server.rigproc import read_until_closed
 
@@ -24,44 +20,9 @@ from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import Lease
 from deskrig.orchestrator.runtime import LABEL_LEASE
-from deskrig.orchestrator.service import ServiceClient, ServiceState, read_state
+from deskrig.orchestrator.service import ServiceClient, read_state
 
 pytestmark = pytest.mark.docker
-
-
-class Cli:
-    def __init__(self, tmp_path: Path) -> None:
-        self.state_dir = tmp_path / "state"
-        self.artifacts_root = tmp_path / "artifacts"
-        self.env = {
-            **os.environ,
-            "DESKRIG_STATE_DIR": str(self.state_dir),
-            "DESKRIG_ARTIFACTS_ROOT": str(self.artifacts_root),
-        }
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "deskrig.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if check:
-            assert done.returncode == 0, f"deskrig {' '.join(args)}: {done.returncode}\n{done.stderr}"
-        return done
-
-    def serve(self) -> ServiceState:
-        """Start the service in the background; where it runs."""
-        self("orchestrator", "serve", "--background")
-        state = read_state(self.state_dir)
-        assert state is not None
-        return state
-
-
-def kill_hard(service: ServiceState) -> None:
-    os.kill(service.pid, signal.SIGKILL)
-    poll("the service to die", lambda: not httpx_alive(service.url))
 
 
 @pytest.fixture
@@ -200,11 +161,3 @@ def test_service_closes_connections_that_never_finish_their_headers(cli: Cli) ->
     slow = socket.create_connection((host, int(port)))
     slow.sendall(f"GET /healthz HTTP/1.1\r\nhost: {host}\r\n".encode())
     assert read_until_closed(slow, timeout=20).startswith(b"HTTP/1.1 408 ")
-
-
-def httpx_alive(url: str) -> bool:
-    try:
-        httpx.get(url + "/healthz", timeout=1)
-    except httpx.HTTPError:
-        return False
-    return True

@@ -57,6 +57,7 @@ def register(commands: Any) -> None:
         metavar="DIR",
         help="host directory for the session's artifacts",
     )
+    start.runtime()
     start.timeouts("DESKRIG_SESSION", "")
     _registry_flag(start)  # for the service it starts, when none runs
     start.json("print {id, mcp_url, token, artifacts_dir}")
@@ -110,7 +111,7 @@ def register(commands: Any) -> None:
         env="DESKRIG_MAX_SESSIONS",
         type=int,
         metavar="N",
-        help="rigs at once (default from CPUs and memory)",
+        help="rigs at once per node (default from CPUs and memory; swarm: times its active nodes)",
     )
     serve.value(
         "--artifacts-root", env="DESKRIG_ARTIFACTS_ROOT", metavar="DIR", help="where session directories go"
@@ -121,13 +122,26 @@ def register(commands: Any) -> None:
         metavar="ADDR",
         help="address rig ports are published on (default 127.0.0.1)",
     )
+    serve.runtime()
+    serve.many(
+        "--placement-constraint",
+        env="DESKRIG_PLACEMENT_CONSTRAINTS",
+        metavar="EXPR",
+        help="swarm: nodes a rig may run on, e.g. node.labels.gui==yes",
+    )
+    serve.many(
+        "--placement-preference",
+        env="DESKRIG_PLACEMENT_PREFERENCES",
+        metavar="spread=LABEL",
+        help="swarm: spread rigs over a node label's values, e.g. spread=node.labels.zone",
+    )
     serve.timeouts("DESKRIG_ORCHESTRATOR", " (default for sessions)")
     _registry_flag(serve)
     serve.common()
     service_stop = Flags(service.add_parser("stop", help="stop the service and all its sessions"))
     service_stop.common()
     status = Flags(service.add_parser("status", help="whether the service runs, and where"))
-    status.json("print {running, url, pid, orchestrator_id, started_at, sessions, state_dir}")
+    status.json("print {running, url, pid, orchestrator_id, started_at, runtime, sessions, state_dir}")
     status.common()
 
     images = commands.add_parser("images", help="the rig images on a registry, for cluster nodes to pull")

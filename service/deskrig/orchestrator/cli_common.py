@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
     from rich.console import Console
 
     from deskrig.orchestrator.service import ServiceClient
@@ -43,3 +44,12 @@ def service_client(args: argparse.Namespace) -> ServiceClient:
 
 def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2) + "\n")
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """A pydantic error as the flags that caused it: ``--max-duration: Input should be ...``."""
+    return "; ".join(
+        f"--{'.'.join(str(part) for part in err['loc']).replace('_', '-')}: "
+        + err["msg"].removeprefix("Value error, ")
+        for err in exc.errors(include_url=False)
+    )

@@ -17,6 +17,15 @@ def _boolean(raw: str) -> bool:
     raise ValueError("want 1/true/yes/on or 0/false/no/off")
 
 
+def _one_of(names: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in names:
+            raise ValueError(f"want one of {', '.join(names)}")
+        return raw
+
+    return parse
+
+
 #: What a variable of each kind must hold, for the error when it does not.
 _WANTS: dict[Callable[[str], object], str] = {int: "want a whole number", float: "want a number"}
 
@@ -71,6 +80,20 @@ class Flags:
         ):
             env = f"{env_prefix}_{name.replace('-', '_').upper()}"
             self.value(f"--{name}", env=env, type=float, metavar="S", help=help_text + what)
+
+    def runtime(self) -> None:
+        """Where rigs run: the service's runtime (``session start`` starts the service with it)."""
+        from typing import get_args
+
+        from deskrig.orchestrator.models import DEFAULT_RUNTIME, RuntimeName
+
+        names = get_args(RuntimeName)
+        action = self.parser.add_argument(
+            "--runtime",
+            choices=names,
+            help=f"where rigs run: {', '.join(names)} (default {DEFAULT_RUNTIME}) [$DESKRIG_RUNTIME]",
+        )
+        self.env_flags.append(EnvFlag(action.dest, "DESKRIG_RUNTIME", _one_of(names)))
 
     def json(self, what: str = "print JSON for scripts") -> None:
         self.switch("--json", env="DESKRIG_JSON", help=what)

@@ -14,11 +14,18 @@ DEFAULT_LISTEN = "127.0.0.1:0"
 def _serve_args(args: argparse.Namespace) -> list[str]:
     """The flags a background service is started with: the ones given here, passed through."""
     passed = []
-    for flag in ("listen", "max_sessions", "artifacts_root", "rig_bind", "registry", *_TIMEOUT_FIELDS):
+    for flag in ("listen", "max_sessions", "artifacts_root", "rig_bind", "registry", "runtime", *_TIMEOUT_FIELDS):
         value = getattr(args, flag)
         if value is not None:
             passed += [f"--{flag.replace('_', '-')}", str(value)]
+    for flag in _PLACEMENT_FIELDS:
+        for value in getattr(args, flag) or []:
+            passed += [f"--{flag.replace('_', '-')}", value]
     return passed + (["--verbose"] if args.verbose else [])
+
+
+#: Repeatable flags whose values become the config's lists (placement_constraint -> ..._constraints).
+_PLACEMENT_FIELDS = ("placement_constraint", "placement_preference")
 
 
 _TIMEOUT_FIELDS = ("ready_timeout", "queue_timeout", "idle_timeout", "max_duration")
@@ -27,6 +34,10 @@ _TIMEOUT_FIELDS = ("ready_timeout", "queue_timeout", "idle_timeout", "max_durati
 def serve(args: argparse.Namespace) -> int:
     import logging
 
+    from pydantic import ValidationError
+
+    from deskrig.errors import ConfigError
+    from deskrig.orchestrator.cli_common import validation_problems
     from deskrig.orchestrator.models import OrchestratorConfig
     from deskrig.orchestrator.service import serve as serve_api
     from deskrig.orchestrator.service import start_background
@@ -45,9 +56,14 @@ def serve(args: argparse.Namespace) -> int:
         "artifacts_root": args.artifacts_root,
         "bind_address": args.rig_bind,
         "registry": args.registry,
+        "runtime": args.runtime,
         **{name: getattr(args, name) for name in _TIMEOUT_FIELDS},
+        **{f"{name}s": getattr(args, name) for name in _PLACEMENT_FIELDS},
     }
-    config = OrchestratorConfig.model_validate({k: v for k, v in fields.items() if v is not None})
+    try:
+        config = OrchestratorConfig.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc)) from None
     serve_api(config, host=host.strip("[]") or "127.0.0.1", port=int(port or 0))
     return 0
 
@@ -80,6 +96,7 @@ def status(args: argparse.Namespace) -> int:
         print_json({"running": True, **shown, "sessions": count, "state_dir": str(state_dir)})
     else:
         sys.stdout.write(
-            f"running: {state.url} pid {state.pid} orchestrator {state.orchestrator_id}, {count} sessions\n"
+            f"running: {state.url} pid {state.pid} orchestrator {state.orchestrator_id} "
+            f"on {state.runtime}, {count} sessions\n"
         )
     return 0

@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deskrig.orchestrator.cli_common import print_json, service_client, state_path, stderr_console
+from deskrig.orchestrator.cli_common import (
+    print_json,
+    service_client,
+    state_path,
+    stderr_console,
+    validation_problems,
+)
 
 if TYPE_CHECKING:
     from deskrig.orchestrator.models import SessionInfo
@@ -59,12 +65,7 @@ def _spec(args: argparse.Namespace) -> Any:
     try:
         return SessionSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
-        problems = [
-            f"--{'.'.join(str(part) for part in err['loc']).replace('_', '-')}: "
-            + err["msg"].removeprefix("Value error, ")
-            for err in exc.errors(include_url=False)
-        ]
-        raise ConfigError("; ".join(problems)) from None
+        raise ConfigError(validation_problems(exc)) from None
 
 
 def _progress_text(info: SessionInfo) -> str:
@@ -81,7 +82,10 @@ def start(args: argparse.Namespace) -> int:
     spec = _spec(args)
     console = stderr_console()
     with console.status("connecting to the orchestrator service") as status:
-        client = ensure_service(state_path(args), ["--registry", args.registry] if args.registry else [])
+        serve_args = ["--runtime", args.runtime] if args.runtime else []
+        if args.registry:
+            serve_args += ["--registry", args.registry]
+        client = ensure_service(state_path(args), serve_args, runtime=args.runtime)
         status.update(f"requesting a rig from {spec.image}")
         info = client.start(spec, wait=False)
         try:

@@ -33,6 +33,7 @@ from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.recovery import Recovery, save_log_and_remove
 from deskrig.orchestrator.rig_client import READYZ, mcp_url
 from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, Runtime
+from deskrig.orchestrator.runtimes import make_runtime
 from deskrig.orchestrator.session import Session, finalize, rig_request, watch
 from deskrig.orchestrator.slots import Slots
 from deskrig.orchestrator.state import Journal, JournalEntry, write_session_record
@@ -52,11 +53,7 @@ class Orchestrator:
     ) -> None:
         self.config = config or OrchestratorConfig()
         self.id = orchestrator_id or f"o{secrets.token_hex(4)}"
-        if runtime is None:
-            from deskrig.orchestrator.docker_backend import DockerRuntime
-
-            runtime = DockerRuntime(self.config)
-        self.runtime = runtime
+        self.runtime = runtime or make_runtime(self.config)
         self._sessions: dict[str, Session] = {}
         self._slots = Slots(self.config.max_sessions)
         self._starting = anyio.Semaphore(self.config.max_starting)
@@ -76,13 +73,16 @@ class Orchestrator:
         try:
             self._http = await self._stack.enter_async_context(httpx2.AsyncClient(timeout=10.0))
             self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+            self._slots.resize(await self.runtime.capacity(self.config.max_sessions))
             await self._recover()  # before the sweep, which would reap the rigs it re-adopts
             await self.reaper.sweep()
             self._tg.start_soon(self._reap_periodically)
         except BaseException:
             await self._close()
             raise
-        log.info("orchestrator %s up: max %d sessions", self.id, self.config.max_sessions)
+        log.info(
+            "orchestrator %s up on %s: max %d sessions", self.id, self.runtime.name, self._slots.capacity
+        )
         return self
 
     async def __aexit__(
@@ -128,12 +128,19 @@ class Orchestrator:
             self._tg.start_soon(self._lifecycle, session, self._serve, name=f"session {info.id}")
 
     async def _reap_periodically(self) -> None:
+        """Sweep, and follow the runtime's capacity (nodes join and leave a cluster)."""
         while True:
             await anyio.sleep(self.config.reap_interval)
             try:
                 await self.reaper.sweep()
+                self._slots.resize(await self.runtime.capacity(self.config.max_sessions))
             except DeskrigError as exc:
                 log.warning("reaper: %s", exc.message)
+
+    @property
+    def capacity(self) -> int:
+        """Rigs at once: ``max_sessions`` per node of the runtime (one node for docker)."""
+        return self._slots.capacity
 
     def _live_ids(self) -> set[str]:
         return {sid for sid, session in self._sessions.items() if not session.done.is_set()}

@@ -27,7 +27,7 @@ from deskrig.orchestrator.waits import wait_until_ready
 
 log = logging.getLogger("deskrig.orchestrator.docker")
 
-_ENGINE_ERRORS = (DockerException, requests.RequestException)
+ENGINE_ERRORS = (DockerException, requests.RequestException)
 _WILDCARD_BINDS = {"0.0.0.0", "::", ""}
 
 
@@ -50,7 +50,7 @@ def hardening(config: OrchestratorConfig) -> dict[str, Any]:
     }
 
 
-def _engine_down(exc: Exception) -> DeskrigError:
+def engine_down(exc: Exception) -> DeskrigError:
     return DeskrigError(
         ErrorCode.RUNTIME_UNAVAILABLE,
         f"cannot talk to the Docker engine: {exc}",
@@ -58,7 +58,18 @@ def _engine_down(exc: Exception) -> DeskrigError:
     )
 
 
-def _url_host(address: str) -> str:
+def connect_engine() -> docker.DockerClient:
+    """A client of the engine ``$DOCKER_HOST`` names (else the local socket), checked by a ping."""
+    try:
+        client = docker.from_env(max_pool_size=64, timeout=60)
+        client.ping()
+    except ENGINE_ERRORS as exc:
+        raise engine_down(exc) from exc
+    return client
+
+
+def url_host(address: str) -> str:
+    """``address`` as the host part of a URL: a wildcard bind means loopback, IPv6 is bracketed."""
     host = "127.0.0.1" if address in _WILDCARD_BINDS else address
     return f"[{host}]" if ":" in host else host
 
@@ -74,12 +85,7 @@ class DockerRuntime:
 
     def _docker(self) -> docker.DockerClient:
         if self._client is None:
-            try:
-                client = docker.from_env(max_pool_size=64, timeout=60)
-                client.ping()
-            except _ENGINE_ERRORS as exc:
-                raise _engine_down(exc) from exc
-            self._client = client
+            self._client = connect_engine()
         return self._client
 
     def _container(self, handle: RigHandle) -> Container:
@@ -95,7 +101,7 @@ class DockerRuntime:
         log.info("pulling %s", image)
         try:
             client.images.pull(image)
-        except _ENGINE_ERRORS as exc:
+        except ENGINE_ERRORS as exc:
             raise DeskrigError(
                 ErrorCode.RIG_FAILED,
                 f"image {image} is not here and cannot be pulled: {exc}",
@@ -104,6 +110,9 @@ class DockerRuntime:
             ) from exc
 
     # --- the Runtime protocol ----------------------------------------------------------------------
+
+    async def capacity(self, per_node: int) -> int:
+        return per_node  # one node: this engine's
 
     async def create(self, request: RigRequest) -> RigHandle:
         return await anyio.to_thread.run_sync(self._create, request)
@@ -124,14 +133,14 @@ class DockerRuntime:
                 **hardening(self._config),
             )
             container.reload()
-        except _ENGINE_ERRORS as exc:
+        except ENGINE_ERRORS as exc:
             if isinstance(exc, APIError) and exc.is_client_error():
                 raise DeskrigError(
                     ErrorCode.RIG_FAILED,
                     f"the engine refused to create the rig: {exc.explanation or exc}",
                     details={"image": image},
                 ) from exc
-            raise _engine_down(exc) from exc
+            raise engine_down(exc) from exc
         bindings = (container.ports or {}).get(f"{RIG_PORT}/tcp") or []
         if not bindings:
             # It exited before its port was published: say why (wait_ready would only see "gone").
@@ -143,7 +152,7 @@ class DockerRuntime:
                 details={"image": image, "logs": logs},
             )
         port = bindings[0]["HostPort"]
-        endpoint = f"http://{_url_host(self._config.bind_address)}:{port}"
+        endpoint = f"http://{url_host(self._config.bind_address)}:{port}"
         return RigHandle(id=container.id or name, name=name, endpoint=endpoint, labels=dict(request.labels))
 
     async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
@@ -160,8 +169,8 @@ class DockerRuntime:
             container = self._container(handle)
         except NotFound:
             return ContainerState(running=False, detail="gone (removed from outside)")
-        except _ENGINE_ERRORS as exc:
-            raise _engine_down(exc) from exc
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
         state = container.attrs.get("State", {})
         if state.get("Running"):
             return ContainerState(running=True, detail="running")
@@ -184,8 +193,8 @@ class DockerRuntime:
             raw = self._container(handle).logs(stdout=True, stderr=True, tail="all" if tail is None else tail)
         except NotFound:
             return ""
-        except _ENGINE_ERRORS as exc:
-            raise _engine_down(exc) from exc
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
         return bytes(raw).decode("utf-8", "replace")
 
     async def destroy(self, handle: RigHandle) -> None:
@@ -199,9 +208,9 @@ class DockerRuntime:
         except APIError as exc:
             if exc.status_code == 409:  # removal already in progress
                 return
-            raise _engine_down(exc) from exc
-        except _ENGINE_ERRORS as exc:
-            raise _engine_down(exc) from exc
+            raise engine_down(exc) from exc
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
 
     async def list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
         return await anyio.to_thread.run_sync(self._list_by_label, labels)
@@ -211,8 +220,8 @@ class DockerRuntime:
         filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
         try:
             found = self._docker().api.containers(all=True, filters=filters)
-        except _ENGINE_ERRORS as exc:
-            raise _engine_down(exc) from exc
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
         handles = []
         for entry in found:
             ports = [
@@ -220,7 +229,7 @@ class DockerRuntime:
                 for p in entry.get("Ports") or []
                 if p.get("PrivatePort") == RIG_PORT and p.get("PublicPort")
             ]
-            host = _url_host(self._config.bind_address)
+            host = url_host(self._config.bind_address)
             handles.append(
                 RigHandle(
                     id=entry["Id"],

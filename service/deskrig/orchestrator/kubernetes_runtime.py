@@ -202,6 +202,12 @@ class KubernetesRuntime:
 
     # --- the Runtime protocol ----------------------------------------------------------------------
 
+    async def capacity(self, per_node: int) -> int:
+        """``per_node`` for the whole cluster: its scheduler places the pods, and counting the
+        cluster's nodes would need a ClusterRole, more than the namespaced Role of
+        `deskrig k8s manifests` grants."""
+        return per_node
+
     async def create(self, request: RigRequest) -> RigHandle:
         if not is_dns_label(rig_name(request)) or not request.image.strip():
             raise DeskrigError(

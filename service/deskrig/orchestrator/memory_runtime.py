@@ -93,6 +93,8 @@ class MemoryRuntime:
         self._engine_down_until = 0.0
         self._server: ThreadingHTTPServer | None = None
         self._counter = 0
+        #: Nodes of the scripted "cluster": capacity is ``per_node`` times this.
+        self.nodes = 1
 
     # --- scripting --------------------------------------------------------------------------------
 
@@ -122,6 +124,10 @@ class MemoryRuntime:
         return self._add(labels, script or self.default_script, token)
 
     # --- the Runtime protocol ---------------------------------------------------------------------
+
+    async def capacity(self, per_node: int) -> int:
+        self._check_engine()
+        return per_node * self.nodes
 
     async def create(self, request: RigRequest) -> RigHandle:
         self._check_engine()

@@ -52,6 +52,10 @@ def rig_scratch_dirs(record_size: str) -> tuple[ScratchDir, ...]:
 
 #: The desktops a rig image runs (its DESKRIG_BACKEND): Xvfb + openbox, or headless sway + Xwayland.
 RigBackend = Literal["x11", "sway"]
+#: Where an orchestrator runs its rigs (``runtimes.RUNTIMES`` maps each name to its implementation):
+#: containers on this machine's Docker engine, services of a Docker Swarm, Pods of a Kubernetes cluster.
+RuntimeName = Literal["docker", "swarm", "kubernetes"]
+DEFAULT_RUNTIME: RuntimeName = "docker"
 
 _SIZE = re.compile(r"^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$")
 _MIB = 1024 * 1024
@@ -213,13 +217,18 @@ class OrchestratorConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    runtime: RuntimeName = Field(default=DEFAULT_RUNTIME, description="where rigs run")
     artifacts_root: Path = Field(default_factory=default_artifacts_root)
     state_dir: Path = Field(default_factory=default_state_dir)
     bind_address: str = Field(default="127.0.0.1", description="host address rigs' ports are published on")
     allowed_hosts: list[str] = Field(
         default_factory=list, description="extra Host names clients use to reach rigs (non-loopback binds)"
     )
-    max_sessions: int = Field(default_factory=default_max_sessions, ge=1)
+    max_sessions: int = Field(
+        default_factory=default_max_sessions,
+        ge=1,
+        description="rigs at once per node: this machine's for docker, each active node's on a cluster",
+    )
     max_starting: int = Field(default_factory=default_max_starting, ge=1)
     queue_timeout: float = Field(default=300.0, ge=0, description="0: fail at once when all slots are busy")
     ready_timeout: float = Field(default=60.0, gt=0)
@@ -243,6 +252,25 @@ class OrchestratorConfig(BaseModel):
     mem_limit: str = "2g"
     pids_limit: int = Field(default=1024, ge=64)
     tmpfs_size: str = Field(default="1g", description="size of the in-container /artifacts tmpfs")
+    # What a cluster's scheduler places a rig by (swarm; the docker runtime uses the limits above).
+    mem_reservation: str = Field(default="256m", description="memory a node must have free for a rig")
+    cpu_reservation: float = Field(default=0.1, ge=0, description="CPUs a node must have free for a rig")
+    cpu_limit: float = Field(default=0, ge=0, description="CPUs a rig may use at most (0: no limit)")
+    placement_constraints: list[str] = Field(
+        default_factory=list, description="swarm placement constraints, e.g. node.labels.gui==yes"
+    )
+    placement_preferences: list[str] = Field(
+        default_factory=list, description="swarm placement preferences, e.g. spread=node.labels.zone"
+    )
+
+    @field_validator("placement_preferences")
+    @classmethod
+    def _spread_only(cls, preferences: list[str]) -> list[str]:
+        for preference in preferences:
+            strategy, _, label = preference.partition("=")
+            if strategy != "spread" or not label:
+                raise ValueError(f"want spread=LABEL (swarm's one strategy), got {preference!r}")
+        return preferences
 
     @field_validator("registry")
     @classmethod

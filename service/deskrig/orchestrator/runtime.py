@@ -1,7 +1,8 @@
 """The runtime interface: what the session core needs from a place that runs rigs.
 
-Docker implements it now (``docker_backend``); a Kubernetes backend can follow without touching
-the core, which never sees a container id or a port, only :class:`RigHandle` and its endpoint.
+Docker (``docker_backend``: containers on one engine) and Docker Swarm (``swarm_backend``: one
+service per rig, on any node) implement it; ``runtimes`` picks one by name. The core never sees a
+container, a service or a port, only :class:`RigHandle` and its endpoint.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ class Runtime(Protocol):
     """Where rigs run. Every method may raise DeskrigError(RUNTIME_UNAVAILABLE or RIG_FAILED)."""
 
     name: str
+
+    async def capacity(self, per_node: int) -> int:
+        """How many rigs may run at once, ``per_node`` on each node that takes rigs now."""
+        ...
 
     async def create(self, request: RigRequest) -> RigHandle:
         """Create and start one rig (pulling its image if needed); return once it runs."""

@@ -25,7 +25,14 @@ from deskrig.errors import DeskrigError, ErrorCode, http_error_info
 from deskrig.files import write_atomic
 from deskrig.guard import bind_listener
 from deskrig.orchestrator.artifacts import ArtifactListing
-from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, Timestamp
+from deskrig.orchestrator.models import (
+    DEFAULT_RUNTIME,
+    OrchestratorConfig,
+    RuntimeName,
+    SessionInfo,
+    SessionSpec,
+    Timestamp,
+)
 from deskrig.signals import handling_signals
 
 log = logging.getLogger("deskrig.orchestrator.service")
@@ -42,6 +49,7 @@ class ServiceState(BaseModel):
     pid: int
     orchestrator_id: str
     started_at: Timestamp
+    runtime: RuntimeName = DEFAULT_RUNTIME  # a state file from before the runtime choice: docker
 
 
 def read_state(state_dir: Path) -> ServiceState | None:
@@ -99,6 +107,7 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
                     pid=os.getpid(),
                     orchestrator_id=orchestrator.id,
                     started_at=time.time(),
+                    runtime=config.runtime,
                 )
                 _write_state(config.state_dir, state)
                 log.info("orchestrator %s serving on %s", orchestrator.id, state.url)
@@ -242,8 +251,25 @@ def start_background(state_dir: Path, serve_args: list[str]) -> ServiceClient:
     )
 
 
-def ensure_service(state_dir: Path, serve_args: list[str] | None = None) -> ServiceClient:
-    return connect_service(state_dir) or start_background(state_dir, serve_args or [])
+def ensure_service(
+    state_dir: Path, serve_args: list[str] | None = None, *, runtime: RuntimeName | None = None
+) -> ServiceClient:
+    """The running service of ``state_dir``, else a new one started with ``serve_args``; with
+    ``runtime``, the running one must use it (a session never lands on another runtime unasked)."""
+    client = connect_service(state_dir)
+    if client is None:
+        return start_background(state_dir, serve_args or [])
+    state = read_state(state_dir)
+    running = state.runtime if state is not None else DEFAULT_RUNTIME
+    if runtime is not None and runtime != running:
+        client.close()
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"the orchestrator service for {state_dir} runs the {running} runtime, not {runtime}",
+            details={"running": running, "asked": runtime, "state_dir": str(state_dir)},
+            remediation="Stop it first (`deskrig orchestrator stop`), or use another --state-dir.",
+        )
+    return client
 
 
 def stop_service(state_dir: Path, timeout: float = 120.0) -> bool:

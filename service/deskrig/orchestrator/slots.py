@@ -35,10 +35,19 @@ class Slots:
             self._queue.append((key, granted))
         return granted
 
+    def resize(self, capacity: int) -> None:
+        """A new capacity (a cluster gained or lost nodes): more slots go to the line at once;
+        with fewer, holders keep theirs and the line waits until enough are released."""
+        self.capacity = capacity
+        self._grant()
+
     def release(self, key: str) -> None:
         """Give up a slot or a place in line (either is fine; neither is a no-op)."""
         self._holders.discard(key)
         self._queue = deque(entry for entry in self._queue if entry[0] != key)
+        self._grant()
+
+    def _grant(self) -> None:
         while self._queue and len(self._holders) < self.capacity:
             next_key, granted = self._queue.popleft()
             self._holders.add(next_key)

@@ -1,0 +1,369 @@
+"""The Docker Swarm runtime: one service per session, one replica, never restarted, on any node.
+
+Through the same ``docker`` SDK (and engine connection) as the Docker runtime; the engine must be
+a swarm manager. Each rig is a service whose labels are the session's :func:`~deskrig.orchestrator.
+runtime.rig_labels`, so the reaper and the restart recovery find rigs by label on every node. Its
+container port is published in **host mode** on whichever node runs it, and its endpoint is that
+node's address and port, read from the task's status: no overlay network, and no ingress routing
+mesh, whose IPVS hop every request would cross (its port would also open on every node). The
+port is dynamic, so any number of rigs share a node.
+
+Hardening as the Docker runtime's, as far as a swarm service can say it (API 1.41): uid 1000,
+read-only root, every capability dropped, tmpfs for the writable paths, memory and pids limits.
+A service cannot set ``no-new-privileges``: the rig image has no setuid or file-capability
+programs to gain privileges from (its build strips them). Nor can it own a tmpfs by uid 1000, so
+a swarm rig writes only to /tmp (see :func:`tmpfs_mounts`).
+The image's HEALTHCHECK is turned off: swarm would kill a rig that a loaded node makes slow to
+answer it, and readiness is the orchestrator's ``/readyz`` wait, as with Docker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker
+from docker.errors import APIError, NotFound
+from docker.types import (
+    EndpointSpec,
+    Healthcheck,
+    Mount,
+    Resources,
+    RestartPolicy,
+    ServiceMode,
+)
+from docker.utils import parse_bytes
+
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.orchestrator.docker_backend import (
+    ENGINE_ERRORS,
+    connect_engine,
+    engine_down,
+    url_host,
+)
+from deskrig.orchestrator.mirror import ArtifactMirror
+from deskrig.orchestrator.models import RIG_PORT, RIG_UID, OrchestratorConfig, rig_scratch_dirs
+from deskrig.orchestrator.runtime import (
+    LABEL_LEASE,
+    LABEL_ORCHESTRATOR,
+    LABEL_SESSION,
+    ContainerState,
+    RigHandle,
+    RigRequest,
+)
+from deskrig.orchestrator.waits import wait_until_ready
+
+log = logging.getLogger("deskrig.orchestrator.swarm")
+
+#: Task states after which a task never runs again (restart condition none: nor does its service).
+TERMINAL_STATES = frozenset({"complete", "failed", "shutdown", "rejected", "orphaned", "remove"})
+#: How often ``create`` looks whether the cluster has started the rig's task.
+PLACEMENT_POLL = 0.1
+#: Where a swarm rig records, and its home: on its one writable tmpfs (see :func:`tmpfs_mounts`).
+SWARM_RECORD_DIR = "/tmp/artifacts"
+RIG_TMP_HOME = "/tmp"
+
+
+def tmpfs_mounts(config: OrchestratorConfig) -> list[Mount]:
+    """One tmpfs, at /tmp, holding what the Docker runtime's several hold (its sizes added up).
+
+    A service's tmpfs cannot be owned by uid 1000, and Debian's 20.10 engine ignores a mode given
+    for one: it takes the mode of the directory it covers and is owned by root. The image's /tmp
+    is world-writable with the sticky bit, so a tmpfs there is too; /artifacts and /home/rig are
+    the rig user's 0755 directories, so tmpfs over them would be root's, and the rig could not
+    write. The recording and ``HOME`` move under /tmp instead (:func:`service_env`)."""
+    size = sum(parse_bytes(scratch.size) for scratch in rig_scratch_dirs(config.tmpfs_size))
+    return [Mount("/tmp", "", type="tmpfs", tmpfs_size=size)]
+
+
+def service_env(request: RigRequest, node_hosts: list[str]) -> dict[str, str]:
+    """The rig's environment: the request's, with what a service's one writable tmpfs and
+    node addresses change."""
+    env = {**request.env, "HOME": RIG_TMP_HOME}
+    if env.get("DESKRIG_RECORD"):
+        env["DESKRIG_RECORD"] = SWARM_RECORD_DIR
+    env.setdefault("DESKRIG_ALLOWED_DIRS", SWARM_RECORD_DIR)
+    # Clients reach the rig at its node's address, which its Host check must accept.
+    hosts = [*filter(None, env.get("DESKRIG_ALLOWED_HOSTS", "").split(",")), *node_hosts]
+    env["DESKRIG_ALLOWED_HOSTS"] = ",".join(dict.fromkeys(hosts))
+    return env
+
+
+def resources(config: OrchestratorConfig) -> Resources:
+    """Reservations (what the scheduler places by) and limits (what the node enforces)."""
+    nano = 1_000_000_000
+    spec = Resources(
+        cpu_limit=int(config.cpu_limit * nano) or None,
+        mem_limit=parse_bytes(config.mem_limit),
+        cpu_reservation=int(config.cpu_reservation * nano) or None,
+        mem_reservation=parse_bytes(config.mem_reservation),
+    )
+    spec.setdefault("Limits", {})["Pids"] = config.pids_limit  # API 1.41; the SDK has no argument
+    return spec
+
+
+def service_options(request: RigRequest, config: OrchestratorConfig, node_hosts: list[str]) -> dict[str, Any]:
+    """Everything ``services.create`` gets for one rig, but the image."""
+    env = service_env(request, node_hosts)
+    preferences = [tuple(preference.split("=", 1)) for preference in config.placement_preferences]
+    return {
+        # A service's "command" replaces the image's ENTRYPOINT (the rig); its "args", the CMD (the app).
+        "args": request.command,
+        "name": f"deskrig-{request.session_id}",
+        "env": [f"{name}={value}" for name, value in env.items()],
+        "labels": request.labels,
+        # Enough to find a rig's container with `docker ps`; without io.deskrig.managed, so that a
+        # Docker runtime's reaper on the node leaves the swarm's containers to the swarm runtime.
+        "container_labels": {
+            key: request.labels[key] for key in (LABEL_SESSION, LABEL_ORCHESTRATOR, LABEL_LEASE)
+        },
+        "user": f"{RIG_UID}:{RIG_UID}",
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "mounts": tmpfs_mounts(config),
+        "healthcheck": Healthcheck(test=["NONE"]),
+        "resources": resources(config),
+        "mode": ServiceMode("replicated", replicas=1),
+        "restart_policy": RestartPolicy(condition="none"),
+        "constraints": config.placement_constraints,
+        "preferences": preferences,
+        "endpoint_spec": EndpointSpec(
+            ports=[{"Protocol": "tcp", "TargetPort": RIG_PORT, "PublishMode": "host"}]
+        ),
+    }
+
+
+def task_state(task: dict[str, Any] | None) -> ContainerState:
+    """A service's task as the session core reads a container: running or how it ended."""
+    if task is None:
+        return ContainerState(running=True, detail="waiting for the cluster to create its task")
+    status = task.get("Status", {})
+    state = status.get("State", "unknown")
+    if state not in TERMINAL_STATES:
+        return ContainerState(running=True, detail="running" if state == "running" else f"task {state}")
+    code = status.get("ContainerStatus", {}).get("ExitCode")
+    error = status.get("Err") or status.get("Message") or ""
+    if state in ("failed", "complete") and code is not None:
+        detail = f"exited with code {code}"
+    elif state == "rejected":
+        detail = f"rejected by the cluster: {error}"
+    elif state == "orphaned":
+        detail = "lost with its node"
+    else:
+        detail = f"task {state}" + (f": {error}" if error else "")
+    return ContainerState(running=False, detail=detail, exit_code=code)
+
+
+def newest_task(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return max(tasks, key=lambda task: task.get("CreatedAt", ""), default=None)
+
+
+def published_port(task: dict[str, Any]) -> int | None:
+    for port in task.get("Status", {}).get("PortStatus", {}).get("Ports") or []:
+        if port.get("TargetPort") == RIG_PORT and port.get("PublishedPort"):
+            return int(port["PublishedPort"])
+    return None
+
+
+def active_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes the scheduler may place a rig on now: ready and not paused or drained."""
+    return [
+        node
+        for node in nodes
+        if node.get("Status", {}).get("State") == "ready"
+        and node.get("Spec", {}).get("Availability") == "active"
+    ]
+
+
+class SwarmRuntime:
+    name = "swarm"
+
+    def __init__(self, config: OrchestratorConfig, client: docker.DockerClient | None = None) -> None:
+        self._config = config
+        self._client = client
+
+    # --- the cluster -----------------------------------------------------------------------------
+
+    def _docker(self) -> docker.DockerClient:
+        if self._client is None:
+            client = connect_engine()
+            try:
+                manager = bool(client.info().get("Swarm", {}).get("ControlAvailable"))
+            except ENGINE_ERRORS as exc:
+                client.close()
+                raise engine_down(exc) from exc
+            if not manager:
+                client.close()
+                raise DeskrigError(
+                    ErrorCode.RUNTIME_UNAVAILABLE,
+                    "the Docker engine is not a swarm manager: the swarm runtime creates services",
+                    remediation="Run the orchestrator against a manager (DOCKER_HOST), or make this "
+                    "engine one: `docker swarm init --advertise-addr ADDR`.",
+                )
+            self._client = client
+        return self._client
+
+    def _node_hosts(self) -> dict[str, str]:
+        """Each node's id and the address its published ports are reached at."""
+        return {
+            node["ID"]: url_host(node.get("Status", {}).get("Addr", ""))
+            for node in self._docker().api.nodes()
+        }
+
+    def _tasks(self, service_id: str) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = self._docker().api.tasks(filters={"service": service_id})
+        return tasks
+
+    def _endpoint(self, task: dict[str, Any], hosts: dict[str, str]) -> str:
+        port = published_port(task)
+        host = hosts.get(task.get("NodeID", ""))
+        return f"http://{host}:{port}" if port and host else ""
+
+    # --- the Runtime protocol ----------------------------------------------------------------------
+
+    async def capacity(self, per_node: int) -> int:
+        return await anyio.to_thread.run_sync(self._capacity, per_node)
+
+    def _capacity(self, per_node: int) -> int:
+        try:
+            return per_node * len(active_nodes(self._docker().api.nodes()))
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+
+    async def create(self, request: RigRequest) -> RigHandle:
+        service_id = await anyio.to_thread.run_sync(self._create_service, request)
+        name = f"deskrig-{request.session_id}"
+        pending = RigHandle(id=service_id, name=name, endpoint="", labels=dict(request.labels))
+        try:
+            return await self._placed(pending, request.image)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # a stop while placing: the service must not stay
+                await self.destroy(pending)
+            raise
+
+    def _create_service(self, request: RigRequest) -> str:
+        try:
+            hosts = sorted(set(self._node_hosts().values()))
+            service = self._docker().services.create(
+                request.image, **service_options(request, self._config, hosts)
+            )
+        except ENGINE_ERRORS as exc:
+            if isinstance(exc, APIError) and exc.is_client_error():
+                raise DeskrigError(
+                    ErrorCode.RIG_FAILED,
+                    f"the swarm refused to create the rig's service: {exc.explanation or exc}",
+                    details={"image": request.image},
+                ) from exc
+            raise engine_down(exc) from exc
+        return str(service.id)
+
+    async def _placed(self, pending: RigHandle, image: str) -> RigHandle:
+        """The handle once the cluster runs the rig's task (its node and port are known)."""
+        deadline = time.monotonic() + self._config.ready_timeout
+        while True:
+            task, hosts = await anyio.to_thread.run_sync(self._task_and_hosts, pending.id)
+            state = task_state(task)
+            if not state.running:
+                logs = (await self.logs(pending, 30)).splitlines()
+                raise DeskrigError(
+                    ErrorCode.RIG_FAILED,
+                    f"rig service {pending.name} did not start: its task {state.detail}",
+                    details={"image": image, "exit_code": state.exit_code, "logs": logs},
+                )
+            endpoint = self._endpoint(task, hosts) if task is not None else ""
+            if endpoint:
+                log.info("%s runs on node %s at %s", pending.name, task and task.get("NodeID"), endpoint)
+                return RigHandle(id=pending.id, name=pending.name, endpoint=endpoint, labels=pending.labels)
+            if time.monotonic() > deadline:
+                raise DeskrigError(
+                    ErrorCode.RIG_FAILED,
+                    f"rig service {pending.name} not placed within {self._config.ready_timeout:g} s: "
+                    f"{state.detail}",
+                    details={"image": image, "observed": state.detail},
+                    remediation="Check `docker service ps` for why: no node has the resources the "
+                    "rig reserves, or none matches the placement constraints.",
+                )
+            await anyio.sleep(PLACEMENT_POLL)
+
+    def _task_and_hosts(self, service_id: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+        try:
+            return newest_task(self._tasks(service_id)), self._node_hosts()
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+
+    async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
+        await wait_until_ready(self, handle, timeout)
+
+    def stream_artifacts(self, handle: RigHandle, token: str, dest: Path) -> ArtifactMirror:
+        return ArtifactMirror(handle.endpoint, token, dest)
+
+    async def status(self, handle: RigHandle) -> ContainerState:
+        return await anyio.to_thread.run_sync(self._status, handle)
+
+    def _status(self, handle: RigHandle) -> ContainerState:
+        try:
+            tasks = self._tasks(handle.id)
+            if not tasks:
+                self._docker().api.inspect_service(handle.id)
+        except NotFound:
+            return ContainerState(running=False, detail="gone (removed from outside)")
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+        return task_state(newest_task(tasks))
+
+    async def logs(self, handle: RigHandle, tail: int | None = None) -> str:
+        return await anyio.to_thread.run_sync(self._logs, handle, tail)
+
+    def _logs(self, handle: RigHandle, tail: int | None) -> str:
+        try:
+            chunks = self._docker().api.service_logs(
+                handle.id, stdout=True, stderr=True, tail="all" if tail is None else tail
+            )
+            raw = b"".join(chunks)
+        except NotFound:
+            return ""
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+        return raw.decode("utf-8", "replace")
+
+    async def destroy(self, handle: RigHandle) -> None:
+        await anyio.to_thread.run_sync(self._destroy, handle)
+
+    def _destroy(self, handle: RigHandle) -> None:
+        try:
+            self._docker().api.remove_service(handle.id)
+        except NotFound:
+            return
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+
+    async def list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
+        return await anyio.to_thread.run_sync(self._list_by_label, labels)
+
+    def _list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
+        # Three calls whatever the number of rigs: the services, every running task, the nodes.
+        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+        try:
+            services = self._docker().api.services(filters=filters)
+            running = self._docker().api.tasks(filters={"desired-state": "running"}) if services else []
+            hosts = self._node_hosts() if services else {}
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+        tasks = {task.get("ServiceID"): task for task in running}
+        return [
+            RigHandle(
+                id=service["ID"],
+                name=service["Spec"]["Name"],
+                endpoint=self._endpoint(tasks[service["ID"]], hosts) if service["ID"] in tasks else "",
+                labels=dict(service["Spec"].get("Labels") or {}),
+            )
+            for service in services
+        ]
+
+    async def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
