@@ -44,6 +44,7 @@ from deskrig.orchestrator.docker_backend import (
     engine_down,
     url_host,
 )
+from deskrig.orchestrator.images import image_reference
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, RIG_UID, OrchestratorConfig, rig_scratch_dirs
 from deskrig.orchestrator.runtime import (
@@ -247,9 +248,9 @@ class SwarmRuntime:
     def _create_service(self, request: RigRequest) -> str:
         try:
             hosts = sorted(set(self._node_hosts().values()))
-            service = self._docker().services.create(
-                request.image, **service_options(request, self._config, hosts)
-            )
+            # Every node pulls the image itself: with --registry, from there.
+            image = image_reference(request.image, self._config.registry)
+            service = self._docker().services.create(image, **service_options(request, self._config, hosts))
         except ENGINE_ERRORS as exc:
             if isinstance(exc, APIError) and exc.is_client_error():
                 raise DeskrigError(
