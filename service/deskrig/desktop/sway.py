@@ -31,6 +31,7 @@ from i3ipc import Connection
 from PIL import Image
 
 from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, WindowCapture, even
+from deskrig.desktop.sway_damage import DamageWatch
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
 from deskrig.grabs import Grab
@@ -230,7 +231,16 @@ class SwayBackend(DesktopBackend):
         with self._translated("cannot connect to sway"):
             self._ipc = Connection(socket_path=sockets.ipc)
         self._wayland = WaylandConnection(sockets.wayland)
-        self.note("damage", "sway reports no damage: every capture is taken afresh")
+        self._damage: DamageWatch | None = None
+        try:
+            self._damage = DamageWatch(sockets.wayland)
+            self.note(
+                "damage",
+                "captures are taken afresh (an app's redraw shows in sway's next frame only, so no "
+                "serial can promise an unchanged screen); the live screen sleeps on screencopy damage",
+            )
+        except DeskrigError as exc:
+            self.note("damage", f"no damage watch ({exc.message}): the live screen compares grabs")
         self.note(
             "cursor",
             "captures show the pointer: headless sway draws it into every frame, and wlr-screencopy "
@@ -373,7 +383,12 @@ class SwayBackend(DesktopBackend):
         return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in sorted(native, key=lambda w: w.id)]
 
     def damage_serial(self) -> int:
+        if self._damage is not None:
+            self._damage.drain()
         return next(self._serial)
+
+    def damage_fd(self) -> int | None:
+        return self._damage.fileno() if self._damage is not None else None
 
     def screen_video(self, frame_rate: int) -> ScreenVideo:
         # wf-recorder 0.3 records one output at the compositor's rate: the primary one, which in a
@@ -385,6 +400,8 @@ class SwayBackend(DesktopBackend):
 
     def close(self) -> None:
         try:
+            if self._damage is not None:
+                self._damage.close()
             self._wayland.close()
         finally:
             close_ipc(self._ipc)
