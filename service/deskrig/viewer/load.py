@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -19,7 +20,15 @@ from pydantic import TypeAdapter, ValidationError
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.recording.turns import VIDEO_FILE, Evidence, TurnVideo, turn_name, turn_numbers
 from deskrig.viewer.a11y_diff import diff_states
-from deskrig.viewer.models import A11yDiff, Marker, RecordedAction, RecordedState, RecordingView, TurnView
+from deskrig.viewer.models import (
+    RECORDED_STATE,
+    A11yDiff,
+    Marker,
+    RecordedAction,
+    RecordedState,
+    RecordingView,
+    TurnView,
+)
 
 _EVIDENCE = TypeAdapter(dict[str, Evidence])
 #: Recordings with fewer turns are read in one process: forking costs more than it saves.
@@ -44,7 +53,7 @@ def _diff(folder: Path, evidence: dict[str, Evidence]) -> A11yDiff:
     for name in ("before_state.json", "after_state.json"):
         try:
             # Parsed and validated in one pass by pydantic-core: the snapshots are most of a turn's bytes.
-            states.append(RecordedState.model_validate_json((folder / name).read_bytes()))
+            states.append(RECORDED_STATE.validate_json((folder / name).read_bytes()))
         except FileNotFoundError:
             why = evidence.get(name)
             reason = (why.message or why.classification) if why is not None else None
@@ -67,7 +76,7 @@ def load_turn(root: Path, number: int) -> TurnView:
     """Blocking: turn ``number`` of the recording in ``root``."""
     name = turn_name(number)
     folder = root / name
-    present = {p.name for p in folder.iterdir()}
+    present = set(os.listdir(folder))
 
     def relative(file: str) -> str | None:
         return f"{name}/{file}" if file in present else None
