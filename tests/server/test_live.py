@@ -128,6 +128,9 @@ def test_pages_and_streams_refuse_requests_without_the_token(toggle_rig: ToggleR
     stream = httpx.get(f"{base}/live/frames", timeout=5)
     assert stream.status_code == 401
     assert stream.json()["error"]["code"] == "PERMISSION_DENIED"
+    for path in ("/view", "/view/recordings/1/events", "/view/recordings/1/files/turn-00001/before.png"):
+        refused = httpx.get(f"{base}{path}", timeout=5)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "PERMISSION_DENIED", path
     page = httpx.get(f"{base}/live", headers={"accept": "text/html"}, timeout=5)
     assert page.status_code == 401 and 'action="/auth/page"' in page.text
     assert page.headers["referrer-policy"] == "no-referrer"
