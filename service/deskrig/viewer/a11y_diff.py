@@ -77,14 +77,14 @@ def _match(
     return pairs, before, after
 
 
-#: An element's ancestry as a linked list (label, parent's ancestry), spelled out only for a change.
-_Ancestry = tuple[str, "_Ancestry"] | None
+#: An element's ancestry as a linked list (element, parent's ancestry), spelled out only for a change.
+_Ancestry = tuple[RecordedElement, "_Ancestry"] | None
 
 
 def _where(ancestry: _Ancestry) -> str:
     labels: list[str] = []
     while ancestry is not None:
-        labels.append(ancestry[0])
+        labels.append(_label(ancestry[0]))
         ancestry = ancestry[1]
     return " > ".join(reversed(labels))
 
@@ -151,5 +151,5 @@ def diff_states(before: RecordedState, after: RecordedState) -> tuple[list[A11yC
         for was, now in reversed(pairs):  # popped in tree order
             old_children, new_children = old.get(was["index"]), new.get(now["index"])
             if old_children or new_children:
-                stack.append((old_children or [], new_children or [], (_label(now), ancestry)))
+                stack.append((old_children or [], new_children or [], (now, ancestry)))
     return changes[:MAX_CHANGES], max(0, len(changes) - MAX_CHANGES)

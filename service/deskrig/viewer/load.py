@@ -7,13 +7,13 @@ A damaged turn (unreadable JSON, a file missing) still shows, with what could be
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -30,7 +30,12 @@ from deskrig.viewer.models import (
     TurnView,
 )
 
+_ACTION = TypeAdapter(RecordedAction)
 _EVIDENCE = TypeAdapter(dict[str, Evidence])
+_VIDEO = TypeAdapter(TurnVideo)
+#: What a turn whose action.json cannot be read shows (never changed: a turn gets its own on reading).
+_UNKNOWN_ACTION = RecordedAction(tool="?", timestamp=datetime(1970, 1, 1, tzinfo=UTC))
+T = TypeVar("T")
 #: Recordings with fewer turns are read in one process: forking costs more than it saves.
 PARALLEL_FROM = 200
 
@@ -39,12 +44,15 @@ class _Unreadable(Exception):
     pass
 
 
-def _read_json(path: Path) -> Any:
+def _read(path: Path, model: TypeAdapter[T]) -> T | None:
+    """``path`` parsed and validated in one pass by pydantic-core; None when there is no such file."""
     try:
-        return json.loads(path.read_bytes())
+        return model.validate_json(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise _Unreadable(f"{path.name}: {exc}") from exc
+    except ValidationError as exc:
         raise _Unreadable(f"{path.name}: {exc}") from exc
 
 
@@ -81,18 +89,16 @@ def load_turn(root: Path, number: int) -> TurnView:
     def relative(file: str) -> str | None:
         return f"{name}/{file}" if file in present else None
 
-    action = RecordedAction.model_validate({"tool": "?", "timestamp": "1970-01-01T00:00:00Z"})
-    view = TurnView(number=number, folder=name, action=action)
+    view = TurnView(number=number, folder=name, action=_UNKNOWN_ACTION)
     try:
-        raw_action = _read_json(folder / "action.json")
-        if raw_action is None:
+        action = _read(folder / "action.json", _ACTION)
+        if action is None:
             raise _Unreadable("action.json is missing")
-        view.action = RecordedAction.model_validate(raw_action)
-        view.evidence = _EVIDENCE.validate_python(_read_json(folder / "evidence.json") or {})
+        view.action = action
+        view.evidence = _read(folder / "evidence.json", _EVIDENCE) or {}
         view.before, view.after = relative("before.png"), relative("after.png")
         view.marker = _marker(view.evidence)
-        video = _read_json(folder / VIDEO_FILE)
-        view.video = TurnVideo.model_validate(video) if video is not None else None
+        view.video = _read(folder / VIDEO_FILE, _VIDEO)
         view.diff = _diff(folder, view.evidence)
     except (_Unreadable, ValidationError) as exc:
         view.problem = f"{name} is damaged: {exc}"
