@@ -231,16 +231,15 @@ class SwayBackend(DesktopBackend):
         with self._translated("cannot connect to sway"):
             self._ipc = Connection(socket_path=sockets.ipc)
         self._wayland = WaylandConnection(sockets.wayland)
+        #: Started by the first damage_fd() call (the live screen's first viewer): until then a
+        #: rig nobody watches pays nothing for it, not even a copy per changed frame.
         self._damage: DamageWatch | None = None
-        try:
-            self._damage = DamageWatch(sockets.wayland)
-            self.note(
-                "damage",
-                "captures are taken afresh (an app's redraw shows in sway's next frame only, so no "
-                "serial can promise an unchanged screen); the live screen sleeps on screencopy damage",
-            )
-        except DeskrigError as exc:
-            self.note("damage", f"no damage watch ({exc.message}): the live screen compares grabs")
+        self._damage_tried = False
+        self.note(
+            "damage",
+            "captures are taken afresh (an app's redraw shows in sway's next frame only, so no serial "
+            "can promise an unchanged screen); the live screen sleeps on screencopy damage",
+        )
         self.note(
             "cursor",
             "captures show the pointer: headless sway draws it into every frame, and wlr-screencopy "
@@ -388,6 +387,12 @@ class SwayBackend(DesktopBackend):
         return next(self._serial)
 
     def damage_fd(self) -> int | None:
+        if not self._damage_tried:
+            self._damage_tried = True
+            try:
+                self._damage = DamageWatch(self._sockets.wayland)
+            except DeskrigError as exc:
+                self.note("damage", f"no damage watch ({exc.message}): the live screen compares grabs")
         return self._damage.fileno() if self._damage is not None else None
 
     def screen_video(self, frame_rate: int) -> ScreenVideo:
