@@ -28,7 +28,7 @@ from fastapi import APIRouter, Header
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from deskrig.error_responses import http_error
-from deskrig.errors import ErrorCode, ErrorInfo
+from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.feed import event_stream, idle_until, resume_point, safe_file, sse, turn_stream
 from deskrig.recording.registry import RecordingRegistry, registry_of
 from deskrig.recording.session import Recording
@@ -116,7 +116,10 @@ def view_router(server: DeskrigServer) -> APIRouter:
         # Relative to /view: the page works behind any path prefix a proxy adds.
         own = f"view/recordings/{recording.serial}/"
         root = recording.output_dir
-        loaded = await anyio.to_thread.run_sync(lambda: load_recording(root, live=True))
+        try:
+            loaded = await anyio.to_thread.run_sync(lambda: load_recording(root, live=True))
+        except DeskrigError as exc:  # its folder was removed or replaced since it started
+            return http_error(exc.info(), 404)
         live = LiveFeed(events=f"{own}events", turn=f"{own}turns/")
         return HTMLResponse(render_report(loaded, base=f"{own}files/", live=live), headers=_HEADERS)
 

@@ -4,6 +4,7 @@ real rig (X11 and sway)."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -229,6 +230,11 @@ def test_view_follows_the_recording_started_last(
     page.reload()
     expect(page.locator("#title")).to_have_text(names[-1])
     expect(page.locator("#turns .turn")).to_have_count(1)
+    # Its folder removed under it: a structured refusal, not a server error.
+    assert rig.stderr_path is not None
+    shutil.rmtree(rig.stderr_path.parent / "home" / "deskrig" / names[-1])
+    gone = httpx.get(f"{rig.base}/view", headers=rig.auth, timeout=10)
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "INVALID_PATH", gone.text
 
 
 def test_a_watched_rig_stops_without_waiting_for_its_viewers(tmp_path: Path) -> None:
