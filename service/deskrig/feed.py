@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from deskrig.error_responses import http_error
 from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.recording.registry import registry_of
-from deskrig.recording.session import Recording
+from deskrig.recording.session import Recording, Wakeups
 
 if TYPE_CHECKING:
     from deskrig.server import DeskrigServer
@@ -62,35 +62,51 @@ def _no_file(relative: str) -> JSONResponse:
     )
 
 
-def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
+def sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-async def turn_stream(recording: Recording, after: int) -> AsyncIterator[bytes]:
-    """Turns above ``after`` from disk and memory, then live ones; the video once final."""
+async def turn_stream(
+    recording: Recording, after: int, replaced: Callable[[], bool] = lambda: False, changes: Wakeups | None = None
+) -> AsyncIterator[bytes]:
+    """Turns above ``after`` from disk and memory, then live ones; the video once final. Ends when
+    ``replaced()`` turns true, which is looked at whenever ``changes`` are woken."""
     wakeup = asyncio.Event()
-    recording.subscribe(wakeup)  # before the first read, so nothing completes unseen
+    sources = [recording.wakeups, *([changes] if changes is not None else [])]
+    for source in sources:  # before the first read, so nothing completes unseen
+        source.add(wakeup)
     last = after
     video_sent = False
     try:
         while True:
             wakeup.clear()
+            if replaced():
+                return
             for event in await anyio.to_thread.run_sync(recording.events_after, last):
-                yield _sse("turn", event.model_dump(mode="json"), event.seq)
+                yield sse("turn", event.model_dump(mode="json"), event.seq)
                 last = event.seq
             if recording.video_event is not None and not video_sent:
                 video_sent = True
-                yield _sse("video", recording.video_event.model_dump(mode="json"))
-            with anyio.move_on_after(KEEPALIVE_SECONDS) as idle:
-                await wakeup.wait()
-            if idle.cancelled_caught:
-                yield b": keepalive\n\n"
+                yield sse("video", recording.video_event.model_dump(mode="json"))
+            async for keepalive in idle_until(wakeup):
+                yield keepalive
     finally:
-        recording.unsubscribe(wakeup)
+        for source in sources:
+            source.discard(wakeup)
 
 
-def _resume_point(after: int | None, last_event_id: str | None) -> int | None:
+async def idle_until(wakeup: asyncio.Event) -> AsyncIterator[bytes]:
+    """Wait for ``wakeup``; a keepalive comment if none came in :data:`KEEPALIVE_SECONDS`."""
+    with anyio.move_on_after(KEEPALIVE_SECONDS) as idle:
+        await wakeup.wait()
+    if idle.cancelled_caught:
+        yield b": keepalive\n\n"
+
+
+def resume_point(after: int | None, last_event_id: str | None) -> int | JSONResponse:
+    """Where a stream starts: ``?after=SEQ``, else the ``Last-Event-ID`` a reconnecting
+    EventSource sends, else 0; or the 400 refusing a ``Last-Event-ID`` that is no turn number."""
     if after is not None:
         return after
     if last_event_id is None or not last_event_id.strip():
@@ -98,7 +114,19 @@ def _resume_point(after: int | None, last_event_id: str | None) -> int | None:
     try:
         return int(last_event_id)
     except ValueError:
-        return None
+        return _refuse(
+            400,
+            ErrorCode.INVALID_ARGUMENT,
+            "Last-Event-ID must be a turn number",
+            "Send the id of the last turn event received, or ?after=SEQ.",
+            last_event_id=str(last_event_id),
+        )
+
+
+def event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(
+        chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
 
 
 def safe_file(root: Path, relative: str) -> Path | Response:
@@ -159,20 +187,10 @@ def recording_router(server: DeskrigServer) -> APIRouter:
         recording = boot()
         if recording is None:
             return no_boot()
-        start = _resume_point(after, last_event_id)
-        if start is None:
-            return _refuse(
-                400,
-                ErrorCode.INVALID_ARGUMENT,
-                "Last-Event-ID must be a turn number",
-                "Send the id of the last turn event received, or ?after=SEQ.",
-                last_event_id=str(last_event_id),
-            )
-        return StreamingResponse(
-            turn_stream(recording, start),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        start = resume_point(after, last_event_id)
+        if isinstance(start, JSONResponse):
+            return start
+        return event_stream(turn_stream(recording, start))
 
     @router.get("/recording/files/{path:path}", response_model=None)
     async def files(path: str) -> Response:

@@ -10,15 +10,18 @@ One :class:`LiveScreen` per rig captures for every viewer, and only while someon
 frame is an :class:`~deskrig.observation.Observation` of the screen, so blocked windows are black
 exactly as in a screenshot. The loop is driven by the backend's damage: on X11 it sleeps in
 ``select`` on the DAMAGE connection (:meth:`~deskrig.desktop.Desktop.damage_fd`) and wakes when
-something is drawn, so an idle screen is never grabbed nor encoded and costs a wake-up a second. A
-backend without damage tracking (sway: its serial moves on every call) gets grabs compared byte for
-byte with the last frame, and the loop backs off to :data:`SLOW_TICK` while nothing changes. A viewer
-that falls behind skips to the newest frame; nothing queues up.
+something is drawn, so an idle screen is never grabbed nor encoded and costs a wake-up a second.
+Grabs are also compared byte for byte with the last frame: on sway, whose damage serial moves on
+every call (its damage fd is wlr-screencopy's ``copy_with_damage``, :mod:`deskrig.desktop.sway_damage`),
+:data:`PATIENCE` unchanged grabs in a row put the loop to sleep on that fd the same way. A backend
+with no damage fd at all backs off to :data:`SLOW_TICK` while nothing changes. A viewer that falls
+behind skips to the newest frame; nothing queues up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import select
 import threading
@@ -79,7 +82,9 @@ class _Viewer:
         self.wakeup = asyncio.Event()
 
     def wake(self) -> None:
-        self.loop.call_soon_threadsafe(self.wakeup.set)
+        # The viewer's loop may be closed already: it left, and the capture thread sees so next time.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.wakeup.set)
 
 
 class LiveScreen:
@@ -127,6 +132,7 @@ class LiveScreen:
 
     def _capture(self) -> None:
         """Grab, compare and encode until the last viewer leaves (then this thread ends)."""
+        desktop = self.observer.desktop
         serial: int | None = None
         previous: bytes | bytearray | None = None
         tick, unchanged, seq, settled = FAST_TICK, 0, 0, False
@@ -138,10 +144,11 @@ class LiveScreen:
                     return
                 viewers = list(self._viewers)
             try:
-                if settled and (fd := self.observer.desktop.damage_fd()) is not None:
-                    select.select([fd], [], [], IDLE_WAKE)  # asleep until the screen changes
+                fd = desktop.damage_fd()
+                if settled and fd is not None and not select.select([fd], [], [], IDLE_WAKE)[0]:
+                    continue  # nothing drawn: only see whether the viewers are still there
                 started = time.monotonic()
-                now = self.observer.desktop.damage_serial()
+                now = desktop.damage_serial()
                 # Unchanged twice running: the damage serial is settled (see DamageCounter) and
                 # only new damage, which wakes the select above, can move it on.
                 settled = now == serial
@@ -154,6 +161,9 @@ class LiveScreen:
                         unchanged += 1
                         if unchanged > PATIENCE:
                             tick = min(tick * 2, SLOW_TICK)
+                            # A serial that moves on every call (sway's) never settles: the
+                            # same pixels over and over do, where damage can wake the loop.
+                            settled = fd is not None
                     else:
                         previous, unchanged, tick, seq = raw, 0, FAST_TICK, seq + 1
                         grabbed_ms = int(time.time() * 1000)
@@ -166,7 +176,7 @@ class LiveScreen:
                     failure = exc.message
                     log.warning("live screen: cannot capture: %s: %s", exc.code.value, exc.message)
                 serial, tick, settled, started = None, SLOW_TICK, False, time.monotonic()
-            time.sleep(max(0.0, tick - (time.monotonic() - started)))
+            time.sleep(0.0 if settled else max(0.0, tick - (time.monotonic() - started)))
 
 
 def live_router(server: DeskrigServer, stopping: threading.Event) -> APIRouter:

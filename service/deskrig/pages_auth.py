@@ -33,9 +33,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from deskrig.identity import TokenTable
 
-#: A rig's pages: the live screen and the trajectory viewer, and the recording's feed and files
-#: that the viewer's page reads (GET only, like the pages: what the viewer shows anyway).
-RIG_PAGES = ("/live", "/view", "/recording")
+#: A rig's pages: the live screen and the trajectory viewer (the feed and files the viewer's page
+#: reads are under /view too).
+RIG_PAGES = ("/live", "/view")
 #: The orchestrator's page.
 ORCHESTRATOR_PAGES = ("/dashboard",)
 #: Where the sign-in page posts the token (form field ``token``; ``next``: the page to return to).

@@ -286,9 +286,9 @@ class ResourceSet:
                 recording = self._recording(ctx)
                 if recording is not watched:
                     if watched is not None:
-                        watched.unsubscribe(wakeup)
+                        watched.wakeups.discard(wakeup)
                     if recording is not None:
-                        recording.subscribe(wakeup)
+                        recording.wakeups.add(wakeup)
                     watched = recording
                 with anyio.move_on_after(WATCH_SECONDS):
                     await wakeup.wait()
@@ -301,7 +301,7 @@ class ResourceSet:
             log.debug("the subscriber of %s is gone", STATE_URI)
         finally:
             if watched is not None:
-                watched.unsubscribe(wakeup)
+                watched.wakeups.discard(wakeup)
 
     def _fingerprint(self, ctx: ServerRequestContext[Any, Any]) -> str:
         return json.dumps(self._state(ctx), sort_keys=True)

@@ -1,9 +1,12 @@
 """The orchestrator's dashboard in a real browser: the orchestrator's API served over HTTP (uvicorn,
-in a thread) with the in-memory runtime's scripted rigs, which answer over real loopback HTTP."""
+in a thread), with the in-memory runtime's scripted rigs (which answer over real loopback HTTP)
+and, once, with real rigs in Docker."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,7 @@ from deskrig.orchestrator.api import create_api
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.memory_runtime import MemoryRuntime
 from deskrig.orchestrator.models import OrchestratorConfig
+from deskrig.orchestrator.runtime import Runtime
 
 TOKEN = "dashboard-test-token-81ad"
 
@@ -33,9 +37,9 @@ class Served:
         return httpx.request(method, f"{self.base}{path}", headers=headers, timeout=30, **kwargs)
 
 
-@pytest.fixture
-def served(config: OrchestratorConfig) -> Iterator[Served]:
-    runtime = MemoryRuntime()
+@contextlib.contextmanager
+def serve(config: OrchestratorConfig, runtime: Runtime | None) -> Iterator[Served]:
+    """The orchestrator on ``runtime`` (None: Docker) behind its HTTP API on a free port."""
     sock = bind_listener("127.0.0.1", 0)
     with anyio.from_thread.start_blocking_portal() as portal:
         with portal.wrap_async_context_manager(Orchestrator(config, runtime)) as orchestrator:
@@ -44,7 +48,14 @@ def served(config: OrchestratorConfig) -> Iterator[Served]:
             yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}")
             server.should_exit = True
             serving.result(timeout=30)
-        portal.call(runtime.close)
+        if runtime is not None:  # the orchestrator closes only the Docker runtime it made
+            portal.call(runtime.close)
+
+
+@pytest.fixture
+def served(config: OrchestratorConfig) -> Iterator[Served]:
+    with serve(config, MemoryRuntime()) as served:
+        yield served
 
 
 def rows(page: Page, table: str) -> list[str]:
@@ -75,6 +86,45 @@ def test_the_dashboard_lists_running_sessions_and_drops_a_stopped_one(
     assert "test_one" in rows(browser_page, "running")[0]
     ended = rows(browser_page, "ended")
     assert len(ended) == 1 and "test_two" in ended[0] and "stopped" in ended[0]
+
+
+@pytest.mark.docker
+def test_the_dashboard_of_docker_rigs_links_to_their_live_screen(
+    rig_image: str, config: OrchestratorConfig, browser_page: Page, request: pytest.FixtureRequest
+) -> None:
+    """Two real rigs (the bare rig image, no recording: the cheapest there is), started at once."""
+    page = browser_page
+    with serve(config, None) as served, ThreadPoolExecutor(max_workers=2) as pool:
+        specs = [{"name": name, "image": rig_image, "record": False} for name in ("docker_one", "docker_two")]
+        started = [
+            future.result()
+            for future in [pool.submit(served.api, "POST", "/sessions", json=s) for s in specs]
+        ]
+        assert all(response.status_code == 201 for response in started), [r.text for r in started]
+        first, second = (response.json() for response in started)
+
+        open_page(page, served.base, "/dashboard", TOKEN)
+        page.wait_for_function("document.querySelectorAll('#running tbody tr').length === 2")
+        running = rows(page, "running")
+        assert all(any(name in r and "ready" in r for r in running) for name in ("docker_one", "docker_two"))
+        keep_screenshot(page, request, "two-running")
+
+        # Followed as a person does: the link (a new tab), the redirect with the rig's token in its
+        # fragment, the rig's sign-in, its live screen showing frames.
+        with page.context.expect_page() as opened:
+            page.click(f"tr[data-session='{first['id']}'] a:text('live screen')")
+        live = opened.value
+        live.wait_for_url(first["mcp_url"].removesuffix("/mcp") + "/live")
+        live.wait_for_function("window.deskrigLive && window.deskrigLive.frames > 0", timeout=15_000)
+        keep_screenshot(live, request, "live-screen")
+        assert first["token"] not in live.url
+
+        assert served.api("DELETE", f"/sessions/{second['id']}").status_code == 200
+        page.wait_for_function("document.querySelectorAll('#running tbody tr').length === 1", timeout=10_000)
+        keep_screenshot(page, request, "one-stopped")
+        assert "docker_one" in rows(page, "running")[0]
+        ended = rows(page, "ended")
+        assert len(ended) == 1 and "docker_two" in ended[0] and "stopped" in ended[0]
 
 
 def test_the_dashboard_hands_out_rig_tokens_only_in_a_redirects_fragment(served: Served) -> None:

@@ -1,22 +1,27 @@
-"""The live screen (/live) and page sign-in, in a real browser against a real rig (X11)."""
+"""The live screen (/live), the live viewer (/view) and page sign-in, in a real browser against a
+real rig (X11 and sway)."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio.from_thread
 import httpx
 import pytest
-from playwright.sync_api import Page, Request
+from playwright.sync_api import Page, Request, expect
 from tests.browser import keep_screenshot
 from tests.polling import poll
 from tests.rigprocs import open_dir
 from tests.server.live_pages import live_pixel, near, open_page, wait_for_pixel
 from tests.server.rigproc import RigProcess, color_app, read_events
+
+from deskrig.client import connect
 
 GREEN, RED, BLUE = (0x20, 0xC0, 0x40), (0xE0, 0x20, 0x20), (0x20, 0x40, 0xE0)
 TOKEN = "live-test-token-5f2c"
@@ -124,6 +129,9 @@ def test_pages_and_streams_refuse_requests_without_the_token(toggle_rig: ToggleR
     stream = httpx.get(f"{base}/live/frames", timeout=5)
     assert stream.status_code == 401
     assert stream.json()["error"]["code"] == "PERMISSION_DENIED"
+    for path in ("/view", "/view/recordings/1/events", "/view/recordings/1/files/turn-00001/before.png"):
+        refused = httpx.get(f"{base}{path}", timeout=5)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "PERMISSION_DENIED", path
     page = httpx.get(f"{base}/live", headers={"accept": "text/html"}, timeout=5)
     assert page.status_code == 401 and 'action="/auth/page"' in page.text
     assert page.headers["referrer-policy"] == "no-referrer"
@@ -143,7 +151,7 @@ def test_a_page_cookie_opens_pages_only_and_never_holds_the_token(toggle_rig: To
         signed_in = client.post("/auth/page", data={"token": TOKEN, "next": "/live"})
         assert signed_in.status_code == 303 and signed_in.headers["location"] == "/live"
         cookies = signed_in.headers.get_list("set-cookie")
-        assert {c.split("Path=")[1].split(";")[0] for c in cookies} == {"/live", "/view", "/recording"}
+        assert {c.split("Path=")[1].split(";")[0] for c in cookies} == {"/live", "/view"}
         assert all("HttpOnly" in c and "SameSite=strict" in c for c in cookies)
         assert all(TOKEN not in c for c in cookies)
         assert client.get("/live").status_code == 200
@@ -172,9 +180,61 @@ def test_the_token_reaches_no_url_header_or_log(
         assert TOKEN not in sent.url
         assert all(TOKEN not in value for value in sent.all_headers().values())
     cookies = browser_page.context.cookies()
-    assert {c["path"] for c in cookies} == {"/live", "/view", "/recording"}
+    assert {c["path"] for c in cookies} == {"/live", "/view"}
     assert all(c["httpOnly"] and c["sameSite"] == "Strict" and c["value"] != TOKEN for c in cookies)
     assert TOKEN not in toggle_rig.rig.stderr()  # the rig's log, debug level (--verbose)
+
+
+@contextlib.contextmanager
+def mcp_session(rig: RigProcess) -> Iterator[Callable[[str, dict[str, Any]], dict[str, Any]]]:
+    """One MCP session kept open (a session recording is its client's), called from this thread;
+    its event loop runs on a thread of its own, beside Playwright's sync loop."""
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(connect(rig.url, rig.token)) as client,
+    ):
+
+        def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            result = portal.call(client.call_tool, tool, arguments)
+            assert not result.is_error, result.content
+            return result.structured_content  # type: ignore[no-any-return]
+
+        yield call
+
+
+def test_view_follows_the_recording_started_last(
+    toggle_rig: ToggleRig, browser_page: Page, request: pytest.FixtureRequest
+) -> None:
+    """/view shows a recording started with start_recording, each turn as it lands (no reload),
+    and switches to the next recording when another starts."""
+    page, rig = browser_page, toggle_rig.rig
+    names = [f"view-{which}-{request.node.callspec.id}" for which in ("first", "second")]
+    open_page(page, rig.base, "/view", TOKEN)
+    expect(page.locator("#no-recording")).to_have_text("This rig is not recording")
+    keep_screenshot(page, request, "no-recording")
+    with mcp_session(rig) as call:
+        for number, name in enumerate(names, start=1):
+            call("start_recording", {"output_dir": f"~/deskrig/{name}"})
+            expect(page.locator("#title")).to_have_text(name, timeout=10_000)  # reloaded by itself
+            expect(page.locator("#turns .turn")).to_have_count(0)
+            page.evaluate("window.deskrigSamePage = true")
+            call("click", {"x": toggle_rig.center[0], "y": toggle_rig.center[1]})
+            expect(page.locator("#turns .turn")).to_have_count(1, timeout=10_000)
+            expect(page.locator(".turn-detail h2")).to_have_text("Turn 1 · click")
+            expect(page.locator(".shot.after img")).to_have_js_property("complete", True)
+            assert page.locator(".shot.after img").evaluate("img => img.naturalWidth") > 0
+            assert page.evaluate("window.deskrigSamePage") is True  # the turn came in, no reload
+            keep_screenshot(page, request, f"recording-{number}")
+            call("stop_recording", {})
+    # A stopped recording stays on show until another starts.
+    page.reload()
+    expect(page.locator("#title")).to_have_text(names[-1])
+    expect(page.locator("#turns .turn")).to_have_count(1)
+    # Its folder removed under it: a structured refusal, not a server error.
+    assert rig.stderr_path is not None
+    shutil.rmtree(rig.stderr_path.parent / "home" / "deskrig" / names[-1])
+    gone = httpx.get(f"{rig.base}/view", headers=rig.auth, timeout=10)
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "INVALID_PATH", gone.text
 
 
 def test_a_watched_rig_stops_without_waiting_for_its_viewers(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from tests.sway.conftest import COLOR, window_of
 from deskrig import imaging
 from deskrig.desktop import Desktop
 from deskrig.desktop.sway_input import SwayInput
-from deskrig.desktop.sway_wayland import _bgrx_frame, _rgb_image, _ShmBuffer
+from deskrig.desktop.sway_wayland import ShmBuffer, _bgrx_frame, _rgb_image
 from deskrig.model import Bounds
 
 XRGB8888 = 1
@@ -57,7 +57,7 @@ def test_frames_and_images_agree_on_padded_and_upside_down_buffers(inverted: boo
     stride = width * 4 + padding
     with mmap.mmap(-1, stride * height) as memory:
         memory.write(bytes(i % 251 for i in range(stride * height)))
-        buffer = _ShmBuffer((XRGB8888, width, height, stride), memory, pool=None, buffer=None)
+        buffer = ShmBuffer((XRGB8888, width, height, stride), memory, pool=None, buffer=None)
         frame = _bgrx_frame(buffer, inverted)
         image = _rgb_image(buffer, inverted)
         assert frame.bgrx is not None and len(frame.bgrx) == width * height * 4

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from deskrig.viewer.a11y_diff import MAX_CHANGES, diff_states
-from deskrig.viewer.models import RecordedState
+from deskrig.viewer.models import RECORDED_STATE, RecordedState
 
 
 def state(*children: dict[str, Any]) -> RecordedState:
     elements = [{"index": 0, "parent": None, "role": "frame", "name": "Form", "states": ["active"]}]
     elements += [{"index": i, "parent": 0, **child} for i, child in enumerate(children, start=1)]
-    return RecordedState.model_validate({"app_name": "Form", "elements": elements})
+    return RECORDED_STATE.validate_python({"app_name": "Form", "elements": elements})
 
 
 def described(before: RecordedState, after: RecordedState) -> list[str]:
@@ -52,3 +52,4 @@ def test_an_unchanged_tree_has_no_changes_and_a_huge_one_is_capped() -> None:
     assert described(state(*rows), state(*rows)) == []
     changes, more = diff_states(state(), state(*rows))
     assert len(changes) == MAX_CHANGES and more == 50
+

@@ -94,9 +94,15 @@ def test_the_report_shows_every_turn_its_images_its_a11y_diff_and_its_error(
             ).getbbox()
             else WHOLE
         )
+        # Heavier load still: the after image taken before anything was repainted. The two files
+        # are then the same picture, which each side showing its own file (above) already covers.
+        differ = ImageChops.difference(before.convert("RGB"), after.convert("RGB")).getbbox() is not None
     for side, own, other in (("before", "before.png", "after.png"), ("after", "after.png", "before.png")):
         selector = f".shot.{side} img"
-        assert shown_like(page, selector, folder / own, box) < shown_like(page, selector, folder / other, box)
+        if differ:
+            assert shown_like(page, selector, folder / own, box) < shown_like(
+                page, selector, folder / other, box
+            )
     expect(page.locator(".shot.before .click-marker")).to_be_visible()
     renamed = page.locator(".a11y-diff li.renamed")
     expect(renamed).to_contain_text('label "clicked 0" → "clicked 1"')

@@ -1,9 +1,12 @@
-"""The rig's own viewer at ``/view``: the boot recording as it is written, behind the rig's token.
+"""The rig's own viewer at ``/view``: its current recording (here the boot one) as it is written,
+behind the rig's token.
 
 Runs after test_report.py (the file name sorts last): it records a fifth turn on the shared rig.
 """
 
 from __future__ import annotations
+
+import re
 
 import httpx
 import pytest
@@ -43,9 +46,15 @@ def test_view_shows_the_recording_and_follows_new_turns(
 
 
 def test_view_needs_the_token(recorded: RecordedSession) -> None:
-    for path in ("/view", "/view/turns/1"):
-        assert httpx.get(f"{recorded.base}{path}", timeout=10).status_code == 401
-    turn = httpx.get(f"{recorded.base}/view/turns/1", headers=recorded.auth, timeout=10)
+    page = httpx.get(f"{recorded.base}/view", headers=recorded.auth, timeout=10)
+    found = re.search(r"view/recordings/(\d+)/", page.text)
+    assert page.status_code == 200 and found, page.text[:200]
+    own = f"{recorded.base}/view/recordings/{found.group(1)}"
+    for url in (f"{recorded.base}/view", f"{own}/turns/1", f"{own}/files/turn-00001/action.json"):
+        assert httpx.get(url, timeout=10).status_code == 401
+    turn = httpx.get(f"{own}/turns/1", headers=recorded.auth, timeout=10)
     assert turn.status_code == 200 and turn.json()["action"]["tool"] == "click"
-    missing = httpx.get(f"{recorded.base}/view/turns/999", headers=recorded.auth, timeout=10)
+    missing = httpx.get(f"{own}/turns/999", headers=recorded.auth, timeout=10)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "INVALID_ARGUMENT"
+    other = httpx.get(f"{recorded.base}/view/recordings/999999/turns/1", headers=recorded.auth, timeout=10)
+    assert other.status_code == 404 and other.json()["error"]["code"] == "RECORDING_ERROR"

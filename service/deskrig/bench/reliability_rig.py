@@ -112,6 +112,9 @@ class BenchRig:
         return self.root / "rig.stderr"
 
     def start(self) -> BenchRig:
+        # Its TMPDIR lies under this private root: a sway rig's unprivileged user must pass through it
+        # to the runtime dir the rig makes there.
+        self.root.chmod(0o711)
         self.allowed.mkdir(parents=True)
         self.tmpdir.mkdir()
         deskrig = str(Path(sys.executable).parent / "deskrig")

@@ -34,6 +34,7 @@ from i3ipc import Connection
 from PIL import Image
 
 from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, WindowCapture, even
+from deskrig.desktop.sway_damage import DamageWatch
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
 from deskrig.grabs import Grab
@@ -313,7 +314,15 @@ class SwayBackend(DesktopBackend):
                 close_ipc(self._ipc)
                 raise
         self._wayland = WaylandConnection(sockets.wayland)
-        self.note("damage", "sway reports no damage: every capture is taken afresh")
+        #: Started by the first damage_fd() call (the live screen's first viewer): until then a
+        #: rig nobody watches pays nothing for it, not even a copy per changed frame.
+        self._damage: DamageWatch | None = None
+        self._damage_tried = False
+        self.note(
+            "damage",
+            "captures are taken afresh (an app's redraw shows in sway's next frame only, so no serial "
+            "can promise an unchanged screen); the live screen sleeps on screencopy damage",
+        )
         self.note(
             "cursor",
             "captures show the pointer: headless sway draws it into every frame, and wlr-screencopy "
@@ -443,7 +452,18 @@ class SwayBackend(DesktopBackend):
         return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in sorted(native, key=lambda w: w.id)]
 
     def damage_serial(self) -> int:
+        if self._damage is not None:
+            self._damage.drain()
         return next(self._serial)
+
+    def damage_fd(self) -> int | None:
+        if not self._damage_tried:
+            self._damage_tried = True
+            try:
+                self._damage = DamageWatch(self._sockets.wayland)
+            except DeskrigError as exc:
+                self.note("damage", f"no damage watch ({exc.message}): the live screen compares grabs")
+        return self._damage.fileno() if self._damage is not None else None
 
     def screen_video(self, frame_rate: int) -> ScreenVideo:
         # wf-recorder 0.3 records one output at the compositor's rate: the primary one, which in a
@@ -455,6 +475,8 @@ class SwayBackend(DesktopBackend):
 
     def close(self) -> None:
         try:
+            if self._damage is not None:
+                self._damage.close()
             self._wayland.close()
         finally:
             self._layout.close()

@@ -4,8 +4,9 @@ pywayland ships the standard protocols but not wlroots' own. Its scanner would g
 from the protocol XML; the few requests and events used here are declared by hand instead, in
 the scanner's shape (the order of declaration is the opcode, so it follows the protocols):
 
-- ``zwlr_screencopy_manager_v1`` / ``zwlr_screencopy_frame_v1`` (version 1): copy an output, or a
-  region of one, into a client's shared-memory buffer;
+- ``zwlr_screencopy_manager_v1`` / ``zwlr_screencopy_frame_v1`` (version 2): copy an output, or a
+  region of one, into a client's shared-memory buffer; ``copy_with_damage`` (version 2) waits until
+  the output has damage since this client's last copy of it;
 - ``zwlr_virtual_pointer_manager_v1`` / ``zwlr_virtual_pointer_v1`` (version 1): a pointer
   device of our own, so the seat has a pointer even with no input hardware;
 - ``zwp_virtual_keyboard_manager_v1`` / ``zwp_virtual_keyboard_v1`` (version 1): a keyboard
@@ -37,12 +38,12 @@ def _event(interface: type[Interface], name: str, *arguments: Argument) -> None:
 
 class ZwlrScreencopyFrameV1(Interface):
     name = "zwlr_screencopy_frame_v1"
-    version = 1
+    version = 2
 
 
 class ZwlrScreencopyManagerV1(Interface):
     name = "zwlr_screencopy_manager_v1"
-    version = 1
+    version = 2
 
 
 class ZwlrScreencopyFrameV1Proxy(Proxy[ZwlrScreencopyFrameV1]):
@@ -57,12 +58,18 @@ class ZwlrScreencopyFrameV1Proxy(Proxy[ZwlrScreencopyFrameV1]):
         self._marshal(1)
         self._destroy()
 
+    @ZwlrScreencopyFrameV1.request(Argument(ArgumentType.Object, interface=WlBuffer))
+    def copy_with_damage(self, buffer: object) -> None:
+        self._marshal(2, buffer)
 
-# buffer(format, width, height, stride), flags(flags), ready(tv_sec_hi, tv_sec_lo, tv_nsec), failed()
+
+# buffer(format, width, height, stride), flags(flags), ready(tv_sec_hi, tv_sec_lo, tv_nsec), failed(),
+# and since version 2 damage(x, y, width, height), sent before ready by copy_with_damage
 _event(ZwlrScreencopyFrameV1, "buffer", U, U, U, U)
 _event(ZwlrScreencopyFrameV1, "flags", U)
 _event(ZwlrScreencopyFrameV1, "ready", U, U, U)
 _event(ZwlrScreencopyFrameV1, "failed")
+_event(ZwlrScreencopyFrameV1, "damage", U, U, U, U)
 
 
 class ZwlrScreencopyManagerV1Proxy(Proxy[ZwlrScreencopyManagerV1]):

@@ -72,7 +72,7 @@ class _Output:
 
 
 @dataclass
-class _ShmBuffer:
+class ShmBuffer:
     """A wl_buffer over a memfd, kept for the next capture of the same shape."""
 
     shape: tuple[int, int, int, int]  # format, width, height, stride
@@ -111,7 +111,7 @@ class WaylandConnection:
         self.shm: Any = None
         self.seat: Any = None
         self._screencopy: Any = None
-        self._buffer: _ShmBuffer | None = None
+        self._buffer: ShmBuffer | None = None
         registry = self._display.get_registry()
         registry.dispatcher["global"] = self._on_global
         self._registry = registry
@@ -131,8 +131,9 @@ class WaylandConnection:
         elif interface == "wl_seat" and self.seat is None:
             self.seat = registry.bind(name, WlSeat, 1)
 
-    def bind(self, interface: Any) -> Any:
-        """Bind a wlroots global, or raise a clear error naming the missing protocol."""
+    def bind(self, interface: Any, version: int = 1) -> Any:
+        """Bind a wlroots global at ``version``, or raise a clear error naming the missing protocol
+        (or the version the compositor lacks)."""
         found = self._globals.get(interface.name)
         if found is None:
             raise BackendError(
@@ -141,7 +142,36 @@ class WaylandConnection:
                 details={"protocol": interface.name},
                 remediation="Use sway (wlroots) >= 1.5, which offers screencopy and virtual input.",
             )
-        return self._registry.bind(found[0], interface, 1)
+        if found[1] < version:
+            raise BackendError(
+                ErrorCode.DISPLAY_NOT_FOUND,
+                f"the compositor offers {interface.name} version {found[1]}, not {version}",
+                details={"protocol": interface.name, "version": found[1], "needed": version},
+                remediation="Use sway 1.7 (wlroots 0.15) or later.",
+            )
+        return self._registry.bind(found[0], interface, version)
+
+    def fileno(self) -> int:
+        """The connection's socket, readable when the compositor has sent events."""
+        fd: int = self._display.get_fd()
+        return fd
+
+    def dispatch_pending(self) -> None:
+        """Send what is queued and handle the events already read, without waiting."""
+        self._display.flush()
+        self._display.dispatch(block=False)
+
+    def read_events(self) -> None:
+        """Read what the socket holds (call when :meth:`fileno` is readable), then handle it."""
+        try:
+            self._display.read()
+        except RuntimeError as exc:
+            raise display_not_found("lost the connection", self.socket) from exc
+        self._display.dispatch(block=False)
+
+    def outputs(self) -> dict[str, Any]:
+        """The outputs that have told their name, by name (their ``wl_output`` proxies)."""
+        return {o.name: o.proxy for o in self._outputs.values() if o.name}
 
     def roundtrip(self) -> None:
         if self._display.roundtrip() < 0:
@@ -170,7 +200,7 @@ class WaylandConnection:
         """:meth:`grab` as an RGB image, converted straight from the shared memory."""
         return self._copy(output_name, region, _rgb_image)
 
-    def _copy(self, output_name: str, region: Bounds, take: Callable[[_ShmBuffer, bool], T]) -> T:
+    def _copy(self, output_name: str, region: Bounds, take: Callable[[ShmBuffer, bool], T]) -> T:
         """Copy the region into the buffer, then ``take`` the pixels out of it (with whether the
         copy came upside down)."""
         output = next((o for o in self._outputs.values() if o.name == output_name), None)
@@ -207,17 +237,23 @@ class WaylandConnection:
             raise BackendError(ErrorCode.CAPTURE_FAILED, "the compositor failed the screen copy")
         return take(self._buffer, bool(state.flags & _Y_INVERT))
 
-    def _buffer_for(self, shape: tuple[int, int, int, int]) -> _ShmBuffer:
+    def _buffer_for(self, shape: tuple[int, int, int, int]) -> ShmBuffer:
         if self._buffer is not None and self._buffer.shape == shape:
             return self._buffer
+        if self._buffer is not None:
+            self._buffer.release()
+            self._buffer = None
+        self._buffer = self.new_buffer(shape)
+        return self._buffer
+
+    def new_buffer(self, shape: tuple[int, int, int, int]) -> ShmBuffer:
+        """A shared-memory buffer of ``shape`` (format, width, height, stride), as a frame's
+        ``buffer`` event asks for; the caller releases it."""
         fmt, width, height, stride = shape
         if fmt not in _SHM_FORMATS:
             raise BackendError(
                 ErrorCode.CAPTURE_FAILED, f"the compositor offers an unsupported pixel format {fmt:#x}"
             )
-        if self._buffer is not None:
-            self._buffer.release()
-            self._buffer = None
         size = stride * height
         fd = memfd("deskrig-screencopy")
         try:
@@ -227,8 +263,7 @@ class WaylandConnection:
         finally:
             os.close(fd)  # the pool holds its own reference, sent over the socket
         buffer = pool.create_buffer(0, width, height, stride, fmt)
-        self._buffer = _ShmBuffer(shape, memory, pool, buffer)
-        return self._buffer
+        return ShmBuffer(shape, memory, pool, buffer)
 
     def close(self) -> None:
         if self._buffer is not None:
@@ -237,7 +272,7 @@ class WaylandConnection:
         self._display.disconnect()
 
 
-def _bgrx_frame(buffer: _ShmBuffer, inverted: bool) -> Grab:
+def _bgrx_frame(buffer: ShmBuffer, inverted: bool) -> Grab:
     """The buffer's pixels copied out as gapless BGRX rows, top row first, so the frame owns them
     and the buffer is free for the next capture. One copy of the whole buffer when its rows have
     no padding and come the right way up (sway's usual case), else one per row."""
@@ -251,7 +286,7 @@ def _bgrx_frame(buffer: _ShmBuffer, inverted: bool) -> Grab:
     return Grab.from_bgrx(rows, width, height)
 
 
-def _rgb_image(buffer: _ShmBuffer, inverted: bool) -> Image.Image:
+def _rgb_image(buffer: ShmBuffer, inverted: bool) -> Image.Image:
     """The buffer's pixels unpacked to RGB: the one copy, so the image owns its pixels and the
     buffer is free for the next capture."""
     _fmt, width, height, stride = buffer.shape

@@ -8,9 +8,7 @@
 - :mod:`~deskrig.recording.watch`: ending a session's recording when its client disconnects;
 - :mod:`~deskrig.feed` (beside the HTTP face, above this package): the orchestrator's HTTP routes (events, files, status);
 - :mod:`~deskrig.recording.replay`: re-running a recorded trajectory.
+
+Nothing is imported here: ``deskrig view`` reads turn folders through :mod:`~deskrig.recording.turns`
+alone, without the recorder's accessibility and capture machinery (half a second of imports).
 """
-
-from deskrig.recording.registry import RecordingRegistry, registry_of
-from deskrig.recording.session import Recording, RecordingState
-
-__all__ = ["Recording", "RecordingRegistry", "RecordingState", "registry_of"]

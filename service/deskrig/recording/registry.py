@@ -39,7 +39,7 @@ from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.observation import Observer
 from deskrig.recording.moments import capture_moment
-from deskrig.recording.session import EndReason, Recording, RecordingState
+from deskrig.recording.session import EndReason, Recording, RecordingState, Wakeups
 from deskrig.recording.signing import TurnSigner
 from deskrig.recording.turns import Moment, TurnRecord
 from deskrig.recording.video import FRAME_RATE
@@ -87,6 +87,10 @@ class RecordingRegistry:
         #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
         self.a11y = A11yAccess(session_bus, observer.desktop) if session_bus else None
         self.boot: Recording | None = None
+        #: The recording started last (boot or session; stopped or not): the one the rig's /view shows.
+        self.latest: Recording | None = None
+        #: Woken whenever :attr:`latest` becomes another recording.
+        self.started = Wakeups()
         self._sessions: dict[str, Recording] = {}
         #: Monotonic time of each session recording's start or its owner's last action.
         self._last_used: dict[str, float] = {}
@@ -140,6 +144,7 @@ class RecordingRegistry:
         recording = Recording(output_dir, "boot")
         recording.start(source)
         self.boot = recording
+        self._started(recording)
         return recording.state()
 
     def start_session(self, client_id: str, output_dir: Path, video: bool) -> RecordingState:
@@ -156,8 +161,13 @@ class RecordingRegistry:
             with self._lock:
                 self._sessions[client_id] = recording
                 self._last_used[client_id] = time.monotonic()
+            self._started(recording)
             self._watch_idle()
             return recording.state()
+
+    def _started(self, recording: Recording) -> None:
+        self.latest = recording
+        self.started.wake()
 
     def stop_session(self, client_id: str) -> RecordingState:
         """Stop the client's recording; its final state (also when it was already stopped)."""

@@ -5,14 +5,15 @@ recording's own thread, which numbers them. Restarting into a folder that alread
 continues after the last one (``turn-00008`` follows an existing ``turn-00007``); nothing is ever
 overwritten. Likewise the video goes to ``recording.mp4``, or ``recording-2.mp4`` ... when taken.
 
-Listeners of the event feed subscribe an asyncio event that the writer thread sets (thread-safely,
-on the listener's loop) after each turn and after the video is finalised.
+Listeners of the event feed add an asyncio event to :attr:`Recording.wakeups`, which the writer
+thread sets (thread-safely, on the listener's loop) after each turn and after the video is finalised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import queue
@@ -70,6 +71,37 @@ class RecordingState(BaseModel):
     )
 
 
+#: Numbers recordings in the order they start, across every registry of the process.
+_SERIALS = itertools.count(1)
+
+
+class Wakeups:
+    """Listeners to wake: asyncio events, each set on its own loop from whatever thread calls
+    :meth:`wake` (a writer thread, a tool's worker thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    def add(self, wakeup: asyncio.Event) -> None:
+        """Set ``wakeup`` (on the running loop) on every :meth:`wake` until it is discarded."""
+        with self._lock:
+            self._events.add((asyncio.get_running_loop(), wakeup))
+
+    def discard(self, wakeup: asyncio.Event) -> None:
+        with self._lock:
+            self._events = {entry for entry in self._events if entry[1] is not wakeup}
+
+    def wake(self) -> None:
+        with self._lock:
+            events = list(self._events)
+        for loop, wakeup in events:
+            try:
+                loop.call_soon_threadsafe(wakeup.set)
+            except RuntimeError:  # that loop is closed: the listener is gone
+                self.discard(wakeup)
+
+
 def free_video_path(folder: Path) -> Path:
     path = folder / "recording.mp4"
     counter = 2
@@ -87,6 +119,8 @@ class Recording:
         self.scope = scope
         #: The client_id whose actions this session recording takes (None: everyone's).
         self.owner = owner
+        #: Tells this recording apart from every other of the process (the rig's /view follows one).
+        self.serial = next(_SERIALS)
         self.active = False
         self.first_turn = 1
         self.turns = 0
@@ -103,7 +137,8 @@ class Recording:
         self._lock = threading.Lock()
         self._stop_lock = threading.Lock()
         self._video_lock = threading.Lock()
-        self._subscribers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        #: Woken after each turn is written and once the video is final.
+        self.wakeups = Wakeups()
 
     # ---- life cycle (blocking) -------------------------------------------------------------------
 
@@ -159,7 +194,7 @@ class Recording:
             video.stop()
             if self.video_event is None and video.path.exists():
                 self.video_event = file_entry(self.output_dir, video.path.name)
-                self._notify()
+                self.wakeups.wake()
         return self.video_event
 
     def _write_turns(self) -> None:
@@ -183,7 +218,7 @@ class Recording:
                 self._next = number + 1
                 self.turns += 1
                 self._events.append(event)
-            self._notify()
+            self.wakeups.wake()
 
     def _turn_video(self, record: TurnRecord) -> TurnVideo | None:
         """Where the video shows this turn: its action's start, in seconds from the first frame;
@@ -230,21 +265,3 @@ class Recording:
         if number not in self._earlier_events:
             self._earlier_events[number] = read_turn_event(self.output_dir, number)
         return self._earlier_events[number]
-
-    def subscribe(self, wakeup: asyncio.Event) -> None:
-        """Set ``wakeup`` (on the running loop) whenever a turn or the video is complete."""
-        with self._lock:
-            self._subscribers.add((asyncio.get_running_loop(), wakeup))
-
-    def unsubscribe(self, wakeup: asyncio.Event) -> None:
-        with self._lock:
-            self._subscribers = {s for s in self._subscribers if s[1] is not wakeup}
-
-    def _notify(self) -> None:
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for loop, wakeup in subscribers:
-            try:
-                loop.call_soon_threadsafe(wakeup.set)
-            except RuntimeError:  # that loop is closed: the listener is gone
-                self.unsubscribe(wakeup)

@@ -19,29 +19,48 @@ from deskrig.viewer.models import A11yChange, RecordedElement, RecordedState
 MAX_CHANGES = 200
 
 
-class _Tree:
-    def __init__(self, state: RecordedState) -> None:
-        self.elements = {e.index: e for e in state.elements}
-        self.children: dict[int | None, list[int]] = defaultdict(list)
-        for element in state.elements:
-            parent = element.parent if element.parent in self.elements else None
-            self.children[parent].append(element.index)
+def _children(state: RecordedState) -> dict[int | None, list[RecordedElement]]:
+    """Each element's children in tree order, by its index; the roots under None (so is an element
+    whose parent is not in the snapshot)."""
+    elements = state.get("elements", [])
+    known = {element["index"] for element in elements}
+    children: dict[int | None, list[RecordedElement]] = defaultdict(list)
+    for element in elements:
+        parent = element["parent"]
+        children[parent if parent in known else None].append(element)
+    return children
+
+
+def _name(element: RecordedElement) -> str:
+    return element.get("name") or ""
+
+
+def _current(element: RecordedElement) -> float | None:
+    value = element.get("value")
+    return value["current"] if value else None
 
 
 def _label(element: RecordedElement) -> str:
-    return f'{element.role} "{element.name}"' if element.name else element.role
+    name = _name(element)
+    return f'{element["role"]} "{name}"' if name else element["role"]
+
+
+def _by_name(element: RecordedElement) -> tuple[str, str]:
+    return element["role"], _name(element)
+
+
+def _by_role(element: RecordedElement) -> tuple[str, str]:
+    return element["role"], ""
 
 
 def _match(
     before: list[RecordedElement], after: list[RecordedElement]
 ) -> tuple[list[tuple[RecordedElement, RecordedElement]], list[RecordedElement], list[RecordedElement]]:
     """(pairs, unmatched before, unmatched after): by role and name, then the rest by role."""
-    if len(before) == len(after) and all(
-        old.role == new.role and old.name == new.name for old, new in zip(before, after, strict=True)
-    ):
+    if [_by_name(e) for e in before] == [_by_name(e) for e in after]:
         return list(zip(before, after, strict=True)), [], []  # the usual case: nothing came or went
     pairs: list[tuple[RecordedElement, RecordedElement]] = []
-    for key in ((lambda e: (e.role, e.name)), (lambda e: (e.role, ""))):
+    for key in (_by_name, _by_role):
         waiting: dict[tuple[str, str], list[RecordedElement]] = defaultdict(list)
         for element in after:
             waiting[key(element)].append(element)
@@ -54,66 +73,83 @@ def _match(
                 rest.append(element)
         paired = {id(a) for _, a in pairs}
         before, after = rest, [e for e in after if id(e) not in paired]
-    pairs.sort(key=lambda pair: pair[1].index)  # tree order, whichever pass matched them
+    pairs.sort(key=lambda pair: pair[1]["index"])  # tree order, whichever pass matched them
     return pairs, before, after
 
 
-#: An element's ancestry as a linked list (label, parent's ancestry), spelled out only for a change.
-_Ancestry = tuple[str, "_Ancestry"] | None
+#: An element's ancestry as a linked list (element, parent's ancestry), spelled out only for a change.
+_Ancestry = tuple[RecordedElement, "_Ancestry"] | None
 
 
 def _where(ancestry: _Ancestry) -> str:
     labels: list[str] = []
     while ancestry is not None:
-        labels.append(ancestry[0])
+        labels.append(_label(ancestry[0]))
         ancestry = ancestry[1]
     return " > ".join(reversed(labels))
 
 
+def _same(old: RecordedElement, new: RecordedElement) -> bool:
+    return (
+        _name(old) == _name(new)
+        and old.get("states", []) == new.get("states", [])
+        and old.get("text") == new.get("text")
+        and _current(old) == _current(new)
+    )
+
+
 def _compare(old: RecordedElement, new: RecordedElement, ancestry: _Ancestry) -> Iterable[A11yChange]:
-    if old.name == new.name and old.states == new.states and old.text == new.text and old.value == new.value:
-        return
     where = _where(ancestry)
+    old_name, new_name = _name(old), _name(new)
+    old_text, new_text = old.get("text"), new.get("text")
 
     def change(kind: str, was: str | None, now: str | None) -> A11yChange:
         return A11yChange.model_validate(
-            {"kind": kind, "role": new.role, "name": new.name, "where": where, "before": was, "after": now}
+            {"kind": kind, "role": new["role"], "name": new_name, "where": where, "before": was, "after": now}
         )
 
-    if old.name != new.name:
-        yield change("renamed", old.name, new.name)
-    gone, came = sorted(set(old.states) - set(new.states)), sorted(set(new.states) - set(old.states))
+    if old_name != new_name:
+        yield change("renamed", old_name, new_name)
+    old_states, new_states = set(old.get("states", [])), set(new.get("states", []))
+    gone, came = sorted(old_states - new_states), sorted(new_states - old_states)
     if gone or came:
         yield change("states", " ".join(gone) or None, " ".join(came) or None)
-    text_is_name = old.text == old.name and new.text == new.name  # a label: its rename says it
-    if (old.text or "") != (new.text or "") and not text_is_name:
-        yield change("text", old.text, new.text)
-    was = old.value.current if old.value else None
-    now = new.value.current if new.value else None
+    text_is_name = old_text == old_name and new_text == new_name  # a label: its rename says it
+    if (old_text or "") != (new_text or "") and not text_is_name:
+        yield change("text", old_text, new_text)
+    was, now = _current(old), _current(new)
     if was != now:
         yield change("value", None if was is None else f"{was:g}", None if now is None else f"{now:g}")
 
 
 def diff_states(before: RecordedState, after: RecordedState) -> tuple[list[A11yChange], int]:
     """The changes from ``before`` to ``after`` (at most :data:`MAX_CHANGES`) and how many more there were."""
-    old, new = _Tree(before), _Tree(after)
+    old, new = _children(before), _children(after)
     changes: list[A11yChange] = []
     # Depth-first with an explicit stack: trees can be deeper than Python's recursion limit.
-    stack: list[tuple[list[int], list[int], _Ancestry]] = [(old.children[None], new.children[None], None)]
+    stack: list[tuple[list[RecordedElement], list[RecordedElement], _Ancestry]] = [
+        (old[None], new[None], None)
+    ]
     while stack:
-        old_ids, new_ids, ancestry = stack.pop()
-        pairs, removed, added = _match([old.elements[i] for i in old_ids], [new.elements[i] for i in new_ids])
-        for kind, elements in (("removed", removed), ("added", added)):
-            for element in elements:
-                changes.append(
-                    A11yChange.model_validate(
-                        {"kind": kind, "role": element.role, "name": element.name, "where": _where(ancestry)}
+        old_level, new_level, ancestry = stack.pop()
+        # Most levels of a tree are as they were: equal element for element (one comparison in C).
+        if old_level == new_level:
+            pairs = list(zip(old_level, new_level, strict=True))
+        else:
+            pairs, removed, added = _match(old_level, new_level)
+            for kind, elements in (("removed", removed), ("added", added)):
+                for element in elements:
+                    where = _where(ancestry)
+                    changes.append(
+                        A11yChange.model_validate(
+                            {"kind": kind, "role": element["role"], "name": _name(element), "where": where}
+                        )
                     )
-                )
-        for was, now in pairs:
-            changes.extend(_compare(was, now, ancestry))
+            for was, now in pairs:
+                if was != now and not _same(was, now):  # an index moved, or something changed
+                    changes.extend(_compare(was, now, ancestry))
         for was, now in reversed(pairs):  # popped in tree order
-            old_children, new_children = old.children.get(was.index), new.children.get(now.index)
+            old_children, new_children = old.get(was["index"]), new.get(now["index"])
             if old_children or new_children:
-                stack.append((old_children or [], new_children or [], (_label(now), ancestry)))
+                stack.append((old_children or [], new_children or [], (now, ancestry)))
     return changes[:MAX_CHANGES], max(0, len(changes) - MAX_CHANGES)

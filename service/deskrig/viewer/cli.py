@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
     """Blocking; raises DeskrigError (INVALID_PATH, FILE_SYSTEM_ERROR) for the caller to report."""
     # Imported here: registering the commands runs on every start of the command line.
     from deskrig.viewer.exports import export_jsonl, write_zip
-    from deskrig.viewer.load import load_recording
+    from deskrig.viewer.load import idle_cpus, load_recording
     from deskrig.viewer.report import write_report
 
     root: Path = args.dir
-    view = load_recording(root, workers=os.cpu_count() or 1)  # the command line runs no other thread
+    view = load_recording(root, workers=idle_cpus())  # the command line runs no other thread
     if args.command == "export":
         _said(export_jsonl(view, args.jsonl), view)
         return 0

@@ -7,35 +7,60 @@ A damaged turn (unreadable JSON, a file missing) still shows, with what could be
 
 from __future__ import annotations
 
-import json
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.recording.turns import VIDEO_FILE, Evidence, TurnVideo, turn_name, turn_numbers
 from deskrig.viewer.a11y_diff import diff_states
-from deskrig.viewer.models import A11yDiff, Marker, RecordedAction, RecordedState, RecordingView, TurnView
+from deskrig.viewer.models import (
+    RECORDED_STATE,
+    A11yDiff,
+    Marker,
+    RecordedAction,
+    RecordedState,
+    RecordingView,
+    TurnView,
+)
 
+_ACTION = TypeAdapter(RecordedAction)
 _EVIDENCE = TypeAdapter(dict[str, Evidence])
+_VIDEO = TypeAdapter(TurnVideo)
+#: What a turn whose action.json cannot be read shows (never changed: a turn gets its own on reading).
+_UNKNOWN_ACTION = RecordedAction(tool="?", timestamp=datetime(1970, 1, 1, tzinfo=UTC))
+T = TypeVar("T")
 #: Recordings with fewer turns are read in one process: forking costs more than it saves.
 PARALLEL_FROM = 200
+
+
+def idle_cpus() -> int:
+    """How many processes may read a recording: one per CPU the load average leaves idle, at least
+    one. Forked readers spend about 40 % more CPU in all (their turns are pickled back), which only
+    pays where there are idle cores to run them on; on a busy machine one process finishes sooner."""
+    cpus = os.cpu_count() or 1
+    return max(1, cpus - round(os.getloadavg()[0]))
 
 
 class _Unreadable(Exception):
     pass
 
 
-def _read_json(path: Path) -> Any:
+def _read(path: Path, model: TypeAdapter[T]) -> T | None:
+    """``path`` parsed and validated in one pass by pydantic-core; None when there is no such file."""
     try:
-        return json.loads(path.read_bytes())
+        return model.validate_json(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise _Unreadable(f"{path.name}: {exc}") from exc
+    except ValidationError as exc:
         raise _Unreadable(f"{path.name}: {exc}") from exc
 
 
@@ -44,7 +69,7 @@ def _diff(folder: Path, evidence: dict[str, Evidence]) -> A11yDiff:
     for name in ("before_state.json", "after_state.json"):
         try:
             # Parsed and validated in one pass by pydantic-core: the snapshots are most of a turn's bytes.
-            states.append(RecordedState.model_validate_json((folder / name).read_bytes()))
+            states.append(RECORDED_STATE.validate_json((folder / name).read_bytes()))
         except FileNotFoundError:
             why = evidence.get(name)
             reason = (why.message or why.classification) if why is not None else None
@@ -67,23 +92,21 @@ def load_turn(root: Path, number: int) -> TurnView:
     """Blocking: turn ``number`` of the recording in ``root``."""
     name = turn_name(number)
     folder = root / name
-    present = {p.name for p in folder.iterdir()}
+    present = set(os.listdir(folder))
 
     def relative(file: str) -> str | None:
         return f"{name}/{file}" if file in present else None
 
-    action = RecordedAction.model_validate({"tool": "?", "timestamp": "1970-01-01T00:00:00Z"})
-    view = TurnView(number=number, folder=name, action=action)
+    view = TurnView(number=number, folder=name, action=_UNKNOWN_ACTION)
     try:
-        raw_action = _read_json(folder / "action.json")
-        if raw_action is None:
+        action = _read(folder / "action.json", _ACTION)
+        if action is None:
             raise _Unreadable("action.json is missing")
-        view.action = RecordedAction.model_validate(raw_action)
-        view.evidence = _EVIDENCE.validate_python(_read_json(folder / "evidence.json") or {})
+        view.action = action
+        view.evidence = _read(folder / "evidence.json", _EVIDENCE) or {}
         view.before, view.after = relative("before.png"), relative("after.png")
         view.marker = _marker(view.evidence)
-        video = _read_json(folder / VIDEO_FILE)
-        view.video = TurnVideo.model_validate(video) if video is not None else None
+        view.video = _read(folder / VIDEO_FILE, _VIDEO)
         view.diff = _diff(folder, view.evidence)
     except (_Unreadable, ValidationError) as exc:
         view.problem = f"{name} is damaged: {exc}"

@@ -11,7 +11,6 @@ import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -40,25 +39,28 @@ def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _script_json(value: Any) -> str:
-    """JSON that cannot end its <script> element early (``</script>`` inside a string)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-
-
-def render_report(view: RecordingView, base: str = "", live: LiveFeed | None = None) -> str:
-    """The page for ``view``; ``base`` is prefixed to the recording's relative file paths."""
-    data = {
+def _script_json(view: RecordingView, base: str, live: LiveFeed | None) -> str:
+    """The page's data as JSON that cannot end its <script> element early (``</script>`` inside a
+    string). Each turn is serialised by pydantic-core straight to JSON text (a third of the time
+    of making Python objects of it first, for a thousand turns)."""
+    head = {
         "title": view.title,
         "base": base,
         "videos": view.videos,
         "live": live.model_dump() if live else None,
-        "turns": [turn.model_dump(mode="json", exclude_none=True) for turn in view.turns],
     }
+    turns = ",".join(turn.model_dump_json(exclude_none=True) for turn in view.turns)
+    text = json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + f',"turns":[{turns}]}}'
+    return text.replace("</", "<\\/")
+
+
+def render_report(view: RecordingView, base: str = "", live: LiveFeed | None = None) -> str:
+    """The page for ``view``; ``base`` is prefixed to the recording's relative file paths."""
     parts = {
         "TITLE": _escape_html(view.title),
         "CSS": _asset("report.css"),
         "JS": _asset("report.js"),
-        "DATA": _script_json(data),
+        "DATA": _script_json(view, base, live),
     }
     # One pass, so nothing inserted (a title, a typed text) is ever taken for a placeholder.
     return _PLACEHOLDER.sub(lambda match: parts[match.group(1)], _asset("report.html"))

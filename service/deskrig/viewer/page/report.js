@@ -225,6 +225,8 @@
       $("video-note").textContent = "";
       loadVideo(path, null);
     });
+    // Another recording became the rig's current one: show it instead.
+    source.addEventListener("recording", () => { source.close(); location.reload(); });
   }
 
   document.addEventListener("keydown", (event) => {

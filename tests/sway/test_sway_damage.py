@@ -1,0 +1,97 @@
+"""Damage on sway (wlr-screencopy's copy_with_damage): the backend's damage fd sleeps while the
+screen is still and wakes when something is drawn, and the live screen's capture loop sleeps on it
+rather than grabbing an idle screen."""
+
+from __future__ import annotations
+
+import itertools
+import select
+import threading
+import time
+
+import anyio
+import pytest
+from tests.desktop.conftest import FixtureApp
+from tests.polling import poll
+from tests.sway.conftest import window_of
+
+from deskrig.desktop import Desktop
+from deskrig.grabs import Grab
+from deskrig.live import LiveScreen
+from deskrig.model import Bounds
+from deskrig.observation import Observer
+from deskrig.security import WindowBlocklist
+
+#: A still screen makes no damage for this long.
+QUIET_SECONDS = 1.0
+#: Seconds without a grab that show the live screen's loop asleep (it grabbed four times a second).
+ASLEEP_SECONDS = 3.0
+_MOVES = itertools.count()
+
+
+def _quiet(desktop: Desktop) -> bool:
+    """Read the damage so far, then whether none comes for :data:`QUIET_SECONDS`."""
+    fd = desktop.damage_fd()
+    assert fd is not None
+    desktop.damage_serial()
+    return not select.select([fd], [], [], QUIET_SECONDS)[0]
+
+
+def _redraw(desktop: Desktop, form_app: FixtureApp) -> None:
+    """Change the screen: move the pointer (headless sway draws it into its frames) somewhere new
+    over the form."""
+    window = window_of(desktop, form_app)
+    step = next(_MOVES) % 20
+    x, y = window.bounds.x + 20 + 3 * step, window.bounds.y + 20 + 2 * step
+    desktop.with_input(lambda device: device.move(x, y))
+
+
+def test_the_damage_fd_sleeps_on_a_still_screen_and_wakes_on_a_change(
+    sway_desktop: Desktop, form_app: FixtureApp
+) -> None:
+    poll("sway's screen still", lambda: _quiet(sway_desktop), timeout=30)
+    fd = sway_desktop.damage_fd()
+    assert fd is not None
+    _redraw(sway_desktop, form_app)  # the pointer moves: sway draws it into its frames
+    assert select.select([fd], [], [], 5.0)[0], "no damage reported for the pointer's move"
+    poll("sway's screen still again", lambda: _quiet(sway_desktop), timeout=30)
+
+
+def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
+    sway_desktop: Desktop, form_app: FixtureApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the damage watch, the loop grabbed sway's still screen four times a second."""
+    grabs: list[float] = []
+    real_grab = sway_desktop.grab
+
+    def counted(region: Bounds) -> Grab:
+        grabs.append(time.monotonic())
+        return real_grab(region)
+
+    monkeypatch.setattr(sway_desktop, "grab", counted)
+    screen = LiveScreen(Observer(sway_desktop, WindowBlocklist([])))
+    stopping = threading.Event()
+    frames: list[int] = []
+
+    async def watch() -> None:
+        async for frame in screen.frames(stopping):
+            frames.append(frame.seq)
+
+    def run() -> None:
+        anyio.run(watch)
+
+    viewer = threading.Thread(target=run)
+    viewer.start()
+    try:
+        poll("the first frame", lambda: frames, timeout=10)
+        poll(
+            f"no grab for {ASLEEP_SECONDS:g} s",
+            lambda: time.monotonic() - grabs[-1] > ASLEEP_SECONDS,
+            timeout=30,
+        )
+        shown = len(frames)
+        _redraw(sway_desktop, form_app)
+        poll("a frame of the change", lambda: len(frames) > shown, timeout=5)
+    finally:
+        stopping.set()
+        viewer.join(timeout=10)
