@@ -145,3 +145,41 @@ def test_video_is_refused_while_masking_is_on(pii_rig: PiiRig) -> None:
     error = form.error("start_recording", {"output_dir": str(form.allowed / "video"), "record_video": True})
     assert error["code"] == "RECORDING_ERROR", error
     assert "PII masking" in error["message"]
+
+
+def test_queries_match_what_the_client_sees_so_they_cannot_probe_for_a_secret(pii_rig: PiiRig) -> None:
+    """get_app_state's filter, wait_for and an element target match the redacted names: asking for
+    a masked string finds nothing, whether or not the app shows it."""
+    form = pii_rig.form
+    if pii_rig.toolkit == "tk":
+        # No tree: no query about its texts is answered at all.
+        assert form.error("get_app_state", {"pid": form.pid, "name": "Mail"})["code"] == "A11Y_UNAVAILABLE"
+        return
+    pid = form.pid
+    assert form.ok("get_app_state", {"pid": pid, "name": pii.EMAIL})["elements"] == []
+    found = form.ok("get_app_state", {"pid": pid, "name": "[redacted:email]"})
+    assert [e["name"] for e in found["elements"]] == ["Mail [redacted:email]"]
+    assert found["pii_masking"]["counts"] == {"email": 1}
+    missing = form.error("wait_for", {"pid": pid, "name": pii.EMAIL, "timeout_ms": 300})
+    assert missing["code"] == "TIMEOUT", missing
+    waited = form.ok("wait_for", {"pid": pid, "name": "Mail [redacted:email]", "timeout_ms": 10_000})
+    assert waited["element"]["name"] == "Mail [redacted:email]"
+    refused = form.error("click", {"element": {"pid": pid, "name": pii.CARD}})
+    assert refused["code"] == "ELEMENT_NOT_FOUND", refused
+
+
+def test_an_action_result_is_redacted_like_everything_else_that_leaves_the_rig(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    if pii_rig.toolkit == "tk":
+        assert form.error("get_app_state", {"pid": form.pid})["code"] == "A11Y_UNAVAILABLE"
+        return
+    state = form.ok("get_app_state", {"pid": form.pid, "role": "text"})
+    (entry,) = [e for e in state["elements"] if "[redacted:phone]" in (e.get("text") or "")]
+    phone_text = dict(pii.ENTRIES)["phone_entry"]
+    element = {"snapshot_id": state["snapshot_id"], "index": entry["index"]}
+    # The text it already shows: set again, read back (and reported) with the number in it.
+    result = form.ok("set_value", {"element": element, "value": phone_text})
+    assert result["effect"] == "confirmed", result
+    dumped = json.dumps(result)
+    assert secrets_in(dumped) == [], dumped
+    assert "Call [redacted:phone] today" in dumped
