@@ -17,7 +17,7 @@ from tests.polling import poll
 from tests.privacy.conftest import PiiRig
 from tests.privacy.reading import leaked, pii, read_text, secrets_in
 
-from deskrig.desktop import open_desktop
+from deskrig.desktop import Desktop, open_desktop
 
 #: Each secret shows twice (a widget and the canvas) but the phone and the IBAN (entries only).
 EXPECTED_COUNTS = {"email": 2, "card": 2, pii.CUSTOM_NAME: 2, "phone": 1, "iban": 1}
@@ -38,9 +38,18 @@ def assert_counts(report: dict[str, Any], toolkit: str) -> None:
     assert report["engines"] == EXPECTED_ENGINES[toolkit]
 
 
+def _unmasked_desktop(pii_rig: PiiRig) -> Desktop:
+    """The rig's desktop opened by the test itself: its pixels as they are, unmasked."""
+    display = pii_rig.form.rig.display
+    if pii_rig.backend == "sway":
+        sockets = {"WAYLAND_DISPLAY": display, "SWAYSOCK": str(Path(display).parent / "sway-ipc.sock")}
+        return open_desktop("sway", env=sockets)
+    return open_desktop("x11", display)
+
+
 def test_the_tests_reader_reads_every_secret_off_the_unmasked_screen(pii_rig: PiiRig) -> None:
     """Without this, "nothing leaked" could mean the reader reads nothing."""
-    desktop = open_desktop("x11", pii_rig.form.rig.display)
+    desktop = _unmasked_desktop(pii_rig)
     try:
         screen = desktop.grab(desktop.screen_bounds()).image()
     finally:
