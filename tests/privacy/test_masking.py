@@ -192,3 +192,38 @@ def test_an_action_result_is_redacted_like_everything_else_that_leaves_the_rig(p
     dumped = json.dumps(result)
     assert secrets_in(dumped) == [], dumped
     assert "Call [redacted:phone] today" in dumped
+
+
+def test_a_changed_screen_is_searched_again(pii_rig: PiiRig) -> None:
+    """The masker reuses an unchanged screen's boxes without looking at its pixels (the damage
+    serial vouches for them): a secret typed since must be found and masked in the next captures.
+    In GTK it is typed past the entry's end, so the entry scrolls: its character extents move
+    without its bounds changing. Last in the module: it leaves the entry changed."""
+    form = pii_rig.form
+    before = form.ok("screenshot_screen", {})["pii_masking"]["counts"].get("email", 0)
+    x, y = form.widget_center("iban_entry")
+    form.ok("click", {"x": x, "y": y})
+    if pii_rig.toolkit == "gtk":
+        form.ok("press_key", {"key": "End"})
+        typed = form.ok("type_text", {"text": f" and for every invoice please mail {pii.EMAIL} or call"})
+        assert typed["effect"] == "confirmed", typed
+    else:
+        # Replaced, not appended, and the focus moved on: a line that reaches a Tk entry's
+        # border, or sits in its black focus ring, is not read by the rig's OCR at all (a known
+        # gap, see the report of issue 13).
+        form.ok("hotkey", {"keys": ["ctrl", "slash"]})
+        form.ok("type_text", {"text": f"to {pii.EMAIL}"})
+        form.ok("press_key", {"key": "Tab"})
+
+    def masked_with_the_new_address() -> Any:
+        result = form.call("screenshot_screen", {})
+        assert not result.is_error, result.structured_content
+        counts = result.structured_content["pii_masking"]["counts"]
+        return result if counts.get("email", 0) > before else None
+
+    result = poll("a capture that finds the typed address", masked_with_the_new_address, timeout=60)
+    for capture in (result, form.call("screenshot_screen", {})):
+        # Only what is not selected (an entry's selection is white on blue) is read for sure.
+        text = read_text(base64.b64decode(capture.content[0].data))
+        assert leaked(text) == [], text
+        assert "Quarterly" in text and "Shipping" in text, text
