@@ -129,11 +129,14 @@ def test_a_recorded_click_is_masked_in_every_file_and_in_the_feed(pii_rig: PiiRi
     if pii_rig.toolkit == "gtk":
         assert evidence["after_state.json"]["pii_masking"]["counts"]["email"] == 1
     # The feed hands out the same (masked) files.
-    served = httpx.get(
-        f"{form.rig.base}/recording/files/{turn.name}/before.png", headers=form.rig.auth, timeout=30
-    )
-    assert served.status_code == 200
-    assert served.content == (turn / "before.png").read_bytes()
+    for name in ("before.png", "after.png", "click.png", "action.json", "after_state.json"):
+        if not (turn / name).exists():
+            continue
+        served = httpx.get(
+            f"{form.rig.base}/recording/files/{turn.name}/{name}", headers=form.rig.auth, timeout=30
+        )
+        assert served.status_code == 200, name
+        assert served.content == (turn / name).read_bytes(), name
 
 
 def test_the_audit_log_counts_what_was_masked_never_the_text(pii_rig: PiiRig) -> None:
