@@ -200,23 +200,17 @@ def test_an_action_result_is_redacted_like_everything_else_that_leaves_the_rig(p
 def test_a_changed_screen_is_searched_again(pii_rig: PiiRig) -> None:
     """The masker reuses an unchanged screen's boxes without looking at its pixels (the damage
     serial vouches for them): a secret typed since must be found and masked in the next captures.
-    In GTK it is typed past the entry's end, so the entry scrolls: its character extents move
-    without its bounds changing. Last in the module: it leaves the entry changed."""
+    Typed past the entry's end, it scrolls the entry: in GTK its character extents move without its
+    bounds changing; in Tk its text runs into the entry's border and focus ring, which OCR must
+    see past. Last in the module: it leaves the entry changed."""
     form = pii_rig.form
     before = form.ok("screenshot_screen", {})["pii_masking"]["counts"].get("email", 0)
     x, y = form.widget_center("iban_entry")
     form.ok("click", {"x": x, "y": y})
-    if pii_rig.toolkit == "gtk":
-        form.ok("press_key", {"key": "End"})
-        typed = form.ok("type_text", {"text": f" and for every invoice please mail {pii.EMAIL} or call"})
-        assert typed["effect"] == "confirmed", typed
-    else:
-        # Replaced, not appended, and the focus moved on: a line that reaches a Tk entry's
-        # border, or sits in its black focus ring, is not read by the rig's OCR at all (a known
-        # gap, see the report of issue 13).
-        form.ok("hotkey", {"keys": ["ctrl", "slash"]})
-        form.ok("type_text", {"text": f"to {pii.EMAIL}"})
-        form.ok("press_key", {"key": "Tab"})
+    form.ok("press_key", {"key": "End"})
+    # Past the entry's end: it scrolls, and in Tk the address meets its border and focus ring.
+    typed = form.ok("type_text", {"text": f" and for every invoice please mail {pii.EMAIL}"})
+    assert pii_rig.toolkit == "tk" or typed["effect"] == "confirmed", typed
 
     def masked_with_the_new_address() -> Any:
         result = form.call("screenshot_screen", {})
