@@ -117,12 +117,20 @@ class AppMirror:
         async with self._lock:
             tree = self._tree
             focused = [ElementRef(self.bus_name, path) for path in self._focused] if tree is not None else []
-            # Asked with the sync, whatever its events turn out to say.
-            _, unreported, focused_nodes = await asyncio.gather(
+            # Asked with the sync, whatever its events turn out to say; every one is awaited
+            # before a failure of any is raised.
+            synced, unreported, focused_nodes = await asyncio.gather(
                 sync(),
                 self._unreported_change(app) if tree is not None else _nothing_unreported(),
                 fetch_nodes(app, focused),
+                return_exceptions=True,
             )
+            if isinstance(synced, BaseException):
+                raise synced
+            if isinstance(unreported, BaseException):
+                raise unreported
+            if isinstance(focused_nodes, BaseException):
+                raise focused_nodes
             current = generation()
             if tree is None or current != self._generation or self._reshaped_at is not None or unreported:
                 return await self._fetch(app, current)
