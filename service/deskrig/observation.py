@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,6 @@ from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
 from deskrig.model import Bounds, WindowInfo
 from deskrig.privacy import MaskReport, PiiMasker, TextBox
-from deskrig.privacy.tree import app_text_boxes, redact_snapshot
 from deskrig.security import WindowBlocklist
 
 if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
@@ -110,31 +110,39 @@ class Observation:
         :meth:`AccessibilityClient.snapshot`), unless :meth:`check_app` withholds it; with its
         personal data redacted (and what was) when this observation masks."""
         await self.check_app(pid)
-        snapshot = await client.snapshot(pid, **options)
         if self.masker is None:
-            return snapshot, None
-        return redact_snapshot(self.masker, snapshot)
+            return await client.snapshot(pid, **options), None
+        # A query is matched against the redacted tree, as the client sees it (see
+        # PiiMasker.redact_snapshot); the stored snapshot keeps the originals for element lookups.
+        query = options.pop("query", None)
+        return self.masker.redact_snapshot(await client.snapshot(pid, **options), query)
 
-    def redact(self, frame: Grab, region: Bounds, pids: list[int] | None = None) -> Pixels:
+    def redact(
+        self, frame: Grab, region: Bounds, pids: list[int] | None = None, damage_serial: int | None = None
+    ) -> Pixels:
         """``frame`` of ``region`` with what a client may not see removed: every blocked window
         (its frame, whatever lies above it) blacked out, then personal data masked when this
         observation masks. ``pids``: the apps whose text may show in it (default: those of
-        every window over ``region``), for the tree detector."""
+        every window over ``region``), for the tree detector. ``damage_serial``: the desktop's,
+        read before ``frame`` was grabbed from the screen; a masking observation then reuses what
+        it found in a capture of the same region under the same serial."""
         overlapping: list[Bounds] = []
         if self.blocklist.active:
             blocked = [w.frame_bounds or w.bounds for w in self.blocklist.blocked(self.windows)]
             overlapping = [b for b in blocked if b.intersection(region) is not None]
             if overlapping:
                 frame = imaging.black_out(frame, overlapping, origin=(region.x, region.y))
-        return self._masked(Pixels(frame, region, len(overlapping)), pids)
+        # The same serial and the same blackout: the same pixels.
+        unchanged = None if damage_serial is None else (damage_serial, tuple(overlapping))
+        return self._masked(Pixels(frame, region, len(overlapping)), pids, unchanged)
 
-    def _masked(self, pixels: Pixels, pids: list[int] | None) -> Pixels:
+    def _masked(self, pixels: Pixels, pids: list[int] | None, unchanged: Hashable | None = None) -> Pixels:
         """``pixels`` with personal data masked when this observation masks."""
         if self.masker is None:
             return pixels
         region = pixels.region
         frame, report = self.masker.mask(
-            pixels.frame, (region.x, region.y), functools.partial(self._text_boxes, region, pids)
+            pixels.frame, (region.x, region.y), functools.partial(self._text_boxes, region, pids), unchanged
         )
         return dataclasses.replace(pixels, frame=frame, pii=report)
 
@@ -142,23 +150,30 @@ class Observation:
         """Blocking: the tree detector's boxes for ``region``; none without an accessibility bus
         or outside a worker thread of the event loop that owns it (OCR then reads everything)."""
         assert self.masker is not None
-        if self.masker.a11y is None:
+        tree = self.masker.tree
+        if tree is None:
             return []
         if pids is None:
             shown = [w for w in self.windows if not w.minimized and w.bounds.intersection(region)]
             pids = [w.pid for w in shown if w.pid is not None and not self.is_blocked(w.title)]
         if not pids:
             return []
-        a11y = self.masker.a11y
         try:
-            return anyio.from_thread.run(app_text_boxes, a11y, pids, self.masker.detectors)
+            return anyio.from_thread.run(tree.boxes, pids)
         except RuntimeError:  # not in an event loop's worker thread
             return []
+
+    def _grab_screen(self, region: Bounds) -> tuple[Grab, int | None]:
+        """``region`` of the screen, and (for a masking observation) the damage serial read
+        before it was grabbed: damage after that read moves the serial on."""
+        serial = self.desktop.damage_serial() if self.masker is not None else None
+        return self.desktop.grab(region), serial
 
     def screen(self, region: Bounds | None = None) -> Pixels:
         """``region`` of the screen (default: all of it), redacted."""
         region = region if region is not None else self.desktop.screen_bounds()
-        return self.redact(self.desktop.grab(region), region)
+        frame, serial = self._grab_screen(region)
+        return self.redact(frame, region, damage_serial=serial)
 
     def window_pixels(self, window: WindowInfo, include_frame: bool = False) -> Pixels:
         """A window's own pixels, whole, from the compositor's copy (what lies above it is not in
@@ -178,7 +193,9 @@ class Observation:
         covered = any((w.frame_bounds or w.bounds).intersection(window.bounds) for w in above)
         visible = self.desktop.screen_bounds().intersection(window.bounds)
         if not covered and visible is not None:
-            return self._masked(Pixels(self.desktop.grab(visible), visible), _pids(window))
+            frame, serial = self._grab_screen(visible)
+            unchanged = None if serial is None else (serial, ())
+            return self._masked(Pixels(frame, visible), _pids(window), unchanged)
         return self.window_pixels(window)
 
 

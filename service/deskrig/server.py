@@ -159,6 +159,13 @@ class DeskrigServer:
             raise cancelled
         return self._result(spec, result, error)
 
+    def _leaving(self, value: Any) -> Any:
+        """``value`` (JSON-ready) as it may leave the rig: under a PII masking policy that is on,
+        every string in a result or error redacted (an element's name in an action's result, a
+        read-back text, a window title), not only those of the tools that mask their own."""
+        masker = self.services.observer.masker
+        return masker.redact_data(value) if masker is not None and masker.policy.enabled else value
+
     async def _finish(
         self,
         spec: AnyTool,
@@ -211,12 +218,11 @@ class DeskrigServer:
         log.error("tool %s failed unexpectedly", spec.name, exc_info=exc)
         return ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=f"{spec.name} failed unexpectedly")
 
-    @staticmethod
-    def _result(spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
+    def _result(self, spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
         if error is not None or result is None:
             assert error is not None
-            return error_result(spec, error)
-        structured = result.structured.model_dump(mode="json", exclude_none=spec.omit_none)
+            return error_result(spec, ErrorInfo.model_validate(self._leaving(error.model_dump(mode="json"))))
+        structured = self._leaving(result.structured.model_dump(mode="json", exclude_none=spec.omit_none))
         content: list[types.ContentBlock] = [
             types.ImageContent(
                 type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type

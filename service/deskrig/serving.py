@@ -80,16 +80,16 @@ def build_server(
     # Recording (issue 4): the recorder observes action tools (through the same observation path
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
-    # The tree detector reads with its own accessibility client: its snapshots never evict an agent's.
-    masker = PiiMasker(
-        settings.security.pii_masking, A11yAccess(session_bus, desktop) if session_bus else None
-    )
+    a11y = A11yAccess(session_bus, desktop) if session_bus else None
+    # The tree detector reads the agents' client's live mirrors (one event feed, trees kept current
+    # for both); it stores no snapshot, so never evicts an agent's.
+    masker = PiiMasker(settings.security.pii_masking, a11y)
     recorder = RecordingRegistry(Observer(desktop, security.blocklist, masker), settings, session_bus)
     services = Services(
         desktop=desktop,
         settings=settings,
         security=security,
-        a11y=A11yAccess(session_bus, desktop) if session_bus else None,
+        a11y=a11y,
         launcher=launcher or SubprocessLauncher({}),
         recorder=recorder,
         masker=masker,

@@ -6,8 +6,9 @@
 The canvas is an image of text (FILE, drawn by the test: Debian's python3-gi has no cairo
 bindings here), which the accessibility tree cannot explain.
 
-Logs ``{"event": "ready", "pid": P, "widgets": {name: {x, y, width, height}}}`` (root coordinates)
-once painted. A "Refresh" button logs ``{"event": "button"}``. Run with Debian's /usr/bin/python3.
+Logs ``{"event": "ready", "pid": P, "widgets": {name: {x, y, width, height}}}`` (root coordinates;
+a native Wayland client's are relative to its window) once painted, then ``{"event": "layout",
+"widgets": ...}`` whenever that changes. A "Refresh" button logs ``{"event": "button"}``. Run with Debian's /usr/bin/python3.
 """
 
 from __future__ import annotations
@@ -63,20 +64,29 @@ def main() -> None:
     window.connect("destroy", Gtk.main_quit)
     window.show_all()
 
-    def ready() -> bool:
+    logged: dict[str, dict[str, int]] = {}
+
+    def log_layout() -> bool:
+        """Log the widgets' geometry once painted ("ready"), then whenever it changes ("layout"):
+        a tiling compositor resizes a window after its first frame."""
         toplevel = window.get_window()
         if toplevel is None or not canvas.get_mapped():
-            return True
+            return False
         _, ox, oy = toplevel.get_origin()
         layout = {}
         for name, widget in widgets.items():
             x, y = widget.translate_coordinates(window, 0, 0)
             alloc = widget.get_allocation()
             layout[name] = {"x": ox + x, "y": oy + y, "width": alloc.width, "height": alloc.height}
-        log(event="ready", pid=os.getpid(), widgets=layout)
+        if not logged:
+            log(event="ready", pid=os.getpid(), widgets=layout)
+        elif layout != logged:
+            log(event="layout", widgets=layout)
+        logged.update(layout)
         return False
 
-    GLib.timeout_add(300, ready)
+    # After each finished frame: its geometry is final then.
+    window.get_window().get_frame_clock().connect("after-paint", lambda _clock: GLib.idle_add(log_layout))
     Gtk.main()
 
 

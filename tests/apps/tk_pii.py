@@ -3,8 +3,8 @@
     /usr/bin/python3 tests/apps/tk_pii.py --title T --log FILE
 
 Tk has no AT-SPI bridge, so only OCR can find what it shows. Logs ``{"event": "ready", "pid",
-"widgets": {name: {x, y, width, height}}}`` (root coordinates) once on screen; a "Refresh"
-button logs ``{"event": "button"}``. Runs under Debian's /usr/bin/python3: stdlib only.
+"widgets": {name: {x, y, width, height}}}`` (root coordinates) once on screen, then ``{"event":
+"layout", "widgets": ...}`` whenever that changes; a "Refresh" button logs ``{"event": "button"}``. Runs under Debian's /usr/bin/python3: stdlib only.
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ def main() -> None:
     for widget in widgets.values():
         widget.pack(anchor="w", padx=12, pady=4)
 
-    def ready() -> None:
-        root.update_idletasks()
+    logged: dict[str, dict[str, int]] = {}
+
+    def log_layout() -> None:
+        """Log the widgets' geometry once on screen ("ready"), then whenever it changes
+        ("layout"): a tiling compositor resizes and moves the window after it shows."""
         layout = {
             name: {
                 "x": w.winfo_rootx(),
@@ -51,9 +54,19 @@ def main() -> None:
             }
             for name, w in widgets.items()
         }
-        log(event="ready", pid=os.getpid(), widgets=layout)
+        if not logged:
+            log(event="ready", pid=os.getpid(), widgets=layout)
+        elif layout != logged:
+            log(event="layout", widgets=layout)
+        logged.update(layout)
 
-    root.after(500, ready)
+    def check_layout() -> None:
+        if root.winfo_ismapped():
+            root.update_idletasks()
+            log_layout()
+        root.after(200, check_layout)
+
+    root.after(500, check_layout)
     root.mainloop()
 
 

@@ -17,7 +17,7 @@ from tests.polling import poll
 from tests.privacy.conftest import PiiRig
 from tests.privacy.reading import leaked, pii, read_text, secrets_in
 
-from deskrig.desktop import open_desktop
+from deskrig.desktop import Desktop, open_desktop
 
 #: Each secret shows twice (a widget and the canvas) but the phone and the IBAN (entries only).
 EXPECTED_COUNTS = {"email": 2, "card": 2, pii.CUSTOM_NAME: 2, "phone": 1, "iban": 1}
@@ -38,9 +38,18 @@ def assert_counts(report: dict[str, Any], toolkit: str) -> None:
     assert report["engines"] == EXPECTED_ENGINES[toolkit]
 
 
+def _unmasked_desktop(pii_rig: PiiRig) -> Desktop:
+    """The rig's desktop opened by the test itself: its pixels as they are, unmasked."""
+    display = pii_rig.form.rig.display
+    if pii_rig.backend == "sway":
+        sockets = {"WAYLAND_DISPLAY": display, "SWAYSOCK": str(Path(display).parent / "sway-ipc.sock")}
+        return open_desktop("sway", env=sockets)
+    return open_desktop("x11", display)
+
+
 def test_the_tests_reader_reads_every_secret_off_the_unmasked_screen(pii_rig: PiiRig) -> None:
     """Without this, "nothing leaked" could mean the reader reads nothing."""
-    desktop = open_desktop("x11", pii_rig.form.rig.display)
+    desktop = _unmasked_desktop(pii_rig)
     try:
         screen = desktop.grab(desktop.screen_bounds()).image()
     finally:
@@ -120,11 +129,14 @@ def test_a_recorded_click_is_masked_in_every_file_and_in_the_feed(pii_rig: PiiRi
     if pii_rig.toolkit == "gtk":
         assert evidence["after_state.json"]["pii_masking"]["counts"]["email"] == 1
     # The feed hands out the same (masked) files.
-    served = httpx.get(
-        f"{form.rig.base}/recording/files/{turn.name}/before.png", headers=form.rig.auth, timeout=30
-    )
-    assert served.status_code == 200
-    assert served.content == (turn / "before.png").read_bytes()
+    for name in ("before.png", "after.png", "click.png", "action.json", "after_state.json"):
+        if not (turn / name).exists():
+            continue
+        served = httpx.get(
+            f"{form.rig.base}/recording/files/{turn.name}/{name}", headers=form.rig.auth, timeout=30
+        )
+        assert served.status_code == 200, name
+        assert served.content == (turn / name).read_bytes(), name
 
 
 def test_the_audit_log_counts_what_was_masked_never_the_text(pii_rig: PiiRig) -> None:
@@ -145,3 +157,70 @@ def test_video_is_refused_while_masking_is_on(pii_rig: PiiRig) -> None:
     error = form.error("start_recording", {"output_dir": str(form.allowed / "video"), "record_video": True})
     assert error["code"] == "RECORDING_ERROR", error
     assert "PII masking" in error["message"]
+
+
+def test_queries_match_what_the_client_sees_so_they_cannot_probe_for_a_secret(pii_rig: PiiRig) -> None:
+    """get_app_state's filter, wait_for and an element target match the redacted names: asking for
+    a masked string finds nothing, whether or not the app shows it."""
+    form = pii_rig.form
+    if pii_rig.toolkit == "tk":
+        # No tree: no query about its texts is answered at all.
+        assert form.error("get_app_state", {"pid": form.pid, "name": "Mail"})["code"] == "A11Y_UNAVAILABLE"
+        return
+    pid = form.pid
+    assert form.ok("get_app_state", {"pid": pid, "name": pii.EMAIL})["elements"] == []
+    found = form.ok("get_app_state", {"pid": pid, "name": "[redacted:email]"})
+    assert [e["name"] for e in found["elements"]] == ["Mail [redacted:email]"]
+    assert found["pii_masking"]["counts"] == {"email": 1}
+    missing = form.error("wait_for", {"pid": pid, "name": pii.EMAIL, "timeout_ms": 300})
+    assert missing["code"] == "TIMEOUT", missing
+    waited = form.ok("wait_for", {"pid": pid, "name": "Mail [redacted:email]", "timeout_ms": 10_000})
+    assert waited["element"]["name"] == "Mail [redacted:email]"
+    refused = form.error("click", {"element": {"pid": pid, "name": pii.CARD}})
+    assert refused["code"] == "ELEMENT_NOT_FOUND", refused
+
+
+def test_an_action_result_is_redacted_like_everything_else_that_leaves_the_rig(pii_rig: PiiRig) -> None:
+    form = pii_rig.form
+    if pii_rig.toolkit == "tk":
+        assert form.error("get_app_state", {"pid": form.pid})["code"] == "A11Y_UNAVAILABLE"
+        return
+    state = form.ok("get_app_state", {"pid": form.pid, "role": "text"})
+    (entry,) = [e for e in state["elements"] if "[redacted:phone]" in (e.get("text") or "")]
+    phone_text = dict(pii.ENTRIES)["phone_entry"]
+    element = {"snapshot_id": state["snapshot_id"], "index": entry["index"]}
+    # The text it already shows: set again, read back (and reported) with the number in it.
+    result = form.ok("set_value", {"element": element, "value": phone_text})
+    assert result["effect"] == "confirmed", result
+    dumped = json.dumps(result)
+    assert secrets_in(dumped) == [], dumped
+    assert "Call [redacted:phone] today" in dumped
+
+
+def test_a_changed_screen_is_searched_again(pii_rig: PiiRig) -> None:
+    """The masker reuses an unchanged screen's boxes without looking at its pixels (the damage
+    serial vouches for them): a secret typed since must be found and masked in the next captures.
+    Typed past the entry's end, it scrolls the entry: in GTK its character extents move without its
+    bounds changing; in Tk its text runs into the entry's border and focus ring, which OCR must
+    see past. Last in the module: it leaves the entry changed."""
+    form = pii_rig.form
+    before = form.ok("screenshot_screen", {})["pii_masking"]["counts"].get("email", 0)
+    x, y = form.widget_center("iban_entry")
+    form.ok("click", {"x": x, "y": y})
+    form.ok("press_key", {"key": "End"})
+    # Past the entry's end: it scrolls, and in Tk the address meets its border and focus ring.
+    typed = form.ok("type_text", {"text": f" and for every invoice please mail {pii.EMAIL}"})
+    assert pii_rig.toolkit == "tk" or typed["effect"] == "confirmed", typed
+
+    def masked_with_the_new_address() -> Any:
+        result = form.call("screenshot_screen", {})
+        assert not result.is_error, result.structured_content
+        counts = result.structured_content["pii_masking"]["counts"]
+        return result if counts.get("email", 0) > before else None
+
+    result = poll("a capture that finds the typed address", masked_with_the_new_address, timeout=60)
+    for capture in (result, form.call("screenshot_screen", {})):
+        # Only what is not selected (an entry's selection is white on blue) is read for sure.
+        text = read_text(base64.b64decode(capture.content[0].data))
+        assert leaked(text) == [], text
+        assert "Quarterly" in text and "Shipping" in text, text

@@ -52,6 +52,7 @@ def test_text_is_redacted_with_the_detectors_name_and_counted() -> None:
         ({"DESKRIG_PII_DETECTORS": "email,passport"}, "unknown PII detector.*passport"),
         ({"DESKRIG_PII_MASKING": "maybe"}, "security.pii_masking.enabled"),
         ({"DESKRIG_PII_MASKING": "on", "DESKRIG_RECORD_VIDEO": "1"}, "record_video cannot be on while PII"),
+        ({"DESKRIG_BLOCKED_WINDOWS": "^Vault", "DESKRIG_RECORD_VIDEO": "1"}, "record_video cannot be on while windows"),
     ],
 )
 def test_bad_policy_input_is_a_clear_settings_error(env: dict[str, str], message: str) -> None:

@@ -267,6 +267,15 @@ def test_blocked_window_is_hidden_refused_and_blacked_out(green_rig: GreenRig) -
         green_rig.close_extra_apps()
 
 
+def test_video_is_refused_while_windows_are_blocked(green_rig: GreenRig) -> None:
+    """The video encoder takes the display's frames as they are: a blocked window would show."""
+    output = green_rig.tmp / "home" / "deskrig" / "video"
+    error = error_of(green_rig.rig.call("start_recording", {"output_dir": str(output), "record_video": True}))
+    assert error["code"] == "RECORDING_ERROR", error
+    assert "windows are blocked" in error["message"]
+    assert not output.exists()  # bad input changes nothing
+
+
 @not_on("sway", why="starts a rig of its own for the server's inline limit, which no backend takes part in")
 def test_inline_limit_steps_down_and_says_so(green_rig: GreenRig, tmp_path: Path) -> None:
     # A window of random pixels makes PNG large; a small inline limit must force a step down.

@@ -257,17 +257,33 @@ class AccessibilityClient:
         self.snapshots.add(snapshot)
         return snapshot.matching(query) if query is not None else snapshot
 
+    async def current_elements(self, pid: int) -> list[Element]:
+        """The elements of the app with ``pid`` as they are now (from its mirror, synced with the
+        app first), in screen coordinates, stored as no snapshot: for a reader that addresses no
+        element afterwards (the PII masker), so it never evicts a client's snapshots."""
+        async with self._guard(f"reading the accessibility tree of pid {pid}", pid=pid):
+            app = await self._app_for_pid(pid)
+            mirrored = await self._mirrored(app, refresh=False)
+        return await self._on_screen(pid, mirrored.elements)
+
+    def events_version(self) -> tuple[int, int] | None:
+        """Changes when an AT-SPI event arrives or the feed is renewed; None while no events are
+        received (before the first tree read, or after the feed was lost). Any thread may ask."""
+        events = self.events
+        return (events.generation, events.received) if events.subscribed else None
+
     async def _mirrored(self, app: AppConnection, *, refresh: bool) -> MirroredTree:
         """The app's mirrored tree, current as of now (see :mod:`deskrig.a11y.events`)."""
         if not self.events.subscribed:
             await self.events.subscribe()
-        await self.events.sync(app.bus_name)
         mirror = self._mirrors.get(app.bus_name)
         if mirror is None:
             mirror = self._mirrors[app.bus_name] = AppMirror(app.bus_name)
         if refresh:
             mirror.forget()
-        tree = await mirror.read(app, self.events.generation)
+        tree = await mirror.read(
+            app, lambda: self.events.sync(app.bus_name), lambda: self.events.generation
+        )
         if tree.refetched:
             for note in tree.notes:
                 self._note(f"pid {app.pid}: {note}")
@@ -311,9 +327,10 @@ class AccessibilityClient:
         return on_screen
 
     async def text_extents(self, element: Element, spans: list[tuple[int, int]]) -> list[Bounds | None]:
-        """Where each ``(start, end)`` character span of the element's text shows, in the screen
-        coordinates of ``element.bounds`` (Text.GetRangeExtents, placed by the element's own
-        extents, both asked in window coordinates); None where the toolkit does not say."""
+        """Where each ``(start, end)`` character span of the element's text is laid out, in the
+        screen coordinates of ``element.bounds`` (Text.GetRangeExtents, placed by the element's own
+        extents, both asked in window coordinates); None where the toolkit does not say. Not
+        clipped: characters scrolled out of a field lie outside its bounds."""
         if element.bounds is None or not spans:
             return [None] * len(spans)
         path = element.ref.path
@@ -334,8 +351,7 @@ class AccessibilityClient:
                 placed_spans.append(None)
                 continue
             x, y, width, height = reply
-            span = Bounds(x=bounds.x + x - ox, y=bounds.y + y - oy, width=width, height=height)
-            placed_spans.append(span.intersection(bounds))  # never outside the element
+            placed_spans.append(Bounds(x=bounds.x + x - ox, y=bounds.y + y - oy, width=width, height=height))
         return placed_spans
 
     async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:

@@ -8,7 +8,8 @@ daemon (:meth:`EventFeed.sync`) returns only after every event the app sent befo
 been handed over: the mirror is then as current as a fetch made at that moment.
 
 ``generation`` counts subscriptions: a tree built under an older generation may have missed
-events (the feed was dropped or resubscribed) and must be fetched again.
+events (the feed was dropped or resubscribed) and must be fetched again. ``received`` counts the
+events handed over: a reader that saw the same generation and count before has seen no event since.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class EventFeed:
         self._bus = bus
         self._on_event = on_event
         self.generation = 0
+        #: Events handed to ``on_event`` so far (of every app).
+        self.received = 0
         self._subscribed = False
 
     @property
@@ -109,6 +112,7 @@ class EventFeed:
         ):
             return
         detail = message.body[0] if message.body and isinstance(message.body[0], str) else ""
+        self.received += 1
         self._on_event(
             ObjectEvent(message.sender, message.path, message.member or "", detail, time.monotonic())
         )

@@ -19,6 +19,9 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 
 A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
+What a read asks the app whatever the events say (the unreported-change checks, the focused
+elements' nodes) is asked while the sync is on its way: a read of an unchanged app costs one round
+trip for all of it, and one more to describe the focused elements again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from deskrig.a11y import constants as c
@@ -105,21 +109,40 @@ class AppMirror:
         """Drop the tree: the next read fetches it again."""
         self._tree = None
 
-    async def read(self, app: AppConnection, generation: int) -> MirroredTree:
-        """The tree as it is now; ``generation``: the event feed's (a change means a gap)."""
+    async def read(
+        self, app: AppConnection, sync: Callable[[], Awaitable[None]], generation: Callable[[], int]
+    ) -> MirroredTree:
+        """The tree as it is now. ``sync``: returns once every event the app sent before it was
+        called is noted; ``generation``: the event feed's, read after the sync (a change means a gap)."""
         async with self._lock:
             tree = self._tree
-            if tree is None or generation != self._generation or self._reshaped_at is not None:
-                return await self._fetch(app, generation)
+            focused = [ElementRef(self.bus_name, path) for path in self._focused] if tree is not None else []
+            # Asked with the sync, whatever its events turn out to say; every one is awaited
+            # before a failure of any is raised.
+            synced, unreported, focused_nodes = await asyncio.gather(
+                sync(),
+                self._unreported_change(app) if tree is not None else _nothing_unreported(),
+                fetch_nodes(app, focused),
+                return_exceptions=True,
+            )
+            if isinstance(synced, BaseException):
+                raise synced
+            if isinstance(unreported, BaseException):
+                raise unreported
+            if isinstance(focused_nodes, BaseException):
+                raise focused_nodes
+            current = generation()
+            if tree is None or current != self._generation or self._reshaped_at is not None or unreported:
+                return await self._fetch(app, current)
             changed, self._changed = self._changed, {}
-            for path in self._focused:  # typed text: a toolkit may not report every change
-                changed.setdefault(path, False)
-            if await self._unreported_change(app):
-                return await self._fetch(app, generation)
+            # A node fetched before an event about it may predate the event: only the others are used.
+            fetched = {key: node for key, node in zip(focused, focused_nodes, strict=True) if key.path not in changed}
+            for key in fetched:  # typed text: a toolkit may not report every change
+                changed[key.path] = False
             if not changed:
                 return replace(tree, refetched=False)
-            patched = await self._patch(app, tree, changed)
-            return patched if patched is not None else await self._fetch(app, generation)
+            patched = await self._patch(app, tree, changed, fetched)
+            return patched if patched is not None else await self._fetch(app, current)
 
     async def _fetch(self, app: AppConnection, generation: int) -> MirroredTree:
         self._changed.clear()
@@ -176,16 +199,21 @@ class AppMirror:
         return extents != self._window_extents
 
     async def _patch(
-        self, app: AppConnection, tree: MirroredTree, changed: dict[str, bool]
+        self,
+        app: AppConnection,
+        tree: MirroredTree,
+        changed: dict[str, bool],
+        fetched: dict[ElementRef, RawNode | CallFailed],
     ) -> MirroredTree | None:
         """``tree`` with the ``changed`` objects described again; None when only a fetch will do.
 
         An object whose only change is its bounds keeps its node (role, name, states) and has just
-        its details read again; the others are described from scratch."""
+        its details read again; the others are described from scratch (from their node in
+        ``fetched`` where it was fetched during the sync)."""
         # Objects reported while the last fetch ran that it did not add are not in the tree.
         keys = [key for key in (ElementRef(self.bus_name, path) for path in changed) if key in self._index]
-        redescribe = [key for key in keys if not changed[key.path]]
-        fresh_nodes = dict(zip(redescribe, await fetch_nodes(app, redescribe), strict=True))
+        redescribe = [key for key in keys if not changed[key.path] and key not in fetched]
+        fresh_nodes = {**fetched, **dict(zip(redescribe, await fetch_nodes(app, redescribe), strict=True))}
         old = [tree.elements[self._index[key]] for key in keys]
         nodes = list(tree.nodes)
         kept = []
@@ -214,6 +242,10 @@ class AppMirror:
         )
         self._store(patched)
         return patched
+
+
+async def _nothing_unreported() -> bool:
+    return False
 
 
 def _with_paths(elements: list[Element]) -> list[Element]:

@@ -6,8 +6,9 @@ recording gets.
 """
 
 from deskrig.privacy.detectors import Detectors, Finding, iban_valid, luhn_valid
-from deskrig.privacy.masker import MaskReport, PiiMasker, TextBox, masking_audit
+from deskrig.privacy.masker import MaskReport, PiiMasker, masking_audit
 from deskrig.privacy.ocr import OcrEngine
+from deskrig.privacy.tree import TextBox, TreeDetector
 
 __all__ = [
     "Detectors",
@@ -16,6 +17,7 @@ __all__ = [
     "OcrEngine",
     "PiiMasker",
     "TextBox",
+    "TreeDetector",
     "iban_valid",
     "luhn_valid",
     "masking_audit",

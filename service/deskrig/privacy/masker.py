@@ -1,31 +1,35 @@
 """Masking personal data in an image and in text, with two detectors used together.
 
-The accessibility tree says what text each element shows and where (:class:`TextBox`): a match
-there is masked with no OCR at all. What the tree does not explain (a canvas, an image of text, an
-app without AT-SPI) is read by OCR: the tree's text boxes are painted over first, so OCR reads
-only the rest, and its reads are cached by content (:mod:`deskrig.privacy.ocr`).
+The accessibility tree says what text each element shows and where (:mod:`deskrig.privacy.tree`):
+a match there is masked with no OCR at all. What the tree does not explain (a canvas, an image of
+text, an app without AT-SPI) is read by OCR: the tree's text boxes are painted over first, so OCR
+reads only the rest, and its reads are cached by content (:mod:`deskrig.privacy.ocr`).
+
+A capture of an unchanged screen reuses the boxes found before without looking at its pixels: the
+caller vouches for the pixels (the desktop's damage serial, read before the grab, and the
+blocked windows blacked out in them) and the tree detector for the trees (no AT-SPI event since).
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from PIL import Image, ImageDraw, ImageFilter
 from pydantic import BaseModel, Field
 
+from deskrig.a11y import Element, ElementQuery, Snapshot
 from deskrig.a11y.access import A11yAccess
 from deskrig.config import PiiMaskingPolicy
 from deskrig.grabs import Grab
 from deskrig.model import Bounds
 from deskrig.privacy.detectors import Detectors
 from deskrig.privacy.ocr import OcrEngine, Word
+from deskrig.privacy.tree import TextBox, TreeDetector
 
-#: Screens and windows whose boxes are remembered.
+#: Unchanged screens and regions whose boxes are remembered.
 MASKED_CACHE_SIZE = 16
 #: Pixels added around a masked box: glyphs overhang the boxes OCR and toolkits report.
 PAD = 3
@@ -37,14 +41,6 @@ ACS_COUNT_NAMES = {
     "phone": "phonesRedacted",
     "card": "creditCardsRedacted",
 }
-
-
-@dataclass(frozen=True)
-class TextBox:
-    """Text the accessibility tree says is shown inside ``box`` (screen pixels)."""
-
-    text: str
-    box: Bounds
 
 
 class MaskReport(BaseModel):
@@ -95,20 +91,20 @@ def masking_audit(report: MaskReport | None) -> dict[str, Any]:
 
 
 class PiiMasker:
-    """A policy's detectors, its OCR engine (loaded on first use) and its fill."""
+    """A policy's detectors, its tree detector, its OCR engine (loaded on first use) and its fill."""
 
     def __init__(
         self, policy: PiiMaskingPolicy, a11y: A11yAccess | None = None, ocr: OcrEngine | None = None
     ) -> None:
-        """``a11y``: the masker's own accessibility client for the tree detector (its snapshots
-        go to its own store, never evicting an agent's); None: OCR alone."""
+        """``a11y``: the accessibility client whose live mirrors the tree detector reads (it
+        stores no snapshot, so never evicts an agent's); None: OCR alone."""
         self.policy = policy
-        self.a11y = a11y
         self.detectors = Detectors(policy)
+        self.tree = TreeDetector(a11y, self.detectors) if a11y is not None else None
         self.ocr = (ocr or OcrEngine()) if policy.ocr else None
         self._lock = threading.Lock()
-        #: Boxes found per content hash of the pixels masked: an unchanged screen is not searched again.
-        self._masked: OrderedDict[bytes, tuple[list[Bounds], MaskReport]] = OrderedDict()
+        #: Boxes found per unchanged screen (see :meth:`mask`): reused without a look at the pixels.
+        self._masked: OrderedDict[Hashable, tuple[list[Bounds], MaskReport]] = OrderedDict()
 
     def wanted(self, asked: bool | None) -> bool:
         """Whether a call masks: always under a policy that is on (a call cannot turn it off),
@@ -133,27 +129,69 @@ class PiiMasker:
             return [self.redact_data(item) for item in value]
         return value
 
+    def redact_snapshot(self, snapshot: Snapshot, query: ElementQuery | None = None) -> tuple[Snapshot, MaskReport]:
+        """A copy of ``snapshot`` with every detected string replaced, and what was replaced;
+        with ``query``, only the elements whose redacted names match it (what the client sees is
+        what a query can match: a query for a masked string finds nothing, so it cannot tell
+        whether the string is there)."""
+        redacted: list[Element] = []
+        found: dict[int, MaskReport] = {}
+        for element in snapshot.elements:
+            report = found[element.index] = self.new_report()
+            update = {
+                "name": self.redact_text(element.name, report),
+                "description": self.redact_text(element.description, report),
+            }
+            if element.text is not None:
+                update["text"] = self.redact_text(element.text, report)
+            redacted.append(element.model_copy(update=update))
+        total = self.new_report()
+        app_name = self.redact_text(snapshot.app_name, total)
+        copy = snapshot.model_copy(update={"elements": redacted, "app_name": app_name})
+        if query is not None:
+            copy = copy.matching(query)
+        for element in copy.elements:
+            total = total.merged(found[element.index])
+        return copy, total
+
     def mask(
-        self, grab: Grab, origin: tuple[int, int], tree: Callable[[], Iterable[TextBox]] = list
+        self,
+        grab: Grab,
+        origin: tuple[int, int],
+        tree: Callable[[], Iterable[TextBox]] = list,
+        unchanged: Hashable | None = None,
     ) -> tuple[Grab, MaskReport]:
         """``grab`` (whose pixel (0, 0) is screen ``origin``) masked, and what was masked; ``tree``
-        gives the tree detector's boxes, asked only when these pixels were not masked before
-        (the same pixels show the same text, so they get the same boxes). The input is never
-        modified; without a finding it is handed back as it is."""
-        key = _content_key(grab, origin)
-        with self._lock:
-            known = self._masked.get(key)
-            if known is not None:
-                self._masked.move_to_end(key)
+        gives the tree detector's boxes. ``unchanged``: the caller's word for these pixels (the
+        damage serial read before the grab, and what it blacked out): boxes found before for the
+        same word, origin and size, with no AT-SPI event since, are reused without a look at the
+        pixels or the trees. The input is never modified; without a finding it is handed back."""
+        key = self._unchanged_key(grab, origin, unchanged)
+        known = None
+        if key is not None:
+            with self._lock:
+                known = self._masked.get(key)
+                if known is not None:
+                    self._masked.move_to_end(key)
         if known is not None:
             boxes, report = known[0], known[1].model_copy(deep=True)
         else:
             boxes, report = self._find(grab, origin, tree())
-            with self._lock:
-                self._masked[key] = (boxes, report.model_copy(deep=True))
-                if len(self._masked) > MASKED_CACHE_SIZE:
-                    self._masked.popitem(last=False)
+            if key is not None:
+                with self._lock:
+                    self._masked[key] = (boxes, report.model_copy(deep=True))
+                    if len(self._masked) > MASKED_CACHE_SIZE:
+                        self._masked.popitem(last=False)
         return (self._fill(grab, boxes) if boxes else grab), report
+
+    def _unchanged_key(self, grab: Grab, origin: tuple[int, int], unchanged: Hashable | None) -> Hashable | None:
+        """What an earlier capture must have matched for its boxes to be reused; None: nothing is.
+        The trees' version is read before they are (in :meth:`mask`'s ``tree``), so an event that
+        comes in while they are read makes the next capture search again."""
+        if unchanged is None:
+            return None
+        trees = self.tree.version() if self.tree is not None else ()
+        return None if trees is None else (unchanged, origin, grab.size, trees)
 
     def _find(
         self, grab: Grab, origin: tuple[int, int], tree: Iterable[TextBox]
@@ -168,10 +206,9 @@ class PiiMasker:
                 continue
             local = Bounds(x=local.x - frame.x, y=local.y - frame.y, width=local.width, height=local.height)
             explained.append(local)
-            counts = Counter(finding.kind for finding in self.detectors.find(text_box.text))
-            if counts:
+            if text_box.counts:
                 boxes.append(local)
-                report.add(counts, "tree")
+                report.add(Counter(dict(text_box.counts)), "tree")
         if self.ocr is not None:
             boxes += self._ocr_boxes(grab.image(), explained, report)
         return boxes, report
@@ -211,7 +248,8 @@ class PiiMasker:
         return Grab.of(masked)
 
     def forget(self) -> None:
-        """Forget every search and read (the benchmark's "changed screen")."""
+        """Forget every screen searched and every OCR read (the benchmark's "changed screen"); the
+        tree detector's elements stay known (each is keyed by what its boxes depend on)."""
         with self._lock:
             self._masked.clear()
         if self.ocr is not None:
@@ -220,12 +258,6 @@ class PiiMasker:
     def close(self) -> None:
         if self.ocr is not None:
             self.ocr.close()
-
-
-def _content_key(grab: Grab, origin: tuple[int, int]) -> bytes:
-    pixels = grab.bgrx if grab.bgrx is not None else grab.image().tobytes()
-    where = f"{origin}{grab.size}".encode()
-    return hashlib.blake2b(pixels, digest_size=16, key=where[:64]).digest()
 
 
 def _corners(box: Bounds) -> tuple[int, int, int, int]:

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from PIL import Image
+from PIL import Image, ImageChops
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
@@ -27,6 +27,12 @@ SPARSE_TEXT = 11
 SCREEN_DPI = b"96"
 #: Reads kept (a few screens and windows).
 CACHE_SIZE = 16
+#: A horizontal rule: a dark run at least this long, thinner than RULE_THICKNESS (a field's border,
+#: a focus ring, an underline); no glyph stroke of screen text is that long and that thin.
+RULE_LENGTH = 48
+RULE_THICKNESS = 4
+#: Darker than this is ink on a light background.
+INK_BELOW = 128
 _REMEDIATION = "install Debian's tesseract-ocr and tesseract-ocr-eng, or turn the policy's ocr off"
 
 
@@ -110,6 +116,7 @@ class OcrEngine:
                 self._cache.move_to_end(key)
                 return cached
             lib, handle = self._engine()
+            pixels = without_rules(gray).tobytes()
             lib.TessBaseAPISetImage(handle, pixels, gray.width, gray.height, 1, gray.width)
             tsv = lib.TessBaseAPIGetTsvText(handle, 0)
             try:
@@ -135,6 +142,37 @@ class OcrEngine:
                 self._lib.lib.TessBaseAPIDelete(self._handle)
             self._lib = self._handle = None
             self._cache.clear()
+
+
+def _shifted(image: Image.Image, dx: int, dy: int) -> Image.Image:
+    moved = Image.new("L", image.size, 0)
+    moved.paste(image, (dx, dy))
+    return moved
+
+
+def _opened(ink: Image.Image, length: int, horizontal: bool) -> Image.Image:
+    """The runs of ``ink`` (255 on 0) at least ``length`` long across (or down): a morphological
+    opening by a 1 x ``length`` line, in doubling shifts."""
+    eroded, covered, steps = ink, 1, []
+    while covered < length:
+        step = min(covered, length - covered)
+        eroded = ImageChops.darker(eroded, _shifted(eroded, -step, 0) if horizontal else _shifted(eroded, 0, -step))
+        steps.append(step)
+        covered += step
+    dilated = eroded
+    for step in steps:
+        dilated = ImageChops.lighter(dilated, _shifted(dilated, step, 0) if horizontal else _shifted(dilated, 0, step))
+    return dilated
+
+
+def without_rules(gray: Image.Image) -> Image.Image:
+    """``gray`` with thin horizontal dark rules painted white. Tesseract's sparse-text layout
+    takes a line of text joined to a field's border or focus ring for a picture and reads none of
+    it (a Tk entry whose text reaches its edge); without the rules the text stands alone."""
+    ink = gray.point(lambda value: 255 if value < INK_BELOW else 0)
+    long_runs = _opened(ink, RULE_LENGTH, horizontal=True)
+    rules = ImageChops.subtract(long_runs, _opened(long_runs, RULE_THICKNESS, horizontal=False))
+    return Image.composite(Image.new("L", gray.size, 255), gray, rules)
 
 
 def _parse_tsv(text: str) -> list[Word]:

@@ -1,97 +1,140 @@
-"""The accessibility half of masking: text boxes for the image detector, redacted snapshots for text.
+"""The accessibility half of masking: what the tree says is shown where, for the image detector.
 
-A snapshot's leaf elements (labels, entries, cells) say what text they show and where; they are
-the tree detector's :class:`~deskrig.privacy.masker.TextBox` es. A snapshot sent to a client
-(``get_app_state``, the recorder's state files) has every detected string replaced in its names,
-descriptions and texts; the stored snapshot keeps the originals, so element lookups still work.
+A leaf element (label, entry, cell) says what text it shows and where: it is a :class:`TextBox`
+with what the detectors find in that text. The boxes come from the live mirror of each app's tree
+(:meth:`~deskrig.a11y.atspi.AccessibilityClient.current_elements`: one sync with the app per read,
+so it is never older than the pixels it explains) and are remembered per element, keyed by what
+they depend on (the element, its texts, its bounds): an element that did not change costs neither
+a detector pass nor a D-Bus call. An entry's findings are placed by the toolkit's character
+extents (Text.GetRangeExtents); those are remembered only while the whole text fits in the entry,
+since a field that scrolls moves its characters without changing its text or bounds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deskrig.a11y import Element, Snapshot
+from deskrig.a11y import Element
 from deskrig.a11y.access import A11yAccess
 from deskrig.errors import DeskrigError
+from deskrig.model import Bounds
 from deskrig.privacy.detectors import Detectors
-from deskrig.privacy.masker import MaskReport, PiiMasker, TextBox
 
 if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
     from deskrig.a11y.atspi import AccessibilityClient
 
-#: Elements read per app for the tree detector (the mirror holds them; this only caps the copy).
-MAX_TREE_ELEMENTS = 5000
+#: Elements whose boxes are remembered (a few apps' worth).
+ELEMENT_CACHE_SIZE = 8192
+_ElementKey = tuple[Hashable, ...]
 
 
-def text_boxes(elements: Iterable[Element]) -> list[TextBox]:
-    """The text each showing leaf element displays (its text, else its name), with its bounds.
+@dataclass(frozen=True)
+class TextBox:
+    """A box (screen pixels) whose text the accessibility tree explains, and the personal data
+    found in it per detector: none means nothing there to mask (and nothing for OCR to read)."""
 
-    Containers are left out: their bounds cover their children's, and a box that large would
-    explain (and keep OCR from reading) everything inside it."""
-    boxes = []
-    for element in elements:
-        if element.bounds is None or element.child_count > 0 or element.bounds.width <= 0:
-            continue
-        for text in {element.text or "", element.name}:
-            if text.strip():
-                boxes.append(TextBox(text, element.bounds))
-    return boxes
+    box: Bounds
+    counts: tuple[tuple[str, int], ...] = ()
 
 
-async def app_text_boxes(a11y: A11yAccess, pids: Iterable[int], detectors: Detectors) -> list[TextBox]:
-    """The tree detector's boxes for the apps with ``pids``; an app without a tree adds none (OCR
-    reads its windows instead)."""
-    boxes: list[TextBox] = []
-    try:
-        client = await a11y.client()
-    except DeskrigError:
-        return boxes
-    for pid in sorted(set(pids)):
+def _counted(detectors: Detectors, text: str) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(Counter(finding.kind for finding in detectors.find(text)).items()))
+
+
+class TreeDetector:
+    """The tree detector of one masker: the apps' text boxes, read from their mirrors."""
+
+    def __init__(self, a11y: A11yAccess, detectors: Detectors, cache_size: int = ELEMENT_CACHE_SIZE) -> None:
+        self.a11y = a11y
+        self.detectors = detectors
+        self._cache_size = cache_size
+        self._elements: OrderedDict[_ElementKey, tuple[TextBox, ...]] = OrderedDict()
+        self._client: AccessibilityClient | None = None
+        #: GetRangeExtents batches asked (cache misses), for tests and the benchmark.
+        self.extent_reads = 0
+
+    def version(self) -> Hashable | None:
+        """Changes whenever the trees may have changed (an AT-SPI event arrived); None when that
+        cannot be told (no tree read yet, no event feed). Any thread may ask."""
+        client = self._client
+        if client is None:
+            return None
+        events = client.events_version()
+        return None if events is None else (id(client), *events)
+
+    async def boxes(self, pids: Iterable[int]) -> list[TextBox]:
+        """The text boxes of the apps with ``pids``; an app without a tree adds none (OCR reads
+        its windows instead)."""
+        found: list[TextBox] = []
         try:
-            snapshot = await client.snapshot(pid, max_elements=MAX_TREE_ELEMENTS)
-            for element in snapshot.elements:
-                boxes += await _element_boxes(client, element, detectors)
+            client = await self.a11y.client()
         except DeskrigError:
-            continue
-    return boxes
+            return found
+        self._client = client
+        for pid in sorted(set(pids)):
+            try:
+                elements = await client.current_elements(pid)
+                for element in elements:
+                    found += await self._element_boxes(client, element)
+            except DeskrigError:
+                continue
+        return found
 
+    def forget(self) -> None:
+        """Forget every element's boxes (the benchmark's "nothing known")."""
+        self._elements.clear()
 
-async def _element_boxes(
-    client: AccessibilityClient, element: Element, detectors: Detectors
-) -> list[TextBox]:
-    """The element's text box; for an entry whose text holds a finding, the finding's own span
-    (Text.GetRangeExtents), so the text around it stays readable; the whole element where the
-    toolkit does not say where its characters are."""
-    boxes = text_boxes([element])
-    if not boxes or "editable" not in element.states or not element.text or element.text_truncated:
+    async def _element_boxes(self, client: AccessibilityClient, element: Element) -> tuple[TextBox, ...]:
+        bounds = element.bounds
+        # Containers are left out: their bounds cover their children's, and a box that large
+        # would explain (and keep OCR from reading) everything inside it.
+        if bounds is None or element.child_count > 0 or bounds.width <= 0 or bounds.height <= 0:
+            return ()
+        editable = "editable" in element.states
+        key = (element.ref, element.name, element.text, element.text_truncated, bounds, editable)
+        known = self._elements.get(key)
+        if known is not None:
+            self._elements.move_to_end(key)
+            return known
+        boxes, lasting = await self._find(client, element, bounds, editable)
+        if lasting:
+            self._elements[key] = boxes
+            if len(self._elements) > self._cache_size:
+                self._elements.popitem(last=False)
         return boxes
-    findings = detectors.find(element.text)
-    if not findings:
-        return boxes
-    spans = await client.text_extents(element, [(f.start, f.end) for f in findings])
-    if any(span is None for span in spans):
-        return boxes
-    # The rest of the entry is explained by the tree with nothing to mask: a box of no findings.
-    rest = [TextBox("", box.box) for box in boxes]
-    return rest + [
-        TextBox(element.text[f.start : f.end], span) for f, span in zip(findings, spans, strict=True) if span
-    ]
 
-
-def redact_snapshot(masker: PiiMasker, snapshot: Snapshot) -> tuple[Snapshot, MaskReport]:
-    """A copy of ``snapshot`` with every detected string replaced, and what was replaced."""
-    report = masker.new_report()
-
-    def redact(element: Element) -> Element:
-        update = {
-            "name": masker.redact_text(element.name, report),
-            "description": masker.redact_text(element.description, report),
-        }
-        if element.text is not None:
-            update["text"] = masker.redact_text(element.text, report)
-        return element.model_copy(update=update)
-
-    elements = [redact(element) for element in snapshot.elements]
-    app_name = masker.redact_text(snapshot.app_name, report)
-    return snapshot.model_copy(update={"elements": elements, "app_name": app_name}), report
+    async def _find(
+        self, client: AccessibilityClient, element: Element, bounds: Bounds, editable: bool
+    ) -> tuple[tuple[TextBox, ...], bool]:
+        """The element's boxes, and whether they last while its key does. The whole element
+        unless it is an entry whose text holds a finding and whose toolkit says where its
+        characters are: then each finding's own span, and the rest stays readable."""
+        shown = {t for t in (element.text or "", element.name) if t.strip()}
+        if not shown:
+            return (), True
+        counts: Counter[str] = Counter()
+        for each in shown:
+            counts.update(dict(_counted(self.detectors, each)))
+        whole = (TextBox(bounds, tuple(sorted(counts.items()))),)
+        text = element.text
+        if not counts or not editable or not text or element.text_truncated:
+            return whole, True
+        findings = self.detectors.find(text)
+        if not findings:
+            return whole, True
+        self.extent_reads += 1
+        spans = await client.text_extents(element, [(f.start, f.end) for f in findings] + [(0, len(text))])
+        *found, laid_out = spans
+        if laid_out is None or any(span is None for span in found):
+            return whole, True  # the toolkit does not say where its characters are
+        # Characters beyond the entry's edges scroll with the caret: read them again next time.
+        lasting = laid_out.intersection(bounds) == laid_out
+        boxes = [TextBox(bounds)]  # the rest of the entry: explained, nothing to mask
+        for finding, span in zip(findings, found, strict=True):
+            visible = span.intersection(bounds) if span is not None else None
+            if visible is not None:
+                boxes.append(TextBox(visible, ((finding.kind, 1),)))
+        return tuple(boxes), lasting

@@ -112,8 +112,9 @@ class RecordingRegistry:
         return self.observer.desktop.screen_video(FRAME_RATE)
 
     def _video(self, video: bool) -> Callable[[], ScreenVideo] | None:
-        """The video source a recording starts, if asked; refused under PII masking: the encoder
-        takes the display's frames unmasked, and no unmasked pixels are written silently."""
+        """The video source a recording starts, if asked; refused under PII masking or a window
+        blocklist: the encoder takes the display's frames as they are, and no pixels a client may
+        not see are written silently."""
         if not video:
             return None
         if self.observer.masks():
@@ -122,6 +123,14 @@ class RecordingRegistry:
                 "video cannot be recorded while PII masking is on: its frames would not be masked",
                 details={"pii_masking": True},
                 remediation="Record without video (the turn folders' images are masked), or turn PII masking off.",
+            )
+        if self.observer.blocklist.active:
+            raise DeskrigError(
+                ErrorCode.RECORDING_ERROR,
+                "video cannot be recorded while windows are blocked: its frames would show them",
+                details={"blocked_windows": True},
+                remediation="Record without video (the turn folders' images black blocked windows out), "
+                "or remove the blocked window patterns.",
             )
         return self._screen_video
 

@@ -188,8 +188,16 @@ async def focus_window(services: Services, call: CallInfo, args: FocusWindowInpu
 async def _wait_window(services: Services, title: str) -> WindowInfo | None:
     windows = await anyio.to_thread.run_sync(services.desktop.windows)
     needle = title.casefold()
+    # Under PII masking a title is matched as list_windows shows it (redacted): a wait for a
+    # secret in a title never tells whether it is there.
+    masker = services.observer.masker if services.observer.masks() else None
     return next(
-        (w for w in services.security.blocklist.filter(windows) if needle in w.title.casefold()), None
+        (
+            w
+            for w in services.security.blocklist.filter(windows)
+            if needle in (masker.detectors.redact(w.title)[0] if masker else w.title).casefold()
+        ),
+        None,
     )
 
 

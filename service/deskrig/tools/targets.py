@@ -152,10 +152,10 @@ async def resolve_element(services: Services, target: ElementTarget) -> tuple[in
         # Fresh bounds and state, and ELEMENT_NOT_FOUND if the object is gone since.
         return snapshot.pid, await (await access.client()).read_element(element)
     pid = await anyio.to_thread.run_sync(_pid_for, services, target)
-    await observation.check_app(pid)
-    client = await access.client()
-    element = await client.find_element(pid, ElementQuery(role=target.role, name=target.name))
-    return pid, element
+    # Through the observation: an app with a blocked window is withheld, and under PII masking
+    # the query matches the names the client sees (redacted), so it cannot probe for a secret.
+    snapshot, _ = await observation.app_tree(await access.client(), pid, max_elements=None)
+    return pid, snapshot.resolve(ElementQuery(role=target.role, name=target.name))
 
 
 def summarize(element: Element, snapshot_id: str | None = None) -> ElementSummary:
