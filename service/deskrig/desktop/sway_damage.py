@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deskrig.desktop.sway_protocols import ZwlrScreencopyManagerV1
-from deskrig.desktop.sway_wayland import ShmBuffer, WaylandConnection
+from deskrig.desktop.sway_wayland import ShmBuffer, WaylandConnection, nonblocking_pipe
 from deskrig.errors import DeskrigError
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,8 @@ class DamageWatch:
         except DeskrigError:
             self._connection.close()
             raise
-        self._damaged, self._notify = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._stop_read, self._stop_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._damaged, self._notify = nonblocking_pipe()
+        self._stop_read, self._stop_write = nonblocking_pipe()
         self._pending: dict[str, _Pending] = {}
         self._thread = threading.Thread(target=self._watch, name="deskrig-sway-damage", daemon=True)
         self._thread.start()

@@ -45,6 +45,13 @@ def memfd(name: str) -> int:
     return os.memfd_create(name, os.MFD_CLOEXEC)
 
 
+def nonblocking_pipe() -> tuple[int, int]:
+    """A close-on-exec, non-blocking pipe: Linux's pipe2, checked for like :func:`memfd`."""
+    if sys.platform != "linux":
+        raise BackendError(ErrorCode.DISPLAY_NOT_FOUND, f"the sway backend needs Linux, not {sys.platform}")
+    return os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+
 #: wl_shm formats sway's pixman and GLES renderers offer for screencopy: 32-bit words,
 #: little-endian, so the bytes are B, G, R, then alpha or padding (a screen's alpha is opaque:
 #: read as padding, as the RGB conversion always did).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -45,6 +46,8 @@ def idle_cpus() -> int:
     one. Forked readers spend about 40 % more CPU in all (their turns are pickled back), which only
     pays where there are idle cores to run them on; on a busy machine one process finishes sooner."""
     cpus = os.cpu_count() or 1
+    if sys.platform == "win32":  # no load average there: one process, which is never the slow choice
+        return 1
     return max(1, cpus - round(os.getloadavg()[0]))
 
 
