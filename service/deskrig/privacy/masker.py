@@ -176,8 +176,8 @@ class PiiMasker:
         if known is not None:
             boxes, report = known[0], known[1].model_copy(deep=True)
         else:
-            boxes, report = self._find(grab, origin, tree())
-            if key is not None:
+            boxes, report, stale = self._find(grab, origin, tree())
+            if key is not None and not stale:  # a held box must end with its deadline
                 with self._lock:
                     self._masked[key] = (boxes, report.model_copy(deep=True))
                     if len(self._masked) > MASKED_CACHE_SIZE:
@@ -195,8 +195,10 @@ class PiiMasker:
 
     def _find(
         self, grab: Grab, origin: tuple[int, int], tree: Iterable[TextBox]
-    ) -> tuple[list[Bounds], MaskReport]:
+    ) -> tuple[list[Bounds], MaskReport, bool]:
+        """The boxes to fill and what they hold; and whether one is a finding held past its text."""
         report = self.new_report()
+        stale = False
         frame = Bounds(x=origin[0], y=origin[1], width=grab.width, height=grab.height)
         boxes: list[Bounds] = []
         explained: list[Bounds] = []
@@ -209,9 +211,12 @@ class PiiMasker:
             if text_box.counts:
                 boxes.append(local)
                 report.add(Counter(dict(text_box.counts)), "tree")
+            elif text_box.stale:
+                boxes.append(local)
+                stale = True
         if self.ocr is not None:
             boxes += self._ocr_boxes(grab.image(), explained, report)
-        return boxes, report
+        return boxes, report, stale
 
     def _ocr_boxes(self, image: Image.Image, explained: list[Bounds], report: MaskReport) -> list[Bounds]:
         assert self.ocr is not None

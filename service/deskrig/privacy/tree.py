@@ -12,12 +12,13 @@ since a field that scrolls moves its characters without changing its text or bou
 
 from __future__ import annotations
 
+import time
 from collections import Counter, OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deskrig.a11y import Element
+from deskrig.a11y import Element, ElementRef
 from deskrig.a11y.access import A11yAccess
 from deskrig.errors import DeskrigError
 from deskrig.model import Bounds
@@ -28,6 +29,10 @@ if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
 
 #: Elements whose boxes are remembered (a few apps' worth).
 ELEMENT_CACHE_SIZE = 8192
+#: How long an element's findings stay masked after its text changed to something else: the tree
+#: can be ahead of the pixels (the app repaints on its next frame, later on a loaded machine), and
+#: a capture in between still shows the old text where the tree already says the new one.
+STALE_GRACE_S = 1.0
 _ElementKey = tuple[Hashable, ...]
 
 
@@ -38,6 +43,9 @@ class TextBox:
 
     box: Bounds
     counts: tuple[tuple[str, int], ...] = ()
+    #: Masked but not counted: what the element showed until just now held personal data, and
+    #: its pixels may not have been repainted yet (:data:`STALE_GRACE_S`).
+    stale: bool = False
 
 
 def _counted(detectors: Detectors, text: str) -> tuple[tuple[str, int], ...]:
@@ -53,6 +61,11 @@ class TreeDetector:
         self._cache_size = cache_size
         self._elements: OrderedDict[_ElementKey, tuple[TextBox, ...]] = OrderedDict()
         self._client: AccessibilityClient | None = None
+        #: What each element last showed (its key and boxes), to notice when that changes.
+        self._shown: OrderedDict[ElementRef, tuple[_ElementKey, tuple[TextBox, ...]]] = OrderedDict()
+        #: Findings of what elements showed until just now, masked until their deadline.
+        self._stale: dict[ElementRef, tuple[tuple[TextBox, ...], float]] = {}
+        self.clock: Callable[[], float] = time.monotonic
         #: GetRangeExtents batches asked (cache misses), for tests and the benchmark.
         self.extent_reads = 0
 
@@ -74,37 +87,59 @@ class TreeDetector:
         except DeskrigError:
             return found
         self._client = client
+        now = self.clock()
         for pid in sorted(set(pids)):
             try:
                 elements = await client.current_elements(pid)
                 for element in elements:
-                    found += await self._element_boxes(client, element)
+                    key, boxes = await self._element_boxes(client, element)
+                    self._note_shown(element.ref, key, boxes, now)
+                    found += boxes
             except DeskrigError:
                 continue
+        self._stale = {ref: held for ref, held in self._stale.items() if held[1] > now}
+        for held, _ in self._stale.values():
+            found += held
         return found
+
+    def _note_shown(self, ref: ElementRef, key: _ElementKey, boxes: tuple[TextBox, ...], now: float) -> None:
+        """Remember what ``ref`` shows; when that changed from findings, hold those masked a while."""
+        previous = self._shown.get(ref)
+        self._shown[ref] = (key, boxes)
+        self._shown.move_to_end(ref)
+        if len(self._shown) > self._cache_size:
+            self._shown.popitem(last=False)
+        if previous is None or previous[0] == key:
+            return
+        held = tuple(TextBox(box.box, stale=True) for box in previous[1] if box.counts)
+        if held:
+            self._stale[ref] = (held, now + STALE_GRACE_S)
 
     def forget(self) -> None:
         """Forget every element's boxes (the benchmark's "nothing known")."""
         self._elements.clear()
 
-    async def _element_boxes(self, client: AccessibilityClient, element: Element) -> tuple[TextBox, ...]:
+    async def _element_boxes(
+        self, client: AccessibilityClient, element: Element
+    ) -> tuple[_ElementKey, tuple[TextBox, ...]]:
+        """The element's boxes, and the key of what they depend on."""
         bounds = element.bounds
         # Containers are left out: their bounds cover their children's, and a box that large
         # would explain (and keep OCR from reading) everything inside it.
         if bounds is None or element.child_count > 0 or bounds.width <= 0 or bounds.height <= 0:
-            return ()
+            return (element.ref,), ()
         editable = "editable" in element.states
         key = (element.ref, element.name, element.text, element.text_truncated, bounds, editable)
         known = self._elements.get(key)
         if known is not None:
             self._elements.move_to_end(key)
-            return known
+            return key, known
         boxes, lasting = await self._find(client, element, bounds, editable)
         if lasting:
             self._elements[key] = boxes
             if len(self._elements) > self._cache_size:
                 self._elements.popitem(last=False)
-        return boxes
+        return key, boxes
 
     async def _find(
         self, client: AccessibilityClient, element: Element, bounds: Bounds, editable: bool
