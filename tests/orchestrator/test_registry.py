@@ -217,7 +217,9 @@ def test_session_start_starts_its_service_with_the_registry(
 
     started: list[list[str]] = []
 
-    def ensure_service(state_dir: Path, serve_args: list[str] | None = None) -> service.ServiceClient:
+    def ensure_service(
+        state_dir: Path, serve_args: list[str] | None = None, *, runtime: str | None = None
+    ) -> service.ServiceClient:
         started.append(list(serve_args or []))
         raise DeskrigError(ErrorCode.RUNTIME_UNAVAILABLE, "stop here")
 
