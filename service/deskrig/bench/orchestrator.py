@@ -11,8 +11,8 @@
   how many ran on each node (from each service's task). Bare rigs: the lab's worker has that image.
 - Concurrency: N idle rigs at once (``DESKRIG_BENCH_RIGS``, default 16), each answering
   ``list_windows`` within 1 s: one rig at a time over a fresh connection (connect and initialize
-  included), one at a time over open connections (the target), then all N at once. Also the rigs'
-  memory as the engine counts it.
+  included), all N at once over fresh connections, one at a time over open connections (the
+  target), then all N at once. Also the rigs' memory as the engine counts it.
 
 The rigs run the GTK example app (``deskrig/example-gtk:latest``) when that image exists, else a
 bare desktop (``deskrig/rig:latest``). Build them with ``scripts/build-images``.
@@ -141,6 +141,14 @@ async def _concurrency(image: str, rigs: int) -> dict[str, list[float] | float]:
             all_ready = time.perf_counter() - started
             await anyio.sleep(2.0)  # let the start-up burst settle: the rigs are to be idle
             fresh = [await _list_windows(info) for info in infos]
+            fresh_together: list[float] = []
+
+            async def timed_fresh(info: SessionInfo) -> None:
+                fresh_together.append(await _list_windows(info))
+
+            async with anyio.create_task_group() as tg:
+                for info in infos:
+                    tg.start_soon(timed_fresh, info)
             clients = [await stack.enter_async_context(connect(i.mcp_url or "", i.token)) for i in infos]
             one_at_a_time = [await _timed_call(client) for client in clients]
             together: list[float] = []
@@ -155,6 +163,7 @@ async def _concurrency(image: str, rigs: int) -> dict[str, list[float] | float]:
     return {
         "all ready s": all_ready,
         "one at a time, fresh connection": fresh,
+        "all at once, fresh connections": fresh_together,
         "one at a time": one_at_a_time,
         "all at once": together,
         "memory per rig MiB": statistics.mean(memory),
@@ -258,15 +267,18 @@ def run(runs: int) -> None:
     result = anyio.run(_concurrency, image, rigs)
     _row(f"{rigs} rigs requested together: all ready", f"{result['all ready s']:.1f} s")
     worst: dict[str, float] = {}
-    for key in ("one at a time, fresh connection", "one at a time", "all at once"):
+    for key in ("one at a time, fresh connection", "all at once, fresh connections", "one at a time", "all at once"):
         samples_ms = result[key]
         assert isinstance(samples_ms, list)
         worst[key] = max(samples_ms)
+        p50 = statistics.median(samples_ms)
+        # Issue 12 sets the fresh connections' burst a p50 target; every other row, each answer's.
+        by_p50 = key == "all at once, fresh connections"
         _row(
             f"{rigs} idle rigs, list_windows {key}: p50 / max",
-            f"{statistics.median(samples_ms):.0f} / {worst[key]:.0f} ms",
-            f"{ANSWER_TARGET_MS:.0f} ms",
-            worst[key] <= ANSWER_TARGET_MS,
+            f"{p50:.0f} / {worst[key]:.0f} ms",
+            f"{'p50' if by_p50 else 'max'} ≤ {ANSWER_TARGET_MS:.0f} ms",
+            (p50 if by_p50 else worst[key]) <= ANSWER_TARGET_MS,
         )
     _row("memory per idle rig", f"{result['memory per rig MiB']:.0f} MiB")
     _row(
