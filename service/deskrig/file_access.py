@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,10 @@ class FilePolicy:
 
     paths: PathGuard
     max_bytes: int
+    #: (uid, gid) of the user the rig's apps run as, when that is not the server's (a sway rig
+    #: started as root runs them unprivileged): new files and folders go to them, so the app can
+    #: open, save and replace what the agent uploads. None: the server's user.
+    app_owner: tuple[int, int] | None = None
 
     def destination(self, path: str, make_parents: bool = False) -> Path:
         """The real path a file may be written to: inside an allowed directory, not a directory,
@@ -73,11 +78,27 @@ class FilePolicy:
                     details={"path": path},
                     remediation="Pass make_parents=true to create it, or upload into an existing directory.",
                 )
+            missing = [real.parent, *(p for p in real.parent.parents if not p.exists())]
             try:
                 real.parent.mkdir(parents=True, exist_ok=True)
+                if self.app_owner is not None and sys.platform != "win32" and os.geteuid() == 0:
+                    for folder in missing:  # the new ones, for the app to save beside the upload
+                        os.chown(folder, *self.app_owner)
             except OSError as exc:
                 raise file_system_error("create", real.parent, exc) from exc
         return real
+
+    def owner_of(self, path: Path) -> tuple[int, int] | None:
+        """Who a write to ``path`` leaves it to: a replaced file keeps its owner, a new one goes to
+        :attr:`app_owner`; None: the writer (also whenever the server is not root, which cannot
+        give files away)."""
+        if sys.platform == "win32" or os.geteuid() != 0:
+            return None
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            return self.app_owner
+        return info.st_uid, info.st_gid
 
     def source(self, path: str) -> Path:
         """The real path of an existing regular file inside an allowed directory."""
@@ -100,7 +121,7 @@ class FilePolicy:
         self.check_size(len(data), path)
         real = self.destination(path, make_parents)
         try:
-            write_atomic(real, data, mode=kept_mode(real))
+            write_atomic(real, data, mode=kept_mode(real), owner=self.owner_of(real))
         except OSError as exc:
             raise file_system_error("write", real, exc) from exc
         return facts(real, data)

@@ -66,7 +66,9 @@ def files_router(server: DeskrigServer) -> APIRouter:
                 raise too_large(declared, policy.max_bytes, path)
             real = await anyio.to_thread.run_sync(policy.destination, path, make_parents)
             try:
-                temp = await anyio.to_thread.run_sync(write_temp, real.parent, b"", kept_mode(real))
+                temp = await anyio.to_thread.run_sync(
+                    write_temp, real.parent, b"", kept_mode(real), policy.owner_of(real)
+                )
             except OSError as exc:
                 raise file_system_error("write", real, exc) from exc
             try:

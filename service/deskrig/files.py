@@ -15,11 +15,14 @@ import sys
 from pathlib import Path
 
 
-def write_temp(directory: Path, data: bytes, mode: int | None = None) -> Path:
+def write_temp(
+    directory: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None
+) -> Path:
     """``data`` in a new hidden temp file in ``directory``, for the caller to rename or link into place.
 
     ``mode`` is set before any data is written, so a secret is never readable by others even for a
-    moment; None gives what a new file gets from the umask.
+    moment; None gives what a new file gets from the umask. ``owner``: the (uid, gid) the file is
+    given (a root writer's only); None: the writer's.
     """
     while True:
         temp = directory / f".deskrig-{secrets.token_hex(6)}.tmp"
@@ -31,6 +34,8 @@ def write_temp(directory: Path, data: bytes, mode: int | None = None) -> Path:
             with os.fdopen(fd, "wb") as out:
                 if mode is not None and sys.platform != "win32":  # Windows: ACLs, not modes
                     os.fchmod(out.fileno(), mode)  # exactly ``mode``, whatever the umask
+                if owner is not None and sys.platform != "win32":
+                    os.fchown(out.fileno(), *owner)
                 out.write(data)
         except BaseException:
             temp.unlink(missing_ok=True)
@@ -38,15 +43,17 @@ def write_temp(directory: Path, data: bytes, mode: int | None = None) -> Path:
         return temp
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int | None = None, parents: bool = False) -> None:
+def write_atomic(
+    path: Path, data: bytes, *, mode: int | None = None, owner: tuple[int, int] | None = None, parents: bool = False
+) -> None:
     """Replace ``path`` with ``data`` atomically (see the module docstring); no temp file is left.
 
-    ``mode``: the file's permission bits (None: from the umask). ``parents``: create missing
-    parent directories first.
+    ``mode``: the file's permission bits (None: from the umask); ``owner``: its (uid, gid) (None:
+    the writer's). ``parents``: create missing parent directories first.
     """
     if parents:
         path.parent.mkdir(parents=True, exist_ok=True)
-    temp = write_temp(path.parent, data, mode)
+    temp = write_temp(path.parent, data, mode, owner)
     try:
         os.replace(temp, path)
     except BaseException:

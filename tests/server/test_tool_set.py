@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from PIL import Image
 from tests.polling import poll
 from tests.server.conftest import GREEN, RED, GreenRig
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
+from tests.server.rigproc import RigProcess, color_app
 from tests.server.test_tools_http import close_to, error_of, image_of, rgb
 
 from deskrig.config import Settings
@@ -70,38 +70,6 @@ def listing(directory: Path) -> list[str]:
 
 
 # -- files ---------------------------------------------------------------------------------------
-
-
-def test_upload_open_in_an_app_save_and_download_the_bytes(tool_rig: GreenRig) -> None:
-    """The agent hands the editor fixture a file, the app edits and saves it, the agent reads back
-    exactly what the app wrote."""
-    target = allowed(tool_rig) / "notes" / "doc.txt"
-    uploaded = ok(tool_rig, "upload_file", {"path": str(target), "text": "héllo\n", "make_parents": True})
-    original = "héllo\n".encode()
-    assert uploaded.structured_content == {
-        "path": str(target),
-        "size": len(original),
-        "sha256": hashlib.sha256(original).hexdigest(),
-    }
-    assert target.read_bytes() == original
-
-    log = tool_rig.tmp / "editor.log"
-    editor = [SYSTEM_PYTHON, str(APPS / "tk_editor.py"), "--title", "Fixture Editor", "--log", str(log)]
-    ok(tool_rig, "launch_app", {"command": [*editor, str(target)]})
-    poll("editor ready", lambda: read_events(log, "ready"))
-    ok(tool_rig, "type_text", {"text": "saved by the app"})
-    ok(tool_rig, "press_key", {"key": "s", "modifiers": ["ctrl"]})
-    poll("editor saved", lambda: read_events(log, "saved"))
-
-    expected = "héllo\nsaved by the app".encode()
-    result = ok(tool_rig, "download_file", {"path": "~/deskrig/notes/doc.txt"})
-    data = result.structured_content
-    assert base64.b64decode(data["content_base64"]) == expected == target.read_bytes()
-    assert data["size"] == len(expected) and data["sha256"] == hashlib.sha256(expected).hexdigest()
-    assert data["mime_type"] == "text/plain" and data["download_url"] is None
-    (embedded,) = [c for c in result.content if c.type == "resource"]
-    assert embedded.resource.uri == target.as_uri()
-    assert base64.b64decode(embedded.resource.blob) == expected
 
 
 def test_binary_files_inline_and_through_the_streamed_endpoint(tool_rig: GreenRig) -> None:

@@ -25,7 +25,9 @@ FILES_ENDPOINT = "/files"
 
 
 def file_policy(services: Services) -> FilePolicy:
-    return FilePolicy(services.security.paths, services.settings.max_file_bytes)
+    account = services.launcher.account
+    app_owner = (account.uid, account.gid) if account is not None else None
+    return FilePolicy(services.security.paths, services.settings.max_file_bytes, app_owner)
 
 
 def files_url(path: str) -> str:

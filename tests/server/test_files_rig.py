@@ -1,0 +1,71 @@
+"""Files on a real rig of each backend, through a real MCP client: the agent hands the editor
+fixture a file, the app edits and saves it, the agent reads back exactly what the app wrote.
+
+On a sway rig started as root the apps run as an unprivileged user: what the rig writes for them
+(the file, the folders it makes on the way) is theirs, or the app could not save over it."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterator
+
+import pytest
+from tests.polling import poll
+from tests.rigprocs import open_dir
+from tests.server.conftest import GREEN, GreenRig
+from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
+from tests.server.test_tool_set import allowed, ok
+
+
+@pytest.fixture(scope="module")
+def files_rig(backend: str) -> Iterator[GreenRig]:
+    with open_dir(f"deskrig-{backend}-files-") as tmp:  # the app user writes its logs here
+        log = tmp / "green.log"
+        (tmp / "home" / "deskrig").mkdir(parents=True)
+        rig = RigProcess(
+            app=color_app("Fixture Files", GREEN, log, size="300x200", pos="100,120"),
+            extra=["--backend", backend],
+        ).start(tmp)
+        green = GreenRig(rig, log, tmp, tmp / "audit.jsonl", window_relative=backend == "sway")
+        yield green
+        green.close_extra_apps()
+        rig.stop()
+
+
+def test_upload_open_in_an_app_save_and_download_the_bytes(files_rig: GreenRig) -> None:
+    target = allowed(files_rig) / "notes" / "doc.txt"
+    uploaded = ok(files_rig, "upload_file", {"path": str(target), "text": "héllo\n", "make_parents": True})
+    original = "héllo\n".encode()
+    assert uploaded.structured_content == {
+        "path": str(target),
+        "size": len(original),
+        "sha256": hashlib.sha256(original).hexdigest(),
+    }
+    assert target.read_bytes() == original
+
+    log = files_rig.tmp / "editor.log"
+    editor = [SYSTEM_PYTHON, str(APPS / "tk_editor.py"), "--title", "Fixture Editor", "--log", str(log)]
+    launched = ok(files_rig, "launch_app", {"command": [*editor, str(target)]}).structured_content
+    files_rig.extra_apps.append(launched["pid"])
+    poll("editor ready", lambda: read_events(log, "ready"))
+    app_uid = os.stat(f"/proc/{launched['pid']}").st_uid
+    assert target.stat().st_uid == target.parent.stat().st_uid == app_uid  # the app's, to save over
+    ok(files_rig, "type_text", {"text": "saved by the app"})
+    ok(files_rig, "press_key", {"key": "s", "modifiers": ["ctrl"]})
+    poll("editor saved", lambda: read_events(log, "saved"))
+
+    expected = "héllo\nsaved by the app".encode()
+    result = ok(files_rig, "download_file", {"path": "~/deskrig/notes/doc.txt"})
+    data = result.structured_content
+    assert base64.b64decode(data["content_base64"]) == expected == target.read_bytes()
+    assert data["size"] == len(expected) and data["sha256"] == hashlib.sha256(expected).hexdigest()
+    assert data["mime_type"] == "text/plain" and data["download_url"] is None
+    (embedded,) = [c for c in result.content if c.type == "resource"]
+    assert embedded.resource.uri == target.as_uri()
+    assert base64.b64decode(embedded.resource.blob) == expected
+
+    # A second upload replaces the file and leaves it the app's.
+    ok(files_rig, "upload_file", {"path": str(target), "text": "again\n"})
+    assert target.read_bytes() == b"again\n" and target.stat().st_uid == app_uid
