@@ -226,18 +226,6 @@ def test_run_command_refuses_bad_input(tool_rig: GreenRig) -> None:
 # -- zoom ----------------------------------------------------------------------------------------
 
 
-def test_zoom_enlarges_a_region_and_says_how_to_map_back(tool_rig: GreenRig) -> None:
-    app = tool_rig.app_geometry()
-    region = {"x": app["x"] + 10, "y": app["y"] + 10, "width": 40, "height": 30}
-    result = ok(tool_rig, "zoom", {**region, "scale": 3})
-    meta = result.structured_content
-    image = image_of(result)
-    assert image.size == (120, 90) and (meta["width"], meta["height"]) == (120, 90)
-    assert meta["scale"] == 3 and meta["origin"] == {"x": region["x"], "y": region["y"]}
-    assert meta["source"] == "zoom" and meta["masked_windows"] == 0
-    assert close_to(image.getpixel((60, 45)), rgb(GREEN))
-
-
 def test_zoom_blacks_out_blocked_windows(tool_rig: GreenRig) -> None:
     log = tool_rig.tmp / "secret.log"
     secret = tool_rig.launch(color_app("Secret Zoom", RED, log, size="200x150", pos="700,300"), log)
