@@ -15,27 +15,15 @@ from collections.abc import Iterator
 
 import pytest
 from tests.polling import poll
-from tests.rigprocs import open_dir
-from tests.server.conftest import GREEN, GreenRig
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, RigProcess, color_app, read_events
+from tests.server.conftest import GREEN, GreenRig, start_green_rig
+from tests.server.rigproc import APPS, SYSTEM_PYTHON, read_events
 from tests.server.test_tool_set import allowed, ok
 from tests.server.test_tools_http import close_to, image_of, rgb
 
 
 @pytest.fixture(scope="module")
 def tools_rig(backend: str) -> Iterator[GreenRig]:
-    with open_dir(f"deskrig-{backend}-files-") as tmp:  # the app user writes its logs here
-        log = tmp / "green.log"
-        (tmp / "home" / "deskrig").mkdir(parents=True)
-        rig = RigProcess(
-            app=color_app("Fixture Files", GREEN, log, size="300x200", pos="100,120"),
-            extra=["--backend", backend],
-        ).start(tmp)
-        green = GreenRig(rig, log, tmp, tmp / "audit.jsonl", window_relative=backend == "sway")
-        green.app_geometry()
-        yield green
-        green.close_extra_apps()
-        rig.stop()
+    yield from start_green_rig(backend)
 
 
 def test_upload_open_in_an_app_save_and_download_the_bytes(tools_rig: GreenRig) -> None:
