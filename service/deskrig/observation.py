@@ -32,8 +32,8 @@ from deskrig.model import Bounds, WindowInfo
 from deskrig.privacy import MaskReport, PiiMasker, TextBox
 from deskrig.security import WindowBlocklist
 
-if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
-    from deskrig.a11y.atspi import AccessibilityClient
+if TYPE_CHECKING:
+    from deskrig.a11y.source import AccessibilitySource
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,10 @@ class Observation:
             )
 
     async def app_tree(
-        self, client: AccessibilityClient, pid: int, **options: Any
+        self, client: AccessibilitySource, pid: int, **options: Any
     ) -> tuple[Snapshot, MaskReport | None]:
         """The accessibility snapshot of the app with ``pid`` (``options``: those of
-        :meth:`AccessibilityClient.snapshot`), unless :meth:`check_app` withholds it; with its
+        :meth:`AccessibilitySource.snapshot`), unless :meth:`check_app` withholds it; with its
         personal data redacted (and what was) when this observation masks."""
         await self.check_app(pid)
         if self.masker is None:

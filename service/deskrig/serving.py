@@ -39,6 +39,7 @@ from deskrig.mcp_face import MORE_REQUESTS, mcp_server
 from deskrig.transport import Transport
 
 if TYPE_CHECKING:
+    from deskrig.a11y.access import A11yAccess
     from deskrig.desktop import Desktop
     from deskrig.http import Readiness
     from deskrig.identity import TokenTable
@@ -62,11 +63,13 @@ def build_server(
     *,
     session_bus: str | None = None,
     launcher: AppLauncher | None = None,
+    a11y: A11yAccess | None = None,
 ) -> DeskrigServer:
-    """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus;
+    """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus on Linux;
+    ``a11y``: the accessibility source (default: the desktop's platform's, ``open_access``);
     ``launcher`` starts apps on it (default: plain subprocesses with this process's environment).
     The recorder's video is the desktop's own (``Desktop.screen_video``)."""
-    from deskrig.a11y.access import A11yAccess
+    from deskrig.a11y.access import open_access
     from deskrig.launcher import SubprocessLauncher
     from deskrig.observation import Observer
     from deskrig.privacy import PiiMasker
@@ -80,11 +83,13 @@ def build_server(
     # Recording (issue 4): the recorder observes action tools (through the same observation path
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
-    a11y = A11yAccess(session_bus, desktop) if session_bus else None
+    a11y = a11y or open_access(desktop, session_bus)
     # The tree detector reads the agents' client's live mirrors (one event feed, trees kept current
     # for both); it stores no snapshot, so never evicts an agent's.
     masker = PiiMasker(settings.security.pii_masking, a11y)
-    recorder = RecordingRegistry(Observer(desktop, security.blocklist, masker), settings, session_bus)
+    recorder = RecordingRegistry(
+        Observer(desktop, security.blocklist, masker), settings, a11y.sibling() if a11y else None
+    )
     services = Services(
         desktop=desktop,
         settings=settings,

@@ -1,57 +1,107 @@
-"""One rig's accessibility client, connected lazily on the event loop that first needs it.
+"""One rig's accessibility source, opened lazily on the event loop that first needs it, and the
+choice of source for a desktop (:func:`open_access`).
 
 dbus-fast binds a connection to the loop it was opened on; a server normally runs one loop for its
-lifetime, but tests and benchmarks may run several in turn, so the client is re-opened when the
+lifetime, but tests and benchmarks may run several in turn, so the source is re-opened when the
 loop changes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from deskrig.a11y.placement import WindowPlacement
 from deskrig.a11y.snapshots import SnapshotStore
+from deskrig.a11y.source import AccessibilitySource, NativePlatform, NativeReader, NativeTreeSource
 from deskrig.errors import DeskrigError, ErrorCode
 
-if TYPE_CHECKING:  # imported on first use: dbus-fast is a Linux-only dependency
-    from deskrig.a11y.atspi import AccessibilityClient
+if TYPE_CHECKING:
+    from deskrig.desktop.base import Desktop
+
+#: Opens a source; called on the loop that will use it.
+SourceOpener = Callable[[], Awaitable[AccessibilitySource]]
 
 
 class A11yAccess:
-    """Hands out the :class:`AccessibilityClient` for ``session_bus_address``."""
+    """Hands out the :class:`AccessibilitySource` that ``open_source`` opens."""
 
-    def __init__(self, session_bus_address: str | None, placement: WindowPlacement | None = None) -> None:
-        """``placement``: the desktop, to put element bounds in screen coordinates."""
-        self.session_bus_address = session_bus_address
-        self.placement = placement
+    def __init__(self, open_source: SourceOpener) -> None:
+        self._open_source = open_source
         #: Shared across reconnects, so snapshot ids stay valid.
         self.snapshots = SnapshotStore()
-        self._client: AccessibilityClient | None = None
+        self._client: AccessibilitySource | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
 
-    async def client(self) -> AccessibilityClient:
-        if not self.session_bus_address:
-            raise DeskrigError(
-                ErrorCode.A11Y_UNAVAILABLE,
-                "this desktop has no session bus, so no accessibility bus",
-                remediation="Run the rig with accessibility on (the default), or use coordinates.",
-            )
+    @classmethod
+    def atspi(cls, session_bus_address: str, placement: WindowPlacement | None = None) -> A11yAccess:
+        """AT-SPI through the session bus at ``session_bus_address``; ``placement``: the desktop,
+        to put element bounds in screen coordinates."""
+
+        async def connect() -> AccessibilitySource:
+            from deskrig.a11y.atspi import AccessibilityClient  # dbus-fast: Linux only
+
+            client = await AccessibilityClient.connect(session_bus_address)
+            client.placement = placement
+            return client
+
+        return cls(connect)
+
+    @classmethod
+    def native(cls, platform: NativePlatform, open_reader: Callable[[], NativeReader]) -> A11yAccess:
+        """A :class:`NativeTreeSource`: the macOS and Windows sources, and the scripted one."""
+
+        async def start() -> AccessibilitySource:
+            return NativeTreeSource(platform, open_reader)
+
+        return cls(start)
+
+    def sibling(self) -> A11yAccess:
+        """Another access to the same source with its own snapshot store (the recorder's, so
+        recording never evicts an agent's snapshots)."""
+        return A11yAccess(self._open_source)
+
+    async def client(self) -> AccessibilitySource:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._client, self._loop, self._lock = None, loop, asyncio.Lock()
         assert self._lock is not None
         async with self._lock:
             if self._client is None:
-                from deskrig.a11y.atspi import AccessibilityClient
-
-                self._client = await AccessibilityClient.connect(self.session_bus_address)
+                self._client = await self._open_source()
                 self._client.snapshots = self.snapshots
-                self._client.placement = self.placement
             return self._client
 
     async def close(self) -> None:
         if self._client is not None and self._loop is asyncio.get_running_loop():
             await self._client.close()
         self._client = None
+
+
+def open_access(desktop: Desktop, session_bus: str | None) -> A11yAccess | None:
+    """The accessibility source of ``desktop``'s platform, imported only there: the AX API on
+    macOS, UI Automation on Windows, else AT-SPI on the session bus (None without one)."""
+    if desktop.backend_name == "macos":
+        from deskrig.a11y.macos_ax import MacAX
+
+        def open_ax() -> NativeReader:
+            from deskrig.desktop.macos_ax_native import AXReader
+
+            return AXReader()
+
+        return A11yAccess.native(MacAX(), open_ax)
+    if desktop.backend_name == "windows":
+        from deskrig.a11y.windows_uia import WindowsUIA
+
+        def open_uia() -> NativeReader:
+            if sys.platform == "win32":  # mypy checks this branch with --platform win32
+                from deskrig.a11y.windows_uia_native import UiaAppReader
+
+                return UiaAppReader(desktop.windows)
+            raise DeskrigError(ErrorCode.A11Y_UNAVAILABLE, "UI Automation runs on Windows only")
+
+        return A11yAccess.native(WindowsUIA(), open_uia)
+    return A11yAccess.atspi(session_bus, desktop) if session_bus else None

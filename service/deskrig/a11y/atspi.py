@@ -42,6 +42,7 @@ from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror, MirroredTree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
 from deskrig.a11y.placement import WindowPlacement, placed, toplevel_origins, toplevels
 from deskrig.a11y.snapshots import SnapshotStore
+from deskrig.a11y.source import ACTIVATE_ALIASES, check_limits, deepest_focused
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic
@@ -53,8 +54,6 @@ DBUS_PATH = "/org/freedesktop/DBus"
 A11Y_BUS_NAME = "org.a11y.Bus"
 A11Y_BUS_PATH = "/org/a11y/bus"
 A11Y_STATUS = "org.a11y.Status"
-#: Action names that mean "activate this" across toolkits (GTK "click", Qt "Press").
-ACTIVATE_ALIASES = ("click", "press", "activate")
 DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -215,10 +214,7 @@ class AccessibilityClient:
         manage their own descendants contribute only their showing items unless
         ``include_offscreen_items`` (which can mean thousands of round trips, and bypasses the mirror).
         """
-        if max_depth is not None and max_depth < 0:
-            raise invalid_argument("max_depth", max_depth, "max_depth must be 0 or more")
-        if max_elements is not None and max_elements < 1:
-            raise invalid_argument("max_elements", max_elements, "max_elements must be at least 1")
+        check_limits(max_depth, max_elements)
         started = time.perf_counter()
         async with self._guard(f"reading the accessibility tree of pid {pid}", pid=pid):
             app = await self._app_for_pid(pid)
@@ -281,9 +277,7 @@ class AccessibilityClient:
             mirror = self._mirrors[app.bus_name] = AppMirror(app.bus_name)
         if refresh:
             mirror.forget()
-        tree = await mirror.read(
-            app, lambda: self.events.sync(app.bus_name), lambda: self.events.generation
-        )
+        tree = await mirror.read(app, lambda: self.events.sync(app.bus_name), lambda: self.events.generation)
         if tree.refetched:
             for note in tree.notes:
                 self._note(f"pid {app.pid}: {note}")
@@ -303,12 +297,7 @@ class AccessibilityClient:
 
         It confirms typed text, so it must not rest on the toolkit having reported every change:
         the mirror reads the focused elements from the app again on every read."""
-        snapshot = await self.snapshot(pid, max_elements=None)
-        focused = [e for e in snapshot.elements if e.has_state("focused")]
-        # Qt marks a focused scroll area's viewport (a filler, not focusable) as focused too;
-        # the element that takes the keyboard input is the focusable one above it.
-        focused = [e for e in focused if e.has_state("focusable")] or focused
-        return max(focused, key=lambda e: e.depth) if focused else None
+        return deepest_focused((await self.snapshot(pid, max_elements=None)).elements)
 
     async def read_element(self, element: Element) -> Element:
         """The element as it is now (states, text, value, bounds), to confirm an action's effect."""

@@ -33,6 +33,7 @@ from deskrig.a11y.connection import AppConnection, CallFailed, Request
 from deskrig.a11y.describe import Kept, describe_many
 from deskrig.a11y.nodes import RawNode, element_ref, fetch_nodes, node_from_cache_item
 from deskrig.a11y.tree import Element, ElementRef, PathStep
+from deskrig.a11y.walk import SiblingSteps
 
 
 @dataclass(slots=True)
@@ -218,14 +219,11 @@ class TreeFetch:
     def _child_entries(
         self, children: list[ElementRef], depth: int, parent_index: int, parent_path: list[PathStep]
     ) -> Iterator[tuple[ElementRef, int, int | None, list[PathStep]]]:
-        seen: defaultdict[tuple[str, str], int] = defaultdict(int)
+        steps = SiblingSteps()
         for child in children:
             node = self.nodes.get(child)
             role, name = (c.role_name(node.role), node.name) if node else ("", "")
-            nth = seen[(role, name)]
-            seen[(role, name)] += 1
-            step = PathStep(role, name, nth)
-            yield child, depth + 1, parent_index, [*parent_path, step]
+            yield child, depth + 1, parent_index, [*parent_path, steps.step(role, name)]
 
 
 async def fetch_tree(

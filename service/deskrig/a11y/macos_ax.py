@@ -9,8 +9,10 @@ per element, with the AX attributes this module needs under these keys::
 (position and size in points, global display space: deskrig's screen coordinates on macOS).
 :func:`elements` turns such a tree into the :class:`~deskrig.a11y.tree.Element` list a snapshot
 holds, with AT-SPI's role, state and action names so element queries read the same on every
-platform; :func:`ax_action` and :func:`ax_value` say what to ask AX for an element action and a
-set_value. An element's :class:`ElementRef` is ``("ax:<pid>", "/0/3/1")``: the child indices from
+platform (interfaces too: ``Value`` for a range, ``EditableText`` for a settable text, and
+``AXValue`` wherever the value is settable); :func:`ax_action` and :func:`ax_value` say what to ask
+AX for an element action and a set_value. :class:`MacAX` is all that as the
+:class:`~deskrig.a11y.source.NativePlatform` the macOS accessibility source runs on. An element's :class:`ElementRef` is ``("ax:<pid>", "/0/3/1")``: the child indices from
 the application down, which the native side walks again to reach the live element.
 """
 
@@ -19,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deskrig.a11y.tree import Element, ElementRef, PathStep, ValueInfo
+from deskrig.a11y.source import ACTIVATE_ALIASES
+from deskrig.a11y.tree import Element, ElementRef, ValueInfo
+from deskrig.a11y.walk import depth_first
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
 
@@ -96,6 +100,8 @@ ACTIONS: dict[str, str] = {
 _AX_ACTION_OF = {name: ax for ax, name in ACTIONS.items()}
 #: Roles whose AXValue is their text.
 _TEXT_ROLES = frozenset({"AXTextField", "AXTextArea", "AXComboBox", "AXStaticText"})
+#: Roles whose settable AXValue makes them editable text.
+_EDITABLE_ROLES = frozenset({"AXTextField", "AXTextArea", "AXComboBox"})
 #: Roles whose AXValue is a number in a range.
 _RANGE_ROLES = frozenset(
     {"AXSlider", "AXIncrementor", "AXProgressIndicator", "AXScrollBar", "AXValueIndicator"}
@@ -114,14 +120,15 @@ def role_name(node: AXNode) -> str:
     return ROLES.get(role, role.removeprefix("AX").lower() or "unknown")
 
 
-def _bounds(node: AXNode) -> Bounds | None:
+def _bounds(node: AXNode, scale: float) -> Bounds | None:
     position, size = node.get("position"), node.get("size")
     if not position or not size:
         return None
-    width, height = round(float(size["width"])), round(float(size["height"]))
+    width, height = round(float(size["width"]) * scale), round(float(size["height"]) * scale)
     if width <= 0 or height <= 0:
         return None
-    return Bounds(x=round(float(position["x"])), y=round(float(position["y"])), width=width, height=height)
+    x, y = round(float(position["x"]) * scale), round(float(position["y"]) * scale)
+    return Bounds(x=x, y=y, width=width, height=height)
 
 
 def _name(node: AXNode) -> tuple[str, str]:
@@ -148,7 +155,7 @@ def _states(node: AXNode, bounds: Bounds | None) -> list[str]:
         states += ["selected"]
     if node.get("expanded"):
         states += ["expanded"]
-    if node.get("role") in ("AXTextField", "AXTextArea", "AXComboBox") and node.get("value_settable"):
+    if node.get("role") in _EDITABLE_ROLES and node.get("value_settable"):
         states += ["editable"]
     if node.get("role") in _CHECKABLE_ROLES and node.get("value") in (1, True):
         states += ["checked"]
@@ -171,46 +178,72 @@ def _text(node: AXNode) -> str | None:
     return value if node.get("role") in _TEXT_ROLES and isinstance(value, str) else None
 
 
-def elements(root: AXNode, pid: int) -> list[Element]:
-    """The tree under ``root`` (the AXApplication) as a depth-first list of elements, indexed from 0."""
-    found: list[Element] = []
-    bus_name = f"ax:{pid}"
+def _interfaces(node: AXNode, text: str | None, value: ValueInfo | None, bounds: Bounds | None) -> list[str]:
+    """AT-SPI's interface names for what the element offers (the tools ask for those), and
+    ``AXValue`` when its value can be set."""
+    offered = [
+        name
+        for name, offers in (
+            ("Action", bool(node.get("actions"))),
+            ("Component", bounds is not None),
+            ("Text", text is not None),
+            ("EditableText", node.get("role") in _EDITABLE_ROLES and bool(node.get("value_settable"))),
+            ("Value", value is not None),
+            ("AXValue", bool(node.get("value_settable"))),
+        )
+        if offers
+    ]
+    return offered
 
-    def visit(node: AXNode, parent: int | None, depth: int, where: str, path: list[PathStep]) -> None:
-        role = role_name(node)
+
+def _children(node: AXNode) -> Sequence[AXNode]:
+    return node.get("children") or []
+
+
+def elements(
+    root: AXNode,
+    pid: int,
+    *,
+    max_depth: int | None = None,
+    max_elements: int | None = None,
+    scale: float = 1.0,
+) -> tuple[list[Element], bool]:
+    """The tree under ``root`` (the AXApplication) as a depth-first list of elements indexed from 0,
+    and whether the limits cut it. ``scale``: deskrig's screen units per AX point."""
+    visits, truncated = depth_first(
+        root,
+        _children,
+        lambda node: (role_name(node), _name(node)[0]),
+        max_depth=max_depth,
+        max_elements=max_elements,
+    )
+    found: list[Element] = []
+    for visit in visits:
+        node = visit.node
         name, description = _name(node)
-        bounds = _bounds(node)
-        text = _text(node)
-        children: Sequence[AXNode] = node.get("children") or []
-        index = len(found)
+        bounds = _bounds(node, scale)
+        text, value = _text(node), _value(node)
         found.append(
             Element(
-                index=index,
-                parent=parent,
-                depth=depth,
-                role=role,
+                index=visit.index,
+                parent=visit.parent,
+                depth=visit.depth,
+                role=role_name(node),
                 name=name,
                 description=description,
                 states=_states(node, bounds),
                 text=text[:TEXT_CAP] if text is not None else None,
                 text_truncated=text is not None and len(text) > TEXT_CAP,
-                value=_value(node),
+                value=value,
                 actions=[ACTIONS.get(a, a) for a in node.get("actions") or []],
                 bounds=bounds,
-                child_count=len(children),
-                ref=ElementRef(bus_name, where),
-                path=path,
+                child_count=len(_children(node)),
+                interfaces=_interfaces(node, text, value, bounds),
+                ref=ElementRef(f"ax:{pid}", "/".join(["", "0", *map(str, visit.positions)])),
+                path=visit.path,
             )
         )
-        seen: dict[tuple[str, str], int] = {}
-        for number, child in enumerate(children):
-            key = (role_name(child), _name(child)[0])
-            nth = seen.get(key, 0)
-            seen[key] = nth + 1
-            visit(child, index, depth + 1, f"{where}/{number}", [*path, PathStep(key[0], key[1], nth)])
-
-    visit(root, None, 0, "/0", [])
-    return found
+    return found, truncated
 
 
 def child_indices(ref: ElementRef) -> list[int]:
@@ -221,7 +254,10 @@ def child_indices(ref: ElementRef) -> list[int]:
 
 def ax_action(element: Element, action: str) -> str:
     """The AX action to perform for deskrig's ``action`` ("click" -> AXPress) on ``element``;
-    INVALID_ARGUMENT when the element does not offer it."""
+    INVALID_ARGUMENT when the element does not offer it. "press" and "activate" stand for "click"
+    as on the other platforms."""
+    if action.casefold() in ACTIVATE_ALIASES and "click" in element.actions:
+        return "AXPress"
     if action not in element.actions:
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
@@ -232,25 +268,24 @@ def ax_action(element: Element, action: str) -> str:
     return _AX_ACTION_OF.get(action, action)
 
 
-def ax_value(node: AXNode, value: str | float) -> str | float:
+def ax_value(element: Element, value: str | float) -> str | float:
     """The AXValue to set for set_value: text for a text role, a number in range for a range role;
     INVALID_ARGUMENT for an element whose value cannot be set or a value it cannot take."""
-    role = node.get("role")
-    if not node.get("value_settable"):
+    if not element.has_interface("AXValue"):
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
-            f"the {role_name(node)}'s value cannot be set",
-            details={"role": role_name(node)},
+            f"the {element.role}'s value cannot be set",
+            details={"role": element.role},
             remediation="Type into it, or click it, instead.",
         )
-    if role in _RANGE_ROLES:
+    if element.value is not None:
         try:
             number = float(value)
         except ValueError as exc:
             raise DeskrigError(
                 ErrorCode.INVALID_ARGUMENT, f"{value!r} is not a number", details={"value": value}
             ) from exc
-        low, high = float(node.get("min_value", number)), float(node.get("max_value", number))
+        low, high = element.value.minimum, element.value.maximum
         if not low <= number <= high:
             raise DeskrigError(
                 ErrorCode.INVALID_ARGUMENT,
@@ -259,3 +294,41 @@ def ax_value(node: AXNode, value: str | float) -> str | float:
             )
         return number
     return str(value)
+
+
+class MacAX:
+    """The AX API as a :class:`~deskrig.a11y.source.NativePlatform`: operations are AX action
+    names (AXPress ...) and ``AXValue`` for a value write."""
+
+    prefix = "ax"
+
+    def __init__(self, scale: float = 1.0) -> None:
+        """``scale``: deskrig's screen units per AX point. The macOS backend's coordinates are
+        points (it captures at one pixel per point), so 1 there."""
+        self.scale = scale
+
+    def elements(
+        self, root: AXNode, pid: int, *, max_depth: int | None, max_elements: int | None
+    ) -> tuple[list[Element], bool]:
+        return elements(root, pid, max_depth=max_depth, max_elements=max_elements, scale=self.scale)
+
+    def address(self, ref: ElementRef) -> list[int]:
+        return child_indices(ref)
+
+    def operation(self, element: Element, action: str) -> str:
+        return ax_action(element, action)
+
+    def value_operation(self, element: Element, value: str | float) -> tuple[str, str | float]:
+        return "AXValue", ax_value(element, value)
+
+
+def node_at(root: AXNode, address: Sequence[int]) -> AXNode | None:
+    """The node at ``address`` (child indices) in a tree read by the native side (None when the
+    tree has changed)."""
+    node = root
+    for index in address:
+        children = _children(node)
+        if not 0 <= index < len(children):
+            return None
+        node = children[index]
+    return node

@@ -38,7 +38,8 @@ from deskrig.a11y.describe import describe_many
 from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import children_request, fetch_tree, listed_children
 from deskrig.a11y.nodes import RawNode, fetch_nodes
-from deskrig.a11y.tree import Element, ElementRef, PathStep
+from deskrig.a11y.tree import Element, ElementRef
+from deskrig.a11y.walk import SiblingSteps
 
 #: The most elements a mirror holds; a request for more is fetched directly.
 MIRROR_MAX_ELEMENTS = 5000
@@ -136,7 +137,9 @@ class AppMirror:
                 return await self._fetch(app, current)
             changed, self._changed = self._changed, {}
             # A node fetched before an event about it may predate the event: only the others are used.
-            fetched = {key: node for key, node in zip(focused, focused_nodes, strict=True) if key.path not in changed}
+            fetched = {
+                key: node for key, node in zip(focused, focused_nodes, strict=True) if key.path not in changed
+            }
             for key in fetched:  # typed text: a toolkit may not report every change
                 changed[key.path] = False
             if not changed:
@@ -250,15 +253,13 @@ async def _nothing_unreported() -> bool:
 
 def _with_paths(elements: list[Element]) -> list[Element]:
     """``elements`` with every path recomputed from roles and names (after a rename)."""
-    seen: defaultdict[int, defaultdict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    siblings: defaultdict[int, SiblingSteps] = defaultdict(SiblingSteps)
     result: list[Element] = []
     for element in elements:
         if element.parent is None:
             result.append(element)
             continue
-        siblings = seen[element.parent]
-        nth = siblings[(element.role, element.name)]
-        siblings[(element.role, element.name)] += 1
-        path = [*result[element.parent].path, PathStep(element.role, element.name, nth)]
+        step = siblings[element.parent].step(element.role, element.name)
+        path = [*result[element.parent].path, step]
         result.append(element if path == element.path else element.model_copy(update={"path": path}))
     return result

@@ -1,4 +1,4 @@
-"""UI Automation trees as the project's element model (:class:`~deskrig.a11y.tree.Snapshot`).
+"""UI Automation trees as the project's element model (:class:`~deskrig.a11y.tree.Element`).
 
 The native reader (``windows_uia_native.py``, Windows only) fills one plain dict per element with
 the UIA properties it read, under their UIA names, and the element's children under
@@ -14,26 +14,31 @@ the UIA properties it read, under their UIA names, and the element's children un
 Everything else is here, over those dicts, so it is unit-tested on any platform: control types
 become the AT-SPI role names the tools already match on ("push button", "text", "check box"),
 UIA properties become states ("enabled", "focused", "checked", "editable"), patterns become
-action names ("click" for Invoke, "toggle", "expand or collapse", "select"), and an action or a
-set_value picks the pattern that performs it.
+action names ("click" for Invoke, "toggle", "expand or collapse", "select") and AT-SPI interface
+names, and an action or a set_value picks the pattern that performs it. :class:`WindowsUIA` is
+all that as the :class:`~deskrig.a11y.source.NativePlatform` the Windows accessibility source runs on.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from deskrig.a11y.tree import Element, ElementRef, PathStep, Snapshot, ValueInfo
+from deskrig.a11y.source import ACTIVATE_ALIASES
+from deskrig.a11y.tree import Element, ElementRef, ValueInfo
+from deskrig.a11y.walk import depth_first
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
 
 #: A UIA element's properties as the native reader hands them over (see the module docstring).
 UiaNode = Mapping[str, Any]
 
+#: No UIA control type: the application deskrig puts above an app's windows (:func:`app_root`).
+APPLICATION = 0
 #: ``UIA_*ControlTypeId`` -> the AT-SPI role name of the same kind of control.
 ROLES: dict[int, str] = {
+    APPLICATION: "application",
     50000: "push button",  # Button
     50001: "calendar",
     50002: "check box",
@@ -84,8 +89,6 @@ PATTERN_ACTIONS: dict[str, str] = {
     "ExpandCollapse": "expand or collapse",
     "SelectionItem": "select",
 }
-#: Action names that mean "activate this", as ``a11y.atspi.ACTIVATE_ALIASES``.
-ACTIVATE_NAMES = ("click", "press", "activate")
 #: ToggleState: Off, On, Indeterminate.
 TOGGLE_STATES = {0: None, 1: "checked", 2: "indeterminate"}
 #: Control types whose Value is the text they hold (an Edit's content, a Document's text).
@@ -159,6 +162,22 @@ def text_of(node: UiaNode) -> str | None:
     return str(node.get("Value", ""))
 
 
+def interfaces_of(node: UiaNode) -> list[str]:
+    """What the element offers, in AT-SPI's interface names (the tools ask for those): ``Action``
+    for Invoke, Toggle, SelectionItem or ExpandCollapse, ``Value`` for a RangeValue, ``Text`` and
+    ``EditableText`` for a Value holding text (editable when not read-only)."""
+    patterns = patterns_of(node)
+    text = text_of(node) is not None
+    offered = [
+        ("Action", bool(actions_of(node))),
+        ("Component", bounds_of(node) is not None),
+        ("Text", text),
+        ("EditableText", text and "editable" in states_of(node)),
+        ("Value", value_of(node) is not None and "RangeValue" in patterns),
+    ]
+    return [name for name, offers in offered if offers]
+
+
 def element_ref(node: UiaNode, pid: int) -> ElementRef:
     """Where the live element is: UIA's runtime id, unique on the desktop while the element lives."""
     return ElementRef(f"uia:{pid}", ".".join(str(part) for part in node.get("RuntimeId", [])))
@@ -169,77 +188,49 @@ def runtime_id(ref: ElementRef) -> list[int]:
     return [int(part) for part in ref.path.split(".")] if ref.path else []
 
 
-def _walk(
-    node: UiaNode, max_depth: int | None, budget: float
-) -> Iterator[tuple[UiaNode, int, int | None, list[PathStep]]]:
-    """Depth first: each node with its depth, parent index and path, within the limits."""
-    stack: list[tuple[UiaNode, int, int | None, list[PathStep]]] = [
-        (node, 0, None, [PathStep(role_of(node), str(node.get("Name", "")), 0)])
-    ]
-    index = 0
-    while stack and index < budget:
-        current, depth, parent, path = stack.pop()
-        yield current, depth, parent, path
-        mine, index = index, index + 1
-        if max_depth is not None and depth >= max_depth:
-            continue
-        children = list(current.get("children", []))
-        seen: dict[tuple[str, str], int] = {}
-        steps = []
-        for child in children:
-            key = (role_of(child), str(child.get("Name", "")))
-            steps.append(PathStep(key[0], key[1], seen.get(key, 0)))
-            seen[key] = seen.get(key, 0) + 1
-        for child, step in reversed(list(zip(children, steps, strict=True))):
-            stack.append((child, depth + 1, mine, [*path, step]))
+def app_root(name: str, windows: list[UiaNode]) -> dict[str, Any]:
+    """The application above its top-level windows' trees (UIA has no element for it; AT-SPI and
+    AX do, and element paths start below it)."""
+    return {"ControlType": APPLICATION, "Name": name, "children": windows}
 
 
-def _count(node: UiaNode) -> int:
-    return 1 + sum(_count(child) for child in node.get("children", []))
+def _children(node: UiaNode) -> list[UiaNode]:
+    return list(node.get("children", []))
 
 
-def snapshot_from_uia(
-    root: UiaNode,
-    *,
-    pid: int,
-    app_name: str,
-    snapshot_id: str,
-    fetch_ms: float,
-    max_depth: int | None = None,
-    max_elements: int | None = None,
-) -> Snapshot:
-    """A snapshot of the tree under ``root`` (an app's top-level window), indices depth first."""
-    budget = math.inf if max_elements is None else max_elements
-    elements = [
-        Element(
-            index=index,
-            parent=parent,
-            depth=depth,
-            role=role_of(node),
-            name=str(node.get("Name", "")),
-            description=str(node.get("HelpText", "")),
-            states=states_of(node),
-            text=text_of(node),
-            value=value_of(node),
-            actions=actions_of(node),
-            bounds=bounds_of(node),
-            child_count=len(node.get("children", [])),
-            interfaces=patterns_of(node),
-            ref=element_ref(node, pid),
-            path=path,
-        )
-        for index, (node, depth, parent, path) in enumerate(_walk(root, max_depth, budget))
-    ]
-    return Snapshot(
-        snapshot_id=snapshot_id,
-        pid=pid,
-        app_name=app_name,
-        bus_name=f"uia:{pid}",
-        created_at=datetime.now(UTC),
-        fetch_ms=fetch_ms,
-        truncated=len(elements) < _count(root),
-        elements=elements,
+def elements(
+    root: UiaNode, pid: int, *, max_depth: int | None = None, max_elements: int | None = None
+) -> tuple[list[Element], bool]:
+    """The tree under ``root`` (:func:`app_root`, or a window) as depth-first elements indexed from
+    0, and whether the limits cut it."""
+    visits, truncated = depth_first(
+        root,
+        _children,
+        lambda node: (role_of(node), str(node.get("Name", ""))),
+        max_depth=max_depth,
+        max_elements=max_elements,
     )
+    found = [
+        Element(
+            index=visit.index,
+            parent=visit.parent,
+            depth=visit.depth,
+            role=role_of(visit.node),
+            name=str(visit.node.get("Name", "")),
+            description=str(visit.node.get("HelpText", "")),
+            states=states_of(visit.node),
+            text=text_of(visit.node),
+            value=value_of(visit.node),
+            actions=actions_of(visit.node),
+            bounds=bounds_of(visit.node),
+            child_count=len(_children(visit.node)),
+            interfaces=interfaces_of(visit.node),
+            ref=element_ref(visit.node, pid),
+            path=visit.path,
+        )
+        for visit in visits
+    ]
+    return found, truncated
 
 
 #: UI Automation's HRESULTs (UIAutomationCoreApi.h) and E_ACCESSDENIED -> (code, remediation).
@@ -272,16 +263,17 @@ def action_pattern(element: Element, action: str) -> str:
     """The UIA pattern that performs ``action`` on ``element`` (INVALID_ARGUMENT if none does).
 
     "click" (or "press", "activate") is Invoke where the element has it, else Toggle (a check
-    box), else SelectionItem (a list item, a tab), as a click on each would do.
+    box), else SelectionItem (a list item, a tab), else ExpandCollapse, as a click on each would do.
     """
     wanted = action.casefold()
-    if wanted in ACTIVATE_NAMES:
+    pattern_of = {name: pattern for pattern, name in PATTERN_ACTIONS.items()}
+    offered = [pattern_of[name] for name in element.actions if name in pattern_of]
+    if wanted in ACTIVATE_ALIASES:
         for pattern in ("Invoke", "Toggle", "SelectionItem", "ExpandCollapse"):
-            if element.has_interface(pattern):
+            if pattern in offered:
                 return pattern
-    for pattern, name in PATTERN_ACTIONS.items():
-        if name == wanted and element.has_interface(pattern):
-            return pattern
+    if wanted in pattern_of and pattern_of[wanted] in offered:
+        return pattern_of[wanted]
     raise DeskrigError(
         ErrorCode.INVALID_ARGUMENT,
         f"{element.role} {element.name!r} has no action {action!r}",
@@ -290,10 +282,10 @@ def action_pattern(element: Element, action: str) -> str:
     )
 
 
-def value_setting(element: Element, value: str) -> tuple[Literal["Value", "RangeValue"], str | float]:
-    """How set_value writes ``value``: Value.SetValue of the text, or RangeValue.SetValue of a
-    number within the element's range. INVALID_ARGUMENT, and nothing written, otherwise."""
-    if element.value is not None and element.has_interface("RangeValue"):
+def value_setting(element: Element, value: str | float) -> tuple[Literal["Value", "RangeValue"], str | float]:
+    """How set_value writes ``value``: RangeValue.SetValue of a number within the element's range,
+    or Value.SetValue of the text. INVALID_ARGUMENT, and nothing written, otherwise."""
+    if element.value is not None and element.has_interface("Value"):
         try:
             number = float(value)
         except ValueError:
@@ -306,11 +298,45 @@ def value_setting(element: Element, value: str) -> tuple[Literal["Value", "Range
                 details={"value": value, "minimum": low, "maximum": high},
             )
         return "RangeValue", number
-    if element.has_interface("Value") and element.has_state("editable"):
-        return "Value", value
+    if element.has_interface("EditableText"):
+        return "Value", str(value)
     raise DeskrigError(
         ErrorCode.INVALID_ARGUMENT,
         f"{element.role} {element.name!r} has no value to set",
-        details={"role": element.role, "patterns": element.interfaces},
+        details={"role": element.role, "interfaces": element.interfaces},
         remediation="Set the value of an editable field, a slider or a spinner; type into others.",
     )
+
+
+class WindowsUIA:
+    """UI Automation as a :class:`~deskrig.a11y.source.NativePlatform`: operations are pattern
+    names (Invoke, Toggle, SelectionItem, ExpandCollapse, Value, RangeValue). Bounds need no
+    scaling: the reader runs per-monitor DPI aware, so UIA reports the physical pixels the
+    Windows backend's coordinates are."""
+
+    prefix = "uia"
+
+    def elements(
+        self, root: UiaNode, pid: int, *, max_depth: int | None, max_elements: int | None
+    ) -> tuple[list[Element], bool]:
+        return elements(root, pid, max_depth=max_depth, max_elements=max_elements)
+
+    def address(self, ref: ElementRef) -> list[int]:
+        return runtime_id(ref)
+
+    def operation(self, element: Element, action: str) -> str:
+        return action_pattern(element, action)
+
+    def value_operation(self, element: Element, value: str | float) -> tuple[str, str | float]:
+        return value_setting(element, value)
+
+
+def node_at(root: UiaNode, address: Sequence[int]) -> UiaNode | None:
+    """The node with the runtime id ``address`` in a tree read by the native side."""
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if list(node.get("RuntimeId", [])) == list(address):
+            return node
+        pending.extend(_children(node))
+    return None

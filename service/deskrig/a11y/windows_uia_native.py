@@ -3,8 +3,9 @@
 Value and RangeValue patterns.
 
 Thin on purpose: every decision (roles, states, which pattern an action uses, what a value may be)
-is ``windows_uia``'s, unit-tested on any platform. Not wired into the tools yet (see the README's
-native mode section): the accessibility tools speak AT-SPI today.
+is ``windows_uia``'s, unit-tested on any platform. :class:`UiaAppReader` is the reader of the
+Windows accessibility source (``deskrig.a11y.source.NativeReader``): an app's tree is its top-level
+windows' trees under one application element.
 
 Windows only: mypy checks this module with ``--platform win32``.
 """
@@ -12,11 +13,12 @@ Windows only: mypy checks this module with ``--platform win32``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from deskrig.a11y.tree import ElementRef
-from deskrig.a11y.windows_uia import UiaNode, runtime_id, uia_error
+from deskrig.a11y.windows_uia import UiaNode, app_root, uia_error
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import WindowInfo
 
 assert sys.platform == "win32"  # the rest of the module is Windows' (mypy skips it elsewhere)
 
@@ -111,11 +113,10 @@ class UiaReader:
                 exc.hresult, "reading the UI Automation tree", ErrorCode.A11Y_UNAVAILABLE, window_id=hwnd
             ) from exc
 
-    def _find(self, hwnd: int, ref: ElementRef) -> Any:
-        """The live element with ``ref``'s runtime id in the window, walking the control view as
-        :meth:`window_tree` did (a property condition on RuntimeId depends on how comtypes packs
+    def _find(self, hwnd: int, wanted: list[int]) -> Any:
+        """The live element with the runtime id ``wanted`` in the window, walking the control view
+        as :meth:`window_tree` did (a property condition on RuntimeId depends on how comtypes packs
         the array into a VARIANT)."""
-        wanted = runtime_id(ref)
         walker = self._automation.ControlViewWalker
         pending = [self._automation.ElementFromHandle(hwnd)]
         while pending:
@@ -133,8 +134,9 @@ class UiaReader:
             remediation="Call get_app_state again.",
         )
 
-    def perform(self, hwnd: int, ref: ElementRef, pattern: str, value: str | float | None = None) -> None:
-        """Run ``pattern`` (``windows_uia.action_pattern`` / ``value_setting`` chose it) on the element."""
+    def perform(self, hwnd: int, wanted: list[int], pattern: str, value: str | float | None = None) -> None:
+        """Run ``pattern`` (``windows_uia.action_pattern`` / ``value_setting`` chose it) on the
+        element with the runtime id ``wanted``."""
         uia = self._uia
         interfaces = {
             "Invoke": uia.IUIAutomationInvokePattern,
@@ -145,7 +147,7 @@ class UiaReader:
             "RangeValue": uia.IUIAutomationRangeValuePattern,
         }
         try:
-            element = self._find(hwnd, ref)
+            element = self._find(hwnd, wanted)
             control = element.GetCurrentPattern(PATTERNS[pattern][1]).QueryInterface(interfaces[pattern])
             if pattern == "Invoke":
                 control.Invoke()
@@ -163,3 +165,39 @@ class UiaReader:
             raise uia_error(
                 exc.hresult, f"UI Automation {pattern}", ErrorCode.INPUT_FAILED, window_id=hwnd
             ) from exc
+
+
+class UiaAppReader:
+    """An app's windows through one :class:`UiaReader` (made on the thread that calls it, as COM
+    wants): ``windows`` lists the desktop's windows (the Windows backend's, by HWND and pid)."""
+
+    def __init__(self, windows: Callable[[], list[WindowInfo]]) -> None:
+        self._windows = windows
+        self._reader = UiaReader()
+
+    def _hwnds(self, pid: int) -> tuple[str, list[int]]:
+        mine = [w for w in self._windows() if w.pid == pid]
+        if not mine:
+            raise DeskrigError(
+                ErrorCode.A11Y_UNAVAILABLE,
+                f"process {pid} has no top-level window to read through UI Automation",
+                details={"pid": pid},
+                remediation="Wait for the app's window (wait_for window_title), or check the pid with list_apps.",
+            )
+        return mine[0].app, [w.id for w in mine]
+
+    def tree(self, pid: int) -> UiaNode:
+        name, hwnds = self._hwnds(pid)
+        return app_root(name, [self._reader.window_tree(hwnd) for hwnd in hwnds])
+
+    def perform(
+        self, pid: int, address: Sequence[int], operation: str, value: str | float | None = None
+    ) -> None:
+        _, hwnds = self._hwnds(pid)
+        for hwnd in hwnds[:-1]:
+            try:
+                return self._reader.perform(hwnd, list(address), operation, value)
+            except DeskrigError as exc:
+                if exc.code is not ErrorCode.ELEMENT_NOT_FOUND:
+                    raise
+        self._reader.perform(hwnds[-1], list(address), operation, value)

@@ -3,7 +3,8 @@
 The thin native half of macOS accessibility: ``deskrig.a11y.macos_ax`` (pure, tested on Linux)
 maps these dictionaries to deskrig's element model and says which AX action or value to use.
 Elements are reached again by their child indices from the application (``macos_ax.child_indices``).
-AXErrors become deskrig errors here (``macos_windows.ax_failure``). macOS only.
+AXErrors become deskrig errors here (``macos_windows.ax_failure``). :class:`AXReader` is this
+module as the reader of the accessibility source (``deskrig.a11y.source.NativeReader``). macOS only.
 """
 
 from __future__ import annotations
@@ -121,3 +122,19 @@ def set_value(pid: int, indices: Sequence[int], value: str | float) -> None:
     )
     if error != 0:
         raise ax_failure(error, "set the value", responsible_program())
+
+
+class AXReader:
+    """The AX API as the accessibility source's reader: an element's address is its child indices,
+    an operation an AX action name, or ``AXValue`` to set the value."""
+
+    def tree(self, pid: int) -> dict[str, Any]:
+        return read_tree(pid)
+
+    def perform(
+        self, pid: int, address: Sequence[int], operation: str, value: str | float | None = None
+    ) -> None:
+        if operation == "AXValue" and value is not None:
+            set_value(pid, address, value)
+        else:
+            perform(pid, address, operation)

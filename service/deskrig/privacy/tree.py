@@ -25,7 +25,7 @@ from deskrig.model import Bounds
 from deskrig.privacy.detectors import Detectors
 
 if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
-    from deskrig.a11y.atspi import AccessibilityClient
+    from deskrig.a11y.source import AccessibilitySource
 
 #: Elements whose boxes are remembered (a few apps' worth).
 ELEMENT_CACHE_SIZE = 8192
@@ -60,7 +60,7 @@ class TreeDetector:
         self.detectors = detectors
         self._cache_size = cache_size
         self._elements: OrderedDict[_ElementKey, tuple[TextBox, ...]] = OrderedDict()
-        self._client: AccessibilityClient | None = None
+        self._client: AccessibilitySource | None = None
         #: What each element last showed (its key and boxes), to notice when that changes.
         self._shown: OrderedDict[ElementRef, tuple[_ElementKey, tuple[TextBox, ...]]] = OrderedDict()
         #: Findings of what elements showed until just now, masked until their deadline.
@@ -120,7 +120,7 @@ class TreeDetector:
         self._elements.clear()
 
     async def _element_boxes(
-        self, client: AccessibilityClient, element: Element
+        self, client: AccessibilitySource, element: Element
     ) -> tuple[_ElementKey, tuple[TextBox, ...]]:
         """The element's boxes, and the key of what they depend on."""
         bounds = element.bounds
@@ -142,7 +142,7 @@ class TreeDetector:
         return key, boxes
 
     async def _find(
-        self, client: AccessibilityClient, element: Element, bounds: Bounds, editable: bool
+        self, client: AccessibilitySource, element: Element, bounds: Bounds, editable: bool
     ) -> tuple[tuple[TextBox, ...], bool]:
         """The element's boxes, and whether they last while its key does. The whole element
         unless it is an entry whose text holds a finding and whose toolkit says where its

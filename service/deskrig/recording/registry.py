@@ -79,13 +79,13 @@ class RecordingRegistry:
         self,
         observer: Observer,
         settings: Settings,
-        session_bus: str | None = None,
+        a11y: A11yAccess | None = None,
     ) -> None:
         """``observer``: the desktop under the server's security policy (its ``screen_video`` is what
-        video records); ``session_bus`` leads to its accessibility bus."""
+        video records); ``a11y``: the recorder's own accessibility access (and snapshot store),
+        beside the tools' one."""
         self.observer = observer
-        #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
-        self.a11y = A11yAccess(session_bus, observer.desktop) if session_bus else None
+        self.a11y = a11y
         self.boot: Recording | None = None
         #: The recording started last (boot or session; stopped or not): the one the rig's /view shows.
         self.latest: Recording | None = None
