@@ -19,7 +19,9 @@ RECORDED = load("ax_tree_form.json")
 
 @pytest.fixture(scope="module")
 def tree() -> list[Element]:
-    return elements(RECORDED["tree"], RECORDED["pid"])
+    found, truncated = elements(RECORDED["tree"], RECORDED["pid"])
+    assert not truncated
+    return found
 
 
 def named(tree: list[Element], role: str, name: str) -> Element:
@@ -126,16 +128,39 @@ def test_element_actions_are_the_ax_actions_it_offers(tree: list[Element]) -> No
 
 
 def test_set_value_is_text_for_fields_and_a_number_in_range_for_sliders(tree: list[Element]) -> None:
-    field = node_at(named(tree, "text", "Name").ref)
-    slider = node_at(named(tree, "slider", "Volume").ref)
+    field, slider = named(tree, "text", "Name"), named(tree, "slider", "Volume")
 
     assert ax_value(field, "Grace") == "Grace"
     assert ax_value(slider, "42.5") == 42.5
-    for node, value, code in (
-        (slider, 101, ErrorCode.INVALID_ARGUMENT),
-        (slider, "loud", ErrorCode.INVALID_ARGUMENT),
-        (node_at(named(tree, "push button", "Submit").ref), "x", ErrorCode.INVALID_ARGUMENT),
+    for element, value in (
+        (slider, 101),
+        (slider, "loud"),
+        (named(tree, "push button", "Submit"), "x"),
     ):
         with pytest.raises(DeskrigError) as caught:
-            ax_value(node, value)
-        assert caught.value.code is code
+            ax_value(element, value)
+        assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+def test_interfaces_use_at_spi_names_so_the_tools_pick_text_or_value(tree: list[Element]) -> None:
+    assert {"EditableText", "Text", "AXValue"} <= set(named(tree, "text", "Name").interfaces)
+    assert {"Value", "AXValue"} <= set(named(tree, "slider", "Volume").interfaces)
+    assert "EditableText" not in named(tree, "label", "Name:").interfaces
+    assert "Action" in named(tree, "push button", "Submit").interfaces
+
+
+def test_bounds_scale_from_points_to_the_screen_units() -> None:
+    found, _ = elements(RECORDED["tree"], RECORDED["pid"], scale=2.0)
+    assert named(found, "text", "Name").bounds == Bounds(x=536, y=328, width=400, height=44)
+
+
+def test_limits_cut_the_tree_and_say_so() -> None:
+    shallow, truncated = elements(RECORDED["tree"], RECORDED["pid"], max_depth=1)
+    assert [e.depth for e in shallow] == [0, 1, 1] and truncated
+    few, truncated = elements(RECORDED["tree"], RECORDED["pid"], max_elements=3)
+    assert len(few) == 3 and truncated
+
+
+def test_press_and_activate_mean_click(tree: list[Element]) -> None:
+    submit = named(tree, "push button", "Submit")
+    assert ax_action(submit, "press") == ax_action(submit, "activate") == "AXPress"

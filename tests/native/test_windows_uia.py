@@ -2,39 +2,54 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from deskrig.a11y.tree import ElementQuery, ElementRef, PathStep, Snapshot
-from deskrig.a11y.windows_uia import action_pattern, bounds_of, runtime_id, snapshot_from_uia, value_setting
+from deskrig.a11y.windows_uia import action_pattern, app_root, bounds_of, elements, runtime_id, value_setting
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
 
 from .windows_data import load
 
 
-def snapshot(**limits: Any) -> Snapshot:
-    data = load("uia_tk_form")
-    return snapshot_from_uia(
-        data["root"], pid=data["pid"], app_name="python", snapshot_id="s1", fetch_ms=3.0, **limits
+def snapshot_of(root: Any, pid: int, **limits: Any) -> Snapshot:
+    found, truncated = elements(root, pid, **limits)
+    return Snapshot(
+        snapshot_id="s1",
+        pid=pid,
+        app_name=found[0].name,
+        bus_name=f"uia:{pid}",
+        created_at=datetime.now(UTC),
+        fetch_ms=3.0,
+        truncated=truncated,
+        elements=found,
     )
+
+
+def snapshot(**limits: Any) -> Snapshot:
+    """The recorded window under the application element the Windows source puts above it."""
+    data = load("uia_tk_form")
+    return snapshot_of(app_root("python.exe", [data["root"]]), data["pid"], **limits)
 
 
 def test_the_tree_is_flattened_depth_first_with_parents() -> None:
     tree = snapshot()
-    assert [(e.index, e.parent, e.depth, e.role, e.name) for e in tree.elements[:6]] == [
-        (0, None, 0, "frame", "deskrig form"),
-        (1, 0, 1, "title bar", "deskrig form"),
-        (2, 1, 2, "push button", "Minimize"),
-        (3, 1, 2, "push button", "Close"),
-        (4, 0, 1, "panel", ""),
-        (5, 4, 2, "text", "Entry"),
+    assert [(e.index, e.parent, e.depth, e.role, e.name) for e in tree.elements[:7]] == [
+        (0, None, 0, "application", "python.exe"),
+        (1, 0, 1, "frame", "deskrig form"),
+        (2, 1, 2, "title bar", "deskrig form"),
+        (3, 2, 3, "push button", "Minimize"),
+        (4, 2, 3, "push button", "Close"),
+        (5, 1, 2, "panel", ""),
+        (6, 5, 3, "text", "Entry"),
     ]
-    assert len(tree.elements) == 15 and not tree.truncated
-    assert tree.elements[0].child_count == 2
-    assert tree.elements[0].ref == ElementRef("uia:7788", "42.394766")
-    assert runtime_id(tree.elements[3].ref) == [4, 394766, 2, 2]
+    assert len(tree.elements) == 16 and not tree.truncated
+    assert tree.elements[1].child_count == 2
+    assert tree.elements[1].ref == ElementRef("uia:7788", "42.394766")
+    assert runtime_id(tree.elements[4].ref) == [4, 394766, 2, 2]
 
 
 def test_properties_become_states_actions_values_and_bounds() -> None:
@@ -53,7 +68,7 @@ def test_properties_become_states_actions_values_and_bounds() -> None:
     volume = named("Volume")
     assert volume.value is not None and (volume.value.current, volume.value.maximum) == (25.0, 100.0)
     # A read-only Value (the title bar's caption) is neither editable nor text.
-    title_bar = tree.elements[1]
+    title_bar = tree.elements[2]
     assert "editable" not in title_bar.states and title_bar.text is None
     assert named("clicked 0").role == "label"
 
@@ -67,7 +82,7 @@ def test_pattern_properties_count_only_with_their_pattern() -> None:
         "ToggleState": sentinel,
         "Value": sentinel,
     }
-    tree = snapshot_from_uia(plain, pid=1, app_name="a", snapshot_id="s", fetch_ms=0.0)
+    tree = snapshot_of(plain, 1)
     assert "checked" not in tree.elements[0].states and tree.elements[0].text is None
 
 
@@ -83,17 +98,18 @@ def test_paths_count_siblings_of_the_same_role_and_name() -> None:
     rows = [e for e in snapshot().elements if e.role == "list item"]
     assert [r.path[-1] for r in rows] == [PathStep("list item", "row", n) for n in range(3)]
     assert [step.role for step in rows[0].path] == ["frame", "panel", "list", "list item"]
+    assert snapshot().elements[0].path == []  # the application, as on Linux
 
 
 def test_limits_truncate_the_tree() -> None:
-    shallow = snapshot(max_depth=1)
-    assert [e.depth for e in shallow.elements] == [0, 1, 1] and shallow.truncated
-    assert len(snapshot(max_elements=4).elements) == 4
+    shallow = snapshot(max_depth=2)
+    assert [e.depth for e in shallow.elements] == [0, 1, 2, 2] and shallow.truncated
+    assert len(snapshot(max_elements=4).elements) == 4 and snapshot(max_elements=4).truncated
 
 
 def test_the_rendered_outline_reads_like_the_at_spi_one() -> None:
     text = snapshot().render_text()
-    assert '[6] push button "Click me" (enabled, focusable) @ 306,380 120x36 actions=click' in text
+    assert '[7] push button "Click me" (enabled, focusable) @ 306,380 120x36 actions=click' in text
     assert "value=25 (0..100)" in text
 
 
@@ -130,4 +146,4 @@ def test_set_value_writes_text_or_a_number_in_range() -> None:
             value_setting(tree.resolve(ElementQuery(name=name, match="exact")), value)
         assert caught.value.code == ErrorCode.INVALID_ARGUMENT
     with pytest.raises(DeskrigError):
-        value_setting(tree.elements[1], "read-only caption")
+        value_setting(tree.elements[2], "read-only caption")

@@ -301,6 +301,7 @@ class MacAX:
     names (AXPress ...) and ``AXValue`` for a value write."""
 
     prefix = "ax"
+    positional_refs = True  # references are child indices
 
     def __init__(self, scale: float = 1.0) -> None:
         """``scale``: deskrig's screen units per AX point. The macOS backend's coordinates are

@@ -11,7 +11,9 @@ Accessibility permission, say).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from deskrig.a11y import macos_ax, windows_uia
@@ -62,6 +64,13 @@ class ScriptedReader:
         self.trees: dict[int, Tree] = {pid: copy.deepcopy(dict(tree)) for pid, tree in trees.items()}
         self.failure = failure
         self.performed: list[Performed] = []
+        self._lock = threading.Lock()  # the source's thread reads while a test edits
+
+    @contextmanager
+    def editing(self, pid: int) -> Iterator[Tree]:
+        """The recorded tree of ``pid`` to change in place, as the app would change its UI."""
+        with self._lock:
+            yield self.trees[pid]
 
     def _app(self, pid: int) -> Tree:
         if self.failure is not None:
@@ -74,11 +83,16 @@ class ScriptedReader:
         return tree
 
     def tree(self, pid: int) -> NativeNode:
-        return copy.deepcopy(self._app(pid))
+        with self._lock:
+            return copy.deepcopy(self._app(pid))
 
     def perform(
         self, pid: int, address: Sequence[int], operation: str, value: str | float | None = None
     ) -> None:
+        with self._lock:
+            self._perform(pid, address, operation, value)
+
+    def _perform(self, pid: int, address: Sequence[int], operation: str, value: str | float | None) -> None:
         node = self._platform.node_at(self._app(pid), address)
         if node is None:
             raise DeskrigError(

@@ -142,6 +142,9 @@ class NativePlatform(Protocol):
 
     #: An element's ``ref.bus_name`` is ``f"{prefix}:{pid}"``.
     prefix: str
+    #: True when a reference is the element's position (AX: child indices), which another
+    #: element takes once the tree changes; False for an identity (UIA's runtime id).
+    positional_refs: bool
 
     def elements(
         self, root: NativeNode, pid: int, *, max_depth: int | None, max_elements: int | None
@@ -232,11 +235,21 @@ class NativeTreeSource:
         return deepest_focused(await self.current_elements(pid))
 
     async def read_element(self, element: Element) -> Element:
-        """Read the app's tree again and find the element by its reference; it keeps its index,
-        parent, depth and path (those of the snapshot it came from)."""
-        fresh = next(
-            (e for e in await self.current_elements(_pid_of(element.ref)) if e.ref == element.ref), None
-        )
+        """Read the app's tree again and find the element: by its reference where that is still
+        the same element (the same role; for a positional reference, the same path too), else by
+        its path (role, name and rank among same-named siblings at every level, as on Linux). It
+        keeps its index, parent, depth and path (those of the snapshot it came from) and takes
+        its reference now, so an action reaches it where it is."""
+        current = await self.current_elements(_pid_of(element.ref))
+
+        def same(candidate: Element) -> bool:
+            return candidate.role == element.role and (
+                candidate.path == element.path or not self.platform.positional_refs
+            )
+
+        fresh = next((e for e in current if e.ref == element.ref and same(e)), None)
+        if fresh is None:
+            fresh = next((e for e in current if e.path == element.path and e.role == element.role), None)
         if fresh is None:
             raise DeskrigError(
                 ErrorCode.ELEMENT_NOT_FOUND,

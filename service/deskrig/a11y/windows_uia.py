@@ -315,6 +315,7 @@ class WindowsUIA:
     Windows backend's coordinates are."""
 
     prefix = "uia"
+    positional_refs = False  # references are runtime ids
 
     def elements(
         self, root: UiaNode, pid: int, *, max_depth: int | None, max_elements: int | None
