@@ -59,7 +59,7 @@ def tree_readable(session_bus: str, pid: int | None) -> bool:
     """Whether the app's accessibility tree can be read yet (it joins the bus after it maps)."""
 
     async def read() -> bool:
-        access = A11yAccess(session_bus)
+        access = A11yAccess.atspi(session_bus)
         try:
             await (await access.client()).snapshot(pid or 0)
         except DeskrigError:
