@@ -5,7 +5,8 @@ the tests, with the backend ``--backend auto`` picks there.
 tests are skipped, the one skip this suite has, because only that OS has its window server (the
 pure logic of each backend is tested everywhere: tests/native/test_macos_*.py, test_windows_*.py).
 The scene is the contract's two windows (tests/contract.py), both the Tk colour app
-(tests/apps/tk_color.py) run by this Python, which has Tk on macOS and Windows.
+(tests/apps/tk_color.py) run by this Python, which has Tk on macOS and Windows. The contract
+(test_native_contract.py) and the few host-only checks (test_native_host.py) run on it.
 """
 
 from __future__ import annotations
@@ -37,8 +38,14 @@ ON_MACOS = pytest.mark.skipif(
     reason="real-host suite: needs macOS's window server (Quartz), with Screen Recording and "
     "Accessibility granted; runs in .github/workflows/macos.yml",
 )
+#: The real-host tests of the Windows backend: they need its desktop.
+ON_WINDOWS = pytest.mark.skipif(
+    sys.platform != "win32",
+    reason="real-host suite: needs a Windows desktop (Win32, UI Automation); runs in "
+    ".github/workflows/windows.yml",
+)
 #: Each native backend's parameter, with the platform it runs on.
-NATIVE_BACKENDS = [pytest.param("macos", marks=ON_MACOS)]
+NATIVE_BACKENDS = [pytest.param("macos", marks=ON_MACOS), pytest.param("windows", marks=ON_WINDOWS)]
 
 
 @dataclass
@@ -79,7 +86,7 @@ def tk_screen() -> Bounds:
     return Bounds(x=0, y=0, width=int(width), height=int(height))
 
 
-def _launch(log_dir: Path, kind: str, color: tuple[int, int, int], bounds: Bounds) -> NativeApp:
+def launch_tk_color(log_dir: Path, kind: str, color: tuple[int, int, int], bounds: Bounds) -> NativeApp:
     log = log_dir / f"{kind}.jsonl"
     command = [sys.executable, str(APPS_DIR / "tk_color.py"), "--title", f"{kind}-native", "--log", str(log)]
     command += ["--color", "#{:02x}{:02x}{:02x}".format(*color), "--size", f"{bounds.width}x{bounds.height}"]
@@ -105,7 +112,7 @@ def native_scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeSce
     apps: dict[str, NativeApp] = {}
     try:
         for kind, (color, bounds) in SCENE.items():
-            apps[kind] = _launch(log_dir, kind, color, bounds)
+            apps[kind] = launch_tk_color(log_dir, kind, color, bounds)
         yield NativeScene(apps, tk_screen())
     finally:
         for app in apps.values():
@@ -127,9 +134,18 @@ def open_macos() -> tuple[DesktopBackend, InputDevice, Callable[[], InputDevice]
     )
 
 
+def open_windows() -> tuple[DesktopBackend, InputDevice, Callable[[], InputDevice]]:
+    """The Windows backend and input device a server opens (``open_desktop("windows")``'s parts)."""
+    from deskrig.desktop.windows import WindowsBackend
+    from deskrig.desktop.windows_input import WindowsInput
+
+    return WindowsBackend(), WindowsInput(), WindowsInput
+
+
 #: How each native backend is opened on its host.
 OPENERS: dict[str, Callable[[], tuple[DesktopBackend, InputDevice, Callable[[], InputDevice]]]] = {
     "macos": open_macos,
+    "windows": open_windows,
 }
 
 

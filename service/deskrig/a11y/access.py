@@ -88,8 +88,15 @@ def open_access(desktop: Desktop, session_bus: str | None) -> A11yAccess | None:
         from deskrig.a11y.macos_ax import MacAX
 
         def open_ax() -> NativeReader:
-            from deskrig.desktop.macos_ax_native import AXReader
-
+            try:
+                from deskrig.desktop.macos_ax_native import AXReader
+            except ImportError as exc:  # another OS, or pyobjc's ApplicationServices missing
+                raise DeskrigError(
+                    ErrorCode.A11Y_UNAVAILABLE,
+                    f"the AX API cannot load: {exc}",
+                    remediation="Run on macOS with deskrig installed by pip there (it brings "
+                    "pyobjc-framework-ApplicationServices).",
+                ) from exc
             return AXReader()
 
         return A11yAccess.native(MacAX(), open_ax)
