@@ -8,7 +8,9 @@ interface. The same tests, parametrized by platform: get_app_state, click by ele
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import io
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from PIL import Image
 
 from deskrig.a11y.access import A11yAccess
 from deskrig.a11y.macos_ax import MacAX
@@ -325,6 +328,27 @@ async def test_pii_in_the_platform_tree_is_masked(native: NativeTools) -> None:
 
     assert "ada@example.org" not in json.dumps(state)
     assert state["pii_masking"] is not None
+
+
+async def test_the_pii_tree_detector_masks_a_field_from_the_platform_tree(native: NativeTools) -> None:
+    """A screenshot under masking blacks out the field the platform's tree says holds an address
+    (the whole field: AX and UIA text ranges are not read)."""
+    await native.ok("set_value", {"element": native.element(native.app.text), "value": "ada@example.org"})
+    state = await native.ok("get_app_state", {"pid": native.app.pid})
+    field = _by_name(state, *native.app.text)["bounds"]
+
+    shot = await native.client.call_tool(
+        "screenshot_window", {"window_id": native.world.windows()[0].id, "mask_pii": True}
+    )
+
+    assert not shot.is_error, tool_error(shot)
+    report = shot.structured_content["pii_masking"]
+    assert report["engines"].get("tree", 0) >= 1 and report["counts"] == {"email": 1}
+    image = Image.open(io.BytesIO(base64.b64decode(shot.content[0].data))).convert("RGB")
+    window = native.app.window[1]
+    centre = (field["x"] - window.x + field["width"] // 2, field["y"] - window.y + field["height"] // 2)
+    assert image.getpixel(centre) == (0, 0, 0)
+    assert image.getpixel((2, window.height - 3)) == (240, 240, 240)
 
 
 async def test_without_accessibility_permission_the_tools_say_where_to_grant_it(tmp_path: Path) -> None:

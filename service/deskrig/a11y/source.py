@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, Diagnostic
+from deskrig.model import Bounds
 
 T = TypeVar("T")
 
@@ -46,8 +46,6 @@ class AccessibilitySource(Protocol):
 
     #: Where snapshots are kept for ``{snapshot_id, index}`` targets (the owner's store).
     snapshots: SnapshotStore
-    #: Fallbacks and oddities, for ``doctor`` and ``/readyz``.
-    diagnostics: list[Diagnostic]
 
     async def snapshot(
         self,
@@ -177,7 +175,6 @@ class NativeTreeSource:
     def __init__(self, platform: NativePlatform, open_reader: Callable[[], NativeReader]) -> None:
         self.platform = platform
         self.snapshots = SnapshotStore()
-        self.diagnostics: list[Diagnostic] = []
         self._open_reader = open_reader
         self._reader: NativeReader | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"a11y-{platform.prefix}")
