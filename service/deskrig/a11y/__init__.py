@@ -1,8 +1,11 @@
-"""Accessibility trees over AT-SPI (Linux): snapshots of an app's elements, and actions on them.
+"""Accessibility trees: snapshots of an app's elements, and actions on them, on every platform.
 
-Usage::
+One interface (:class:`deskrig.a11y.source.AccessibilitySource`), one source per platform, picked
+with the desktop by :func:`deskrig.a11y.access.open_access`: AT-SPI on Linux, the AX API on macOS,
+UI Automation on Windows. Usage::
 
-    client = await AccessibilityClient.connect(session_bus_address)
+    access = open_access(desktop, session_bus_address)
+    client = await access.client()
     snapshot = await client.snapshot(pid)
     text = snapshot.render_text()
     button = snapshot.resolve(ElementQuery(role="push button", name="OK"))

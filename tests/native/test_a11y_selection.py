@@ -1,0 +1,66 @@
+"""``open_access`` picks the accessibility source by the desktop's backend at run time, and another
+platform's source fails structured, never with an ImportError (its library is loaded on first use)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from deskrig.a11y.access import open_access
+from deskrig.a11y.macos_ax import MacAX
+from deskrig.a11y.source import NativeTreeSource
+from deskrig.a11y.windows_uia import WindowsUIA
+from deskrig.desktop.base import Desktop
+from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.model import Point, WindowInfo
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class NamedDesktop:
+    """What ``open_access`` asks of a desktop: its backend's name and its windows."""
+
+    backend_name: str
+
+    def windows(self) -> list[WindowInfo]:
+        return []
+
+    def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
+        return []
+
+
+def desktop(name: str) -> Desktop:
+    return NamedDesktop(name)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(("backend", "platform"), [("macos", MacAX), ("windows", WindowsUIA)])
+async def test_macos_and_windows_get_their_native_source(backend: str, platform: type) -> None:
+    access = open_access(desktop(backend), "unix:path=/nonexistent")
+    assert access is not None
+    client = await access.client()
+    assert isinstance(client, NativeTreeSource) and isinstance(client.platform, platform)
+    assert client.snapshots is access.snapshots
+
+    with pytest.raises(DeskrigError) as caught:  # Linux has neither pyobjc nor UI Automation
+        await client.snapshot(1234)
+    assert caught.value.code is ErrorCode.A11Y_UNAVAILABLE
+    await access.close()
+
+
+@pytest.mark.parametrize("backend", ["x11", "sway", "scripted"])
+def test_linux_desktops_use_at_spi_on_their_session_bus_or_nothing(backend: str) -> None:
+    assert open_access(desktop(backend), None) is None
+    assert open_access(desktop(backend), "unix:path=/run/bus") is not None
+
+
+def test_the_recorder_gets_its_own_snapshot_store() -> None:
+    access = open_access(desktop("macos"), None)
+    assert access is not None
+    assert access.sibling().snapshots is not access.snapshots
