@@ -1,9 +1,9 @@
 """The accessibility half of masking: what the tree says is shown where, for the image detector.
 
 A leaf element (label, entry, cell) says what text it shows and where: it is a :class:`TextBox`
-with what the detectors find in that text. The boxes come from the live mirror of each app's tree
-(:meth:`~deskrig.a11y.atspi.AccessibilityClient.current_elements`: one sync with the app per read,
-so it is never older than the pixels it explains) and are remembered per element, keyed by what
+with what the detectors find in that text. The boxes come from the platform's accessibility source
+(:meth:`~deskrig.a11y.source.AccessibilitySource.current_elements`: on Linux the live mirror of
+each app's tree, one sync with the app per read, so it is never older than the pixels it explains) and are remembered per element, keyed by what
 they depend on (the element, its texts, its bounds): an element that did not change costs neither
 a detector pass nor a D-Bus call. An entry's findings are placed by the toolkit's character
 extents (Text.GetRangeExtents); those are remembered only while the whole text fits in the entry,
@@ -24,7 +24,7 @@ from deskrig.errors import DeskrigError
 from deskrig.model import Bounds
 from deskrig.privacy.detectors import Detectors
 
-if TYPE_CHECKING:  # the AT-SPI client loads dbus-fast, a Linux-only dependency
+if TYPE_CHECKING:
     from deskrig.a11y.source import AccessibilitySource
 
 #: Elements whose boxes are remembered (a few apps' worth).
