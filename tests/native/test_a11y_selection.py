@@ -3,6 +3,8 @@ platform's source fails structured, never with an ImportError (its library is lo
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -64,3 +66,31 @@ def test_the_recorder_gets_its_own_snapshot_store() -> None:
     access = open_access(desktop("macos"), None)
     assert access is not None
     assert access.sibling().snapshots is not access.snapshots
+
+
+class HungReader:
+    """A reader whose app never answers (until released)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def tree(self, pid: int) -> dict[str, object]:
+        self.release.wait(30)
+        return {}
+
+    def perform(
+        self, pid: int, address: Sequence[int], operation: str, value: str | float | None = None
+    ) -> None:
+        self.release.wait(30)
+
+
+async def test_a_hung_app_is_a11y_unavailable_within_the_timeout() -> None:
+    reader = HungReader()
+    source = NativeTreeSource(MacAX(), lambda: reader, timeout_s=0.2)
+    try:
+        with pytest.raises(DeskrigError) as caught:
+            await source.snapshot(1)
+        assert caught.value.code is ErrorCode.A11Y_UNAVAILABLE and "0.2 s" in caught.value.message
+    finally:
+        reader.release.set()
+        await source.close()

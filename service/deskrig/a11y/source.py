@@ -37,6 +37,8 @@ T = TypeVar("T")
 NativeNode = Mapping[str, Any]
 #: Action names that mean "activate this" across toolkits and platforms (GTK "click", Qt "Press").
 ACTIVATE_ALIASES = ("click", "press", "activate")
+#: How long a native accessibility call may take (as AT-SPI's calls on Linux).
+NATIVE_TIMEOUT_S = 10.0
 #: Most elements a native snapshot maps when the caller sets no limit (a runaway table).
 NATIVE_MAX_ELEMENTS = 5000
 
@@ -172,20 +174,38 @@ class NativeTreeSource:
     made and called on one thread of its own, as COM (UI Automation) wants its objects used.
     """
 
-    def __init__(self, platform: NativePlatform, open_reader: Callable[[], NativeReader]) -> None:
+    def __init__(
+        self,
+        platform: NativePlatform,
+        open_reader: Callable[[], NativeReader],
+        timeout_s: float = NATIVE_TIMEOUT_S,
+    ) -> None:
         self.platform = platform
         self.snapshots = SnapshotStore()
         self._open_reader = open_reader
         self._reader: NativeReader | None = None
+        self._timeout_s = timeout_s
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"a11y-{platform.prefix}")
 
     async def _run(self, fn: Callable[[NativeReader], T]) -> T:
+        """``fn`` on the reader's thread, within the timeout: a hung app is A11Y_UNAVAILABLE, as on
+        Linux (the call it hangs in keeps the thread until the platform's own timeout ends it)."""
+
         def on_thread() -> T:
             if self._reader is None:
                 self._reader = self._open_reader()
             return fn(self._reader)
 
-        return await asyncio.get_running_loop().run_in_executor(self._thread, on_thread)
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await asyncio.get_running_loop().run_in_executor(self._thread, on_thread)
+        except TimeoutError as exc:
+            raise DeskrigError(
+                ErrorCode.A11Y_UNAVAILABLE,
+                f"the app did not answer the accessibility request within {self._timeout_s:g} s "
+                "(it may be busy or hung)",
+                remediation="Retry once the app is idle; use coordinates from a screenshot meanwhile.",
+            ) from exc
 
     async def _elements(
         self, pid: int, max_depth: int | None, max_elements: int | None
