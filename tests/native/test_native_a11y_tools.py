@@ -12,7 +12,7 @@ import base64
 import contextlib
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,30 @@ class Recorded:
     button: tuple[str, str]
     text: tuple[str, str]
     slider: str
+    #: The native operations set_value uses on the text and on the slider.
+    text_write: str
+    range_write: str
+    #: A new node as the platform's reader describes it: (kind "label" or "button", name, bounds).
+    node: Callable[[str, str, Bounds], dict[str, Any]]
+
+
+def ax_node(kind: str, name: str, at: Bounds) -> dict[str, Any]:
+    named = {"value": name} if kind == "label" else {"title": name}
+    return {
+        "role": "AXStaticText" if kind == "label" else "AXButton",
+        **named,
+        "position": {"x": at.x, "y": at.y},
+        "size": {"width": at.width, "height": at.height},
+    }
+
+
+def uia_node(kind: str, name: str, at: Bounds) -> dict[str, Any]:
+    return {
+        "ControlType": 50020 if kind == "label" else 50000,
+        "Name": name,
+        "BoundingRectangle": [at.x, at.y, at.width, at.height],
+        "RuntimeId": [42, at.x, at.y],
+    }
 
 
 def recorded(name: str) -> Recorded:
@@ -72,6 +96,9 @@ def recorded(name: str) -> Recorded:
             ("push button", "Submit"),
             ("text", "Name"),
             "Volume",
+            "AXValue",
+            "AXValue",
+            ax_node,
         )
     uia = load_windows("uia_tk_form")
     return Recorded(
@@ -83,6 +110,9 @@ def recorded(name: str) -> Recorded:
         ("push button", "Click me"),
         ("text", "Entry"),
         "Volume",
+        "Value",
+        "RangeValue",
+        uia_node,
     )
 
 
@@ -180,7 +210,7 @@ async def test_set_value_writes_text_through_the_platform_and_reads_it_back(nati
 
     assert result["effect"] == "confirmed"
     ((_, _, operation, value),) = native.reader.performed
-    assert (operation, value) == (("AXValue" if native.app.prefix == "ax" else "Value"), "Grace")
+    assert (operation, value) == (native.app.text_write, "Grace")
     state = await native.ok("get_app_state", {"pid": native.app.pid})
     assert _by_name(state, *native.app.text)["text"] == "Grace"
 
@@ -191,7 +221,7 @@ async def test_set_value_sets_a_slider_within_its_range(native: NativeTools) -> 
 
     assert result["effect"] == "confirmed"
     ((_, _, operation, value),) = native.reader.performed
-    assert (operation, value) == (("AXValue" if native.app.prefix == "ax" else "RangeValue"), 42.0)
+    assert (operation, value) == (native.app.range_write, 42.0)
 
     refused = await native.error("set_value", {"element": slider, "value": 1000})
     assert refused["code"] == "INVALID_ARGUMENT" and len(native.reader.performed) == 1
@@ -205,22 +235,8 @@ async def test_a_value_is_refused_where_none_can_be_set(native: NativeTools) -> 
 async def test_wait_for_sees_an_element_appear(native: NativeTools) -> None:
     def add_done_label() -> None:
         with native.reader.editing(native.app.pid) as tree:
-            label = (
-                {
-                    "role": "AXStaticText",
-                    "value": "Done",
-                    "position": {"x": 210, "y": 140},
-                    "size": {"width": 40, "height": 16},
-                }
-                if native.app.prefix == "ax"
-                else {
-                    "ControlType": 50020,
-                    "Name": "Done",
-                    "BoundingRectangle": [300, 650, 40, 16],
-                    "RuntimeId": [42, 9],
-                }
-            )
-            tree["children"][0]["children"].append(label)
+            done = native.app.node("label", "Done", Bounds(x=300, y=650, width=40, height=16))
+            tree["children"][0]["children"].append(done)
 
     asyncio.get_running_loop().call_later(0.3, add_done_label)
     found = await native.ok(
@@ -287,21 +303,7 @@ async def test_a_click_by_index_reaches_its_element_after_a_same_role_sibling_ca
     state = await native.ok("get_app_state", {"pid": native.app.pid})
     button = _by_name(state, *native.app.button)
     box = button["bounds"]
-    reset = (
-        {
-            "role": "AXButton",
-            "title": "Reset",
-            "position": {"x": 5, "y": 5},
-            "size": {"width": 30, "height": 20},
-        }
-        if native.app.prefix == "ax"
-        else {
-            "ControlType": 50000,
-            "Name": "Reset",
-            "BoundingRectangle": [5, 5, 30, 20],
-            "RuntimeId": [42, 1],
-        }
-    )
+    reset = native.app.node("button", "Reset", Bounds(x=5, y=5, width=30, height=20))
     with native.reader.editing(native.app.pid) as tree:
         _insert_before(tree, native.app.button[1], reset)
 
