@@ -243,6 +243,8 @@ async def test_wait_for_sees_an_element_appear(native: NativeTools) -> None:
         "wait_for", {"role": "label", "name": "Done", "pid": native.app.pid, "timeout_ms": 20000}
     )
     assert found["element"]["name"] == "Done"
+    anywhere = await native.ok("wait_for", {"role": "label", "name": "Done", "timeout_ms": 20000})
+    assert anywhere["element"] == found["element"] | {"snapshot_id": anywhere["element"]["snapshot_id"]}
 
     missing = await native.error("wait_for", {"name": "Nowhere", "pid": native.app.pid, "timeout_ms": 300})
     assert missing["code"] == "TIMEOUT"
