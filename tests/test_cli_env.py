@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from deskrig.cli import build_parser
-from deskrig.cli_flags import FLAG_ENV, SETTINGS_FLAGS, prepare
+from deskrig.server_flags import FLAG_ENV, SETTINGS_FLAGS, prepare
 from deskrig.errors import ConfigError
 
 COMMANDS = {"serve": ["serve"], "rig run": ["rig", "run"]}
