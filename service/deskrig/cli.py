@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, get_args
 
 from deskrig import __version__
 from deskrig.cli_errors import report_cli_error
-from deskrig.server_flags import Invocation, option, prepare, server_options
 from deskrig.errors import ConfigError, DeskrigError
 from deskrig.rig.options import RigBackend
+from deskrig.server_flags import Invocation, option, prepare, server_options
 from deskrig.transport import Transport, resolve_tokens
 
 if TYPE_CHECKING:
