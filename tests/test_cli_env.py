@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from deskrig.cli import build_parser
-from deskrig.cli_flags import FLAG_ENV, SETTINGS_FLAGS, prepare
 from deskrig.errors import ConfigError
+from deskrig.server_flags import FLAG_ENV, SETTINGS_FLAGS, prepare
 
 COMMANDS = {"serve": ["serve"], "rig run": ["rig", "run"]}
 TRANSPORT = {"stdio", "http"}

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, get_args
 
 from deskrig import __version__
 from deskrig.cli_errors import report_cli_error
-from deskrig.cli_flags import Invocation, option, prepare, server_options
-from deskrig.errors import ConfigError, DeskrigError
+from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.rig.options import RigBackend
+from deskrig.server_flags import Invocation, option, prepare, server_options
 from deskrig.transport import Transport, resolve_tokens
 
 if TYPE_CHECKING:
@@ -144,6 +144,14 @@ def cmd_serve(invocation: Invocation) -> int:
 
 
 def cmd_rig_run(invocation: Invocation) -> int:
+    if not sys.platform.startswith("linux"):  # the rig starts Xvfb or sway, D-Bus and its app under /proc
+        raise DeskrigError(
+            ErrorCode.INVALID_ARGUMENT,
+            "rig run is Linux-only; use deskrig serve",
+            details={"platform": sys.platform},
+            remediation="`deskrig serve` drives this desktop with its native backend; a rig runs "
+            "on Linux or in the rig image (docker compose up).",
+        )
     from deskrig.rig import Rig, RigOptions, run_until_signal
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport

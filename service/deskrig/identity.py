@@ -96,7 +96,8 @@ def read_tokens_file(path: str | Path) -> list[tuple[str, str]]:
         raise ConfigError(
             f"tokens file {file} has unsafe permissions {mode:04o} (owner uid {info.st_uid}): it must "
             "belong to you or root and not be readable by others nor writable by anyone else; "
-            f"run `chmod 600 {file}`",
+            f"run `chmod 600 {file}`; a Docker secret is mounted 0444 unless given the rig's uid and "
+            "mode 0400 (`--secret source=NAME,target=deskrig-tokens,uid=UID,mode=0400`)",
             details={"path": str(file), "mode": f"{mode:04o}", "uid": info.st_uid},
         )
     entries = []

@@ -131,7 +131,16 @@ def process_alive(pid: int) -> bool:
 
 
 def terminate(pid: int, sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` to ``pid``: APP_NOT_RUNNING once it is gone (on Windows, a gone process is
+    an OSError such as "the parameter is incorrect", not ProcessLookupError)."""
     try:
         os.kill(pid, sig)
-    except ProcessLookupError as exc:
-        raise DeskrigError(ErrorCode.APP_NOT_RUNNING, f"no process {pid}", details={"pid": pid}) from exc
+    except OSError as exc:
+        if isinstance(exc, ProcessLookupError) or not process_alive(pid):
+            raise DeskrigError(ErrorCode.APP_NOT_RUNNING, f"no process {pid}", details={"pid": pid}) from exc
+        raise DeskrigError(
+            ErrorCode.PERMISSION_DENIED,
+            f"cannot signal process {pid}: {exc.strerror or exc}",
+            details={"pid": pid},
+            remediation="kill_app stops apps this rig's user may signal: those it started or that run as it.",
+        ) from exc

@@ -156,9 +156,7 @@ class Observation:
         if pids is None:
             shown = [w for w in self.windows if not w.minimized and w.bounds.intersection(region)]
             pids = [w.pid for w in shown if w.pid is not None and not self.is_blocked(w.title)]
-        if not pids:
-            return []
-        try:
+        try:  # with no app to read, still asked: what an app's closed window showed may be held
             return anyio.from_thread.run(tree.boxes, pids)
         except RuntimeError:  # not in an event loop's worker thread
             return []

@@ -42,7 +42,7 @@ from mcp.shared.subscriptions import (
 from deskrig import imaging
 from deskrig.error_responses import error_json
 from deskrig.errors import DeskrigError
-from deskrig.recording.registry import RecordingRegistry
+from deskrig.recording.registry import registry_or_none
 from deskrig.recording.session import Recording
 from deskrig.recording.watch import connection_of
 from deskrig.services import Services, client_of
@@ -84,8 +84,8 @@ class ResourceSet:
         mcp.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, self.listen)
 
     def _recording(self, ctx: ServerRequestContext[Any, Any]) -> Recording | None:
-        recorder = self.services.recorder
-        if not isinstance(recorder, RecordingRegistry):
+        recorder = registry_or_none(self.services)
+        if recorder is None:
             return None
         return recorder.shown_to(client_of(ctx).key)
 
@@ -169,8 +169,8 @@ class ResourceSet:
         return imaging.encode(pixels.frame, "png")
 
     def _state(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
-        recorder = self.services.recorder
-        if not isinstance(recorder, RecordingRegistry):
+        recorder = registry_or_none(self.services)
+        if recorder is None:
             return {"session": None, "boot": None}
         session = recorder.session_state(client_of(ctx).key)
         boot = recorder.boot.state() if recorder.boot is not None else None

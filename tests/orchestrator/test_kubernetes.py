@@ -7,6 +7,7 @@ real HTTP. The same runtime against a real cluster: test_kubernetes_cluster.py (
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -197,10 +198,17 @@ def test_the_role_grants_only_what_the_runtime_uses() -> None:
     assert ("secrets", "get") not in granted and ("secrets", "list") not in granted
 
 
-def test_manifests_command_prints_valid_yaml(tmp_path: Path) -> None:
-    done = deskrig(tmp_path, "k8s", "manifests", "--image", "ghcr.io/team/deskrig:1", "--namespace", "ci")
+def test_manifests_command_prints_valid_yaml_without_a_yaml_library(tmp_path: Path) -> None:
+    no_yaml = tmp_path / "no-yaml"
+    no_yaml.mkdir()
+    (no_yaml / "yaml.py").write_text('raise ImportError("a plain install has no PyYAML")\n')
+    path = os.pathsep.join([str(no_yaml), os.environ.get("PYTHONPATH", "")])
+    done = deskrig(
+        tmp_path, "k8s", "manifests", "--image", "ghcr.io/team/deskrig:1", "--namespace", "ci", PYTHONPATH=path
+    )
     assert done.returncode == 0, done.stderr
     documents = list(yaml.safe_load_all(done.stdout))
+    assert documents == manifests("ghcr.io/team/deskrig:1", "ci")
     assert [d["kind"] for d in documents] == [
         "Namespace",
         "ServiceAccount",

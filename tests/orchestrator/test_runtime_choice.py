@@ -24,9 +24,11 @@ from deskrig.orchestrator.runtime import RigRequest
 from deskrig.orchestrator.runtimes import RUNTIMES, make_runtime
 from deskrig.orchestrator.swarm_backend import (
     SWARM_RECORD_DIR,
+    TOKENS_FILE,
     active_nodes,
     service_options,
     task_state,
+    token_secret,
 )
 
 
@@ -150,6 +152,18 @@ def test_a_swarm_service_runs_the_rig_with_the_app_as_its_arguments(config: Orch
     assert options["constraints"] == ["node.role==worker"]
     assert options["preferences"] == [("spread", "node.labels.zone")]
     assert options["labels"]["io.deskrig.session"] == "s1"
+
+
+def test_a_swarm_rigs_token_is_its_tokens_file_not_a_variable(config: OrchestratorConfig) -> None:
+    secret = token_secret(request())
+    assert secret is not None and secret["data"] == b"default=t\n" and secret["labels"] == labels_of("o1", "s1")
+    options = service_options(request(), config, [], secret_id="sec1")
+    env = dict(item.split("=", 1) for item in options["env"])
+    assert "DESKRIG_TOKEN" not in env and env["DESKRIG_TOKENS_FILE"] == TOKENS_FILE
+    (reference,) = options["secrets"]
+    assert reference["SecretID"] == "sec1"
+    assert reference["File"] == {"Name": "deskrig-tokens", "UID": "1000", "GID": "1000", "Mode": 0o400}
+    assert token_secret(request(DESKRIG_TOKEN="")) is None
 
 
 def test_a_swarm_rig_not_recording_stays_so(config: OrchestratorConfig) -> None:

@@ -65,15 +65,21 @@ def services_of(client: docker.DockerClient, **labels: str) -> list[dict[str, An
     return found
 
 
+def secrets_of(client: docker.DockerClient, session_id: str) -> list[str]:
+    """The ids of the session's secrets."""
+    return [secret["ID"] for secret in client.api.secrets(filters={"label": f"{LABEL_SESSION}={session_id}"})]
+
+
 def leftovers_under(client: docker.DockerClient, state_dir: Path) -> list[str]:
-    """Services and task containers of the orchestrators whose leases were in ``state_dir``."""
+    """Services, task containers and secrets of the orchestrators whose leases were in ``state_dir``."""
     services = [s["Spec"]["Name"] for s in services_of(client) if under(s["Spec"]["Labels"], state_dir)]
     tasks = [
         entry["Names"][0]
         for entry in client.api.containers(all=True, filters={"label": LABEL_LEASE})
         if under(entry["Labels"], state_dir)
     ]
-    return services + tasks
+    secrets = [s["Spec"]["Name"] for s in client.api.secrets(filters={"label": LABEL_LEASE}) if under(s["Spec"]["Labels"], state_dir)]
+    return services + tasks + secrets
 
 
 def under(labels: dict[str, str], state_dir: Path) -> bool:
@@ -99,6 +105,13 @@ async def test_a_swarm_rig_is_one_hardened_service_with_reservations_limits_and_
         assert container["Healthcheck"]["Test"] == ["NONE"]
         assert [m["Target"] for m in container["Mounts"]] == ["/tmp"]
         assert "Command" not in container  # the image's entrypoint, the rig, stays
+        # Its token is a secret only the rig user reads (the rig refuses a secret's default 0444),
+        # not a variable that `docker service inspect` shows.
+        (secret,) = container["Secrets"]
+        assert secret["File"] == {"Name": "deskrig-tokens", "UID": "1000", "GID": "1000", "Mode": 0o400}
+        assert not any(var.startswith("DESKRIG_TOKEN=") for var in container["Env"])
+        assert info.token and info.token not in json.dumps(spec)
+        assert secrets_of(swarm, info.id) == [secret["SecretID"]]
         assert task["Resources"]["Limits"] == {"MemoryBytes": 2 * 1024**3, "Pids": 1024}
         assert task["Resources"]["Reservations"] == {"NanoCPUs": 100_000_000, "MemoryBytes": 256 * 1024**2}
         assert spec["EndpointSpec"]["Ports"][0]["PublishMode"] == "host"
@@ -118,6 +131,7 @@ async def test_a_swarm_rig_is_one_hardened_service_with_reservations_limits_and_
         await eventually("the turn on the host", lambda: turn_folders(directory) == ["turn-00001"])
         await orchestrator.stop(info.id)
         assert services_of(swarm, **{LABEL_SESSION: info.id}) == []
+        assert secrets_of(swarm, info.id) == []
 
 
 @pytest.mark.anyio

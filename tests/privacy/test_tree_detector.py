@@ -1,22 +1,28 @@
 """The tree detector's memory of what elements showed, over a scripted mirror (no AT-SPI bus):
-the tree can be ahead of the pixels, so findings an element just stopped showing stay masked
-until the app has had time to repaint."""
+the tree can be ahead of the pixels, so findings an element just stopped showing (its text
+changed, or it left the tree) stay masked until the app has had time to repaint."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
+import pytest
 from PIL import Image
 
 from deskrig.a11y import Element, ElementRef
 from deskrig.config import PiiMaskingPolicy
+from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
-from deskrig.model import Bounds
+from deskrig.model import Bounds, WindowInfo
+from deskrig.observation import Observation
 from deskrig.privacy.masker import PiiMasker
 from deskrig.privacy.tree import STALE_GRACE_S, TextBox
+from deskrig.security import WindowBlocklist
 
 LABEL = Bounds(x=10, y=10, width=200, height=20)
+SCREEN = Bounds(x=0, y=0, width=320, height=200)
 EMAIL = "jane.doe@example.com"
 
 
@@ -26,8 +32,14 @@ class ScriptedMirror:
     def __init__(self) -> None:
         self.text = EMAIL
         self.events = 0
+        self.label_shown = True
+        self.app_running = True
 
     async def current_elements(self, pid: int) -> list[Element]:
+        if not self.app_running:
+            raise DeskrigError(ErrorCode.APP_NOT_RUNNING, f"no app with pid {pid}")
+        if not self.label_shown:
+            return []
         label = Element(
             index=1,
             parent=0,
@@ -70,9 +82,9 @@ def masker_over(mirror: ScriptedMirror, clock: Clock) -> PiiMasker:
     return masker
 
 
-def boxes(masker: PiiMasker) -> list[TextBox]:
+def boxes(masker: PiiMasker, pids: tuple[int, ...] = (42,)) -> list[TextBox]:
     assert masker.tree is not None
-    return anyio.run(masker.tree.boxes, [42])
+    return anyio.run(masker.tree.boxes, list(pids))
 
 
 def test_findings_an_element_stopped_showing_stay_masked_until_the_grace_ends() -> None:
@@ -87,6 +99,55 @@ def test_findings_an_element_stopped_showing_stay_masked_until_the_grace_ends() 
     assert TextBox(LABEL, stale=True) in boxes(masker)
     clock.now += STALE_GRACE_S
     assert boxes(masker) == [TextBox(LABEL)]
+
+
+def _remove_label(mirror: ScriptedMirror) -> tuple[int, ...]:
+    mirror.label_shown, mirror.events = False, 1
+    return (42,)
+
+
+def _quit_app(mirror: ScriptedMirror) -> tuple[int, ...]:
+    mirror.app_running, mirror.events = False, 1
+    return (42,)
+
+
+def _close_window(mirror: ScriptedMirror) -> tuple[int, ...]:
+    mirror.events = 1
+    return ()  # the app's window is gone from the screen: its pid is not asked about
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [_remove_label, _quit_app, _close_window],
+    ids=["removed-from-the-tree", "app-gone", "window-closed"],
+)
+def test_findings_of_an_element_that_left_the_tree_stay_masked_until_the_grace_ends(
+    leave: Callable[[ScriptedMirror], tuple[int, ...]],
+) -> None:
+    mirror, clock = ScriptedMirror(), Clock()
+    masker = masker_over(mirror, clock)
+    assert boxes(masker) == [TextBox(LABEL, (("email", 1),))]
+
+    pids = leave(mirror)  # the tree says it is gone; its pixels may not be yet
+    assert boxes(masker, pids) == [TextBox(LABEL, stale=True)]
+
+    clock.now += STALE_GRACE_S / 2
+    assert boxes(masker, pids) == [TextBox(LABEL, stale=True)]
+    clock.now += STALE_GRACE_S
+    assert boxes(masker, pids) == []
+
+
+def test_an_element_that_left_the_tree_is_held_once() -> None:
+    """Held from when it was last seen: reading on while it stays gone does not extend the hold."""
+    mirror, clock = ScriptedMirror(), Clock()
+    masker = masker_over(mirror, clock)
+    boxes(masker)
+    _remove_label(mirror)
+    for _ in range(3):
+        assert boxes(masker) == [TextBox(LABEL, stale=True)]
+        clock.now += STALE_GRACE_S / 3
+    clock.now += STALE_GRACE_S / 3
+    assert boxes(masker) == []
 
 
 def test_a_held_box_is_filled_but_not_counted_nor_reused_past_its_deadline() -> None:
@@ -110,3 +171,26 @@ def test_a_held_box_is_filled_but_not_counted_nor_reused_past_its_deadline() -> 
     clock.now += 2 * STALE_GRACE_S  # same pixels, same events: only the deadline passed
     image, counts = capture()
     assert counts == {} and image.getpixel((100, 20)) == (255, 255, 255)
+
+
+def test_a_screen_capture_just_after_the_last_window_closed_still_masks_what_it_showed() -> None:
+    """With no window left to ask about, the capture still asks the tree detector for held boxes."""
+    mirror, clock = ScriptedMirror(), Clock()
+    masker = masker_over(mirror, clock)
+    white = Grab.of(Image.new("RGB", (SCREEN.width, SCREEN.height), "white"))
+    window = WindowInfo(id=1, title="contacts", app="contacts", pid=42, bounds=SCREEN)
+
+    def capture(windows: list[WindowInfo]) -> Image.Image:
+        observation = Observation(None, WindowBlocklist([]), windows, masker)  # type: ignore[arg-type]
+
+        async def redacted() -> Image.Image:
+            pixels = await anyio.to_thread.run_sync(observation.redact, white, SCREEN)
+            return pixels.frame.image()
+
+        return anyio.run(redacted)
+
+    assert capture([window]).getpixel((100, 20)) == (0, 0, 0)
+    mirror.events = 1
+    assert capture([]).getpixel((100, 20)) == (0, 0, 0)  # closed, maybe not yet repainted
+    clock.now += 2 * STALE_GRACE_S
+    assert capture([]).getpixel((100, 20)) == (255, 255, 255)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from tests.server.conftest import GreenRig
+from tests.server.helpers import undescribed
 from tests.server.rigproc import DESKRIG, NODE, ROOT, RigProcess
-from tests.server.test_schemas import undescribed
 
 INSPECTOR = ROOT / ".tools" / "inspector" / "node_modules" / ".bin" / "inspector"
 #: The Inspector CLI's exit status when the tool result has isError.

@@ -24,8 +24,8 @@ from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 from PIL import Image
 from tests.polling import poll
 from tests.server.conftest import GREEN, GreenRig
+from tests.server.helpers import close_to, rgb
 from tests.server.rigproc import DESKRIG, RigProcess, color_app, connect_stateless
-from tests.server.test_tools_http import close_to, rgb
 
 from deskrig.client import rig_http_client
 

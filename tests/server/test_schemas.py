@@ -3,28 +3,10 @@ descriptions to people and models; a bare ``x`` says nothing about which x)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from tests.server.helpers import undescribed
 
 from deskrig.tools import tools_for_profile
-
-
-def undescribed(schema: dict[str, Any], path: str) -> list[str]:
-    """Paths of the properties without a description, in the schema and in its ``$defs``."""
-    found = []
-    for name, prop in (schema.get("properties") or {}).items():
-        if not str(prop.get("description") or "").strip():
-            found.append(f"{path}.{name}")
-        found += undescribed(prop, f"{path}.{name}")
-    for name, definition in (schema.get("$defs") or {}).items():
-        found += undescribed(definition, f"{path}.$defs.{name}")
-    for key in ("anyOf", "allOf", "oneOf"):
-        for option in schema.get(key) or []:
-            found += undescribed(option, path)
-    if isinstance(schema.get("items"), dict):
-        found += undescribed(schema["items"], f"{path}[]")
-    return found
 
 
 def test_the_walk_finds_a_nested_property_without_a_description() -> None:

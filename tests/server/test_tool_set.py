@@ -19,8 +19,8 @@ from mcp.shared.exceptions import MCPError
 from PIL import Image
 from tests.polling import poll
 from tests.server.conftest import GREEN, RED, GreenRig
+from tests.server.helpers import allowed, close_to, error_of, image_of, ok, rgb
 from tests.server.rigproc import RigProcess, color_app
-from tests.server.test_tools_http import close_to, error_of, image_of, rgb
 
 from deskrig.config import Settings
 from deskrig.http import max_request_body_bytes
@@ -53,16 +53,6 @@ def tool_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GreenRig]:
     yield green
     green.close_extra_apps()
     rig.stop()
-
-
-def allowed(rig: GreenRig) -> Path:
-    return rig.tmp / "home" / "deskrig"
-
-
-def ok(rig: GreenRig, tool: str, arguments: dict[str, Any]) -> Any:
-    result = rig.rig.call(tool, arguments)
-    assert not result.is_error, result.content
-    return result
 
 
 def listing(directory: Path) -> list[str]:

@@ -16,9 +16,8 @@ from collections.abc import Iterator
 import pytest
 from tests.polling import poll
 from tests.server.conftest import GREEN, GreenRig, start_green_rig
+from tests.server.helpers import allowed, close_to, image_of, ok, rgb
 from tests.server.rigproc import APPS, SYSTEM_PYTHON, read_events
-from tests.server.test_tool_set import allowed, ok
-from tests.server.test_tools_http import close_to, image_of, rgb
 
 
 @pytest.fixture(scope="module")

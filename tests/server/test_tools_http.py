@@ -4,7 +4,6 @@ every desktop backend."""
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import re
@@ -15,31 +14,9 @@ from typing import Any
 import pytest
 from PIL import Image
 from tests.server.conftest import GREEN, RED, GreenRig, start_green_rig
+from tests.server.helpers import close_to, error_of, image_of, rgb
 from tests.server.rigproc import APPS, RigProcess, color_app, read_events
 from tests.toolkits import not_on
-
-from deskrig.errors import tool_error
-
-
-def rgb(hex_color: str) -> tuple[int, int, int]:
-    return tuple(int(hex_color[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
-
-
-def close_to(pixel: tuple[int, ...], expected: tuple[int, int, int], tolerance: int = 6) -> bool:
-    return all(abs(a - b) <= tolerance for a, b in zip(pixel[:3], expected, strict=True))
-
-
-def image_of(result: Any) -> Image.Image:
-    (block,) = [c for c in result.content if c.type == "image"]
-    return Image.open(io.BytesIO(base64.b64decode(block.data))).convert("RGB")
-
-
-def error_of(result: Any) -> dict[str, Any]:
-    error = tool_error(result)
-    assert error is not None, result
-    assert result.structured_content is None  # it would not match the output schema
-    assert error["remediation"]
-    return error
 
 
 @pytest.fixture(scope="module")

@@ -38,14 +38,8 @@ def push(args: argparse.Namespace) -> int:
 
 
 def manifests(args: argparse.Namespace) -> int:
-    from deskrig.errors import ConfigError, DeskrigError, ErrorCode
-
-    try:
-        import yaml
-    except ImportError as exc:
-        raise DeskrigError(
-            ErrorCode.INVALID_ARGUMENT, "k8s manifests needs PyYAML", remediation="pip install 'deskrig[kubernetes]'"
-        ) from exc
+    from deskrig.errors import ConfigError
+    from deskrig.orchestrator import yaml_text
     from deskrig.orchestrator.images import check_registry
     from deskrig.orchestrator.kubernetes_objects import is_dns_label, manifests
 
@@ -55,9 +49,5 @@ def manifests(args: argparse.Namespace) -> int:
     if not is_dns_label(namespace):
         raise ConfigError(f"--namespace {namespace!r} is not a DNS label (a-z, 0-9, -; at most 63)")
     registry = check_registry(args.registry) if args.registry else None
-    # Every object spelt out: no &anchors for the labels they share.
-    dumper = type("Dumper", (yaml.SafeDumper,), {"ignore_aliases": lambda self, data: True})
-
-    documents = manifests(args.image, namespace, registry=registry)
-    sys.stdout.write(yaml.dump_all(documents, Dumper=dumper, sort_keys=False))
+    sys.stdout.write(yaml_text.dump_all(manifests(args.image, namespace, registry=registry)))
     return 0

@@ -15,10 +15,16 @@ programs to gain privileges from (its build strips them). Nor can it own a tmpfs
 a swarm rig writes only to /tmp (see :func:`tmpfs_mounts`).
 The image's HEALTHCHECK is turned off: swarm would kill a rig that a loaded node makes slow to
 answer it, and readiness is the orchestrator's ``/readyz`` wait, as with Docker.
+
+The rig's token is a swarm secret (one per session, removed with its service), mounted as the
+rig's tokens file, readable by the rig user only (mode 0400, uid 1000: the rig refuses a tokens
+file others may read, and a secret's default is 0444 root): in the service's environment, anyone
+who may inspect services would read it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -33,6 +39,7 @@ from docker.types import (
     Mount,
     Resources,
     RestartPolicy,
+    SecretReference,
     ServiceMode,
 )
 from docker.utils import parse_bytes
@@ -66,6 +73,10 @@ PLACEMENT_POLL = 0.1
 #: Where a swarm rig records, and its home: on its one writable tmpfs (see :func:`tmpfs_mounts`).
 SWARM_RECORD_DIR = "/tmp/artifacts"
 RIG_TMP_HOME = "/tmp"
+#: Where the rig reads its token: the session's secret, as a tokens file (``default=TOKEN``).
+TOKENS_FILE = "/run/secrets/deskrig-tokens"
+#: Only the rig user may read it.
+TOKENS_FILE_MODE = 0o400
 
 
 def tmpfs_mounts(config: OrchestratorConfig) -> list[Mount]:
@@ -84,6 +95,8 @@ def service_env(request: RigRequest, node_hosts: list[str]) -> dict[str, str]:
     """The rig's environment: the request's, with what a service's one writable tmpfs and
     node addresses change."""
     env = {**request.env, "HOME": RIG_TMP_HOME}
+    if env.pop("DESKRIG_TOKEN", ""):
+        env["DESKRIG_TOKENS_FILE"] = TOKENS_FILE  # the secret (:func:`token_secret`)
     if env.get("DESKRIG_RECORD"):
         env["DESKRIG_RECORD"] = SWARM_RECORD_DIR
     env.setdefault("DESKRIG_ALLOWED_DIRS", SWARM_RECORD_DIR)
@@ -106,9 +119,35 @@ def resources(config: OrchestratorConfig) -> Resources:
     return spec
 
 
-def service_options(request: RigRequest, config: OrchestratorConfig, node_hosts: list[str]) -> dict[str, Any]:
-    """Everything ``services.create`` gets for one rig, but the image."""
+def token_secret(request: RigRequest) -> dict[str, Any] | None:
+    """What ``secrets.create`` gets for the rig's token: its tokens file; None without a token."""
+    token = request.env.get("DESKRIG_TOKEN", "")
+    if not token:
+        return None
+    return {
+        "name": f"deskrig-{request.session_id}-tokens",
+        "data": f"default={token}\n".encode(),
+        "labels": request.labels,
+    }
+
+
+def service_options(
+    request: RigRequest, config: OrchestratorConfig, node_hosts: list[str], secret_id: str | None = None
+) -> dict[str, Any]:
+    """Everything ``services.create`` gets for one rig, but the image; ``secret_id``: the rig's
+    token secret (:func:`token_secret`)."""
     env = service_env(request, node_hosts)
+    secrets = []
+    if secret_id is not None:
+        secret = SecretReference(
+            secret_id,
+            f"deskrig-{request.session_id}-tokens",
+            filename=Path(TOKENS_FILE).name,
+            uid=str(RIG_UID),
+            gid=str(RIG_UID),
+            mode=TOKENS_FILE_MODE,
+        )
+        secrets.append(secret)
     preferences = [tuple(preference.split("=", 1)) for preference in config.placement_preferences]
     return {
         # A service's "command" replaces the image's ENTRYPOINT (the rig); its "args", the CMD (the app).
@@ -125,6 +164,7 @@ def service_options(request: RigRequest, config: OrchestratorConfig, node_hosts:
         "read_only": True,
         "cap_drop": ["ALL"],
         "mounts": tmpfs_mounts(config),
+        "secrets": secrets,
         "healthcheck": Healthcheck(test=["NONE"]),
         "resources": resources(config),
         "mode": ServiceMode("replicated", replicas=1),
@@ -246,12 +286,20 @@ class SwarmRuntime:
             raise
 
     def _create_service(self, request: RigRequest) -> str:
+        secret_id = None
         try:
             hosts = sorted(set(self._node_hosts().values()))
             # Every node pulls the image itself: with --registry, from there.
             image = image_reference(request.image, self._config.registry)
-            service = self._docker().services.create(image, **service_options(request, self._config, hosts))
+            secret = token_secret(request)
+            if secret is not None:
+                secret_id = str(self._docker().secrets.create(**secret).id)
+            options = service_options(request, self._config, hosts, secret_id)
+            service = self._docker().services.create(image, **options)
         except ENGINE_ERRORS as exc:
+            if secret_id is not None:
+                with contextlib.suppress(DeskrigError):  # the engine's error is the one to tell
+                    self._remove_secrets(request.session_id)
             if isinstance(exc, APIError) and exc.is_client_error():
                 raise DeskrigError(
                     ErrorCode.RIG_FAILED,
@@ -336,6 +384,19 @@ class SwarmRuntime:
     def _destroy(self, handle: RigHandle) -> None:
         try:
             self._docker().api.remove_service(handle.id)
+        except NotFound:
+            pass
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+        session_id = handle.labels.get(LABEL_SESSION)
+        if session_id:
+            self._remove_secrets(session_id)
+
+    def _remove_secrets(self, session_id: str) -> None:
+        """The session's token secret, once no service uses it."""
+        try:
+            for secret in self._docker().api.secrets(filters={"label": f"{LABEL_SESSION}={session_id}"}):
+                self._docker().api.remove_secret(secret["ID"])
         except NotFound:
             return
         except ENGINE_ERRORS as exc:

@@ -8,6 +8,11 @@ they depend on (the element, its texts, its bounds): an element that did not cha
 a detector pass nor a D-Bus call. An entry's findings are placed by the toolkit's character
 extents (Text.GetRangeExtents); those are remembered only while the whole text fits in the entry,
 since a field that scrolls moves its characters without changing its text or bounds.
+
+The tree can be ahead of the pixels: an element whose findings were just replaced by other text,
+or that just left the tree (removed, its window closed or unmapped, its app gone), may still show
+them until the app or compositor repaints. Its last findings stay masked, uncounted, for
+:data:`STALE_GRACE_S`.
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ if TYPE_CHECKING:
 
 #: Elements whose boxes are remembered (a few apps' worth).
 ELEMENT_CACHE_SIZE = 8192
-#: How long an element's findings stay masked after its text changed to something else: the tree
-#: can be ahead of the pixels (the app repaints on its next frame, later on a loaded machine), and
-#: a capture in between still shows the old text where the tree already says the new one.
+#: How long an element's findings stay masked after its text changed to something else or it left
+#: the tree: the tree can be ahead of the pixels (the app repaints on its next frame, later on a
+#: loaded machine), and a capture in between still shows the old text where the tree says otherwise.
 STALE_GRACE_S = 1.0
 _ElementKey = tuple[Hashable, ...]
 
@@ -43,8 +48,9 @@ class TextBox:
 
     box: Bounds
     counts: tuple[tuple[str, int], ...] = ()
-    #: Masked but not counted: what the element showed until just now held personal data, and
-    #: its pixels may not have been repainted yet (:data:`STALE_GRACE_S`).
+    #: Masked but not counted: what the element showed until just now (or where it was, until it
+    #: left the tree) held personal data, and its pixels may not have been repainted yet
+    #: (:data:`STALE_GRACE_S`).
     stale: bool = False
 
 
@@ -61,10 +67,11 @@ class TreeDetector:
         self._cache_size = cache_size
         self._elements: OrderedDict[_ElementKey, tuple[TextBox, ...]] = OrderedDict()
         self._client: AccessibilitySource | None = None
-        #: What each element last showed (its key and boxes), to notice when that changes.
+        #: What each element last showed (its key and boxes), to notice when that changes or goes.
         self._shown: OrderedDict[ElementRef, tuple[_ElementKey, tuple[TextBox, ...]]] = OrderedDict()
-        #: Findings of what elements showed until just now, masked until their deadline.
-        self._stale: dict[ElementRef, tuple[tuple[TextBox, ...], float]] = {}
+        #: Findings of what elements showed until just now, per what they showed, masked until their
+        #: deadline: at most what :attr:`_shown` held within the last :data:`STALE_GRACE_S`.
+        self._stale: dict[_ElementKey, tuple[tuple[TextBox, ...], float]] = {}
         self.clock: Callable[[], float] = time.monotonic
         #: GetRangeExtents batches asked (cache misses), for tests and the benchmark.
         self.extent_reads = 0
@@ -80,27 +87,49 @@ class TreeDetector:
 
     async def boxes(self, pids: Iterable[int]) -> list[TextBox]:
         """The text boxes of the apps with ``pids``; an app without a tree adds none (OCR reads
-        its windows instead)."""
+        its windows instead). Elements read before but not now (of these apps or of apps no
+        longer asked about: their windows closed or unmapped) leave their findings held."""
         found: list[TextBox] = []
-        try:
-            client = await self.a11y.client()
-        except DeskrigError:
-            return found
-        self._client = client
         now = self.clock()
-        for pid in sorted(set(pids)):
+        seen: set[ElementRef] = set()
+        wanted = sorted(set(pids))
+        client = await self._client_for(wanted)
+        if client is not None:
+            found += await self._read(client, wanted, now, seen)
+        for gone in self._shown.keys() - seen:
+            self._hold(*self._shown.pop(gone), now)
+        self._stale = {key: held for key, held in self._stale.items() if held[1] > now}
+        for held, _ in self._stale.values():
+            found += held
+        return found
+
+    async def _read(
+        self, client: AccessibilitySource, pids: list[int], now: float, seen: set[ElementRef]
+    ) -> list[TextBox]:
+        """The boxes of the apps with ``pids`` as they are now; adds the elements read to ``seen``."""
+        found: list[TextBox] = []
+        for pid in pids:
             try:
                 elements = await client.current_elements(pid)
                 for element in elements:
                     key, boxes = await self._element_boxes(client, element)
                     self._note_shown(element.ref, key, boxes, now)
+                    seen.add(element.ref)
                     found += boxes
             except DeskrigError:
                 continue
-        self._stale = {ref: held for ref, held in self._stale.items() if held[1] > now}
-        for held, _ in self._stale.values():
-            found += held
         return found
+
+    async def _client_for(self, pids: list[int]) -> AccessibilitySource | None:
+        """The accessibility client, when there are apps to read and a bus to read them on. With
+        no app to read none is started: what was shown before is only held."""
+        if not pids:
+            return None
+        try:
+            self._client = await self.a11y.client()
+        except DeskrigError:
+            return None
+        return self._client
 
     def _note_shown(self, ref: ElementRef, key: _ElementKey, boxes: tuple[TextBox, ...], now: float) -> None:
         """Remember what ``ref`` shows; when that changed from findings, hold those masked a while."""
@@ -109,11 +138,14 @@ class TreeDetector:
         self._shown.move_to_end(ref)
         if len(self._shown) > self._cache_size:
             self._shown.popitem(last=False)
-        if previous is None or previous[0] == key:
-            return
-        held = tuple(TextBox(box.box, stale=True) for box in previous[1] if box.counts)
+        if previous is not None and previous[0] != key:
+            self._hold(*previous, now)
+
+    def _hold(self, key: _ElementKey, boxes: tuple[TextBox, ...], now: float) -> None:
+        """Keep the findings among ``boxes`` (what an element showed as ``key``) masked a while."""
+        held = tuple(TextBox(box.box, stale=True) for box in boxes if box.counts)
         if held:
-            self._stale[ref] = (held, now + STALE_GRACE_S)
+            self._stale[key] = (held, now + STALE_GRACE_S)
 
     def forget(self) -> None:
         """Forget every element's boxes (the benchmark's "nothing known")."""

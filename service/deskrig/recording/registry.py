@@ -381,11 +381,18 @@ class RecordingRegistry:
         }
 
 
-def registry_of(services: Services) -> RecordingRegistry:
-    """The server's recorder. :class:`~deskrig.services.Services` sits below this package, so it holds
-    the recorder by its interface (:class:`~deskrig.services.Recorder`); the type is narrowed here,
-    in one place."""
+def registry_or_none(services: Services) -> RecordingRegistry | None:
+    """The server's recorder, if it has one. :class:`~deskrig.services.Services` sits below this
+    package, so it holds the recorder by its interface (:class:`~deskrig.services.Recorder`); the
+    type is narrowed here, in one place (a static type would need ``Services`` generic in its
+    recorder, through every handler's signature)."""
     recorder = services.recorder
-    if not isinstance(recorder, RecordingRegistry):
+    return recorder if isinstance(recorder, RecordingRegistry) else None
+
+
+def registry_of(services: Services) -> RecordingRegistry:
+    """The server's recorder; RECORDING_ERROR when it has none."""
+    registry = registry_or_none(services)
+    if registry is None:
         raise DeskrigError(ErrorCode.RECORDING_ERROR, "this server has no recorder")
-    return recorder
+    return registry
