@@ -52,7 +52,9 @@ def test_a_window_grab_is_bgrx_and_its_png_decodes_to_the_same_pixels(
 @pytest.mark.parametrize("part", [Bounds(x=0, y=0, width=7, height=5), Bounds(x=2, y=1, width=4, height=3)])
 @pytest.mark.parametrize("inverted", [False, True])
 @pytest.mark.parametrize("padding", [0, 12])
-def test_a_part_of_a_padded_or_upside_down_buffer_is_its_pixels(inverted: bool, padding: int, part: Bounds) -> None:
+def test_a_part_of_a_padded_or_upside_down_buffer_is_its_pixels(
+    inverted: bool, padding: int, part: Bounds
+) -> None:
     """Every byte of the buffer differs, so a row out of place or a pixel shifted shows. A held
     frame's part is how a capture of a region reads sway's last drawn frame."""
     width, height = 7, 5

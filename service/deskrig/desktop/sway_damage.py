@@ -289,7 +289,12 @@ class DamageWatch:
     def _answer(self, question: _Question) -> None:
         watched = self._outputs.get(question.output)
         held = watched.held if watched is not None else None
-        if watched is not None and held is not None and watched.covered and held.drawn_at > question.not_before:
+        if (
+            watched is not None
+            and held is not None
+            and watched.covered
+            and held.drawn_at > question.not_before
+        ):
             _fmt, width, height, _stride = held.buffer.shape
             if question.part.intersection(Bounds(x=0, y=0, width=width, height=height)) == question.part:
                 question.frame = bgrx_part(held.buffer, held.inverted, question.part)
