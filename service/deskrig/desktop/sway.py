@@ -2,7 +2,9 @@
 
 Attaches to a running sway named by ``SWAYSOCK`` (IPC) and ``WAYLAND_DISPLAY`` (with
 ``XDG_RUNTIME_DIR``). Two connections, each with one job: the IPC socket answers questions about
-the layout and runs commands (focus); the Wayland connection copies pixels.
+the layout and runs commands (focus); the Wayland connection copies pixels. While captures come,
+a third (:mod:`~deskrig.desktop.sway_damage`) holds the frame sway last drew: a capture that
+provably nothing has changed since is that frame, at once; any other waits for sway's next frame.
 
 Windows are sway's views: id = the container id (stable for the life of the window), app =
 ``app_id`` (native Wayland) or the X11 class (Xwayland), bounds = the content area in layout
