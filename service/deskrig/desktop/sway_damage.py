@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import queue
 import select
@@ -258,7 +259,10 @@ class DamageWatch:
         watched.covered = any(other.armed for other in watched.copies if other is not copy)
         if watched.held is not None:
             watched.spare.append(watched.held.buffer)
-        watched.held = _Held(copy.buffer, copy.inverted, ((sec_hi << 32) | sec_lo) + nsec / 1e9)
+        drawn_at = ((sec_hi << 32) | sec_lo) + nsec / 1e9
+        if drawn_at > time.monotonic():  # not CLOCK_MONOTONIC: no telling what it came after
+            drawn_at = -math.inf
+        watched.held = _Held(copy.buffer, copy.inverted, drawn_at)
         copy.buffer = None
         self._forget(copy)
         self._damage()
