@@ -17,7 +17,7 @@ from tests.sway.conftest import COLOR, window_of
 from deskrig import imaging
 from deskrig.desktop import Desktop
 from deskrig.desktop.sway_input import SwayInput
-from deskrig.desktop.sway_wayland import ShmBuffer, _bgrx_frame, _rgb_image
+from deskrig.desktop.sway_wayland import ShmBuffer, _bgrx_frame, bgrx_part
 from deskrig.model import Bounds
 
 XRGB8888 = 1
@@ -49,21 +49,27 @@ def test_a_window_grab_is_bgrx_and_its_png_decodes_to_the_same_pixels(
     assert decoded.tobytes() == sway_desktop.capture_window(window.id, include_frame=False).tobytes()
 
 
+@pytest.mark.parametrize("part", [Bounds(x=0, y=0, width=7, height=5), Bounds(x=2, y=1, width=4, height=3)])
 @pytest.mark.parametrize("inverted", [False, True])
 @pytest.mark.parametrize("padding", [0, 12])
-def test_frames_and_images_agree_on_padded_and_upside_down_buffers(inverted: bool, padding: int) -> None:
-    """Every byte of the buffer differs, so a row out of place or a pixel shifted shows."""
+def test_a_part_of_a_padded_or_upside_down_buffer_is_its_pixels(
+    inverted: bool, padding: int, part: Bounds
+) -> None:
+    """Every byte of the buffer differs, so a row out of place or a pixel shifted shows. A held
+    frame's part is how a capture of a region reads sway's last drawn frame."""
     width, height = 7, 5
     stride = width * 4 + padding
     with mmap.mmap(-1, stride * height) as memory:
         memory.write(bytes(i % 251 for i in range(stride * height)))
         buffer = ShmBuffer((XRGB8888, width, height, stride), memory, pool=None, buffer=None)
-        frame = _bgrx_frame(buffer, inverted)
-        image = _rgb_image(buffer, inverted)
-        assert frame.bgrx is not None and len(frame.bgrx) == width * height * 4
-        assert frame.image().tobytes() == image.tobytes()
-        top = height - 1 if inverted else 0
-        assert image.getpixel((1, 0)) == tuple(reversed(memory[top * stride + 4 : top * stride + 7]))
+        frame = bgrx_part(buffer, inverted, part)
+        assert frame.bgrx is not None and frame.size == (part.width, part.height)
+        for x, y in [(0, 0), (part.width - 1, part.height - 1), (1, part.height // 2)]:
+            row = height - 1 - (part.y + y) if inverted else part.y + y
+            start = row * stride + (part.x + x) * 4
+            assert frame.image().getpixel((x, y)) == tuple(reversed(memory[start : start + 3]))
+        if part.width == width:
+            assert frame.bgrx == _bgrx_frame(buffer, inverted).bgrx
 
 
 @pytest.fixture

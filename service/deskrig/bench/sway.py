@@ -4,7 +4,9 @@
 Both desktops run at once: an X11 rig and a headless sway, each showing gtk3-widget-factory at
 1280x800 (tiled full-screen under sway, openbox's placement under X11: the window sizes are in the
 row names), each a :class:`~deskrig.rig.Rig` as ``deskrig rig run`` starts it. The cold-start table
-times ``deskrig rig run`` from spawn to ``/readyz`` 200 for both backends.
+times ``deskrig rig run`` from spawn to ``/readyz`` 200 for both backends. The idle table shows what
+an untouched sway rig costs (sway's CPU and wake-ups, and this process's, which serves it): before
+any capture, while the damage watch holds frames after a few, and once it has given them back.
 """
 
 from __future__ import annotations
@@ -14,17 +16,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 
 from deskrig.bench.actions import TEXT_100, call_tool
 from deskrig.bench.capture import peer_capture, screenshot_call
 from deskrig.bench.reliability_rig import BenchRig
-from deskrig.bench.stats import Row, Timing, awaitable, measure_interleaved, print_table
+from deskrig.bench.stats import Row, Timing, awaitable, measure_interleaved, print_table, process_cpu_seconds
 from deskrig.config import load_settings
-from deskrig.desktop import Desktop, open_desktop
+from deskrig.desktop import Desktop, open_desktop, sway_damage
 from deskrig.model import Bounds, WindowInfo
 from deskrig.rig import Rig, RigOptions
 from deskrig.rig.options import RigBackend
@@ -36,6 +39,13 @@ APP = ["gtk3-widget-factory"]
 #: Samples of each cold start: every one boots a whole rig, a few seconds on two cores.
 COLD_STARTS = 3
 WINDOW_TIMEOUT_S = 30.0
+#: How long each idle measurement watches the sway rig do nothing.
+IDLE_SECONDS = 10.0
+#: Of the time the damage watch holds frames after the last capture, how much the idle
+#: measurement "frames held" watches (the rest passes before "frames given back" starts).
+HELD_SECONDS = sway_damage.HOLD_SECONDS / 2
+#: Screenshots that arm the damage watch before the idle rig is watched again.
+IDLE_CAPTURES = 5
 #: A region well inside the screen, for the cost of copying only part of an output.
 REGION = Bounds(x=100, y=100, width=400, height=300)
 #: What each side does, printed under the tables so the comparisons can be judged.
@@ -51,7 +61,11 @@ How the sides compare (same app, same 1280x800 output, same lossless PNG pixels)
   is grabbed and encoded anew. The click is `click` with include_screenshot: the virtual pointer
   (sway) or XTest (X11), then the target window's PNG. The sway click point stays the same, as a
   repeated click would: a Wayland window is clicked with no pointer motion on screen.
-- CPU time counts this process and the peers' processes, not the compositor's or X server's.
+- A sway capture is the frame sway last drew when the damage watch can prove no damage came
+  since (held from copy_with_damage, sway_damage.py), else it waits for sway's next frame; the
+  widget factory's spinners redraw every frame, so the screen is never still here.
+- CPU time counts this process and the peers' processes, not the compositor's or X server's;
+  the idle table counts sway's own.
 """
 
 #: A named thing to time, once per round (see ``measure_interleaved``).
@@ -67,6 +81,8 @@ class Side:
     server: DeskrigServer
     env: dict[str, str]
     window: WindowInfo
+    #: The rig's processes by name (``sway``, ``Xvfb``, the app...).
+    processes: dict[str, int]
 
     def click_point(self) -> tuple[int, int]:
         """Inside the widget factory's empty "Inset" frame: a click there changes nothing."""
@@ -117,7 +133,8 @@ def rig_side(backend: RigBackend, label: str) -> Iterator[Side]:
         else:
             stack.enter_context(_environment(rig.env))
             desktop = stack.enter_context(open_desktop("sway"))
-        yield Side(label, desktop, _server(desktop), env, _app_window(desktop, label))
+        processes = {proc.name: proc.pid for proc in rig.processes}
+        yield Side(label, desktop, _server(desktop), env, _app_window(desktop, label), processes)
 
 
 def _size(bounds: Bounds) -> str:
@@ -140,7 +157,7 @@ def _capture_cases(x11: Side, sway: Side) -> list[Case]:
             f"sway: screenshot_window png ({_size(box)})",
             screenshot_call(sway.server, {"window_id": sway.window.id}, "screenshot_window"),
         ),
-        # After an encode, not straight after another sway copy: that one would wait a whole frame.
+        # After an encode, not straight after another sway capture, as the other cases come.
         (f"sway: raw capture, {_size(REGION)} region", awaitable(lambda: sway.desktop.capture(REGION))),
         ("X11: raw capture, full screen", awaitable(lambda: x11.desktop.capture(screen))),
         ("sway: raw capture, full screen", awaitable(lambda: sway.desktop.capture(screen))),
@@ -232,6 +249,72 @@ def _cold_starts() -> None:
     print_table(f"cold start to /readyz 200 (p50 of {COLD_STARTS})", [Row(x11), Row(sway, x11)])
 
 
+def _wakeups(pid: int) -> int:
+    """Context switches of every thread of ``pid`` so far: each is the process waking (or being
+    woken from the CPU)."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        with suppress(FileNotFoundError):  # a thread that ended meanwhile
+            for line in status.read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    total += int(line.split()[1])
+    return total
+
+
+@dataclass(frozen=True)
+class Idle:
+    """What the sway compositor and this process (the server) spent per second doing nothing."""
+
+    when: str
+    sway_cpu_ms: float
+    sway_wakeups: float
+    server_cpu_ms: float
+    server_wakeups: float
+
+
+def measure_idle(when: str, side: Side, seconds: float) -> Idle:
+    pids = (side.processes["sway"], os.getpid())
+    cpu = [process_cpu_seconds(pid) for pid in pids]
+    wakeups = [_wakeups(pid) for pid in pids]
+    time.sleep(seconds)
+    spent = [
+        (process_cpu_seconds(pid) - before) * 1000 / seconds for pid, before in zip(pids, cpu, strict=True)
+    ]
+    woken = [(_wakeups(pid) - before) / seconds for pid, before in zip(pids, wakeups, strict=True)]
+    return Idle(when, spent[0], woken[0], spent[1], woken[1])
+
+
+def idle_rows(sway: Side, seconds: float, held_seconds: float) -> list[Idle]:
+    """The untouched sway rig idle: before any capture, in the first ``held_seconds`` after a few
+    screenshots (the damage watch holding frames), then once it has given them back. Screenshots
+    only, so the app's own redrawing stays what it was before."""
+    rows = [measure_idle(f"{seconds:g} s before any capture", sway, seconds)]
+    screen = sway.desktop.screen_bounds()
+    for _ in range(IDLE_CAPTURES):
+        sway.desktop.grab(screen)
+    rows.append(
+        measure_idle(
+            f"first {held_seconds:g} s after {IDLE_CAPTURES} captures (frames held)", sway, held_seconds
+        )
+    )
+    time.sleep(max(0.0, sway_damage.HOLD_SECONDS - held_seconds))
+    rows.append(measure_idle(f"{seconds:g} s once the frames are given back", sway, seconds))
+    return rows
+
+
+def print_idle(title: str, rows: list[Idle]) -> None:
+    out = sys.stdout
+    out.write(f"\n### {title}\n\n")
+    out.write("| when | sway CPU ms/s | sway wake-ups/s | server CPU ms/s | server wake-ups/s |\n")
+    out.write("|---|---:|---:|---:|---:|\n")
+    for row in rows:
+        out.write(
+            f"| {row.when} | {row.sway_cpu_ms:.1f} | {row.sway_wakeups:.0f} | "
+            f"{row.server_cpu_ms:.1f} | {row.server_wakeups:.0f} |\n"
+        )
+    out.flush()
+
+
 def _cpu(rows: list[Row]) -> list[Row]:
     """The same comparisons in CPU time (the compositor's and X server's own work left out)."""
     return [Row(row.timing.cpu(), None if row.baseline is None else row.baseline.cpu()) for row in rows]
@@ -240,9 +323,17 @@ def _cpu(rows: list[Row]) -> list[Row]:
 def run(runs: int) -> None:
     with rig_side("x11", "X11") as x11, rig_side("sway", "sway") as sway:
         title = f"{APP[0]} at {SIZE[0]}x{SIZE[1]}, {runs} runs"
+        idle = idle_rows(sway, IDLE_SECONDS, HELD_SECONDS)
+        load = os.getloadavg()
         captures, actions = capture_rows(x11, sway, runs), action_rows(x11, sway, runs)
+        load_after = os.getloadavg()
+    sys.stdout.write(
+        f"\nload average (1, 5, 15 min) before the timed cases: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}; "
+        f"after: {load_after[0]:.2f}, {load_after[1]:.2f}, {load_after[2]:.2f} on {os.cpu_count()} CPUs\n"
+    )
     print_table(f"sway capture vs X11 and grim ({title})", captures)
     print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", actions)
     print_table(f"the same in CPU time ({title})", _cpu(captures + actions))
+    print_idle(f"an idle sway rig showing {APP[0]} (per second)", idle)
     sys.stdout.write(METHOD)
     _cold_starts()

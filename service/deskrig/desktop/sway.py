@@ -2,7 +2,9 @@
 
 Attaches to a running sway named by ``SWAYSOCK`` (IPC) and ``WAYLAND_DISPLAY`` (with
 ``XDG_RUNTIME_DIR``). Two connections, each with one job: the IPC socket answers questions about
-the layout and runs commands (focus); the Wayland connection copies pixels.
+the layout and runs commands (focus); the Wayland connection copies pixels. While captures come,
+a third (:mod:`~deskrig.desktop.sway_damage`) holds the frame sway last drew: a capture that
+provably nothing has changed since is that frame, at once; any other waits for sway's next frame.
 
 Windows are sway's views: id = the container id (stable for the life of the window), app =
 ``app_id`` (native Wayland) or the X11 class (Xwayland), bounds = the content area in layout
@@ -25,6 +27,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,10 +51,14 @@ SCRATCHPAD = "__i3_scratch"
 
 @dataclass
 class PointerState:
-    """Where the virtual pointer is. It is the seat's only pointer, so this is the cursor."""
+    """Where the virtual pointer is (the seat's only pointer, so this is the cursor), and when our
+    input last changed what sway draws: moved the cursor (sway draws it into its frames) or
+    focused a window (its border changes colour). Monotonic seconds, read once sway had it all:
+    a capture after it must show a frame drawn after it."""
 
     x: int = 0
     y: int = 0
+    drawn_change_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -314,14 +321,18 @@ class SwayBackend(DesktopBackend):
                 close_ipc(self._ipc)
                 raise
         self._wayland = WaylandConnection(sockets.wayland)
-        #: Started by the first damage_fd() call (the live screen's first viewer): until then a
-        #: rig nobody watches pays nothing for it, not even a copy per changed frame.
+        #: Started by the first capture or damage_fd() call; it holds copies of the screen only
+        #: while captures come (and the live screen is watched), so an idle rig pays nothing.
         self._damage: DamageWatch | None = None
         self._damage_tried = False
+        #: When our own IPC commands last changed what sway draws (see PointerState).
+        self._drawn_change_at = 0.0
         self.note(
             "damage",
-            "captures are taken afresh (an app's redraw shows in sway's next frame only, so no serial "
-            "can promise an unchanged screen); the live screen sleeps on screencopy damage",
+            "a capture while no damage has come since sway's last drawn frame is that frame, held by "
+            "screencopy's copy_with_damage; otherwise it waits for sway's next frame. No serial can "
+            "promise an unchanged screen (an app's redraw shows in sway's next frame only); the "
+            "live screen sleeps on screencopy damage",
         )
         self.note(
             "cursor",
@@ -347,12 +358,7 @@ class SwayBackend(DesktopBackend):
         return [_window_info(view, ws, z) for z, (view, ws) in enumerate(_views(tree))]
 
     def capture(self, region: Bounds) -> Image.Image:
-        visible, pieces = self._pieces(self._tree("cannot read the outputs"), region)
-        if len(pieces) == 1 and pieces[0].part == visible:
-            # One output holds the whole region (always, with one output): its copy is the image,
-            # with no canvas to allocate and paste it onto.
-            return self._wayland.capture(pieces[0].output, pieces[0].local)
-        return self._composed(visible, pieces)
+        return self.grab(region).image()
 
     def grab(self, region: Bounds) -> Grab:
         return self._grab(self._tree("cannot read the outputs"), region)
@@ -360,8 +366,18 @@ class SwayBackend(DesktopBackend):
     def _grab(self, tree: dict[str, Any], region: Bounds) -> Grab:
         visible, pieces = self._pieces(tree, region)
         if len(pieces) == 1 and pieces[0].part == visible:
-            return self._wayland.grab(pieces[0].output, pieces[0].local)  # BGRX, as sway hands it over
+            # One output holds the whole region (always, with one output): its copy is the frame,
+            # BGRX as sway hands it over, with no canvas to allocate and paste it onto.
+            return self._copy(pieces[0])
         return Grab.of(self._composed(visible, pieces))
+
+    def _copy(self, piece: _Piece) -> Grab:
+        """The piece as sway last drew it when that is the screen now and shows our own changes
+        (the damage watch's held frame), else as sway draws it next."""
+        watch = self._damage_watch()
+        drawn_change_at = max(self._pointer.drawn_change_at, self._drawn_change_at)
+        held = watch.latest(piece.output, piece.local, drawn_change_at) if watch is not None else None
+        return held if held is not None else self._wayland.grab(piece.output, piece.local)
 
     @staticmethod
     def _pieces(tree: dict[str, Any], region: Bounds) -> tuple[Bounds, list[_Piece]]:
@@ -384,8 +400,7 @@ class SwayBackend(DesktopBackend):
     def _composed(self, visible: Bounds, pieces: list[_Piece]) -> Image.Image:
         image = Image.new("RGB", (visible.width, visible.height))
         for piece in pieces:
-            copied = self._wayland.capture(piece.output, piece.local)
-            image.paste(copied, (piece.part.x - visible.x, piece.part.y - visible.y))
+            image.paste(self._copy(piece).image(), (piece.part.x - visible.x, piece.part.y - visible.y))
         return image
 
     def capture_window(self, window_id: int, include_frame: bool) -> Image.Image:
@@ -457,13 +472,21 @@ class SwayBackend(DesktopBackend):
         return next(self._serial)
 
     def damage_fd(self) -> int | None:
+        watch = self._damage_watch()
+        return watch.fileno() if watch is not None else None
+
+    def _damage_watch(self) -> DamageWatch | None:
         if not self._damage_tried:
             self._damage_tried = True
             try:
                 self._damage = DamageWatch(self._sockets.wayland)
             except DeskrigError as exc:
-                self.note("damage", f"no damage watch ({exc.message}): the live screen compares grabs")
-        return self._damage.fileno() if self._damage is not None else None
+                self.note(
+                    "damage",
+                    f"no damage watch ({exc.message}): the live screen compares grabs, and every "
+                    "capture waits for sway's next frame",
+                )
+        return self._damage
 
     def screen_video(self, frame_rate: int) -> ScreenVideo:
         # wf-recorder 0.3 records one output at the compositor's rate: the primary one, which in a
@@ -499,6 +522,9 @@ class SwayBackend(DesktopBackend):
         """Run sway ``command``s; one refused is ``code``, saying sway refused to do ``what``."""
         with self._translated(f"cannot {what}", **details):
             replies = self._ipc.command(command)
+        # sway has applied what succeeded and damaged the screen for it: captures from now on
+        # must show it (sway_damage: a frame held from before is not used).
+        self._drawn_change_at = time.monotonic()
         failed = [r.error for r in replies if not r.success]
         if failed:
             raise BackendError(code, f"sway refused to {what}: {failed[0]}", details=details)

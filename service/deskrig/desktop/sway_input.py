@@ -166,6 +166,8 @@ class SwayInput:
             self._held_mask = 0
             self._held_buttons: set[str] = set()
             self._closed = False
+            #: This action changed what sway draws (see PointerState.drawn_change_at).
+            self._drew = False
             # The seat had no pointer until now; put it where Xvfb's starts: mid-screen.
             layout = self._layout()
             with self._delivering("move"):
@@ -195,6 +197,12 @@ class SwayInput:
             raise DeskrigError(
                 ErrorCode.INPUT_FAILED, f"{action}: {exc}", details={"action": action}
             ) from exc
+        finally:
+            # After the round trip: sway has drawn nothing of it yet, so a frame drawn after this
+            # time shows it (a failed action may have changed the screen half-way: marked too).
+            if self._drew:
+                self._pointer_state.drawn_change_at = time.monotonic()
+                self._drew = False
 
     def _tree(self) -> dict[str, Any]:
         """sway's layout now: its outputs and views, in one IPC request (:class:`LayoutReader`)."""
@@ -219,6 +227,7 @@ class SwayInput:
         read is a request to sway's IPC)."""
         self._pointer.motion_absolute(self._now(), x - layout.x, y - layout.y, layout.width, layout.height)
         self._pointer.frame()
+        self._drew |= (x, y) != (self._pointer_state.x, self._pointer_state.y)
         self._pointer_state.x, self._pointer_state.y = x, y
 
     def _point_at(self, tree: dict[str, Any], layout: Bounds, x: int, y: int) -> None:
@@ -247,6 +256,7 @@ class SwayInput:
         (WM_TAKE_FOCUS), and a click that lands first is undone by it (Tk moves its focus back
         to the widget it had): the click waits for the X focus (sway_xfocus)."""
         command = f"[con_id={view['id']}] focus"
+        self._drew = True
         x_focus = self._x_focus() if xwayland and view.get("window") else None
         if x_focus is None:
             self._ipc.command(command)

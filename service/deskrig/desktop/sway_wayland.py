@@ -17,9 +17,8 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any
 
-from PIL import Image
 from pywayland.client.display import Display
 from pywayland.protocol.wayland import WlOutput, WlSeat, WlShm
 
@@ -58,8 +57,6 @@ def nonblocking_pipe() -> tuple[int, int]:
 _SHM_FORMATS = {0, 1}  # WL_SHM_FORMAT_ARGB8888, WL_SHM_FORMAT_XRGB8888
 #: zwlr_screencopy_frame_v1.flags: the copy is upside down.
 _Y_INVERT = 1
-
-T = TypeVar("T")
 
 
 def display_not_found(message: str, socket: str) -> DeskrigError:
@@ -180,6 +177,14 @@ class WaylandConnection:
         """The outputs that have told their name, by name (their ``wl_output`` proxies)."""
         return {o.name: o.proxy for o in self._outputs.values() if o.name}
 
+    def sync(self, done: Callable[[], None]) -> Any:
+        """Ask the compositor for a marker: ``done`` runs when its answer arrives, after every event
+        the compositor sent before it handled the requests sent so far. Keep the returned proxy
+        until then."""
+        marker = self._display.sync()
+        marker.dispatcher["done"] = lambda _callback, _data: done()
+        return marker
+
     def roundtrip(self) -> None:
         if self._display.roundtrip() < 0:
             raise display_not_found("lost the connection", self.socket)
@@ -200,16 +205,8 @@ class WaylandConnection:
     # -- capture ---------------------------------------------------------------------------------
 
     def grab(self, output_name: str, region: Bounds) -> Grab:
-        """``region`` (in the output's own coordinates) of the output named ``output_name``."""
-        return self._copy(output_name, region, _bgrx_frame)
-
-    def capture(self, output_name: str, region: Bounds) -> Image.Image:
-        """:meth:`grab` as an RGB image, converted straight from the shared memory."""
-        return self._copy(output_name, region, _rgb_image)
-
-    def _copy(self, output_name: str, region: Bounds, take: Callable[[ShmBuffer, bool], T]) -> T:
-        """Copy the region into the buffer, then ``take`` the pixels out of it (with whether the
-        copy came upside down)."""
+        """``region`` (in the output's own coordinates) of the output named ``output_name``, copied
+        into the buffer at sway's next commit, then taken out of it."""
         output = next((o for o in self._outputs.values() if o.name == output_name), None)
         if output is None:
             raise BackendError(
@@ -242,7 +239,7 @@ class WaylandConnection:
             frame.destroy()
         if state.failed or state.shape is None or self._buffer is None:
             raise BackendError(ErrorCode.CAPTURE_FAILED, "the compositor failed the screen copy")
-        return take(self._buffer, bool(state.flags & _Y_INVERT))
+        return _bgrx_frame(self._buffer, bool(state.flags & _Y_INVERT))
 
     def _buffer_for(self, shape: tuple[int, int, int, int]) -> ShmBuffer:
         if self._buffer is not None and self._buffer.shape == shape:
@@ -280,24 +277,23 @@ class WaylandConnection:
 
 
 def _bgrx_frame(buffer: ShmBuffer, inverted: bool) -> Grab:
-    """The buffer's pixels copied out as gapless BGRX rows, top row first, so the frame owns them
-    and the buffer is free for the next capture. One copy of the whole buffer when its rows have
-    no padding and come the right way up (sway's usual case), else one per row."""
+    """The whole buffer as a frame (see :func:`bgrx_part`)."""
+    _fmt, width, height, _stride = buffer.shape
+    return bgrx_part(buffer, inverted, Bounds(x=0, y=0, width=width, height=height))
+
+
+def bgrx_part(buffer: ShmBuffer, inverted: bool, part: Bounds) -> Grab:
+    """``part`` of the buffer's pixels (in its own coordinates, inside it) copied out as gapless
+    BGRX rows, top row first, so the frame owns them and the buffer is free for the next copy.
+    One copy of the whole buffer when the part is all of it, its rows have no padding and come
+    the right way up (sway's usual case), else one per row."""
     _fmt, width, height, stride = buffer.shape
-    row = width * BGRX_PIXEL
-    if stride == row and not inverted:
+    row = part.width * BGRX_PIXEL
+    if part == Bounds(x=0, y=0, width=width, height=height) and stride == row and not inverted:
         return Grab.from_bgrx(buffer.memory[: row * height], width, height)
-    order = range(height - 1, -1, -1) if inverted else range(height)
+    tops = range(part.y, part.bottom)
+    order = [height - 1 - top for top in tops] if inverted else tops
+    left = part.x * BGRX_PIXEL
     with memoryview(buffer.memory) as pixels:
-        rows = b"".join(pixels[r * stride : r * stride + row] for r in order)
-    return Grab.from_bgrx(rows, width, height)
-
-
-def _rgb_image(buffer: ShmBuffer, inverted: bool) -> Image.Image:
-    """The buffer's pixels unpacked to RGB: the one copy, so the image owns its pixels and the
-    buffer is free for the next capture."""
-    _fmt, width, height, stride = buffer.shape
-    # Pillow reads any buffer; its stubs name only bytes.
-    pixels = cast(bytes, buffer.memory)
-    image = Image.frombuffer("RGB", (width, height), pixels, "raw", "BGRX", stride, 1)
-    return image.transpose(Image.Transpose.FLIP_TOP_BOTTOM) if inverted else image
+        rows = b"".join(pixels[r * stride + left : r * stride + left + row] for r in order)
+    return Grab.from_bgrx(rows, part.width, part.height)

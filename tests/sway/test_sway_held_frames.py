@@ -1,0 +1,139 @@
+"""A sway capture served from the damage watch's held frame is never stale: it shows every frame
+sway drew before the capture was asked for, and every change deskrig itself made before it.
+
+The tests' own Wayland client takes plain screen copies, which sway hands over at its next commit:
+once one shows a change, sway has drawn it, and the desktop's capture asked for after that must
+show it too. Each change is made while the desktop holds a frame from before it (its previous
+capture kept the watch armed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from tests.desktop.conftest import FixtureApp
+from tests.desktop.sway_scene import run_commands
+from tests.polling import poll
+from tests.sway.conftest import COLOR, window_of
+from tests.sway.swayproc import SwaySession
+
+from deskrig.desktop import Desktop, open_desktop, sway_damage
+from deskrig.desktop.sway_wayland import WaylandConnection
+from deskrig.model import Bounds
+
+#: Changes per test: each one a chance for a frame from before it to slip through.
+CHANGES = 40
+#: The pointer's picture fits in this box from its hot spot (the default cursor theme).
+CURSOR_BOX = 32
+
+
+def _wayland_socket(session: SwaySession) -> str:
+    env = session.env
+    return os.path.join(env["XDG_RUNTIME_DIR"], env["WAYLAND_DISPLAY"])
+
+
+@pytest.fixture
+def observer(sway: SwaySession) -> Iterator[WaylandConnection]:
+    """The test's own screencopy client: a plain copy shows the frame sway draws next."""
+    connection = WaylandConnection(_wayland_socket(sway))
+    yield connection
+    connection.close()
+
+
+def _output(desktop: Desktop) -> str:
+    return desktop.displays()[0].name
+
+
+def _pixel(desktop: Desktop, point: tuple[int, int]) -> tuple[int, int, int]:
+    color: tuple[int, int, int] = (
+        desktop.grab(Bounds(x=point[0], y=point[1], width=1, height=1)).image().getpixel((0, 0))
+    )
+    return color
+
+
+def _drawn(observer: WaylandConnection, output: str, point: tuple[int, int]) -> tuple[int, int, int]:
+    color: tuple[int, int, int] = (
+        observer.grab(output, Bounds(x=point[0], y=point[1], width=1, height=1)).image().getpixel((0, 0))
+    )
+    return color
+
+
+def test_a_capture_shows_every_frame_sway_drew_before_it(
+    sway: SwaySession, sway_desktop: Desktop, color_app: FixtureApp, observer: WaylandConnection
+) -> None:
+    """Another client changes the screen (the colour window's opacity, through sway's IPC, which
+    deskrig does not see); once sway has drawn the change, the capture shows it."""
+    window = window_of(sway_desktop, color_app)
+    point = (window.bounds.x + window.bounds.width // 2, window.bounds.y + window.bounds.height // 2)
+    output = _output(sway_desktop)
+    poll("the colour window drawn", lambda: _pixel(sway_desktop, point) == COLOR)
+    try:
+        for change in range(CHANGES):
+            opacity = "0.5" if change % 2 == 0 else "1"
+            run_commands(sway, f"[con_id={window.id}] opacity {opacity}")
+            # sway applied it before answering: the frame it draws next, the observer's copy, shows it.
+            drawn = _drawn(observer, output, point)
+            assert (drawn == COLOR) == (opacity == "1"), f"change {change}: sway drew {drawn}"
+            assert _pixel(sway_desktop, point) == drawn, f"change {change}: a frame from before it"
+    finally:
+        run_commands(sway, f"[con_id={window.id}] opacity 1")
+
+
+def _cursor_shown(desktop: Desktop, point: tuple[int, int]) -> bool:
+    """Whether the pointer's picture is in the box below and right of ``point`` (its hot spot),
+    over the uniform colour window."""
+    box = Bounds(x=point[0], y=point[1], width=CURSOR_BOX, height=CURSOR_BOX)
+    return desktop.grab(box).image().getcolors() != [(CURSOR_BOX * CURSOR_BOX, COLOR)]
+
+
+def test_a_capture_right_after_a_move_shows_the_pointer_where_it_went(
+    sway_desktop: Desktop, color_app: FixtureApp, observer: WaylandConnection
+) -> None:
+    """The cursor deskrig moved is in the next capture, asked for at once: sway draws it at its
+    next frame, and a plain copy just before makes that a whole refresh away, while the frame the
+    watch holds shows the pointer where it was."""
+    window = window_of(sway_desktop, color_app)
+    spots = [
+        (window.bounds.x + 10, window.bounds.y + 10),
+        (window.bounds.x + 10 + 2 * CURSOR_BOX, window.bounds.y + 10),
+    ]
+    output = _output(sway_desktop)
+    sway_desktop.with_input(lambda device: device.move(*spots[0]))
+    poll("the pointer drawn at the first spot", lambda: _cursor_shown(sway_desktop, spots[0]))
+    for change in range(CHANGES):
+        there, elsewhere = spots[(change + 1) % 2], spots[change % 2]
+        _drawn(observer, output, elsewhere)  # sway has just drawn a frame: its next is a refresh away
+        sway_desktop.with_input(lambda device, spot=there: device.move(*spot))
+        assert _cursor_shown(sway_desktop, there), f"move {change}: the pointer not where it went"
+        assert not _cursor_shown(sway_desktop, elsewhere), f"move {change}: the pointer still where it was"
+
+
+@pytest.fixture
+def brief_hold(sway: SwaySession, monkeypatch: pytest.MonkeyPatch) -> Iterator[Desktop]:
+    """A desktop of its own (the session's is watched by the live screen for good) whose captures
+    keep the frames held for a moment only."""
+    monkeypatch.setattr(sway_damage, "HOLD_SECONDS", 0.5)
+    for name, value in sway.env.items():
+        monkeypatch.setenv(name, value)
+    desktop = open_desktop("sway")
+    yield desktop
+    desktop.close()
+
+
+def test_an_idle_desktop_gives_the_held_frames_back_and_captures_again_after(
+    brief_hold: Desktop, color_app: FixtureApp
+) -> None:
+    window = window_of(brief_hold, color_app)
+    inside = Bounds(x=window.bounds.x + 10, y=window.bounds.y + 10, width=40, height=40)
+    assert brief_hold.grab(inside).image().getcolors() == [(40 * 40, COLOR)]
+    watch = brief_hold._backend._damage  # type: ignore[attr-defined]
+    assert isinstance(watch, sway_damage.DamageWatch)
+    poll("the frames held", lambda: any(o.held for o in watch._outputs.values()))
+    poll("the copies given back", lambda: not watch._outputs, timeout=10)
+    # Back from idle on a still screen: the first capture copies afresh, and a plain copy makes
+    # the watch hold a frame again although no damage comes.
+    assert brief_hold.grab(inside).image().getcolors() == [(40 * 40, COLOR)]
+    poll("a frame held again", lambda: any(o.held and o.covered for o in watch._outputs.values()))
+    assert brief_hold.grab(inside).image().getcolors() == [(40 * 40, COLOR)]
