@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -34,6 +34,9 @@ from deskrig.mcp_face import mcp_server
 from deskrig.resources import ResourceSet
 from deskrig.services import ActionObserver, AnyTool, ProgressReporter, client_of
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
+
+if TYPE_CHECKING:
+    from deskrig.privacy import PiiMasker
 
 log = logging.getLogger("deskrig.server")
 
@@ -59,7 +62,7 @@ def call_info(ctx: ServerRequestContext[Any, Any]) -> CallInfo:
 
 #: Keywords after which a nullable schema cannot become ``{"type": [..., "null"]}``: they would
 #: reject null (an enum, a const) or combine schemas of their own.
-_NOT_MERGEABLE = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref"})
+_NOT_MERGEABLE = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "$ref", "$dynamicRef"})
 
 
 class OutputJsonSchema(GenerateJsonSchema):
@@ -225,13 +228,13 @@ class DeskrigServer:
         """``value`` (JSON-ready) as it may leave the rig: under a PII masking policy that is on,
         every string in a result or error redacted (an element's name in an action's result, a
         read-back text, a window title), not only those of the tools that mask their own."""
-        masker = self.services.observer.masker
-        return masker.redact_data(value) if masker is not None and self._masking() else value
+        masker = self._masker()
+        return value if masker is None else masker.redact_data(value)
 
-    def _masking(self) -> bool:
-        """Whether a PII masking policy is on (results and errors leave the rig redacted)."""
+    def _masker(self) -> PiiMasker | None:
+        """The PII masker, when its policy is on."""
         masker = self.services.observer.masker
-        return masker is not None and masker.policy.enabled
+        return masker if masker is not None and masker.policy.enabled else None
 
     async def _finish(
         self,
@@ -249,8 +252,7 @@ class DeskrigServer:
                 await observer.end(token, call, result, error, duration_ms)
             except Exception:
                 log.exception("observer %r failed after %s", observer, spec.name)
-        if self._masking():
-            arguments = self._leaving(arguments)  # typed text is data too
+        arguments = self._leaving(arguments)  # typed text is data too
         self.services.security.audit.record(
             client=call.client,
             tool=spec.name,
@@ -289,11 +291,11 @@ class DeskrigServer:
             assert error is not None
             return error_result(spec, ErrorInfo.model_validate(self._leaving(error.model_dump(mode="json"))))
         # Serialized once, in pydantic's Rust serializer: that JSON is the text block, and parsing it
-        # back (C json) gives the structured content, twice as fast as model_dump(mode="json") and
+        # back (C json) gives the structured content, about twice as fast as model_dump(mode="json") and
         # json.dumps for a 261-element get_app_state. Masking rewrites both.
         text = result.structured.model_dump_json(exclude_none=spec.omit_none)
         structured = json.loads(text)
-        if self._masking():
+        if self._masker() is not None:
             structured = self._leaving(structured)
             text = json.dumps(structured)
         content: list[types.ContentBlock] = [

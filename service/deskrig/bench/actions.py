@@ -189,8 +189,11 @@ def _widget_factory(runs: int) -> list[Row]:
         Row(ours, peer, 20.0),
         Row(whole, peer),
         Row(bare, peer, 20.0),
+        # Server and client share this process: its CPU per call is what both spent, whatever the load.
+        Row(bare.cpu()),
         Row(bare_floor),
         Row(sdk, peer, 20.0),
+        Row(sdk.cpu()),
         Row(checked),
         Row(sdk_floor),
     ]
