@@ -6,6 +6,7 @@ Each assertion reads the app's own view (its JSON log) and, where it exists, the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -133,7 +134,8 @@ def test_the_next_app_state_shows_each_change_and_says_how_fresh_it_is(toolkit_f
     """Over MCP, the get_app_state after a change shows it: a row added, a label renamed, an entry
     typed into (the live mirror serves the tree; it must never serve it stale)."""
     pid = toolkit_form.pid
-    toolkit_form.ok("get_app_state", {"pid": pid})  # the live mirror holds the tree
+    first = toolkit_form.call("get_app_state", {"pid": pid})  # the live mirror holds the tree
+    assert json.loads(first.content[-1].text) == first.structured_content, "the text block is the same JSON"
     added = len(read_events(toolkit_form.log, "row_added")) + 1
     os.kill(pid, signal.SIGUSR1)  # the form inserts a row at the top of its list
     toolkit_form.wait_event("row_added", lambda e: e["name"] == f"Added row {added}")
