@@ -158,7 +158,8 @@ def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -
     return peer, timings[1:]
 
 
-def _widget_factory(runs: int) -> list[Row]:
+def app_state_rows(runs: int) -> list[Row]:
+    """get_app_state on gtk3-widget-factory in process and over MCP/HTTP, against a pyatspi walk."""
     with Rig(RigOptions(app=["gtk3-widget-factory"])) as rig:
         status = rig.status()
         assert status.app_pid is not None
@@ -257,5 +258,5 @@ def _input(runs: int) -> list[Row]:
 
 
 def run(runs: int) -> None:
-    rows = _widget_factory(runs) + _input(runs)
+    rows = app_state_rows(runs) + _input(runs)
     print_table(f"actions vs peers ({runs} runs, load average {os.getloadavg()[0]:.1f})", rows)
