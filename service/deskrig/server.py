@@ -9,20 +9,23 @@ with the traceback kept in the server log. :func:`deskrig.errors.tool_error` rea
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
-import json
 import logging
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from deskrig.client_log import ClientLog
 from deskrig.error_responses import tool_error_result
@@ -31,6 +34,9 @@ from deskrig.mcp_face import mcp_server
 from deskrig.resources import ResourceSet
 from deskrig.services import ActionObserver, AnyTool, ProgressReporter, client_of
 from deskrig.tools import CallInfo, Services, ToolResult, tools_for_profile
+
+if TYPE_CHECKING:
+    from deskrig.privacy import PiiMasker
 
 log = logging.getLogger("deskrig.server")
 
@@ -52,6 +58,63 @@ def call_info(ctx: ServerRequestContext[Any, Any]) -> CallInfo:
         progress=progress,
         disconnected=getattr(ctx.request, "is_disconnected", None),
     )
+
+
+#: Keywords after which a nullable schema cannot become ``{"type": [..., "null"]}``: they would
+#: reject null (an enum, a const) or combine schemas of their own.
+_NOT_MERGEABLE = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "$ref", "$dynamicRef"})
+
+
+class OutputJsonSchema(GenerateJsonSchema):
+    """Output schemas that a client validating every result in pure Python checks quickly.
+
+    The MCP SDK's ``mcp.Client`` checks each structured result against the tool's output schema
+    with ``jsonschema``, which pays for every subschema it enters, per value: a ``$ref`` is looked
+    up again for each element, and ``anyOf: [X, null]`` enters both branches for a null. So the
+    definitions are inlined (unless one is recursive) and a nullable plain type becomes a list of
+    types. Both accept exactly the same documents as pydantic's own schema.
+    """
+
+    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
+        json_schema = super().generate(schema, mode)
+        with contextlib.suppress(_Recursive):  # a recursive model keeps its definitions
+            json_schema = _inline(json_schema, json_schema.get("$defs", {}), ())
+        shaped: JsonSchemaValue = _nullable_as_type_list(json_schema)
+        return shaped
+
+
+class _Recursive(Exception):
+    """A definition refers to itself: it cannot be inlined."""
+
+
+def _inline(node: Any, definitions: dict[str, Any], inside: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, definitions, inside) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref.removeprefix("#/$defs/")
+        if name in inside:
+            raise _Recursive(name)
+        rest = {key: value for key, value in node.items() if key != "$ref"}
+        return {**_inline(definitions[name], definitions, (*inside, name)), **rest}
+    return {key: _inline(value, definitions, inside) for key, value in node.items() if key != "$defs"}
+
+
+def _nullable_as_type_list(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_nullable_as_type_list(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _nullable_as_type_list(value) for key, value in node.items()}
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = options[0] if options[1] == {"type": "null"} else options[1]
+        if isinstance(other, dict) and isinstance(other.get("type"), str) and not _NOT_MERGEABLE & other.keys():
+            rest = {key: value for key, value in node.items() if key != "anyOf"}
+            return {**other, **rest, "type": [other["type"], "null"]}
+    return node
 
 
 def describe_tools(specs: list[AnyTool]) -> list[types.Tool]:
@@ -102,7 +165,9 @@ class DeskrigServer:
             title=spec.title,
             description=spec.description,
             input_schema=spec.input_model.model_json_schema(),
-            output_schema=spec.output_model.model_json_schema(mode="serialization"),
+            output_schema=spec.output_model.model_json_schema(
+                mode="serialization", schema_generator=OutputJsonSchema
+            ),
             annotations=types.ToolAnnotations(
                 read_only_hint=spec.read_only,
                 destructive_hint=spec.destructive_hint,
@@ -163,8 +228,13 @@ class DeskrigServer:
         """``value`` (JSON-ready) as it may leave the rig: under a PII masking policy that is on,
         every string in a result or error redacted (an element's name in an action's result, a
         read-back text, a window title), not only those of the tools that mask their own."""
+        masker = self._masker()
+        return value if masker is None else masker.redact_data(value)
+
+    def _masker(self) -> PiiMasker | None:
+        """The PII masker, when its policy is on."""
         masker = self.services.observer.masker
-        return masker.redact_data(value) if masker is not None and masker.policy.enabled else value
+        return masker if masker is not None and masker.policy.enabled else None
 
     async def _finish(
         self,
@@ -182,9 +252,7 @@ class DeskrigServer:
                 await observer.end(token, call, result, error, duration_ms)
             except Exception:
                 log.exception("observer %r failed after %s", observer, spec.name)
-        masker = self.services.observer.masker
-        if masker is not None and masker.policy.enabled:
-            arguments = masker.redact_data(arguments)  # typed text is data too
+        arguments = self._leaving(arguments)  # typed text is data too
         self.services.security.audit.record(
             client=call.client,
             tool=spec.name,
@@ -222,7 +290,14 @@ class DeskrigServer:
         if error is not None or result is None:
             assert error is not None
             return error_result(spec, ErrorInfo.model_validate(self._leaving(error.model_dump(mode="json"))))
-        structured = self._leaving(result.structured.model_dump(mode="json", exclude_none=spec.omit_none))
+        # Serialized once, by pydantic-core: that JSON is the text block, and parsing it back gives
+        # the structured content, twice as fast as model_dump(mode="json") and json.dumps for a
+        # 261-element get_app_state (1.0 against 2.1 ms). Masking rewrites both.
+        text = result.structured.model_dump_json(exclude_none=spec.omit_none)
+        structured = pydantic_core.from_json(text)
+        if self._masker() is not None:
+            structured = self._leaving(structured)
+            text = pydantic_core.to_json(structured).decode()
         content: list[types.ContentBlock] = [
             types.ImageContent(
                 type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
@@ -238,5 +313,5 @@ class DeskrigServer:
             )
             for part in result.resources
         ]
-        content.append(types.TextContent(type="text", text=json.dumps(structured)))
+        content.append(types.TextContent(type="text", text=text))
         return types.CallToolResult(content=content, structured_content=structured)

@@ -6,6 +6,7 @@ Each assertion reads the app's own view (its JSON log) and, where it exists, the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -129,15 +130,35 @@ def test_type_unicode_by_element_lands_exactly_in_the_entry(toolkit_form: FormRi
 
 
 @needs(Capability.A11Y_TREE)
-def test_the_next_app_state_shows_an_added_row_and_says_how_fresh_it_is(toolkit_form: FormRig) -> None:
-    toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})  # the live mirror holds the tree
+def test_the_next_app_state_shows_each_change_and_says_how_fresh_it_is(toolkit_form: FormRig) -> None:
+    """Over MCP, the get_app_state after a change shows it: a row added, a label renamed, an entry
+    typed into (the live mirror serves the tree; it must never serve it stale)."""
+    pid = toolkit_form.pid
+    first = toolkit_form.call("get_app_state", {"pid": pid})  # the live mirror holds the tree
+    assert json.loads(first.content[-1].text) == first.structured_content, "the text block is the same JSON"
     added = len(read_events(toolkit_form.log, "row_added")) + 1
-    os.kill(toolkit_form.pid, signal.SIGUSR1)  # the form inserts a row at the top of its list
+    os.kill(pid, signal.SIGUSR1)  # the form inserts a row at the top of its list
     toolkit_form.wait_event("row_added", lambda e: e["name"] == f"Added row {added}")
-    state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
+    state = toolkit_form.ok("get_app_state", {"pid": pid})
     assert f"Added row {added}" in {e["name"] for e in state["elements"]}
     assert state["source"] in ("mirror", "fetch") and state["tree_age_ms"] >= 0
-    refreshed = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "refresh": True})
+
+    clicks = len(read_events(toolkit_form.log, "button")) + 1
+    toolkit_form.ok("click", {"element": {"role": "push button", "name": "Click me", "pid": pid}})
+    toolkit_form.wait_event("button", lambda e: e["count"] == clicks)  # the status label is renamed
+    labels = toolkit_form.ok("get_app_state", {"pid": pid, "role": "label", "name": "clicked"})["elements"]
+    assert [e["name"] for e in labels] == [f"clicked {clicks}"]
+
+    typed = f"typed {clicks}"
+    name = {"role": "text", "name": "Name", "pid": pid}
+    toolkit_form.ok("set_value", {"element": name, "value": ""})
+    toolkit_form.ok("type_text", {"text": typed, "element": name})
+    toolkit_form.wait_event("entry", lambda e: e["text"] == typed)
+    state = toolkit_form.ok("get_app_state", {"pid": pid})
+    assert by_role_and_name(state["elements"], "text", "Name")["text"] == typed
+    assert state["newest_event_age_ms"] is not None, "the changes came as events"
+
+    refreshed = toolkit_form.ok("get_app_state", {"pid": pid, "refresh": True})
     assert refreshed["source"] == "fetch" and refreshed["newest_event_age_ms"] is None
 
 

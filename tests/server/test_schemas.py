@@ -1,11 +1,21 @@
 """Every tool's input schema, as tools/list sends it, describes every property (clients show the
-descriptions to people and models; a bare ``x`` says nothing about which x)."""
+descriptions to people and models; a bare ``x`` says nothing about which x); output schemas are
+shaped for fast validation and accept what pydantic's own would."""
 
 from __future__ import annotations
 
+import json
+from typing import Any, Literal
+
 import pytest
+from jsonschema.validators import validator_for
+from pydantic import BaseModel
+from referencing import Registry
 from tests.server.helpers import undescribed
 
+from deskrig.a11y.tree import Element, ElementRef, ValueInfo
+from deskrig.model import Bounds
+from deskrig.server import OutputJsonSchema, describe_tools
 from deskrig.tools import tools_for_profile
 
 
@@ -21,6 +31,99 @@ def test_the_walk_finds_a_nested_property_without_a_description() -> None:
 def test_every_input_property_has_a_description(profile: str) -> None:
     tools = tools_for_profile(profile)  # type: ignore[arg-type]
     assert tools
-    missing = [path for tool in tools for path in undescribed(tool.input_model.model_json_schema(), tool.name)]
+    missing = [
+        path for tool in tools for path in undescribed(tool.input_model.model_json_schema(), tool.name)
+    ]
     assert missing == []
     assert all(tool.description for tool in tools)
+
+
+class _Inner(BaseModel):
+    x: int
+
+
+class _Sample(BaseModel):
+    count: int | None
+    kind: Literal["a", "b"] | None = None
+    inner: _Inner | None = None
+    inners: list[_Inner] = []
+
+
+class _Node(BaseModel):
+    label: str | None = None
+    children: list[_Node] = []
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    cls = validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, registry=Registry())
+
+
+SAMPLES = [
+    {"count": 1},
+    {"count": None, "kind": None, "inner": None},
+    {"count": 2, "kind": "a", "inner": {"x": 3}, "inners": [{"x": 1}, {"x": 2}]},
+    {"count": "1"},
+    {"count": 1, "kind": "c"},
+    {"count": 1, "kind": 1},
+    {"count": 1, "inner": {"x": None}},
+    {"count": 1, "inner": {}},
+    {"count": 1, "inners": [None]},
+    {"kind": "a"},
+]
+
+
+def test_output_schemas_accept_what_pydantics_own_schema_accepts() -> None:
+    """Inlined definitions and type lists change how fast a client validates, never what it accepts."""
+    plain = _validator(_Sample.model_json_schema(mode="serialization"))
+    shaped_schema = _Sample.model_json_schema(mode="serialization", schema_generator=OutputJsonSchema)
+    shaped = _validator(shaped_schema)
+    assert "$defs" not in shaped_schema and "$ref" not in json.dumps(shaped_schema)
+    assert shaped_schema["properties"]["count"]["type"] == ["integer", "null"]
+    assert "anyOf" in shaped_schema["properties"]["kind"], "an enum admits null only as its own branch"
+    verdicts = [(plain.is_valid(doc), shaped.is_valid(doc)) for doc in SAMPLES]
+    assert [p for p, _ in verdicts] == [s for _, s in verdicts]
+    assert verdicts.count((True, True)) == 3
+
+
+def test_a_recursive_output_model_keeps_its_definitions() -> None:
+    schema = _Node.model_json_schema(mode="serialization", schema_generator=OutputJsonSchema)
+    assert "$defs" in schema
+    validator = _validator(schema)
+    assert validator.is_valid({"label": None, "children": [{"children": [{"label": "leaf"}]}]})
+    assert not validator.is_valid({"children": [{"label": 1}]})
+
+
+def test_get_app_states_output_schema_has_no_references_or_unions() -> None:
+    """A client validates each of the tree's elements without a $ref lookup or an anyOf branch."""
+    (tool,) = describe_tools([spec for spec in tools_for_profile("default") if spec.name == "get_app_state"])
+    schema = json.dumps(tool.output_schema)
+    assert "$ref" not in schema and "anyOf" not in schema
+
+
+def test_an_elements_json_leaves_out_empty_fields_and_reads_back_the_same() -> None:
+    bare = Element(
+        index=3, parent=1, depth=2, role="filler", name="", states=[], ref=ElementRef(":1.1", "/a")
+    )
+    assert bare.model_dump(mode="json") == {
+        "index": 3,
+        "parent": 1,
+        "depth": 2,
+        "role": "filler",
+        "name": "",
+        "states": [],
+    }
+    full = bare.model_copy(
+        update={
+            "text": "",  # an empty entry: its text is "", which says more than no text at all
+            "actions": ["click"],
+            "bounds": Bounds(x=1, y=2, width=3, height=4),
+            "value": ValueInfo(current=0, minimum=0, maximum=1),
+            "child_count": -1,
+        }
+    )
+    dumped = full.model_dump(mode="json")
+    assert dumped["text"] == "" and dumped["child_count"] == -1 and "description" not in dumped
+    again = Element.model_validate({**dumped, "ref": full.ref})
+    assert again == full

@@ -53,26 +53,52 @@ class ValueInfo(BaseModel):
     increment: float = 0.0
 
 
+def _absent(value: object) -> bool:
+    """Whether an element's optional field holds nothing (None, "", 0, False or []) and is left out
+    of its JSON: most elements lack most of them, and every key a client receives is one more
+    value its schema validator checks (the MCP SDK's ``mcp.Client`` checks each in pure Python)."""
+    return not value
+
+
+def _none(value: object) -> bool:
+    """For ``text``, where "" (an empty entry) says something that None (no text at all) does not."""
+    return value is None
+
+
 class Element(BaseModel):
-    """One accessible object as it was when its snapshot was taken."""
+    """One accessible object as it was when its snapshot was taken.
+
+    In JSON, an optional field without a value (no text, no bounds, no actions ...) is left out:
+    read it with its default.
+    """
 
     index: int
     parent: int | None = Field(description="Index of the parent element; None for the application")
     depth: int
     role: str
     name: str
-    description: str = ""
+    description: str = Field(default="", exclude_if=_absent, description="Absent when empty")
     states: list[str]
-    text: str | None = Field(default=None, description="Text interface content, capped; showing only")
-    text_truncated: bool = False
-    value: ValueInfo | None = None
-    actions: list[str] = Field(default_factory=list, description="Action names; showing elements only")
-    bounds: Bounds | None = Field(
-        default=None, description="Screen pixels; None when the element is not showing"
+    text: str | None = Field(
+        default=None,
+        exclude_if=_none,
+        description="Text interface content, capped; showing only; absent when none (an empty entry's is \"\")",
     )
-    child_count: int = Field(default=0, description="As the toolkit reports it; -1 when unknown")
+    text_truncated: bool = Field(default=False, exclude_if=_absent, description="Absent when false")
+    value: ValueInfo | None = Field(default=None, exclude_if=_absent, description="Absent when none")
+    actions: list[str] = Field(
+        default_factory=list, exclude_if=_absent, description="Action names; showing elements only; absent when none"
+    )
+    bounds: Bounds | None = Field(
+        default=None, exclude_if=_absent, description="Screen pixels; absent when the element is not showing"
+    )
+    child_count: int = Field(
+        default=0, exclude_if=_absent, description="As the toolkit reports it; -1 when unknown; absent when 0"
+    )
     offscreen_children_omitted: bool = Field(
-        default=False, description="Only the showing children of this list/tree/table are included"
+        default=False,
+        exclude_if=_absent,
+        description="Only the showing children of this list/tree/table are included; absent when false",
     )
     interfaces: list[str] = Field(default_factory=list, exclude=True)
     ref: ElementRef = Field(exclude=True)

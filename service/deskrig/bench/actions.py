@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,27 +11,39 @@ import textwrap
 from typing import Any
 
 import anyio
+import httpx2
 
-from deskrig.bench.over_http import over_http, over_http_bare
-from deskrig.bench.stats import Row, Timing, measure, measure_async, print_table
+from deskrig.bench.over_http import BareClient, serving
+from deskrig.bench.stats import (
+    Row,
+    Timing,
+    awaitable,
+    measure,
+    measure_async,
+    measure_interleaved,
+    print_table,
+)
+from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
 from deskrig.identity import ClientRef
 from deskrig.rig import Rig, RigOptions
-from deskrig.server import DeskrigServer
+from deskrig.server import DeskrigServer, describe_tools
 from deskrig.serving import build_server
 from deskrig.tools import CallInfo
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 TEXT_100 = ("The quick brown fox jumps over the lazy dog. " * 3)[:100]
 
-#: A pyatspi walk of one app's tree (role, name, states, extents per node), timed inside the
-#: process so that interpreter start-up is not counted. Prints the samples as JSON.
-PYATSPI_WALK = textwrap.dedent(
+#: A pyatspi walk of one app's tree (role, name, states, extents per node), once per line read
+#: from stdin, timed inside the process so that neither interpreter start-up nor the pipe is
+#: counted: writes each walk's node count and milliseconds as a JSON line.
+PYATSPI_WALKER = textwrap.dedent(
     """
     import json, sys, time
     import pyatspi
-    pid, runs = int(sys.argv[1]), int(sys.argv[2])
+    from gi.repository import GLib
+    pid = int(sys.argv[1])
     def walk(node):
         count = 1
         node.getRole(); node.name; node.getState()
@@ -43,12 +56,16 @@ PYATSPI_WALK = textwrap.dedent(
                 count += walk(child)
         return count
     app = next(a for a in pyatspi.Registry.getDesktop(0) if a is not None and a.get_process_id() == pid)
-    samples, nodes = [], 0
-    for _ in range(runs + 2):
+    context = GLib.MainContext.default()
+    for _ in sys.stdin:
+        # What a pyatspi client's main loop does while it waits: handle the events the app sent
+        # meanwhile (a walk would otherwise sift through the backlog first).
+        while context.iteration(False):
+            pass
         started = time.perf_counter()
         nodes = walk(app)
-        samples.append((time.perf_counter() - started) * 1000)
-    sys.stdout.write(json.dumps({"samples": samples[2:], "nodes": nodes}))
+        sys.stdout.write(json.dumps({"nodes": nodes, "ms": (time.perf_counter() - started) * 1000}) + "\\n")
+        sys.stdout.flush()
     """
 )
 
@@ -60,25 +77,93 @@ async def call_tool(server: DeskrigServer, tool: str, arguments: dict[str, Any])
     return result.structured_content
 
 
-def _pyatspi_walk(env: dict[str, str], pid: int, runs: int) -> Timing:
-    out = subprocess.run(
-        [SYSTEM_PYTHON, "-c", PYATSPI_WALK, str(pid), str(runs)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(out.stdout)
-    return Timing(f"peer: pyatspi walk ({report['nodes']} nodes)", report["samples"])
+class PyatspiWalker:
+    """The peer: a system Python with pyatspi walking the app's tree on request (round-robin with
+    deskrig's cases, so that both meet the same load on a shared machine)."""
+
+    def __init__(self, env: dict[str, str], pid: int) -> None:
+        self._process = subprocess.Popen(
+            [SYSTEM_PYTHON, "-c", PYATSPI_WALKER, str(pid)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.samples_ms: list[float] = []
+        self.nodes = 0
+
+    def walk(self) -> None:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write("walk\n")
+        self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the pyatspi walker exited ({self._process.wait(10)})")
+        report = json.loads(line)
+        self.samples_ms.append(report["ms"])
+        self.nodes = report["nodes"]
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):  # it has exited already
+                self._process.stdin.close()
+        self._process.wait(10)
 
 
-def _widget_factory(runs: int) -> list[Row]:
+def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -> tuple[Timing, list[Timing]]:
+    """The pyatspi walk, then get_app_state through a bare JSON-RPC client and through
+    ``mcp.Client`` (and each one's per-call floor), one after the other in every round."""
+    arguments = {"pid": pid}
+    with serving(server) as url, httpx2.Client(timeout=30) as http:
+        bare = BareClient(http, url)
+
+        async def run(walker: PyatspiWalker) -> list[Timing]:
+            async with connect(url) as client:
+
+                async def sdk(tool: str, args: dict[str, Any]) -> None:
+                    result = await client.call_tool(tool, args)
+                    assert not result.is_error, result
+
+                return await measure_interleaved(
+                    [
+                        ("peer", awaitable(walker.walk)),
+                        (
+                            "get_app_state over MCP/HTTP, bare JSON-RPC client",
+                            awaitable(lambda: bare.call("get_app_state", arguments)),
+                        ),
+                        (
+                            "per-call floor: get_screen_size, bare JSON-RPC client",
+                            awaitable(lambda: bare.call("get_screen_size", {})),
+                        ),
+                        (
+                            "get_app_state over MCP/HTTP, mcp.Client (checks the result against the outputSchema)",
+                            lambda: sdk("get_app_state", arguments),
+                        ),
+                        (
+                            "per-call floor: get_screen_size over MCP/HTTP, mcp.Client",
+                            lambda: sdk("get_screen_size", {}),
+                        ),
+                    ],
+                    runs,
+                )
+
+        walker = PyatspiWalker(env, pid)
+        try:
+            timings = anyio.run(run, walker)
+        finally:
+            walker.close()
+    # The walker's own clock: neither the pipe nor the Python start-up is the peer's cost.
+    warmup = len(walker.samples_ms) - runs
+    peer = Timing(f"peer: pyatspi walk ({walker.nodes} nodes)", walker.samples_ms[warmup:])
+    return peer, timings[1:]
+
+
+def app_state_rows(runs: int) -> list[Row]:
+    """get_app_state on gtk3-widget-factory in process and over MCP/HTTP, against a pyatspi walk."""
     with Rig(RigOptions(app=["gtk3-widget-factory"])) as rig:
-        env = {**os.environ, **rig.env}
         status = rig.status()
         assert status.app_pid is not None
         pid = status.app_pid
-        peer = _pyatspi_walk(env, pid, runs)
         with open_desktop("x11", rig.display) as desktop:
             server = build_server(
                 desktop, load_settings(env={}), session_bus=rig.env["DBUS_SESSION_BUS_ADDRESS"]
@@ -98,31 +183,37 @@ def _widget_factory(runs: int) -> list[Row]:
 
             ours = anyio.run(run)
             whole = anyio.run(fetched)
-            over_mcp = over_http(
-                server, "get_app_state", {"pid": pid}, "get_app_state over MCP/HTTP (live mirror)", runs
-            )
-            floor = over_http(
-                server, "get_screen_size", {}, "per-call floor: get_screen_size over MCP/HTTP", runs
-            )
-            bare = over_http_bare(
-                server,
-                "get_app_state",
-                {"pid": pid},
-                "get_app_state over MCP/HTTP, bare JSON-RPC client",
-                runs,
-            )
-            bare_floor = over_http_bare(
-                server, "get_screen_size", {}, "per-call floor: get_screen_size, bare JSON-RPC client", runs
-            )
+            checked = _output_check(server, anyio.run(call_tool, server, "get_app_state", {"pid": pid}), runs)
+            peer, (bare, bare_floor, sdk, sdk_floor) = _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
     return [
         Row(peer),
         Row(ours, peer, 20.0),
         Row(whole, peer),
-        Row(over_mcp, peer, 20.0),
-        Row(floor),
         Row(bare, peer, 20.0),
+        # Server and client share this process: its CPU per call is what both spent, whatever the load.
+        Row(bare.cpu()),
         Row(bare_floor),
+        Row(sdk, peer, 20.0),
+        Row(sdk.cpu()),
+        Row(checked),
+        Row(sdk_floor),
     ]
+
+
+def _output_check(server: DeskrigServer, structured: Any, runs: int) -> Timing:
+    """What ``mcp.Client`` spends checking one get_app_state result against the tool's output
+    schema (``jsonschema``, compiled once, as the SDK does), apart from the protocol."""
+    from jsonschema import Draft202012Validator  # what the SDK picks for a schema without $schema
+    from referencing import Registry
+
+    schema = describe_tools([server.tools["get_app_state"]])[0].output_schema
+    assert schema is not None
+    validator = Draft202012Validator(schema, registry=Registry())
+
+    def check() -> None:
+        assert validator.is_valid(structured)
+
+    return measure("of which the client's outputSchema check (jsonschema), in process", check, runs)
 
 
 def _input(runs: int) -> list[Row]:
@@ -167,4 +258,5 @@ def _input(runs: int) -> list[Row]:
 
 
 def run(runs: int) -> None:
-    print_table(f"actions vs peers ({runs} runs)", _widget_factory(runs) + _input(runs))
+    rows = app_state_rows(runs) + _input(runs)
+    print_table(f"actions vs peers ({runs} runs, load average {os.getloadavg()[0]:.1f})", rows)

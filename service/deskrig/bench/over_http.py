@@ -2,10 +2,11 @@
 MCP client calling it, or a bare JSON-RPC one.
 
 The SDK's ``mcp.Client`` validates every structured result against the tool's output schema with
-``jsonschema``, in pure Python: for a 261-element ``get_app_state`` that alone is about 200 ms on
-the development VM, more than everything else the call costs. The bare client (initialize, then
-``tools/call`` POSTs, replies parsed as JSON) shows what the server and the protocol cost without
-it, as a client with a compiled validator (the TypeScript SDK's ajv) or none would see.
+``jsonschema``, in pure Python, paying for each value it checks: for a 261-element
+``get_app_state`` that is most of what the call costs (``deskrig.bench.actions`` times it apart).
+The bare client (initialize, then ``tools/call`` POSTs, replies parsed as JSON) shows what the
+server and the protocol cost without it, as a client with a compiled validator (the TypeScript
+SDK's ajv) or none would see.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import anyio
 import httpx2
 
-from deskrig.bench.stats import Timing, measure, measure_async
+from deskrig.bench.stats import Timing, measure_async
 from deskrig.client import connect
 from deskrig.guard import bind_listener
 from deskrig.http import Readiness
@@ -43,7 +44,7 @@ def _wait_listening(port: int, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def _serving(server: DeskrigServer) -> Iterator[str]:
+def serving(server: DeskrigServer) -> Iterator[str]:
     """``server`` on a free local port, without auth; yields its MCP endpoint."""
     listener = bind_listener("127.0.0.1", 0)
     port = int(listener.getsockname()[1])
@@ -75,30 +76,19 @@ def over_http(server: DeskrigServer, tool: str, arguments: dict[str, Any], name:
 
             return await measure_async(name, call, runs)
 
-    with _serving(server) as url:
+    with serving(server) as url:
         return anyio.run(run, url)
 
 
-def over_http_bare(
-    server: DeskrigServer, tool: str, arguments: dict[str, Any], name: str, runs: int
-) -> Timing:
-    """``runs`` calls of ``tool`` with ``arguments`` as bare JSON-RPC POSTs (no schema validation)."""
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+class BareClient:
+    """A bare JSON-RPC client of one MCP endpoint: ``initialize``, then ``tools/call`` POSTs whose
+    replies are parsed as JSON and nothing more (no models, no schema check)."""
 
-    def post(client: httpx2.Client, url: str, message: dict[str, Any]) -> Any:
-        reply = client.post(url, json={"jsonrpc": "2.0", **message}, headers=headers)
-        reply.raise_for_status()
-        if "mcp-session-id" in reply.headers:
-            headers["mcp-session-id"] = reply.headers["mcp-session-id"]
-        text = reply.text
-        if reply.headers.get("content-type", "").startswith("text/event-stream"):
-            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
-        return json.loads(text) if text.strip() else None
-
-    with _serving(server) as url, httpx2.Client(timeout=30) as client:
-        post(
-            client,
-            url,
+    def __init__(self, http: httpx2.Client, url: str) -> None:
+        self._http = http
+        self._url = url
+        self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        self._post(
             {
                 "id": 0,
                 "method": "initialize",
@@ -107,16 +97,23 @@ def over_http_bare(
                     "capabilities": {},
                     "clientInfo": {"name": "deskrig-bench", "version": "1"},
                 },
-            },
+            }
         )
-        post(client, url, {"method": "notifications/initialized"})
+        self._post({"method": "notifications/initialized"})
 
-        def call() -> None:
-            reply = post(
-                client,
-                url,
-                {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
-            )
-            assert not reply["result"].get("isError"), reply
+    def _post(self, message: dict[str, Any]) -> Any:
+        reply = self._http.post(self._url, json={"jsonrpc": "2.0", **message}, headers=self._headers)
+        reply.raise_for_status()
+        if "mcp-session-id" in reply.headers:
+            self._headers["mcp-session-id"] = reply.headers["mcp-session-id"]
+        text = reply.text
+        if reply.headers.get("content-type", "").startswith("text/event-stream"):
+            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+        return json.loads(text) if text.strip() else None
 
-        return measure(name, call, runs)
+    def call(self, tool: str, arguments: dict[str, Any]) -> None:
+        """One successful ``tools/call``."""
+        reply = self._post(
+            {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        )
+        assert not reply["result"].get("isError"), reply

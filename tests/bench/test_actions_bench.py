@@ -1,0 +1,27 @@
+"""`scripts/bench actions`' get_app_state comparison in one round against a real rig: the pyatspi
+walk, the bare JSON-RPC client and mcp.Client all answer, and each is set against the walk."""
+
+from __future__ import annotations
+
+import pytest
+
+from deskrig.bench import actions
+
+pytestmark = pytest.mark.slow
+
+
+def test_one_round_of_get_app_state_against_the_pyatspi_walk() -> None:
+    rows = actions.app_state_rows(1)
+    peer = rows[0].timing
+    assert peer.name.startswith("peer: pyatspi walk (") and peer.samples_ms, "the walker walked"
+    compared = {row.timing.name: row for row in rows if row.baseline is peer and row.target}
+    assert {name.split(",")[0] for name in compared} == {
+        "get_app_state",
+        "get_app_state over MCP/HTTP",
+    }
+    assert len(compared) == 3  # in process, bare client, mcp.Client
+    assert all(row.timing.p50 > 0 for row in rows)
+    assert [row.timing.name for row in rows if row.timing.name.endswith(", CPU")] == [
+        "get_app_state over MCP/HTTP, bare JSON-RPC client, CPU",
+        "get_app_state over MCP/HTTP, mcp.Client (checks the result against the outputSchema), CPU",
+    ]
