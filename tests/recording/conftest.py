@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from mcp import Client
+from PIL import Image
 from tests.a11y.conftest import AT_SPI_BUS_LAUNCHER, start_session_bus
 from tests.desktop.conftest import SCREEN, stop_process
 from tests.polling import poll
@@ -159,6 +160,29 @@ def video_frames(path: Path) -> int:
         timeout=60,
     )
     return int(probe.stdout.strip())
+
+
+def decoded_frames(path: Path) -> list[Image.Image]:
+    """Every frame of the video, decoded by the ffmpeg CLI to RGB."""
+    probe = subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height"]
+        + ["-of", "csv=p=0", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    width, height = (int(n) for n in probe.stdout.strip().split(","))
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(path), "-fps_mode", "passthrough", "-f", "rawvideo"]
+        + ["-pix_fmt", "rgb24", "-"],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    size = width * height * 3
+    assert raw and len(raw) % size == 0, (len(raw), width, height)
+    return [Image.frombytes("RGB", (width, height), raw[at : at + size]) for at in range(0, len(raw), size)]
 
 
 def _processes() -> Iterator[tuple[int, list[bytes]]]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from PIL import Image
 
-from deskrig.desktop.base import Desktop, DesktopBackend, ScreenVideo
+from deskrig.desktop.base import Desktop, DesktopBackend
 from deskrig.desktop.clipboard import MemorySelections
 from deskrig.desktop.scripted_input import InputEvent, ScriptedInput
 from deskrig.errors import DeskrigError, ErrorCode
@@ -400,13 +400,6 @@ class ScriptedBackend(DesktopBackend):
 
     def damage_serial(self) -> int:
         return self.world.damage_serial()
-
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        raise DeskrigError(
-            ErrorCode.RECORDING_ERROR,
-            "the scripted desktop has no screen to record video from",
-            remediation="Record video on a real display (x11 or sway); turns are recorded without it.",
-        )
 
     def close(self) -> None:
         self.closed = True
