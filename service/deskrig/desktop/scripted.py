@@ -245,6 +245,15 @@ class ScriptedDesktop:
     def pointer(self) -> tuple[int, int]:
         return self._pointer
 
+    def set_displays(self, displays: Iterable[tuple[str, Bounds]], primary: int = 0) -> None:
+        """Replace the monitors, as a screen resize (RandR, an output mode change) does."""
+        with self._lock:
+            monitors = list(displays)
+            if not 0 <= primary < len(monitors):
+                raise ValueError(f"primary must index one of the {len(monitors)} displays")
+            self._monitors, self._primary = monitors, primary
+            self._changed()
+
     # -- what the backend reads -------------------------------------------------------------------
 
     def displays(self) -> list[DisplayInfo]:
