@@ -164,18 +164,18 @@ def video_frames(path: Path) -> int:
 
 def decoded_frames(path: Path) -> list[Image.Image]:
     """Every frame of the video, decoded by the ffmpeg CLI to RGB."""
+    size_of = ["-select_streams", "v:0", "-show_entries", "stream=width,height", "-of", "csv=p=0"]
     probe = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height"]
-        + ["-of", "csv=p=0", str(path)],
+        ["ffprobe", "-v", "error", *size_of, str(path)],
         capture_output=True,
         text=True,
         check=True,
         timeout=30,
     )
     width, height = (int(n) for n in probe.stdout.strip().split(","))
+    every_frame_as_rgb = ["-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
     raw = subprocess.run(
-        ["ffmpeg", "-v", "error", "-i", str(path), "-fps_mode", "passthrough", "-f", "rawvideo"]
-        + ["-pix_fmt", "rgb24", "-"],
+        ["ffmpeg", "-v", "error", "-i", str(path), *every_frame_as_rgb],
         capture_output=True,
         check=True,
         timeout=60,
