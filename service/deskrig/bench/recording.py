@@ -164,11 +164,12 @@ class VideoCost:
     x11grab: float
 
 
-def _share(cpu_seconds: Callable[[], float], seconds: float) -> float:
-    """``cpu_seconds``' growth over ``seconds``, in % of one core."""
-    cpu, wall = cpu_seconds(), time.monotonic()
+def _shares(counters: list[Callable[[], float]], seconds: float) -> list[float]:
+    """Each CPU-seconds counter's growth over the same ``seconds``, in % of one core."""
+    before, wall = [count() for count in counters], time.monotonic()
     time.sleep(seconds)
-    return 100 * (cpu_seconds() - cpu) / (time.monotonic() - wall)
+    elapsed = time.monotonic() - wall
+    return [100 * (count() - start) / elapsed for count, start in zip(counters, before, strict=True)]
 
 
 def _x11grab_argv(display: str, path: Path) -> list[str]:
@@ -197,9 +198,10 @@ def _video_cost(app: list[str], seconds: float) -> VideoCost:
             pump_id = pump.native_id
             time.sleep(1.0)  # past the encoder's start-up
             frames, wall = video.frames_written, time.monotonic()
-            both = _share(lambda: process_cpu_seconds(pid) + thread_cpu_seconds(pump_id), seconds)
+            ffmpeg, pumping = _shares(
+                [lambda: process_cpu_seconds(pid), lambda: thread_cpu_seconds(pump_id)], seconds
+            )
             frames_per_second = (video.frames_written - frames) / (time.monotonic() - wall)
-            ffmpeg_only = _share(lambda: process_cpu_seconds(pid), seconds / 2)
         finally:
             video.stop()
         grabbing = subprocess.Popen(
@@ -210,10 +212,10 @@ def _video_cost(app: list[str], seconds: float) -> VideoCost:
         )
         try:
             time.sleep(1.0)
-            x11grab = _share(lambda: process_cpu_seconds(grabbing.pid), seconds)
+            (x11grab,) = _shares([lambda: process_cpu_seconds(grabbing.pid)], seconds)
         finally:
             grabbing.communicate(b"q", timeout=10)
-    return VideoCost(both, ffmpeg_only, max(0.0, both - ffmpeg_only), frames_per_second, x11grab)
+    return VideoCost(ffmpeg + pumping, ffmpeg, pumping, frames_per_second, x11grab)
 
 
 def _throughput(turns: int) -> tuple[float, float]:
@@ -269,12 +271,12 @@ def run(runs: int) -> None:
         f"load average {os.getloadavg()[0]:.2f})\n\n"
     )
     out.write(
-        "| screen | recorder: ffmpeg + pump, % of one core | of which ffmpeg | frames written/s "
-        "| before: x11grab at 30 fps, % |\n|---|---:|---:|---:|---:|\n"
+        "| screen | recorder: ffmpeg + pump, % of one core | ffmpeg | pump | frames written/s "
+        "| before: x11grab at 30 fps, % |\n|---|---:|---:|---:|---:|---:|\n"
     )
     for name, cost in costs:
         out.write(
-            f"| {name} | {cost.pipeline:.1f} | {cost.ffmpeg:.1f} | {cost.frames_per_second:.1f} "
+            f"| {name} | {cost.pipeline:.1f} | {cost.ffmpeg:.1f} | {cost.pump:.1f} | {cost.frames_per_second:.1f} "
             f"| {cost.x11grab:.1f} |\n"
         )
 
