@@ -63,8 +63,10 @@ START_TIMEOUT = 5.0
 STOP_TIMEOUT = 10.0
 #: Niceness of the pump thread: grabbing for the video yields the CPU to the actions it records.
 PUMP_NICENESS = 5
-#: Wall-clock timestamps are kept to the millisecond (the input's time base).
-TIMESTAMP_RATE = 1000
+#: Wall-clock timestamps are kept to 10 ms (the input's time base). Not finer: a player or ffmpeg
+#: decoding the file takes a declared rate above 210 fps for nonsense and falls back to the average
+#: rate (a few fps for a calm screen), in whose coarse steps frames 30 ms apart collide.
+TIMESTAMP_RATE = 100
 
 #: ffmpeg's report of its input's first timestamp: the wall time of the video's 0 s.
 _INPUT_START = re.compile(r"^\s*Duration: .*, start: (\d+\.\d+)")
