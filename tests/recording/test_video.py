@@ -186,7 +186,8 @@ def test_the_video_survives_sigkill_of_ffmpeg(recording_rig: FormRig) -> None:
     async def record(s: Session) -> tuple[dict[str, Any], dict[str, Any]]:
         await s.ok("start_recording", {"output_dir": str(out), "record_video": True})
         (ffmpeg,) = ffmpeg_writing(video)
-        await anyio.sleep(2.5)  # some video to keep: the first frame, and heartbeats after it
+        # Some video to keep: an idle screen's fragments are one frame each, a heartbeat a second.
+        await anyio.to_thread.run_sync(lambda: poll("fragments", lambda: mp4_boxes(video).count("moof") >= 3))
         os.kill(ffmpeg, signal.SIGKILL)
         await anyio.sleep(0.1)
         state = await s.ok("get_recording_state")
@@ -203,6 +204,22 @@ def test_the_video_survives_sigkill_of_ffmpeg(recording_rig: FormRig) -> None:
     assert stopped["last_video_path"] == str(video)
     poll("ffmpeg gone", lambda: not ffmpeg_writing(video), timeout=15)
     assert ffprobe_duration(video) >= HEARTBEAT_SECONDS and video_frames(video) >= 2
+
+
+def test_a_sigkilled_rig_leaves_a_decodable_video_and_no_ffmpeg(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    video = tmp_path / "boot" / "recording.mp4"
+    rig = RigProcess(
+        app=color_app("Killed Rig", GREEN, log, pos="100,120"),
+        extra=["--record", str(video.parent), "--record-video"],
+    ).start(tmp_path)
+    try:
+        poll("ffmpeg writing", lambda: ffmpeg_writing(video))
+        poll("three fragments written", lambda: mp4_boxes(video).count("moof") >= 3)
+    finally:
+        rig.stop(signal.SIGKILL)
+    poll("ffmpeg gone with the rig (its death signal)", lambda: not ffmpeg_writing(video), timeout=15)
+    assert ffprobe_duration(video) > 1.0
 
 
 def test_ffmpeg_reads_raw_frames_stamped_with_the_wall_clock_into_a_fragmented_mp4(tmp_path: Path) -> None:
