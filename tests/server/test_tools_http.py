@@ -15,12 +15,14 @@ from typing import Any
 import anyio
 import pytest
 from PIL import Image
+from tests.polling import poll
 from tests.recording.conftest import decoded_frames
 from tests.server.conftest import GREEN, RED, GreenRig, start_green_rig
 from tests.server.rigproc import APPS, RigProcess, color_app, read_events
 from tests.toolkits import not_on
 
 from deskrig.errors import tool_error
+from deskrig.model import Bounds
 
 
 def rgb(hex_color: str) -> tuple[int, int, int]:
@@ -278,21 +280,32 @@ def test_video_shows_blocked_windows_black(green_rig: GreenRig) -> None:
         secret = green_rig.launch(
             color_app("Secret Vault", RED, log, toolkit="tk", size="160x120", pos="900,500"), log
         )
-        app = green_rig.app_geometry()  # where it is now that sway tiles the two
+        secret_area = Bounds(x=secret["x"], y=secret["y"], width=160, height=120)
+
+        def green_beside_it() -> Bounds | None:
+            """The green window's bounds, once (sway tiling the two) they are clear of the secret."""
+            listed = green_rig.rig.call("list_windows", {"title": "Fixture Green"})
+            (green,) = listed.structured_content["windows"]
+            bounds = Bounds.model_validate(green["bounds"])
+            return None if bounds.intersection(secret_area) else bounds
+
+        app = poll("the green window clear of the secret one", green_beside_it)
 
         async def record(client: Any) -> tuple[Any, Any]:
-            started = await client.call_tool("start_recording", {"output_dir": str(output), "record_video": True})
+            arguments = {"output_dir": str(output), "record_video": True}
+            started = await client.call_tool("start_recording", arguments)
             await anyio.sleep(1.5)
             return started, await client.call_tool("stop_recording", {})
 
         started, stopped = green_rig.rig.session(record)
     finally:
         green_rig.close_extra_apps()
-    assert not started.is_error and started.structured_content["video_recording"], started.structured_content
-    assert not stopped.is_error and stopped.structured_content["last_error"] is None, stopped.structured_content
-    frames = decoded_frames(Path(stopped.structured_content["last_video_path"]))
+    started_state, stopped_state = started.structured_content, stopped.structured_content
+    assert not started.is_error and started_state["video_recording"], started_state
+    assert not stopped.is_error and stopped_state["last_error"] is None, stopped_state
+    frames = decoded_frames(Path(stopped_state["last_video_path"]))
     assert len(frames) >= 2  # the first frame and the last, at the stop
-    shown = (app["x"] + app["width"] // 2, app["y"] + app["height"] // 2)
+    shown = (app.x + app.width // 2, app.y + app.height // 2)
     for frame in frames:
         for dx, dy in [(4, 4), (80, 60), (155, 115)]:
             # H.264 keeps black within a few levels of 0.

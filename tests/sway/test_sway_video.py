@@ -69,7 +69,11 @@ def test_a_still_output_is_not_grabbed_and_its_frame_is_only_repeated(
     video = VideoRecorder(Observer(sway_desktop, WindowBlocklist([])), tmp_path / "recording.mp4")
     video.start()
     try:
-        poll(f"no grab for {ASLEEP_SECONDS:g} s", lambda: time.monotonic() - grabs[-1] > ASLEEP_SECONDS, timeout=30)
+        poll(
+            f"no grab for {ASLEEP_SECONDS:g} s",
+            lambda: time.monotonic() - grabs[-1] > ASLEEP_SECONDS,
+            timeout=30,
+        )
         sent = video.frames_written
         poll("a heartbeat without a grab", lambda: video.frames_written > sent, timeout=5 * HEARTBEAT_SECONDS)
         assert time.monotonic() - grabs[-1] > ASLEEP_SECONDS

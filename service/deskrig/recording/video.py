@@ -299,7 +299,9 @@ class VideoRecorder:
         if self._stopping.is_set():
             return
         tail = self.stderr_tail(1)
-        self.last_error = f"ffmpeg stopped unexpectedly with status {status}" + (f": {tail[0]}" if tail else "")
+        self.last_error = f"ffmpeg stopped unexpectedly with status {status}" + (
+            f": {tail[0]}" if tail else ""
+        )
         log.warning("%s (video %s)", self.last_error, self.path)
 
     def _note_input_start(self, line: str) -> None:
