@@ -71,6 +71,19 @@ class ScreenChanges:
         self._settled = False
         #: Monotonic time of the next grab, one tick after the last.
         self._due = 0.0
+        #: The backend's damage serial stays put on a still screen (X11's does; sway's does not).
+        self._serial_settles = False
+
+    def _serial_moved(self) -> bool:
+        """Whether a settled serial moved on although no damage woke the loop: another caller of
+        ``damage_serial`` (a screenshot) read the notification first. One round trip; a backend
+        whose serial never settles has only its damage fd to go by."""
+        if not self._serial_settles:
+            return False
+        try:
+            return self.observer.desktop.damage_serial() != self._serial
+        except DeskrigError:
+            return True  # the grab that follows says what is wrong
 
     def next(self, timeout: float) -> ScreenFrame | None:
         """The screen as soon as it differs from the frame returned last (on the first call: as it
@@ -81,7 +94,8 @@ class ScreenChanges:
             now = time.monotonic()
             fd = desktop.damage_fd()
             if self._settled and fd is not None:
-                if not select.select([fd], [], [], max(0.0, deadline - now))[0]:
+                drawn = select.select([fd], [], [], max(0.0, deadline - now))[0]
+                if not drawn and not self._serial_moved():
                     return None  # nothing drawn
             else:
                 wake = max(self._due, now)
@@ -96,6 +110,7 @@ class ScreenChanges:
                 # only new damage, which wakes the select above, can move it on.
                 self._settled = serial == self._serial
                 if self._settled:
+                    self._serial_settles = True
                     continue
                 pixels = self.observer.observe().screen()
             except DeskrigError:
