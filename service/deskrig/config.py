@@ -181,11 +181,6 @@ class Settings(BaseModel):
                 "record_video cannot be on while PII masking is on: video frames are not masked "
                 "(record turn folders without video, or turn masking off)"
             )
-        if self.record_video and self.security.blocked_window_patterns:
-            raise ValueError(
-                "record_video cannot be on while windows are blocked: video frames would show them "
-                "(record turn folders without video, or remove the blocked window patterns)"
-            )
         return self
 
     @field_validator("token", mode="before")

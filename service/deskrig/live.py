@@ -6,16 +6,11 @@
   or ffplay show it as it is). Each part has ``Content-Length``, ``X-Frame-Seq`` and
   ``X-Frame-Time`` (Unix ms of the grab). The current screen comes first, then a frame per change.
 
-One :class:`LiveScreen` per rig captures for every viewer, and only while someone watches. Each
-frame is an :class:`~deskrig.observation.Observation` of the screen, so blocked windows are black
-exactly as in a screenshot. The loop is driven by the backend's damage: on X11 it sleeps in
-``select`` on the DAMAGE connection (:meth:`~deskrig.desktop.Desktop.damage_fd`) and wakes when
-something is drawn, so an idle screen is never grabbed nor encoded and costs a wake-up a second.
-Grabs are also compared byte for byte with the last frame: on sway, whose damage serial moves on
-every call (its damage fd is wlr-screencopy's ``copy_with_damage``, :mod:`deskrig.desktop.sway_damage`),
-:data:`PATIENCE` unchanged grabs in a row put the loop to sleep on that fd the same way. A backend
-with no damage fd at all backs off to :data:`SLOW_TICK` while nothing changes. A viewer that falls
-behind skips to the newest frame; nothing queues up.
+One :class:`LiveScreen` per rig captures for every viewer, and only while someone watches. Its
+frames are :class:`~deskrig.screen_changes.ScreenChanges`: observations of the screen (blocked
+windows black exactly as in a screenshot), taken when the backend's damage says the screen may
+have changed, so an idle screen is never grabbed nor encoded and costs a wake-up a second. A viewer
+that falls behind skips to the newest frame; nothing queues up.
 """
 
 from __future__ import annotations
@@ -23,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import select
 import threading
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,23 +31,17 @@ from deskrig import imaging
 from deskrig.errors import DeskrigError
 from deskrig.live_page import LIVE_PAGE
 from deskrig.observation import Observer
+from deskrig.screen_changes import ScreenChanges
 
 if TYPE_CHECKING:
     from deskrig.server import DeskrigServer
 
 log = logging.getLogger(__name__)
 
-#: Seconds between grabs while the screen changes: at most 30 frames a second.
-FAST_TICK = 1 / 30
-#: How long a settled loop sleeps on the backend's damage notification (:meth:`Desktop.damage_fd`)
-#: before it looks whether its viewers are still there.
+#: How long the capture loop waits for a change before it looks whether its viewers are still there.
 IDLE_WAKE = 1.0
 #: How often an idle stream looks whether the server is stopping.
 STOP_POLL_SECONDS = 0.5
-#: The slowest tick, reached by doubling while grabs come back unchanged (backends without damage).
-SLOW_TICK = 0.25
-#: Unchanged grabs in a row before the tick starts to slow down.
-PATIENCE = 8
 JPEG_QUALITY = 70
 BOUNDARY = "deskrig-frame"
 
@@ -131,12 +118,9 @@ class LiveScreen:
             self._viewers.discard(viewer)
 
     def _capture(self) -> None:
-        """Grab, compare and encode until the last viewer leaves (then this thread ends)."""
-        desktop = self.observer.desktop
-        serial: int | None = None
-        previous: bytes | bytearray | None = None
-        tick, unchanged, seq, settled = FAST_TICK, 0, 0, False
-        failure = ""
+        """Encode each change of the screen until the last viewer leaves (then this thread ends)."""
+        changes = ScreenChanges(self.observer)
+        seq, failure = 0, ""
         while True:
             with self._lock:
                 if not self._viewers:
@@ -144,39 +128,19 @@ class LiveScreen:
                     return
                 viewers = list(self._viewers)
             try:
-                fd = desktop.damage_fd()
-                if settled and fd is not None and not select.select([fd], [], [], IDLE_WAKE)[0]:
-                    continue  # nothing drawn: only see whether the viewers are still there
-                started = time.monotonic()
-                now = desktop.damage_serial()
-                # Unchanged twice running: the damage serial is settled (see DamageCounter) and
-                # only new damage, which wakes the select above, can move it on.
-                settled = now == serial
-                if not settled:
-                    pixels = self.observer.observe().screen()
-                    serial, failure = now, ""
-                    raw = pixels.frame.bgrx
-                    raw = raw if raw is not None else pixels.image.tobytes()
-                    if raw == previous:
-                        unchanged += 1
-                        if unchanged > PATIENCE:
-                            tick = min(tick * 2, SLOW_TICK)
-                            # A serial that moves on every call (sway's) never settles: the
-                            # same pixels over and over do, where damage can wake the loop.
-                            settled = fd is not None
-                    else:
-                        previous, unchanged, tick, seq = raw, 0, FAST_TICK, seq + 1
-                        grabbed_ms = int(time.time() * 1000)
-                        jpeg = imaging.encode(pixels.frame, "jpeg", self.quality)
-                        self.latest = LiveFrame(seq, grabbed_ms, jpeg)
-                        for viewer in viewers:
-                            viewer.wake()
+                frame = changes.next(IDLE_WAKE)
             except DeskrigError as exc:  # a resize, a display going away: tried again, logged once
                 if exc.message != failure:
                     failure = exc.message
                     log.warning("live screen: cannot capture: %s: %s", exc.code.value, exc.message)
-                serial, tick, settled, started = None, SLOW_TICK, False, time.monotonic()
-            time.sleep(0.0 if settled else max(0.0, tick - (time.monotonic() - started)))
+                continue  # the next try comes a slow tick later
+            if frame is None:
+                continue  # nothing drawn: only see whether the viewers are still there
+            seq, failure = seq + 1, ""
+            jpeg = imaging.encode(frame.pixels.frame, "jpeg", self.quality)
+            self.latest = LiveFrame(seq, int(frame.grabbed_at * 1000), jpeg)
+            for viewer in viewers:
+                viewer.wake()
 
 
 def live_router(server: DeskrigServer, stopping: threading.Event) -> APIRouter:

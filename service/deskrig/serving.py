@@ -68,7 +68,7 @@ def build_server(
     """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus on Linux;
     ``a11y``: the accessibility source (default: the desktop's platform's, ``open_access``);
     ``launcher`` starts apps on it (default: plain subprocesses with this process's environment).
-    The recorder's video is the desktop's own (``Desktop.screen_video``)."""
+    The recorder's video shows the screen through the same observations as screenshots."""
     from deskrig.a11y.access import open_access
     from deskrig.launcher import SubprocessLauncher
     from deskrig.observation import Observer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import select
 import subprocess
 import sys
 import threading
@@ -22,7 +23,8 @@ from deskrig.desktop.base import Desktop as DesktopFacade
 from deskrig.desktop.x11 import X11Backend
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
-from deskrig.observation import Observation
+from deskrig.observation import Observation, Observer
+from deskrig.screen_changes import ScreenChanges
 from deskrig.security import WindowBlocklist
 
 from .conftest import SCREEN, Desktop, FixtureApp, start_xvfb, stop_process
@@ -223,6 +225,26 @@ def test_damage_serial_is_stable_when_idle_and_moves_on_a_change(
     extra_apps("gtk", f"damage-{desktop.mode}", YELLOW, (700, 80), (100, 60))
 
     assert x11_backend.damage_serial() != idle
+
+
+def test_the_changing_screen_sees_a_change_whose_damage_a_screenshot_read_first(
+    desktop: Desktop, x11_backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+) -> None:
+    """The video and the live screen sleep on the DAMAGE connection; a screenshot's damage_serial
+    may read the notification before they wake. Their next look must still see the change."""
+    changes = ScreenChanges(Observer(DesktopFacade(x11_backend), WindowBlocklist([])))
+    assert changes.next(5.0) is not None  # the screen as it is
+    poll("the loop asleep on a still screen", lambda: changes.next(0.3) is None)
+    fd = x11_backend.damage_fd()
+    assert fd is not None
+
+    extra_apps("gtk", f"stolen-damage-{desktop.mode}", YELLOW, (700, 200), (100, 60))
+    assert select.select([fd], [], [], 10.0)[0], "no damage for the new window"
+    x11_backend.damage_serial()  # a screenshot, reading the notification first
+
+    frame = poll("the change", lambda: changes.next(0.3), timeout=5)
+    image = frame.pixels.image
+    assert YELLOW in {colour for _, colour in image.getcolors(image.width * image.height) or []}
 
 
 def test_focused_window_follows_the_keyboard_focus(desktop: Desktop, x11_backend: X11Backend) -> None:

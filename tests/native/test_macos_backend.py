@@ -156,19 +156,6 @@ def test_the_cursor_is_on_the_display_under_it(backend: MacOSBackend) -> None:
     assert (position.x, position.y, position.display_id) == (700, 30, 1)
 
 
-def test_video_is_avfoundations_capture_of_the_main_display_in_pixels(backend: MacOSBackend) -> None:
-    video = backend.screen_video(30)
-
-    assert (video.width, video.height, video.source) == (3024, 1964, "Capture screen 0:none")
-    assert video.options == {
-        "f": "avfoundation",
-        "framerate": 30,
-        "capture_cursor": 1,
-        "pixel_format": "bgr0",
-    }
-    assert video.feeder is None
-
-
 def test_close_releases_quartz(backend: MacOSBackend, quartz: RecordedQuartz) -> None:
     backend.close()
 

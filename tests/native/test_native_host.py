@@ -113,16 +113,18 @@ def test_the_clipboard_round_trips_text(desktop: Desktop) -> None:
 def test_the_screen_records_as_video(desktop: Desktop, tmp_path: Path) -> None:
     from tests.recording.conftest import ffprobe_duration, mp4_boxes
 
+    from deskrig.observation import Observer
     from deskrig.recording.video import VideoRecorder
+    from deskrig.security import WindowBlocklist
 
     video = tmp_path / "screen.mp4"
-    recorder = VideoRecorder(desktop.screen_video(10), video)
+    recorder = VideoRecorder(Observer(desktop, WindowBlocklist([])), video)
     recorder.start()
     try:
         poll("ffmpeg writing fragments", lambda: video.exists() and video.stat().st_size > 4096)
     finally:
         assert recorder.stop() == 0, recorder.stderr_tail()
-    assert mp4_boxes(video)[-1] == "mfra"  # finished by `q` on its input, not killed
+    assert mp4_boxes(video)[-1] == "mfra"  # finished by the end of its input, not killed
     assert ffprobe_duration(video) > 0
 
 

@@ -52,12 +52,17 @@ def test_text_is_redacted_with_the_detectors_name_and_counted() -> None:
         ({"DESKRIG_PII_DETECTORS": "email,passport"}, "unknown PII detector.*passport"),
         ({"DESKRIG_PII_MASKING": "maybe"}, "security.pii_masking.enabled"),
         ({"DESKRIG_PII_MASKING": "on", "DESKRIG_RECORD_VIDEO": "1"}, "record_video cannot be on while PII"),
-        ({"DESKRIG_BLOCKED_WINDOWS": "^Vault", "DESKRIG_RECORD_VIDEO": "1"}, "record_video cannot be on while windows"),
     ],
 )
 def test_bad_policy_input_is_a_clear_settings_error(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(env=env)
+
+
+def test_video_may_be_recorded_while_windows_are_blocked() -> None:
+    """Its frames come through the observation path, which blacks blocked windows out."""
+    settings = load_settings(env={"DESKRIG_BLOCKED_WINDOWS": "^Vault", "DESKRIG_RECORD_VIDEO": "1"})
+    assert settings.record_video and settings.security.blocked_window_patterns == ["^Vault"]
 
 
 def test_the_policy_comes_from_the_config_file_variables_and_flags(tmp_path: Path) -> None:

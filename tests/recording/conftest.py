@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from mcp import Client
+from PIL import Image
 from tests.a11y.conftest import AT_SPI_BUS_LAUNCHER, start_session_bus
 from tests.desktop.conftest import SCREEN, stop_process
 from tests.polling import poll
@@ -130,14 +131,15 @@ def load_json(path: Path) -> Any:
 
 
 def ffprobe_duration(path: Path) -> float:
-    """Decode the whole file (errors fail) and return its duration in seconds."""
+    """Decode the whole file (errors, and warnings such as frames whose times collide at the rate a
+    decoder infers, fail) and return its duration in seconds."""
     decoded = subprocess.run(
         ["ffmpeg", "-v", "error", "-xerror", "-i", str(path), "-f", "null", "-"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert decoded.returncode == 0, decoded.stderr
+    assert decoded.returncode == 0 and not decoded.stderr.strip(), decoded.stderr
     probe = subprocess.run(
         ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", str(path)],
         capture_output=True,
@@ -159,6 +161,29 @@ def video_frames(path: Path) -> int:
         timeout=60,
     )
     return int(probe.stdout.strip())
+
+
+def decoded_frames(path: Path) -> list[Image.Image]:
+    """Every frame of the video, decoded by the ffmpeg CLI to RGB."""
+    size_of = ["-select_streams", "v:0", "-show_entries", "stream=width,height", "-of", "csv=p=0"]
+    probe = subprocess.run(
+        ["ffprobe", "-v", "error", *size_of, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    width, height = (int(n) for n in probe.stdout.strip().split(","))
+    every_frame_as_rgb = ["-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(path), *every_frame_as_rgb],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    size = width * height * 3
+    assert raw and len(raw) % size == 0, (len(raw), width, height)
+    return [Image.frombytes("RGB", (width, height), raw[at : at + size]) for at in range(0, len(raw), size)]
 
 
 def _processes() -> Iterator[tuple[int, list[bytes]]]:

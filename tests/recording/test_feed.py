@@ -16,7 +16,7 @@ import httpx
 import pytest
 from tests.orchestrator.helpers import eventually
 from tests.polling import poll
-from tests.recording.conftest import ffmpeg_writing, ffprobe_duration, load_json
+from tests.recording.conftest import ffmpeg_writing, ffprobe_duration, load_json, mp4_boxes
 from tests.server.rigproc import FormRig, RigProcess, color_app, read_events
 
 from deskrig.errors import ErrorCode, http_error_info
@@ -182,7 +182,8 @@ def test_the_mirror_notes_a_feed_refusal_by_code_and_message(form_rig: FormRig, 
 def test_video_survives_sigkill_of_ffmpeg_and_is_announced_when_final(boot_rig: BootRig) -> None:
     video = boot_rig.folder / "recording.mp4"
     (pid,) = poll("boot ffmpeg", lambda: ffmpeg_writing(video))
-    time.sleep(1.5)  # some video to keep
+    # Some video to keep: an idle screen's fragments are one frame each, a heartbeat a second.
+    poll("three fragments written", lambda: mp4_boxes(video).count("moof") >= 3)
     os.kill(pid, signal.SIGKILL)
     poll("last_error", lambda: boot_rig.status()["recording"]["last_error"])
     assert "unexpectedly" in boot_rig.status()["recording"]["last_error"]

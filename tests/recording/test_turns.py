@@ -236,7 +236,7 @@ def test_a_recorded_click_gives_the_same_turn_folder_and_a_playing_video_on_ever
     assert place["path"] == "recording.mp4", place
     earliest, latest = times["click_sent"] - times["started"], times["clicked"] - times["start_sent"]
     assert earliest - 0.01 <= place["offset_s"] <= min(latest, duration), (place, times)
-    assert video_frames(video) > 20
+    assert video_frames(video) >= 3  # the first screen, the click's changes, the screen at the stop
 
 
 def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(recording_rig: FormRig) -> None:

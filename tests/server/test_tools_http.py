@@ -11,12 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from PIL import Image
+from tests.polling import poll
+from tests.recording.conftest import decoded_frames
 from tests.server.conftest import GREEN, RED, GreenRig, start_green_rig
 from tests.server.helpers import close_to, error_of, image_of, rgb
 from tests.server.rigproc import APPS, RigProcess, color_app, read_events
 from tests.toolkits import not_on
+
+from deskrig.model import Bounds
 
 
 @pytest.fixture(scope="module")
@@ -244,13 +249,46 @@ def test_blocked_window_is_hidden_refused_and_blacked_out(green_rig: GreenRig) -
         green_rig.close_extra_apps()
 
 
-def test_video_is_refused_while_windows_are_blocked(green_rig: GreenRig) -> None:
-    """The video encoder takes the display's frames as they are: a blocked window would show."""
-    output = green_rig.tmp / "home" / "deskrig" / "video"
-    error = error_of(green_rig.rig.call("start_recording", {"output_dir": str(output), "record_video": True}))
-    assert error["code"] == "RECORDING_ERROR", error
-    assert "windows are blocked" in error["message"]
-    assert not output.exists()  # bad input changes nothing
+def test_video_shows_blocked_windows_black(green_rig: GreenRig) -> None:
+    """The video's frames come through the screenshots' observation path: a blocked window is
+    black in every frame of the mp4, and the rest of the screen is not."""
+    log = green_rig.tmp / "secret.log"
+    output = green_rig.tmp / "home" / "deskrig" / "blocked-video"
+    try:
+        secret = green_rig.launch(
+            color_app("Secret Vault", RED, log, toolkit="tk", size="160x120", pos="900,500"), log
+        )
+        secret_area = Bounds(x=secret["x"], y=secret["y"], width=160, height=120)
+
+        def green_beside_it() -> Bounds | None:
+            """The green window's bounds, once (sway tiling the two) they are clear of the secret."""
+            listed = green_rig.rig.call("list_windows", {"title": "Fixture Green"})
+            (green,) = listed.structured_content["windows"]
+            bounds = Bounds.model_validate(green["bounds"])
+            return None if bounds.intersection(secret_area) else bounds
+
+        app = poll("the green window clear of the secret one", green_beside_it)
+
+        async def record(client: Any) -> tuple[Any, Any]:
+            arguments = {"output_dir": str(output), "record_video": True}
+            started = await client.call_tool("start_recording", arguments)
+            await anyio.sleep(1.5)
+            return started, await client.call_tool("stop_recording", {})
+
+        started, stopped = green_rig.rig.session(record)
+    finally:
+        green_rig.close_extra_apps()
+    started_state, stopped_state = started.structured_content, stopped.structured_content
+    assert not started.is_error and started_state["video_recording"], started_state
+    assert not stopped.is_error and stopped_state["last_error"] is None, stopped_state
+    frames = decoded_frames(Path(stopped_state["last_video_path"]))
+    assert len(frames) >= 2  # the first frame and the last, at the stop
+    shown = (app.x + app.width // 2, app.y + app.height // 2)
+    for frame in frames:
+        for dx, dy in [(4, 4), (80, 60), (155, 115)]:
+            # H.264 keeps black within a few levels of 0.
+            assert max(frame.getpixel((secret["x"] + dx, secret["y"] + dy))) <= 24, (dx, dy)
+        assert close_to(frame.getpixel(shown), rgb(GREEN), tolerance=16), frame.getpixel(shown)
 
 
 @not_on("sway", why="starts a rig of its own for the server's inline limit, which no backend takes part in")

@@ -7,8 +7,11 @@
   the call has returned) is off the clock; *back-to-back* is the worst case, where each action
   first waits for the previous one's "after". Target: at most 30 ms added. The two parts of a
   capture (pixels, accessibility snapshot) are timed on their own to show where the time goes.
-- ffmpeg x11grab CPU, as a share of one core, on an idle screen (a still xterm) and a busy one
-  (an xterm scrolling text over most of the screen).
+- Video CPU, as a share of one core, on an idle screen (a still xterm) and a busy one (an xterm
+  scrolling text over most of the screen): the recorder's pipeline (ffmpeg plus the frame pump
+  thread that grabs and redacts the screen), with the frames it actually wrote per second, beside
+  ffmpeg grabbing the display itself (x11grab at 30 fps, the pipeline before video came from the
+  observation path) on the same screen in the same run.
 - Turn write throughput: full-screen click turns (three 1280x800 PNGs, two states) through one
   recording's writer thread.
 """
@@ -16,27 +19,30 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from deskrig.bench.stats import Timing, process_cpu_seconds
+from deskrig.bench.stats import Timing, process_cpu_seconds, thread_cpu_seconds
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
-from deskrig.desktop.x11 import x11grab_video
 from deskrig.identity import ClientRef
 from deskrig.model import ActionTarget, Point
+from deskrig.observation import Observer
 from deskrig.recording.moments import grab_image
 from deskrig.recording.registry import registry_of
 from deskrig.recording.session import Recording
 from deskrig.recording.turns import Moment, TurnImage, TurnRecord, TurnTree, captured
 from deskrig.recording.video import FRAME_RATE, VideoRecorder
 from deskrig.rig import Rig, RigOptions
+from deskrig.security import WindowBlocklist
 from deskrig.serving import build_server
 from deskrig.tools import CallInfo
 
@@ -145,20 +151,71 @@ def _latency(runs: int) -> list[tuple[Timing, Timing | None]]:
             registry.close()
 
 
-def _ffmpeg_cpu(app: list[str], seconds: float) -> float:
-    """ffmpeg's CPU use while recording ``app``'s screen, in % of one core."""
-    with Rig(RigOptions(size=SIZE, app=app, a11y=False)) as rig, tempfile.TemporaryDirectory() as tmp:
-        width, height = (int(n) for n in SIZE.split("x"))
-        video = VideoRecorder(x11grab_video(rig.display, width, height, FRAME_RATE), Path(tmp) / "recording.mp4")
+@dataclass(frozen=True)
+class VideoCost:
+    """What recording one screen as video costs, in % of one core."""
+
+    #: The recorder: ffmpeg + the frame pump thread.
+    pipeline: float
+    ffmpeg: float
+    pump: float
+    frames_per_second: float
+    #: ffmpeg grabbing the display itself at 30 fps (x11grab), on the same screen.
+    x11grab: float
+
+
+def _shares(counters: list[Callable[[], float]], seconds: float) -> list[float]:
+    """Each CPU-seconds counter's growth over the same ``seconds``, in % of one core."""
+    before, wall = [count() for count in counters], time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - wall
+    return [100 * (count() - start) / elapsed for count, start in zip(counters, before, strict=True)]
+
+
+def _x11grab_argv(display: str, path: Path) -> list[str]:
+    """The baseline: ffmpeg grabbing ``display`` itself at a constant 30 fps, the recorder's command
+    line before its video came from the observation path."""
+    width, height = (int(n) for n in SIZE.split("x"))
+    grab = ["-f", "x11grab", "-video_size", SIZE, "-draw_mouse", "1", "-framerate", str(FRAME_RATE)]
+    encode = ["-f", "mp4", "-flush_packets", "1", "-frag_duration", "200000"]
+    encode += ["-movflags", "+frag_keyframe+empty_moov", "-pix_fmt", "yuv420p", "-preset", "ultrafast"]
+    encode += ["-r", str(FRAME_RATE), "-vcodec", "libx264", "-vf", f"crop={width}:{height}:0:0"]
+    return ["ffmpeg", *grab, "-i", display, *encode, str(path), "-nostats"]
+
+
+def _video_cost(app: list[str], seconds: float) -> VideoCost:
+    """The recorder's video of ``app``'s screen, then x11grab's of the same screen."""
+    with (
+        Rig(RigOptions(size=SIZE, app=app, a11y=False)) as rig,
+        open_desktop("x11", rig.display) as desktop,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        video = VideoRecorder(Observer(desktop, WindowBlocklist([])), Path(tmp) / "recording.mp4")
         video.start()
         try:
-            assert video.pid is not None
+            pid, pump = video.pid, video.pump_thread
+            assert pid is not None and pump is not None and pump.native_id is not None
+            pump_id = pump.native_id
             time.sleep(1.0)  # past the encoder's start-up
-            cpu, wall = process_cpu_seconds(video.pid), time.monotonic()
-            time.sleep(seconds)
-            return 100 * (process_cpu_seconds(video.pid) - cpu) / (time.monotonic() - wall)
+            frames, wall = video.frames_written, time.monotonic()
+            ffmpeg, pumping = _shares(
+                [lambda: process_cpu_seconds(pid), lambda: thread_cpu_seconds(pump_id)], seconds
+            )
+            frames_per_second = (video.frames_written - frames) / (time.monotonic() - wall)
         finally:
             video.stop()
+        grabbing = subprocess.Popen(
+            _x11grab_argv(rig.display, Path(tmp) / "x11grab.mp4"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(1.0)
+            (x11grab,) = _shares([lambda: process_cpu_seconds(grabbing.pid)], seconds)
+        finally:
+            grabbing.communicate(b"q", timeout=10)
+    return VideoCost(ffmpeg + pumping, ffmpeg, pumping, frames_per_second, x11grab)
 
 
 def _throughput(turns: int) -> tuple[float, float]:
@@ -207,13 +264,21 @@ def run(runs: int) -> None:
             f"≤ {ADDED_TARGET_MS:g} | {met} |\n"
         )
 
-    idle = _ffmpeg_cpu(["xterm"], CPU_SECONDS)
-    busy = _ffmpeg_cpu(BUSY_SCREEN, CPU_SECONDS)
+    costs = [("idle (still xterm)", _video_cost(["xterm"], CPU_SECONDS))]
+    costs.append(("busy (scrolling xterm)", _video_cost(BUSY_SCREEN, CPU_SECONDS)))
     out.write(
-        f"\n### recording: ffmpeg x11grab CPU at {SIZE}, 30 fps, ultrafast ({CPU_SECONDS:g} s each)\n\n"
+        f"\n### recording: video CPU at {SIZE}, up to {FRAME_RATE} fps, ultrafast ({CPU_SECONDS:g} s each, "
+        f"load average {os.getloadavg()[0]:.2f})\n\n"
     )
-    out.write("| screen | CPU, % of one core |\n|---|---:|\n")
-    out.write(f"| idle (still xterm) | {idle:.1f} |\n| busy (scrolling xterm) | {busy:.1f} |\n")
+    out.write(
+        "| screen | recorder: ffmpeg + pump, % of one core | ffmpeg | pump | frames written/s "
+        "| before: x11grab at 30 fps, % |\n|---|---:|---:|---:|---:|---:|\n"
+    )
+    for name, cost in costs:
+        out.write(
+            f"| {name} | {cost.pipeline:.1f} | {cost.ffmpeg:.1f} | {cost.pump:.1f} | {cost.frames_per_second:.1f} "
+            f"| {cost.x11grab:.1f} |\n"
+        )
 
     turns = max(20, runs)
     per_second, per_turn = _throughput(turns)

@@ -100,7 +100,16 @@ def cpu_s() -> float:
 
 def process_cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system) ``pid`` has used so far, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
+
+
+def thread_cpu_seconds(native_id: int) -> float:
+    """CPU seconds (user + system) one thread of this process (its ``native_id``) has used so far."""
+    return _stat_cpu_seconds(Path(f"/proc/self/task/{native_id}/stat"))
+
+
+def _stat_cpu_seconds(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
@@ -104,43 +104,6 @@ class InputDevice(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-# ---- screen video ----------------------------------------------------------------------------
-
-
-def even(value: int) -> int:
-    """H.264 in yuv420p wants even dimensions: round down."""
-    return value - value % 2
-
-
-@dataclass(frozen=True)
-class VideoFeeder:
-    """A screen recorder whose stdout feeds ffmpeg, where ffmpeg cannot grab the screen itself."""
-
-    argv: tuple[str, ...]
-    #: Added to the recorder's environment (which compositor to reach).
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: The Debian package providing ``argv[0]``, for the remediation of a missing program.
-    package: str = ""
-
-
-@dataclass(frozen=True)
-class ScreenVideo:
-    """How a backend's screen becomes video: what ffmpeg reads (as ``ffmpeg.input(source, **options)``)
-    and, for a screen ffmpeg cannot grab, the program feeding it on its stdin (``source`` "pipe:0").
-
-    The recorder encodes either into the same fragmented mp4, so no recorder code knows the backend.
-    Frames are ``width`` x ``height``, both even.
-    """
-
-    #: What is recorded, for logs and errors: an X display (":1"), a sway output ("HEADLESS-1").
-    name: str
-    width: int
-    height: int
-    source: str
-    options: Mapping[str, object] = field(default_factory=dict)
-    feeder: VideoFeeder | None = None
 
 
 #: How a window capture was obtained (``ScreenshotMetadata.window_capture``):
@@ -255,14 +218,6 @@ class DesktopBackend(ABC):
     def close(self) -> None:
         """Release connections. Called once, by the facade."""
 
-    @abstractmethod
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        """How to record the whole screen as video at ``frame_rate`` (where the source takes a rate).
-
-        Raises DeskrigError(RECORDING_ERROR) saying why when this desktop cannot be recorded; the
-        recording then goes on without video and its state says so.
-        """
-
 
 class Desktop:
     """Thread-safe facade over a backend and its input device: a lock each, one close.
@@ -309,9 +264,6 @@ class Desktop:
 
     def windows(self) -> list[WindowInfo]:
         return self._call(self._backend.windows)
-
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        return self._call(lambda: self._backend.screen_video(frame_rate))
 
     def capture(self, region: Bounds) -> Image.Image:
         return self._call(lambda: self._backend.capture(region))

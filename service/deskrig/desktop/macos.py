@@ -12,7 +12,7 @@ lists (tests/native/test_macos_backend.py) and on a Mac by the contract suite (t
 - Screen Recording is checked before every capture (``CGPreflightScreenCaptureAccess``): without
   it Quartz hands over the desktop picture instead of windows, and deskrig raises
   PERMISSION_DENIED naming the System Settings pane rather than return that image.
-- Video: ffmpeg's ``avfoundation`` input on the main display ("Capture screen 0").
+- Video: the recorder's, from these captures (``deskrig.recording.video``), as on every backend.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from PIL import Image
 
-from deskrig.desktop.base import DesktopBackend, ScreenVideo, even
+from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.macos_windows import (
     QuartzDisplay,
     accessibility_denied,
@@ -80,19 +80,6 @@ class QuartzScreen(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def avfoundation_video(main: DisplayInfo, frame_rate: int) -> ScreenVideo:
-    """ffmpeg records the main display itself (``avfoundation``'s "Capture screen 0", pointer drawn
-    in), at the display's pixel size (points times its scale)."""
-    size = (even(round(main.bounds.width * main.scale)), even(round(main.bounds.height * main.scale)))
-    return ScreenVideo(
-        name=main.name,
-        width=size[0],
-        height=size[1],
-        source="Capture screen 0:none",
-        options={"f": "avfoundation", "framerate": frame_rate, "capture_cursor": 1, "pixel_format": "bgr0"},
-    )
 
 
 class MacOSBackend(DesktopBackend):
@@ -173,9 +160,6 @@ class MacOSBackend(DesktopBackend):
 
     def damage_serial(self) -> int:
         return next(self._serials)
-
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        return avfoundation_video(self.displays()[0], frame_rate)
 
     def close(self) -> None:
         self._quartz.close()

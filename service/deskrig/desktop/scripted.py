@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from PIL import Image
 
-from deskrig.desktop.base import Desktop, DesktopBackend, ScreenVideo
+from deskrig.desktop.base import Desktop, DesktopBackend
 from deskrig.desktop.clipboard import MemorySelections
 from deskrig.desktop.scripted_input import InputEvent, ScriptedInput
 from deskrig.errors import DeskrigError, ErrorCode
@@ -245,6 +245,15 @@ class ScriptedDesktop:
     def pointer(self) -> tuple[int, int]:
         return self._pointer
 
+    def set_displays(self, displays: Iterable[tuple[str, Bounds]], primary: int = 0) -> None:
+        """Replace the monitors, as a screen resize (RandR, an output mode change) does."""
+        with self._lock:
+            monitors = list(displays)
+            if not 0 <= primary < len(monitors):
+                raise ValueError(f"primary must index one of the {len(monitors)} displays")
+            self._monitors, self._primary = monitors, primary
+            self._changed()
+
     # -- what the backend reads -------------------------------------------------------------------
 
     def displays(self) -> list[DisplayInfo]:
@@ -400,13 +409,6 @@ class ScriptedBackend(DesktopBackend):
 
     def damage_serial(self) -> int:
         return self.world.damage_serial()
-
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        raise DeskrigError(
-            ErrorCode.RECORDING_ERROR,
-            "the scripted desktop has no screen to record video from",
-            remediation="Record video on a real display (x11 or sway); turns are recorded without it.",
-        )
 
     def close(self) -> None:
         self.closed = True

@@ -36,7 +36,7 @@ from typing import Any, cast
 from i3ipc import Connection
 from PIL import Image
 
-from deskrig.desktop.base import DesktopBackend, ScreenVideo, VideoFeeder, WindowCapture, even
+from deskrig.desktop.base import DesktopBackend, WindowCapture
 from deskrig.desktop.sway_damage import DamageWatch
 from deskrig.desktop.sway_wayland import WaylandConnection
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
@@ -278,31 +278,6 @@ def _window_info(view: dict[str, Any], workspace: str, z_order: int) -> WindowIn
     )
 
 
-def wf_recorder_video(wayland: str, output: DisplayInfo) -> ScreenVideo:
-    """wf-recorder copies ``output`` (wlr-screencopy) as raw frames in NUT on its stdout, for ffmpeg
-    to encode as it encodes X11's grabs.
-
-    ``-D``: a frame on every output refresh, not only on damage. With damage only, a still screen
-    gives no frames, so the video would end at the last change rather than at the stop, and
-    wf-recorder 0.3 would not even see its SIGINT until the screen next changes. No ``-g``: it
-    prints the region it selected on stdout, into the video; an odd-sized output is cropped by the
-    recorder instead. Run with cwd "/", where no file named ``pipe:1`` makes it ask on stdout
-    whether to overwrite it.
-    """
-    return ScreenVideo(
-        name=output.name,
-        width=even(output.bounds.width),
-        height=even(output.bounds.height),
-        source="pipe:0",
-        options={"f": "nut"},
-        feeder=VideoFeeder(
-            argv=("wf-recorder", "-D", "-c", "rawvideo", "-m", "nut", "-o", output.name, "-f", "pipe:1"),
-            env={"WAYLAND_DISPLAY": wayland},
-            package="wf-recorder",
-        ),
-    )
-
-
 class SwayBackend(DesktopBackend):
     """One running sway. ``pointer`` is shared with the :class:`SwayInput` that moves it."""
 
@@ -487,14 +462,6 @@ class SwayBackend(DesktopBackend):
                     "capture waits for sway's next frame",
                 )
         return self._damage
-
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        # wf-recorder 0.3 records one output at the compositor's rate: the primary one, which in a
-        # rig (one headless output) is the whole screen.
-        displays = self.displays()
-        if not displays:
-            raise BackendError(ErrorCode.DISPLAY_NOT_FOUND, "sway has no active output")
-        return wf_recorder_video(self._sockets.wayland, displays[0])
 
     def close(self) -> None:
         try:

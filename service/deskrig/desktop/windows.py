@@ -11,7 +11,7 @@ monitor left of the primary).
 - **Window capture**: PrintWindow with PW_RENDERFULLCONTENT draws the window into a bitmap of its
   own, so a covered window shows its own pixels (as DWM composes it: DirectX and browser content
   too). A minimized window has nothing to draw: CAPTURE_FAILED.
-- **Video**: ffmpeg's ``gdigrab`` of the virtual desktop.
+- **Video**: the recorder's, from these captures (``deskrig.recording.video``), as on every backend.
 
 Windows only: mypy checks this module with ``--platform win32``.
 """
@@ -27,7 +27,7 @@ from PIL import Image
 from deskrig import grabs
 from deskrig.desktop import windows_api as api
 from deskrig.desktop import windows_structs as w
-from deskrig.desktop.base import DesktopBackend, ScreenVideo, WindowCapture, even
+from deskrig.desktop.base import DesktopBackend, WindowCapture
 from deskrig.desktop.windows_records import (
     describe_display,
     display_infos,
@@ -38,25 +38,6 @@ from deskrig.errors import BackendError, DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, DisplayInfo, Point, WindowInfo
 
 assert sys.platform == "win32"  # the rest of the module is Windows' (mypy skips it elsewhere)
-
-
-def gdigrab_video(desktop: Bounds, frame_rate: int) -> ScreenVideo:
-    """ffmpeg grabs the virtual desktop itself (``gdigrab``), pointer drawn in."""
-    size = (even(desktop.width), even(desktop.height))
-    return ScreenVideo(
-        name="desktop",
-        width=size[0],
-        height=size[1],
-        source="desktop",
-        options={
-            "f": "gdigrab",
-            "framerate": frame_rate,
-            "offset_x": desktop.x,
-            "offset_y": desktop.y,
-            "video_size": size,
-            "draw_mouse": 1,
-        },
-    )
 
 
 class WindowsBackend(DesktopBackend):
@@ -180,9 +161,6 @@ class WindowsBackend(DesktopBackend):
     def damage_serial(self) -> int:
         self._serial += 1  # no change notification: every capture is fresh
         return self._serial
-
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        return gdigrab_video(self.screen_bounds(), frame_rate)
 
     def close(self) -> None:
         self._mss.close()

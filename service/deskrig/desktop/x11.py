@@ -38,7 +38,7 @@ from Xlib.protocol import event
 from Xlib.xobject.drawable import Window
 
 from deskrig import grabs
-from deskrig.desktop.base import DesktopBackend, ScreenVideo, even
+from deskrig.desktop.base import DesktopBackend
 from deskrig.desktop.x11_capture import DamageCounter, ScreenGrabber, xlib_get_image
 from deskrig.desktop.x11_windows import VANISHED, Frame, WindowLister, client_bounds, frame_of
 from deskrig.errors import BackendError, DeskrigError, ErrorCode
@@ -51,18 +51,6 @@ RANDR_MONITORS = (1, 5)
 
 #: X resource ids are 29-bit numbers; anything else cannot name a window.
 MAX_XID = (1 << 29) - 1
-
-
-def x11grab_video(display: str, width: int, height: int, frame_rate: int) -> ScreenVideo:
-    """ffmpeg grabs the X display itself (``x11grab``), pointer drawn in."""
-    size = (even(width), even(height))
-    return ScreenVideo(
-        name=display,
-        width=size[0],
-        height=size[1],
-        source=display,
-        options={"f": "x11grab", "framerate": frame_rate, "video_size": size, "draw_mouse": 1},
-    )
 
 
 class X11Backend(DesktopBackend):
@@ -195,10 +183,6 @@ class X11Backend(DesktopBackend):
 
     def damage_fd(self) -> int | None:
         return self._damage.fileno() if self._damage is not None else None
-
-    def screen_video(self, frame_rate: int) -> ScreenVideo:
-        screen = self.screen_bounds()
-        return x11grab_video(self._display_name, screen.width, screen.height, frame_rate)
 
     def close(self) -> None:
         # Each connection is closed even if another one is already broken.

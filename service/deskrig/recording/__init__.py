@@ -2,7 +2,7 @@
 
 - :mod:`~deskrig.recording.turns`: what a turn folder holds and how it is written atomically;
 - :mod:`~deskrig.recording.moments`: capturing a target's screenshot and accessibility state;
-- :mod:`~deskrig.recording.video`: ffmpeg x11grab to a fragmented mp4;
+- :mod:`~deskrig.recording.video`: the observed screen, through ffmpeg, to a fragmented mp4;
 - :mod:`~deskrig.recording.session`: one recording (folder, writer thread, video, events);
 - :mod:`~deskrig.recording.registry`: the boot and per-session recordings, and the action observer;
 - :mod:`~deskrig.recording.watch`: ending a session's recording when its client disconnects;

@@ -25,7 +25,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,14 +34,12 @@ import anyio
 
 from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
-from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.observation import Observer
 from deskrig.recording.moments import capture_moment
 from deskrig.recording.session import EndReason, Recording, RecordingState, Wakeups
 from deskrig.recording.signing import TurnSigner
 from deskrig.recording.turns import Moment, TurnRecord
-from deskrig.recording.video import FRAME_RATE
 
 if TYPE_CHECKING:
     from deskrig.services import AnyTool, CallInfo, Services, ToolResult
@@ -81,9 +78,8 @@ class RecordingRegistry:
         settings: Settings,
         a11y: A11yAccess | None = None,
     ) -> None:
-        """``observer``: the desktop under the server's security policy (its ``screen_video`` is what
-        video records); ``a11y``: the recorder's own accessibility access (and snapshot store),
-        beside the tools' one."""
+        """``observer``: the desktop under the server's security policy (what turns and video show);
+        ``a11y``: the recorder's own accessibility access (and snapshot store), beside the tools' one."""
         self.observer = observer
         self.a11y = a11y
         self.boot: Recording | None = None
@@ -108,13 +104,10 @@ class RecordingRegistry:
 
     # ---- starting and stopping (blocking: call from a worker thread) ------------------------------
 
-    def _screen_video(self) -> ScreenVideo:
-        return self.observer.desktop.screen_video(FRAME_RATE)
-
-    def _video(self, video: bool) -> Callable[[], ScreenVideo] | None:
-        """The video source a recording starts, if asked; refused under PII masking or a window
-        blocklist: the encoder takes the display's frames as they are, and no pixels a client may
-        not see are written silently."""
+    def _video(self, video: bool) -> Observer | None:
+        """The observer whose screen a recording's video shows, if asked. Its frames have blocked
+        windows blacked out, like every observation; refused under PII masking, which would have
+        to OCR up to 30 frames a second: no pixels a client may not see are written silently."""
         if not video:
             return None
         if self.observer.masks():
@@ -124,15 +117,7 @@ class RecordingRegistry:
                 details={"pii_masking": True},
                 remediation="Record without video (the turn folders' images are masked), or turn PII masking off.",
             )
-        if self.observer.blocklist.active:
-            raise DeskrigError(
-                ErrorCode.RECORDING_ERROR,
-                "video cannot be recorded while windows are blocked: its frames would show them",
-                details={"blocked_windows": True},
-                remediation="Record without video (the turn folders' images black blocked windows out), "
-                "or remove the blocked window patterns.",
-            )
-        return self._screen_video
+        return self.observer
 
     def _check_free(self, output_dir: Path, replacing: Recording | None) -> None:
         with self._lock:

@@ -19,16 +19,15 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, file_system_error
 from deskrig.model import FileEntry, TurnEvent
+from deskrig.observation import Observer
 from deskrig.recording.turns import (
     TurnRecord,
     TurnVideo,
@@ -126,7 +125,7 @@ class Recording:
         self.turns = 0
         self.video: VideoRecorder | None = None
         self.video_event: FileEntry | None = None
-        #: The last failure of this recording itself (a turn not written, no display for video).
+        #: The last failure of this recording itself (a turn not written).
         self._own_error: str | None = None
         self._next = 1
         self._earlier: list[int] = []
@@ -142,9 +141,9 @@ class Recording:
 
     # ---- life cycle (blocking) -------------------------------------------------------------------
 
-    def start(self, video: Callable[[], ScreenVideo] | None = None) -> None:
-        """Create the folder, start the writer and, given ``video`` (where the screen's video comes
-        from: the desktop's ``screen_video``), the video.
+    def start(self, video: Observer | None = None) -> None:
+        """Create the folder, start the writer and, given ``video`` (the observer whose screen the
+        video shows), the video.
 
         A video failure does not fail the start: turns are recorded and ``last_error`` says why
         there is no video.
@@ -160,12 +159,10 @@ class Recording:
         self._writer.start()
         self.active = True
         if video is not None:
+            self.video = VideoRecorder(video, free_video_path(self.output_dir))
             try:
-                self.video = VideoRecorder(video(), free_video_path(self.output_dir))
                 self.video.start()
             except DeskrigError as exc:
-                if self.video is None:  # the desktop has no video to offer
-                    self._own_error = exc.message
                 log.warning("recording %s without video: %s", self.output_dir, exc.message)
         log.info("recording %s turns to %s from turn %d", self.scope, self.output_dir, self.first_turn)
 

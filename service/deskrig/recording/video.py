@@ -1,18 +1,26 @@
-"""Screen video through ffmpeg, built with ffmpeg-python, that survives a crash.
+"""Screen video from the observation path: a frame pump feeding ffmpeg, into an mp4 that survives a crash.
 
-What ffmpeg reads comes from the desktop backend (:meth:`~deskrig.desktop.base.DesktopBackend.screen_video`):
-X11's display it grabs itself (``x11grab``); a Wayland screen comes from a screen recorder, the
-backend's *feeder* (sway: wf-recorder), whose stdout is ffmpeg's stdin. Either way ffmpeg encodes
-the same H.264 into the same mp4, and nothing here knows which backend it records.
+The frames are the screenshot tools' (:class:`~deskrig.screen_changes.ScreenChanges`: an
+:class:`~deskrig.observation.Observation` of the whole screen, blocked windows blacked out), so the
+video shows exactly what a client may see, on every backend alike. The pump thread writes each
+changed screen to ffmpeg's stdin as raw BGRX rows; ffmpeg stamps every frame with the wall clock
+as it reads it (``use_wallclock_as_timestamps``) and keeps those times (variable frame rate), so a
+busy screen gets up to :data:`FRAME_RATE` frames a second and an idle one next to nothing: it is
+not grabbed (the backend's damage says it has not changed) and its last frame is sent again only
+every :data:`HEARTBEAT_SECONDS`, which makes the muxer write out the fragment holding the last
+change (it writes a fragment when the next frame arrives) and carries the video on to the present.
 
 The mp4 is fragmented (``empty_moov`` + 200 ms fragments, flushed as written), so whatever ffmpeg
-wrote before a SIGKILL of ffmpeg (or of the feeder, or of the rig) still decodes. A graceful stop
-ends the input: ``q`` on ffmpeg's stdin, or SIGINT to the feeder, whose end of stream makes ffmpeg
-close the file cleanly (exit 0). Each program's stderr is kept in a bounded ring.
+wrote before a SIGKILL of ffmpeg (or of the rig) still decodes. A graceful stop sends the screen
+once more (the video ends at the stop, not at the last change) and closes ffmpeg's stdin, whose end
+of stream makes ffmpeg close the file cleanly (exit 0). ffmpeg's stderr is kept in a bounded ring.
 
-ffmpeg and the feeder run in their own sessions (a terminal's Ctrl-C reaches the rig, which then
-stops them) with a death signal, so they never outlive the rig. They are forked from one
-long-lived thread: the death signal fires when the forking *thread* ends.
+The video is one size: a screen that changes size mid-recording ends it there (cleanly, with
+``last_error`` saying so); turns after that have no place in it.
+
+ffmpeg runs in its own session (a terminal's Ctrl-C reaches the rig, which then stops it) with a
+death signal, so it never outlives the rig. It is forked from one long-lived thread: the death
+signal fires when the forking *thread* ends.
 """
 
 from __future__ import annotations
@@ -33,75 +41,103 @@ from pathlib import Path
 
 import ffmpeg
 
-from deskrig.desktop.base import ScreenVideo
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.observation import Observer
 from deskrig.procs import KILL_SIGNAL, die_with_parent
+from deskrig.screen_changes import ScreenChanges, ScreenFrame
 
 log = logging.getLogger(__name__)
 
+#: The most frames a second a busy screen is recorded at.
 FRAME_RATE = 30
-#: Lines of each program's stderr kept for diagnostics.
+#: An unchanged screen's last frame is sent again this often (see the module's docstring): at most
+#: this much video is lost to a SIGKILL of ffmpeg, and the video never lags the screen by more.
+HEARTBEAT_SECONDS = 1.0
+#: How long the pump waits for a change before it looks whether it is to stop.
+STOP_POLL_SECONDS = 0.25
+#: Lines of ffmpeg's stderr kept for diagnostics.
 STDERR_LINES = 60
 #: How long start() waits for ffmpeg to write the file header before calling it started.
 START_TIMEOUT = 5.0
 #: How long a graceful stop waits for ffmpeg to finish the file before SIGTERM, then SIGKILL.
 STOP_TIMEOUT = 10.0
-#: How long a graceful stop waits for the feeder to end after SIGINT before SIGKILL (ffmpeg then
-#: still closes the file cleanly: its input has ended either way).
-FEEDER_STOP_TIMEOUT = 3.0
+#: Niceness of the pump thread: grabbing for the video yields the CPU to the actions it records.
+PUMP_NICENESS = 5
+#: Wall-clock timestamps are kept to 10 ms (the input's time base). Not finer: a player or ffmpeg
+#: decoding the file takes a declared rate above 210 fps for nonsense and falls back to the average
+#: rate (a few fps for a calm screen), in whose coarse steps frames 30 ms apart collide.
+TIMESTAMP_RATE = 100
 
-#: ffmpeg's report of its input's first timestamp.
+#: ffmpeg's report of its input's first timestamp: the wall time of the video's 0 s.
 _INPUT_START = re.compile(r"^\s*Duration: .*, start: (\d+\.\d+)")
-#: An input start this close to when ffmpeg was started is a wall-clock time.
-WALL_CLOCK_SLACK = 60.0
 
-#: Forks every ffmpeg and feeder: one thread that lives as long as the process, for the death signal.
+#: Forks every ffmpeg: one thread that lives as long as the process, for the death signal.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deskrig-ffmpeg-spawner")
 
 
-def video_argv(binary: str, source: ScreenVideo, path: Path) -> list[str]:
-    """The ffmpeg command line: ``source`` to a fragmented H.264 mp4 of the source's (even) size."""
-    stream = ffmpeg.input(source.source, **source.options)
+def even(value: int) -> int:
+    """H.264 in yuv420p wants even dimensions: round down."""
+    return value - value % 2
+
+
+def video_argv(binary: str, width: int, height: int, path: Path) -> list[str]:
+    """The ffmpeg command line: raw ``width`` x ``height`` BGRX frames on stdin, stamped with the
+    wall clock as they arrive, to a fragmented H.264 mp4 of the (even) size, frames kept where
+    they fall in time."""
+    stream = ffmpeg.input(
+        "pipe:0",
+        f="rawvideo",
+        pix_fmt="bgr0",
+        video_size=(width, height),
+        framerate=TIMESTAMP_RATE,
+        use_wallclock_as_timestamps=1,
+        # Start on the first frame: an idle screen may not send a second one for a while.
+        probesize=32,
+        analyzeduration=0,
+    )
     output = ffmpeg.output(
         stream,
         str(path),
         f="mp4",
         vcodec="libx264",
         preset="ultrafast",
+        # No frames held back in the encoder: each one reaches the file when the next arrives.
+        tune="zerolatency",
         pix_fmt="yuv420p",
-        r=FRAME_RATE,
-        # A no-op for a grab of that size; trims an odd-sized screen a recorder hands over whole.
-        vf=f"crop={source.width}:{source.height}:0:0",
+        fps_mode="vfr",
+        # Trims an odd-sized screen to the even size yuv420p needs.
+        vf=f"crop={even(width)}:{even(height)}:0:0",
         movflags="+frag_keyframe+empty_moov",
         frag_duration=200_000,
         flush_packets=1,
     )
-    # -nostats: no progress lines flooding stderr. (Never -nostdin: ``q`` arrives on stdin.)
+    # -nostats: no progress lines flooding stderr.
     return [str(arg) for arg in ffmpeg.compile(output.global_args("-nostats"), cmd=binary)]
 
 
 class VideoRecorder:
-    """One ffmpeg process (fed by the source's recorder, if it has one) writing ``path``.
+    """ffmpeg writing ``path``, fed the screen of ``observer``'s desktop by a pump thread.
 
     ``last_error`` says why it is not (or no longer) recording."""
 
-    def __init__(self, source: ScreenVideo, path: Path, binary: str = "ffmpeg") -> None:
-        self.source = source
+    def __init__(self, observer: Observer, path: Path, binary: str = "ffmpeg") -> None:
+        self.observer = observer
         self.path = path
         self.binary = binary
         self.last_error: str | None = None
+        #: Frames handed to ffmpeg (changes, heartbeats and the last one at the stop).
+        self.frames_written = 0
+        #: The screen's size, which every frame has.
+        self.size: tuple[int, int] | None = None
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
-        self._feeder_stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._process: subprocess.Popen[bytes] | None = None
-        self._feeder: subprocess.Popen[bytes] | None = None
+        self._pump: threading.Thread | None = None
+        self._reader: threading.Thread | None = None
         self._stopping = threading.Event()
-        #: Taken by the first program to stop unexpectedly: its exit is the cause worth reporting.
-        self._first_death = threading.Lock()
         self._lock = threading.Lock()
-        self._readers: list[threading.Thread] = []
         self.started_at: float | None = None
-        #: Wall time (epoch seconds) of the video's 0 s: see :meth:`_note_input_start`; else when
-        #: ffmpeg first wrote the file (its header follows the first encoded frame, ~0.15 s late).
+        #: Wall time (epoch seconds) of the video's 0 s: the first frame's stamp as ffmpeg reports
+        #: it (:meth:`_note_input_start`); else when ffmpeg first wrote the file.
         self.first_frame_at: float | None = None
         self.stopped_at: float | None = None
 
@@ -110,8 +146,8 @@ class VideoRecorder:
         return self._process.pid if self._process is not None else None
 
     @property
-    def feeder_pid(self) -> int | None:
-        return self._feeder.pid if self._feeder is not None else None
+    def pump_thread(self) -> threading.Thread | None:
+        return self._pump
 
     @property
     def running(self) -> bool:
@@ -120,155 +156,160 @@ class VideoRecorder:
     def stderr_tail(self, lines: int = 10) -> list[str]:
         return list(self._stderr)[-lines:]
 
-    def _programs(self) -> list[tuple[str, str]]:
-        """(program, Debian package) of ffmpeg and the feeder."""
-        feeder = self.source.feeder
-        extra = [(feeder.argv[0], feeder.package or feeder.argv[0])] if feeder is not None else []
-        return [(self.binary, "ffmpeg"), *extra]
-
     def start(self) -> None:
-        """Blocking: spawn ffmpeg (and its feeder) and wait until it writes the file; RECORDING_ERROR otherwise."""
-        found = {program: shutil.which(program) for program, _ in self._programs()}
-        for program, path in found.items():
-            if path is None:
-                raise self._fail(f"{program} is not installed (no {program!r} on PATH)")
-        argv = video_argv(found[self.binary] or self.binary, self.source, self.path)
-
+        """Blocking: grab the screen, spawn ffmpeg, feed it and wait until it writes the file;
+        RECORDING_ERROR otherwise."""
+        found = shutil.which(self.binary)
+        if found is None:
+            raise self._fail(f"{self.binary} is not installed (no {self.binary!r} on PATH)")
+        changes = ScreenChanges(self.observer, 1 / FRAME_RATE)
         try:
-            feeder, process = _SPAWNER.submit(self._launch, argv, found).result()
+            first = changes.next(START_TIMEOUT)
+        except DeskrigError as exc:
+            raise self._fail(f"cannot capture the screen for the video: {exc.message}") from exc
+        if first is None:
+            raise self._fail(f"no capture of the screen for the video in {START_TIMEOUT:g} s")
+        self.size = first.size
+        argv = video_argv(found, *first.size, self.path)
+        try:
+            process = _SPAWNER.submit(self._launch, argv).result()
         except OSError as exc:
             raise self._fail(f"cannot start the screen recording: {exc}") from exc
-        self._feeder, self._process = feeder, process
+        self._process = process
         self.started_at = time.time()
-        self._read(process, self.binary, self._stderr)
-        if feeder is not None:
-            self._read(feeder, self._feeder_name, self._feeder_stderr)
+        self._reader = threading.Thread(target=self._read_stderr, name="deskrig-ffmpeg-stderr", daemon=True)
+        self._reader.start()
+        self._pump = threading.Thread(
+            target=self._feed, args=(changes, first), name="deskrig-video-pump", daemon=True
+        )
+        self._pump.start()
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            if feeder is not None and feeder.poll() is not None:
-                self._end_at_start_up()
-                raise self._fail(
-                    f"{self._feeder_name} exited at start-up with status {feeder.returncode}", self._feeder_stderr
-                )
             if process.poll() is not None:
                 self._end_at_start_up()
                 raise self._fail(f"ffmpeg exited at start-up with status {process.returncode}")
             if self.path.exists() and self.path.stat().st_size > 0:
                 if self.first_frame_at is None:
                     self.first_frame_at = time.time()
-                log.info("recording video of %s to %s", self.source.name, self.path)
+                log.info("recording video of the %dx%d screen to %s", *first.size, self.path)
                 return
             time.sleep(0.02)
         self.last_error = f"ffmpeg has not written {self.path} after {START_TIMEOUT:g} s; still waiting"
 
-    @property
-    def _feeder_name(self) -> str:
-        return self.source.feeder.argv[0] if self.source.feeder is not None else ""
-
-    def _launch(
-        self, argv: list[str], found: dict[str, str | None]
-    ) -> tuple[subprocess.Popen[bytes] | None, subprocess.Popen[bytes]]:
-        """In the spawner thread: the feeder first (its stdout is ffmpeg's stdin), then ffmpeg."""
-        feeder_spec = self.source.feeder
-        feeder = None
-        if feeder_spec is not None:
-            feeder = subprocess.Popen(
-                [found[feeder_spec.argv[0]] or feeder_spec.argv[0], *feeder_spec.argv[1:]],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd="/",
-                env={**os.environ, **feeder_spec.env},
-                start_new_session=True,
-                preexec_fn=die_with_parent(signal.SIGTERM),
-            )
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdin=feeder.stdout if feeder is not None else subprocess.PIPE,
-                # stdout may be the MCP stdio transport: ffmpeg must never write there.
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                # PR_SET_PDEATHSIG is Linux's; Windows' subprocess takes no preexec_fn at all.
-                preexec_fn=die_with_parent(signal.SIGTERM) if sys.platform == "linux" else None,
-            )
-        except OSError:
-            if feeder is not None:
-                feeder.kill()
-                feeder.wait()
-            raise
-        finally:
-            if feeder is not None and feeder.stdout is not None:
-                feeder.stdout.close()  # ffmpeg's now: its end of stream is the feeder's exit
-        return feeder, process
-
-    def _read(self, process: subprocess.Popen[bytes], program: str, ring: deque[str]) -> None:
-        reader = threading.Thread(
-            target=self._read_stderr, args=(process, program, ring), name=f"deskrig-{program}-stderr", daemon=True
+    def _launch(self, argv: list[str]) -> subprocess.Popen[bytes]:
+        """In the spawner thread (see the module's docstring)."""
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            # stdout may be the MCP stdio transport: ffmpeg must never write there.
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            bufsize=0,  # a frame goes to ffmpeg in one write, not through a second buffer
+            start_new_session=True,
+            # PR_SET_PDEATHSIG is Linux's; Windows' subprocess takes no preexec_fn at all.
+            preexec_fn=die_with_parent(signal.SIGTERM) if sys.platform == "linux" else None,
         )
-        self._readers.append(reader)
-        reader.start()
+
+    def _feed(self, changes: ScreenChanges, first: ScreenFrame) -> None:
+        """The pump thread: each change of the screen, a heartbeat of an unchanged one, and the
+        screen once more at the stop; then ffmpeg's end of stream."""
+        if sys.platform != "win32":
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PUMP_NICENESS)
+        last, failure = first, ""
+        try:
+            if not self._send(first):
+                return
+            sent_at = time.monotonic()
+            while not self._stopping.is_set():
+                try:
+                    frame = changes.next(STOP_POLL_SECONDS)
+                except DeskrigError as exc:  # tried again a slow tick later; logged once
+                    if exc.message != failure:
+                        failure = exc.message
+                        log.warning("video %s: cannot capture the screen: %s", self.path, exc.message)
+                    frame = None
+                if frame is not None and frame.size != first.size:
+                    self._resized(first.size, frame.size)
+                    return
+                if frame is None and time.monotonic() - sent_at < HEARTBEAT_SECONDS:
+                    continue
+                last = frame or last
+                if not self._send(last):
+                    return
+                sent_at = time.monotonic()
+            self._send(last)  # the video lasts until the stop
+        finally:
+            with contextlib.suppress(OSError):
+                assert self._process is not None and self._process.stdin is not None
+                self._process.stdin.close()
+
+    def _send(self, frame: ScreenFrame) -> bool:
+        """Hand one frame to ffmpeg; False once ffmpeg reads no more (the stderr reader says why)."""
+        assert self._process is not None and self._process.stdin is not None
+        try:
+            self._process.stdin.write(frame.bgrx)
+        except (OSError, ValueError):  # a broken pipe, or stdin closed by a stop that gave up waiting
+            return False
+        self.frames_written += 1
+        return True
+
+    def _resized(self, size: tuple[int, int], now: tuple[int, int]) -> None:
+        """The screen is another size than the video: end the video here, cleanly, and say so."""
+        self.last_error = (
+            f"the screen changed size from {size[0]}x{size[1]} to {now[0]}x{now[1]}: "
+            "the video ends there (start a new recording for video of the new size)"
+        )
+        log.warning("video %s: %s", self.path, self.last_error)
+        self.stopped_at = time.time()
+        self._stopping.set()  # ffmpeg's exit is expected now
 
     def _end_at_start_up(self) -> None:
-        """One of the two failed at start-up: end the other, read what both said."""
+        """ffmpeg failed at start-up: stop the pump, read what ffmpeg said."""
         self._stopping.set()
-        for process in (self._feeder, self._process):
-            if process is not None and process.poll() is None:
+        process = self._process
+        if process is not None:
+            if process.poll() is None:
                 process.kill()
-            if process is not None:
-                process.wait()
-        for reader in self._readers:
-            reader.join(timeout=2)
+            process.wait()
+        for thread in (self._pump, self._reader):
+            if thread is not None:
+                thread.join(timeout=2)
 
-    def _fail(self, message: str, ring: deque[str] | None = None) -> DeskrigError:
-        tail = list(ring if ring is not None else self._stderr)[-10:]
+    def _fail(self, message: str) -> DeskrigError:
+        tail = self.stderr_tail()
         self.last_error = message + (f": {tail[-1]}" if tail else "")
-        details: dict[str, object] = {"ffmpeg_stderr": self.stderr_tail(), "display": self.source.name}
-        if self.source.feeder is not None:
-            details["feeder_stderr"] = list(self._feeder_stderr)[-10:]
-        programs = [program for program, _ in self._programs()]
-        packages = [package for _, package in self._programs()]
         return DeskrigError(
             ErrorCode.RECORDING_ERROR,
             self.last_error,
-            details=details,
-            remediation=f"Install {' and '.join(programs)} (Debian: apt-get install {' '.join(packages)}) "
-            "and check that the display is up; turn folders are recorded without video meanwhile.",
+            details={"ffmpeg_stderr": tail},
+            remediation=f"Install {self.binary} (Debian: apt-get install ffmpeg) and check that the display "
+            "is up; turn folders are recorded without video meanwhile.",
         )
 
-    def _read_stderr(self, process: subprocess.Popen[bytes], program: str, ring: deque[str]) -> None:
-        assert process.stderr is not None
+    def _read_stderr(self) -> None:
+        process = self._process
+        assert process is not None and process.stderr is not None
         with process.stderr:
             for raw in process.stderr:
                 line = raw.decode("utf-8", "replace").rstrip()
-                ring.append(line)
-                if process is self._process:
-                    self._note_input_start(line)
+                self._stderr.append(line)
+                self._note_input_start(line)
         status = process.wait()
-        if self._stopping.is_set() or self.started_at is None:
+        if self._stopping.is_set():
             return
-        # The first program to stop unexpectedly is the cause; what the other does next follows.
-        if self._first_death.acquire(blocking=False):
-            tail = list(ring)[-1:]
-            self.last_error = f"{program} stopped unexpectedly with status {status}" + (
-                f": {tail[0]}" if tail else ""
-            )
-            log.warning("%s (video %s)", self.last_error, self.path)
-        feeder = self._feeder
-        if process is self._process and feeder is not None and feeder.poll() is None:
-            feeder.kill()  # nothing reads its frames any more
+        tail = self.stderr_tail(1)
+        self.last_error = f"ffmpeg stopped unexpectedly with status {status}" + (
+            f": {tail[0]}" if tail else ""
+        )
+        log.warning("%s (video %s)", self.last_error, self.path)
 
     def _note_input_start(self, line: str) -> None:
-        """x11grab stamps frames with the wall clock, and ffmpeg reports its input's first one
-        (``Duration: N/A, start: 1796103982.087386``): the exact wall time of the video's 0 s.
-        A piped feeder's stream starts at 0 instead, which is no wall time and is ignored."""
+        """ffmpeg reports its input's first timestamp (``Duration: N/A, start: 1796103982.087``):
+        the wall time the first frame arrived, which is the video's 0 s."""
         match = _INPUT_START.search(line)
-        if match is None or self.started_at is None:
-            return
-        start = float(match.group(1))
-        if abs(start - self.started_at) < WALL_CLOCK_SLACK:
-            self.first_frame_at = start
+        if match is not None:
+            self.first_frame_at = float(match.group(1))
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         """Blocking and idempotent: end ffmpeg's input, then SIGTERM, then SIGKILL. Returns ffmpeg's status."""
@@ -277,8 +318,8 @@ class VideoRecorder:
             if process is None:
                 return None
             self._stopping.set()
-            if process.poll() is None:
-                self._end_input(process)
+            if self._pump is not None:
+                self._pump.join(timeout=timeout)  # sends the last frame and closes ffmpeg's stdin
             for sig in (None, signal.SIGTERM, KILL_SIGNAL):
                 if sig is not None and process.poll() is None:
                     log.warning("ffmpeg did not finish the video; sending %s", sig.name)
@@ -288,36 +329,11 @@ class VideoRecorder:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-            feeder = self._feeder
-            if feeder is not None and feeder.poll() is None:
-                feeder.kill()
-                feeder.wait()
             if process.stdin is not None:
                 with contextlib.suppress(OSError):
                     process.stdin.close()
-            for reader in self._readers:
-                reader.join(timeout=2)
+            if self._reader is not None:
+                self._reader.join(timeout=2)
             if self.stopped_at is None:
                 self.stopped_at = time.time()
             return process.returncode
-
-    def _end_input(self, process: subprocess.Popen[bytes]) -> None:
-        """Ask for the end of the video: SIGINT to the feeder (ffmpeg reads its end of stream), or
-        ``q`` to an ffmpeg grabbing the screen itself."""
-        feeder = self._feeder
-        if feeder is None:
-            try:
-                assert process.stdin is not None
-                process.stdin.write(b"q")
-                process.stdin.flush()
-            except OSError:
-                pass  # already exiting
-            return
-        if feeder.poll() is None:
-            feeder.send_signal(signal.SIGINT)
-        try:
-            feeder.wait(timeout=FEEDER_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            log.warning("%s did not stop after SIGINT; killing it", self._feeder_name)
-            feeder.kill()
-            feeder.wait()
