@@ -10,6 +10,7 @@ it, as a client with a compiled validator (the TypeScript SDK's ajv) or none wou
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -79,26 +80,21 @@ def over_http(server: DeskrigServer, tool: str, arguments: dict[str, Any], name:
         return anyio.run(run, url)
 
 
-def over_http_bare(
-    server: DeskrigServer, tool: str, arguments: dict[str, Any], name: str, runs: int
-) -> Timing:
-    """``runs`` calls of ``tool`` with ``arguments`` as bare JSON-RPC POSTs (no schema validation)."""
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+class BareMcp:
+    """A bare JSON-RPC MCP client over HTTP: the handshake-era ``initialize`` (so the server gives it
+    a session, which recordings are scoped to), then ``tools/call`` POSTs whose replies are parsed as
+    JSON and nothing more: no output schema validation. Blocking."""
 
-    def post(client: httpx2.Client, url: str, message: dict[str, Any]) -> Any:
-        reply = client.post(url, json={"jsonrpc": "2.0", **message}, headers=headers)
-        reply.raise_for_status()
-        if "mcp-session-id" in reply.headers:
-            headers["mcp-session-id"] = reply.headers["mcp-session-id"]
-        text = reply.text
-        if reply.headers.get("content-type", "").startswith("text/event-stream"):
-            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
-        return json.loads(text) if text.strip() else None
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self.url = url
+        self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._client = httpx2.Client(timeout=30)
+        self._ids = itertools.count(1)
 
-    with _serving(server) as url, httpx2.Client(timeout=30) as client:
-        post(
-            client,
-            url,
+    def __enter__(self) -> BareMcp:
+        self._post(
             {
                 "id": 0,
                 "method": "initialize",
@@ -107,16 +103,37 @@ def over_http_bare(
                     "capabilities": {},
                     "clientInfo": {"name": "deskrig-bench", "version": "1"},
                 },
-            },
+            }
         )
-        post(client, url, {"method": "notifications/initialized"})
+        self._post({"method": "notifications/initialized"})
+        return self
 
-        def call() -> None:
-            reply = post(
-                client,
-                url,
-                {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
-            )
-            assert not reply["result"].get("isError"), reply
+    def __exit__(self, *exc: object) -> None:
+        self._client.close()
 
-        return measure(name, call, runs)
+    def _post(self, message: dict[str, Any]) -> Any:
+        reply = self._client.post(self.url, json={"jsonrpc": "2.0", **message}, headers=self._headers)
+        reply.raise_for_status()
+        if "mcp-session-id" in reply.headers:
+            self._headers["mcp-session-id"] = reply.headers["mcp-session-id"]
+        text = reply.text
+        if reply.headers.get("content-type", "").startswith("text/event-stream"):
+            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+        return json.loads(text) if text.strip() else None
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The tool's structured result; AssertionError when the call failed."""
+        reply = self._post(
+            {"id": next(self._ids), "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        )
+        result = reply["result"]
+        assert not result.get("isError"), reply
+        return result.get("structuredContent") or {}
+
+
+def over_http_bare(
+    server: DeskrigServer, tool: str, arguments: dict[str, Any], name: str, runs: int
+) -> Timing:
+    """``runs`` calls of ``tool`` with ``arguments`` as bare JSON-RPC POSTs (no schema validation)."""
+    with _serving(server) as url, BareMcp(url) as client:
+        return measure(name, lambda: client.call(tool, arguments), runs)
