@@ -16,6 +16,7 @@ from tests.recording.conftest import load_json
 from tests.server.rigproc import color_app, read_events
 
 from deskrig.a11y.access import A11yAccess
+from deskrig.a11y.snapshots import DEFAULT_CAPACITY
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.errors import DeskrigError, tool_error
@@ -138,6 +139,37 @@ def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp
     evidence = load_json(turn / "evidence.json")
     assert evidence["before.png"]["source"] == evidence["after.png"]["source"] == "window"
     assert evidence["before_state.json"]["status"] == evidence["after_state.json"]["status"] == "captured"
+
+
+def test_recorded_states_read_the_tools_live_mirror_and_keep_no_snapshot(
+    app_rig: AppRig, tmp_path: Path
+) -> None:
+    """The recorder reads the accessibility tree through the tools' client: the tree an agent's
+    get_app_state fetched is the mirror the first turn's before-state reads (no second client, no
+    second fetch), and however many turns are recorded, the agent's snapshot is not evicted."""
+    server = app_rig.server()
+    registry = registry_of(server.services)
+    assert registry.a11y is server.services.a11y is not None
+    store = registry.a11y.snapshots
+    window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
+    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    turns = DEFAULT_CAPACITY // 2 + 1  # two trees a turn: more than the store holds, if they were kept
+
+    async def record() -> str:
+        (state,) = await _calls(server, [("get_app_state", {"pid": window.pid})])
+        await anyio.to_thread.run_sync(registry.start_session, CLIENT, tmp_path / "rec", False)
+        await _calls(server, [("click", inside)] * turns)
+        await registry.settle()
+        stopped = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
+        assert stopped.turns == turns and stopped.last_error is None, stopped
+        return str(state["snapshot_id"])
+
+    agents = anyio.run(record)
+    registry.close()
+    assert store.get(agents).pid == window.pid and len(store) == 1
+    first = load_json(tmp_path / "rec" / "turn-00001" / "before_state.json")
+    assert first["pid"] == window.pid and first["elements"] and first["text"]
+    assert first["source"] == "mirror", first["source"]
 
 
 def test_blocked_window_is_blacked_out_in_recorded_images(app_rig: AppRig, tmp_path: Path) -> None:

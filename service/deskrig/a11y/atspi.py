@@ -205,6 +205,7 @@ class AccessibilityClient:
         query: ElementQuery | None = None,
         include_offscreen_items: bool = False,
         refresh: bool = False,
+        store: bool = True,
     ) -> Snapshot:
         """The accessibility tree of the app with ``pid``, stored for ``{snapshot_id, index}`` lookups.
 
@@ -214,6 +215,8 @@ class AccessibilityClient:
         stored one keeps the whole tree, so indices stay valid. Lists, trees and tables that
         manage their own descendants contribute only their showing items unless
         ``include_offscreen_items`` (which can mean thousands of round trips, and bypasses the mirror).
+        Without ``store`` the snapshot is kept nowhere: for a reader that names no element by it
+        afterwards (the recorder), so it never evicts a client's snapshots.
         """
         if max_depth is not None and max_depth < 0:
             raise invalid_argument("max_depth", max_depth, "max_depth must be 0 or more")
@@ -254,7 +257,8 @@ class AccessibilityClient:
             fetch_ms=round((time.perf_counter() - started) * 1000, 2),
             **content,
         )
-        self.snapshots.add(snapshot)
+        if store:
+            self.snapshots.add(snapshot)
         return snapshot.matching(query) if query is not None else snapshot
 
     async def current_elements(self, pid: int) -> list[Element]:

@@ -75,17 +75,12 @@ def _iso(moment: datetime) -> str:
 class RecordingRegistry:
     """Owns the boot recording and one session recording per client; observes action tools."""
 
-    def __init__(
-        self,
-        observer: Observer,
-        settings: Settings,
-        session_bus: str | None = None,
-    ) -> None:
+    def __init__(self, observer: Observer, settings: Settings, a11y: A11yAccess | None = None) -> None:
         """``observer``: the desktop under the server's security policy (its ``screen_video`` is what
-        video records); ``session_bus`` leads to its accessibility bus."""
+        video records); ``a11y``: its accessibility bus, the tools' own access to it."""
         self.observer = observer
-        #: The recorder's own accessibility client (and snapshot store), beside the tools' one.
-        self.a11y = A11yAccess(session_bus, observer.desktop) if session_bus else None
+        #: Shared with the tools: one event feed and one live mirror per app, kept current for both.
+        self.a11y = a11y
         self.boot: Recording | None = None
         #: The recording started last (boot or session; stopped or not): the one the rig's /view shows.
         self.latest: Recording | None = None
