@@ -298,10 +298,6 @@ class AccessibilityClient:
         if mirror is not None:
             mirror.note(event)
 
-    async def find_element(self, pid: int, query: ElementQuery) -> Element:
-        """Resolve ``query`` against a fresh snapshot: exactly one element, or an error."""
-        return (await self.snapshot(pid, max_elements=None)).resolve(query)
-
     async def focused_element(self, pid: int) -> Element | None:
         """The deepest focusable element with the ``focused`` state, if any.
 
