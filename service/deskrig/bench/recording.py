@@ -225,7 +225,6 @@ async def _added_cost(
 ) -> tuple[Timing, Timing, Timing]:
     """(off, on, on minus off pairwise) for ``runs`` calls of each side, in alternating blocks."""
     sides: dict[bool, list[float]] = {False: [], True: []}
-    turns = 0
     block = 0
     while len(sides[True]) < runs:
         for recorded in (False, True) if block % 2 == 0 else (True, False):
@@ -238,10 +237,9 @@ async def _added_cost(
                 if index > 0 and len(sides[recorded]) < runs:
                     sides[recorded].append(elapsed)
                 await anyio.sleep(pause)
-            if recorded:
-                turns += BLOCK + 1
+            if recorded:  # each block a recording of its own, continuing the folder's turns
                 state = await call("stop_recording", {})
-                assert state["turns"] == turns and not state["last_error"], state
+                assert state["turns"] == BLOCK + 1 and not state["last_error"], state
         block += 1
     off, on = sides[False], sides[True]
     return (
