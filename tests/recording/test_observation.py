@@ -129,13 +129,19 @@ async def record_one(
     return out / "turn-00001"
 
 
-def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp_path: Path) -> None:
-    """The resolver's window list is the "before" one; the "after" lists once; one tree each."""
+@pytest.mark.parametrize("by", ["point", "element"])
+def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp_path: Path, by: str) -> None:
+    """The resolver's window list is the "before" one; the "after" lists once; one tree each (and,
+    for an element found by query, the one it was found in)."""
     looks = Looks()
-    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
+    if by == "point":
+        arguments: dict[str, Any] = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    else:
+        arguments = {"element": {"role": "frame", "pid": window.pid}}
     server = app_rig.server()
-    turn = anyio.run(record_one, app_rig, server, tmp_path / "rec", "click", inside, looks)
-    assert (looks.windows, looks.trees) == (2, 2)
+    turn = anyio.run(record_one, app_rig, server, tmp_path / "rec", "click", arguments, looks)
+    assert (looks.windows, looks.trees) == (2, 2 if by == "point" else 3)
     evidence = load_json(turn / "evidence.json")
     assert evidence["before.png"]["source"] == evidence["after.png"]["source"] == "window"
     assert evidence["before_state.json"]["status"] == evidence["after_state.json"]["status"] == "captured"
