@@ -25,3 +25,5 @@ def test_added_cost_over_mcp_in_alternating_blocks(monkeypatch: pytest.MonkeyPat
     for row in rows:
         assert len(row.off.samples_ms) == len(row.on.samples_ms) == len(row.added.samples_ms) == 3
         assert min(row.off.samples_ms + row.on.samples_ms) > 0
+        assert len(row.off.cpu_samples_ms) == len(row.on.cpu_samples_ms) == 2  # one per block
+        assert row.on.cpu().p50 > 0

@@ -8,9 +8,11 @@
   one toggles the box, so the after-state differs from the before-state. Calls go in blocks of
   :data:`BLOCK` (the first of each block a warm-up), off and on blocks alternating, so both meet
   the same load; the added cost is shown as the difference of the medians and as p50/p95 of the
-  paired differences (n-th call on minus n-th call off). *Paced*: :data:`PACE_OVER_MCP` seconds
-  between a reply and the next call, an agent's pace; *back-to-back*: none, so each action first
-  waits for the previous one's after-capture. Two clients: a bare JSON-RPC one (POSTs, replies
+  paired differences (n-th call on minus n-th call off), beside the rig server's CPU per call of
+  each side (median over blocks; the writer's encoding included), which the machine's load does
+  not move. *Paced*: :data:`PACE_OVER_MCP` seconds between a reply and the next call, an agent's
+  pace; *back-to-back*: none, so each action first waits for the previous one's after-capture.
+  Two clients: a bare JSON-RPC one (POSTs, replies
   parsed as JSON) and the SDK's ``mcp.Client``, which also validates each result against the
   tool's output schema.
 - Action latency (``move_cursor``, in process, 1280x800) with recording off and on: on the window
@@ -221,15 +223,19 @@ def _actions(state: dict[str, Any], window: dict[str, Any]) -> list[TimedAction]
 
 
 async def _added_cost(
-    call: McpCall, action: TimedAction, folder: Path, runs: int, pause: float
+    call: McpCall, action: TimedAction, folder: Path, runs: int, pause: float, server_pid: int
 ) -> tuple[Timing, Timing, Timing]:
-    """(off, on, on minus off pairwise) for ``runs`` calls of each side, in alternating blocks."""
+    """(off, on, on minus off pairwise) for ``runs`` calls of each side, in alternating blocks. The
+    off and on timings carry, as CPU samples, the server process's CPU per call of each block (the
+    on side's until its stop_recording has written every turn): what the load does not move."""
     sides: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
     block = 0
     while len(sides[True]) < runs:
         for recorded in (False, True) if block % 2 == 0 else (True, False):
             if recorded:
                 await call("start_recording", {"output_dir": str(folder)})
+            cpu_started = process_cpu_seconds(server_pid)
             for index in range(BLOCK + 1):
                 started = time.perf_counter()
                 await call(action.tool, action.arguments[index % len(action.arguments)])
@@ -240,11 +246,12 @@ async def _added_cost(
             if recorded:  # each block a recording of its own, continuing the folder's turns
                 state = await call("stop_recording", {})
                 assert state["turns"] == BLOCK + 1 and not state["last_error"], state
+            cpu[recorded].append((process_cpu_seconds(server_pid) - cpu_started) * 1000 / (BLOCK + 1))
         block += 1
     off, on = sides[False], sides[True]
     return (
-        Timing("off", off),
-        Timing("on", on),
+        Timing("off", off, cpu[False]),
+        Timing("on", on, cpu[True]),
         Timing("added", [b - a for a, b in zip(off, on, strict=True)]),
     )
 
@@ -256,7 +263,7 @@ async def _client_rows(client: str, call: McpCall, rig: BenchRig, runs: int) -> 
     for pacing, pause in (("paced", PACE_OVER_MCP), ("back-to-back", 0.0)):
         for action in _actions(state, window):
             folder = rig.allowed / f"turns-{len(os.listdir(rig.allowed))}"
-            off, on, added = await _added_cost(call, action, folder, runs, pause)
+            off, on, added = await _added_cost(call, action, folder, runs, pause, rig.pids()["server"])
             rows.append(AddedCost(client, action.name, pacing, off, on, added))
     return rows
 
@@ -297,14 +304,15 @@ def _write_over_mcp(rows: list[AddedCost], runs: int, load: tuple[float, float, 
     )
     out.write(
         "| client | action | pacing | off p50 | off p95 | on p50 | on p95 | added p50 (on − off) "
-        "| paired added p50 | paired added p95 | target | met |\n"
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n"
+        "| paired added p50 | paired added p95 | server CPU per call, off / on | target | met |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n"
     )
     for row in rows:
         out.write(
             f"| {row.client} | {row.action} | {row.pacing} | {row.off.p50:.1f} | {row.off.p95:.1f} | "
             f"{row.on.p50:.1f} | {row.on.p95:.1f} | {row.on.p50 - row.off.p50:.1f} | {row.added.p50:.1f} | "
-            f"{row.added.p95:.1f} | ≤ {ADDED_OVER_MCP_TARGET_MS:g} | {'yes' if row.met else 'NO'} |\n"
+            f"{row.added.p95:.1f} | {row.off.cpu().p50:.1f} / {row.on.cpu().p50:.1f} | "
+            f"≤ {ADDED_OVER_MCP_TARGET_MS:g} | {'yes' if row.met else 'NO'} |\n"
         )
     out.flush()
 
