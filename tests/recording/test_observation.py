@@ -89,10 +89,12 @@ def app_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppRig]:
 
 @dataclass
 class Looks:
-    """How often the desktop's windows were listed and the recorder read an accessibility tree."""
+    """How often the desktop's windows were listed, the recorder read an accessibility tree, and
+    the desktop was asked where windows' accessibility coordinates start."""
 
     windows: int = 0
     trees: int = 0
+    origins: int = 0
 
 
 async def record_one(
@@ -104,24 +106,29 @@ async def record_one(
     assert registry.a11y is not None
     client = await registry.a11y.client()
     desktop = app_rig.desktop
-    list_windows, snapshot = desktop.windows, client.snapshot
+    list_windows, snapshot, a11y_origins = desktop.windows, client.snapshot, desktop.a11y_origins
 
     def counted_windows() -> Any:
         looks.windows += 1
         return list_windows()
+
+    def counted_origins(pid: int) -> Any:
+        looks.origins += 1
+        return a11y_origins(pid)
 
     async def counted_snapshot(*args: Any, **kwargs: Any) -> Any:
         looks.trees += 1
         return await snapshot(*args, **kwargs)
 
     desktop.windows = counted_windows  # type: ignore[method-assign]
+    desktop.a11y_origins = counted_origins  # type: ignore[method-assign]
     client.snapshot = counted_snapshot  # type: ignore[method-assign]
     try:
         result = await server.call(server.tools[tool], arguments, CallInfo(ClientRef(CLIENT)))
         assert not result.is_error, result.structured_content
         await registry.settle()
     finally:
-        del desktop.windows, client.snapshot
+        del desktop.windows, desktop.a11y_origins, client.snapshot
     state = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
     assert state.turns == 1 and state.last_error is None, state
     await registry.a11y.close()
@@ -132,7 +139,8 @@ async def record_one(
 @pytest.mark.parametrize("by", ["point", "element"])
 def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp_path: Path, by: str) -> None:
     """The resolver's window list is the "before" one; the "after" lists once; one tree each (and,
-    for an element found by query, the one it was found in)."""
+    for an element found by query, the one it was found in). On X11, where toolkits report screen
+    pixels, no tree read waits on the desktop to ask where windows' coordinates start."""
     looks = Looks()
     window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
     if by == "point":
@@ -141,7 +149,7 @@ def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp
         arguments = {"element": {"role": "frame", "pid": window.pid}}
     server = app_rig.server()
     turn = anyio.run(record_one, app_rig, server, tmp_path / "rec", "click", arguments, looks)
-    assert (looks.windows, looks.trees) == (2, 2 if by == "point" else 3)
+    assert (looks.windows, looks.trees, looks.origins) == (2, 2 if by == "point" else 3, 0)
     evidence = load_json(turn / "evidence.json")
     assert evidence["before.png"]["source"] == evidence["after.png"]["source"] == "window"
     assert evidence["before_state.json"]["status"] == evidence["after_state.json"]["status"] == "captured"

@@ -356,8 +356,10 @@ class AccessibilityClient:
 
     async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
         """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""
+        if self.placement is None or self.placement.a11y_in_screen_pixels:
+            return elements  # nothing to move: no worker thread, no wait for the desktop's lock
         steps = toplevels(elements)
-        if self.placement is None or not steps:
+        if not steps:
             return elements
         try:
             origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, steps)
