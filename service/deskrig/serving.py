@@ -84,12 +84,10 @@ def build_server(
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
     a11y = a11y or open_access(desktop, session_bus)
-    # The tree detector reads the agents' client's live mirrors (one event feed, trees kept current
-    # for both); it stores no snapshot, so never evicts an agent's.
+    # The tree detector and the recorder read the agents' client's live mirrors (one event feed,
+    # trees kept current for all); they store no snapshot, so never evict an agent's.
     masker = PiiMasker(settings.security.pii_masking, a11y)
-    recorder = RecordingRegistry(
-        Observer(desktop, security.blocklist, masker), settings, a11y.sibling() if a11y else None
-    )
+    recorder = RecordingRegistry(Observer(desktop, security.blocklist, masker), settings, a11y)
     services = Services(
         desktop=desktop,
         settings=settings,

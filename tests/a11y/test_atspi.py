@@ -153,21 +153,25 @@ def test_limits_truncate_the_snapshot(run: Run[Snapshot], client: AccessibilityC
 def test_queries_resolve_or_say_why_not(
     run: Run[Any], client: AccessibilityClient, form: FormApp, snapshot: Snapshot
 ) -> None:
-    button = run(client.find_element(form.pid, ElementQuery(role="Push Button", name="click")))
+    button = snapshot.resolve(ElementQuery(role="Push Button", name="click"))
     assert button.name == "Click me"
 
     # An exact name beats a partial one: "Notes" is both the text view and its label.
     notes = snapshot.resolve(ElementQuery(role="text", name="notes"))
     assert notes.role == "text"
 
-    ambiguous = error_of(run, client.find_element(form.pid, ElementQuery(name="Volume")))
+    with pytest.raises(DeskrigError) as caught:
+        snapshot.resolve(ElementQuery(name="Volume"))
+    ambiguous = caught.value
     assert ambiguous.code is ErrorCode.AMBIGUOUS_TARGET
     assert ambiguous.details is not None
     candidates = {(c["role"], c["name"]) for c in ambiguous.details["candidates"]}
     assert candidates == {("slider", "Volume"), ("label", "Volume")}
     assert all(c["bounds"] is not None for c in ambiguous.details["candidates"])
 
-    missing = error_of(run, client.find_element(form.pid, ElementQuery(name="Click", match="exact")))
+    with pytest.raises(DeskrigError) as caught:
+        snapshot.resolve(ElementQuery(name="Click", match="exact"))
+    missing = caught.value
     assert missing.code is ErrorCode.ELEMENT_NOT_FOUND and "Click" in missing.message
 
     only_matches = run(client.snapshot(form.pid, query=ElementQuery(role="label", name="Row 1")))

@@ -87,7 +87,7 @@ def test_the_next_snapshot_shows_each_change(
     assert after_click.newest_event_age_ms <= after_click.tree_age_ms
 
     text = f"typed at {time.monotonic():.3f}"
-    run(client.set_text(run(client.find_element(form.pid, ENTRY)), text))
+    run(client.set_text(run(client.snapshot(form.pid)).resolve(ENTRY), text))
     form.wait_for_event("entry", lambda e: e["text"] == text)
     assert run(client.snapshot(form.pid)).resolve(ENTRY).text == text
 

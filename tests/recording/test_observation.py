@@ -16,6 +16,7 @@ from tests.recording.conftest import load_json
 from tests.server.rigproc import color_app, read_events
 
 from deskrig.a11y.access import A11yAccess
+from deskrig.a11y.snapshots import DEFAULT_CAPACITY
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.errors import DeskrigError, tool_error
@@ -88,10 +89,12 @@ def app_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppRig]:
 
 @dataclass
 class Looks:
-    """How often the desktop's windows were listed and the recorder read an accessibility tree."""
+    """How often the desktop's windows were listed, the recorder read an accessibility tree, and
+    the desktop was asked where windows' accessibility coordinates start."""
 
     windows: int = 0
     trees: int = 0
+    origins: int = 0
 
 
 async def record_one(
@@ -103,24 +106,29 @@ async def record_one(
     assert registry.a11y is not None
     client = await registry.a11y.client()
     desktop = app_rig.desktop
-    list_windows, snapshot = desktop.windows, client.snapshot
+    list_windows, snapshot, a11y_origins = desktop.windows, client.snapshot, desktop.a11y_origins
 
     def counted_windows() -> Any:
         looks.windows += 1
         return list_windows()
+
+    def counted_origins(pid: int) -> Any:
+        looks.origins += 1
+        return a11y_origins(pid)
 
     async def counted_snapshot(*args: Any, **kwargs: Any) -> Any:
         looks.trees += 1
         return await snapshot(*args, **kwargs)
 
     desktop.windows = counted_windows  # type: ignore[method-assign]
+    desktop.a11y_origins = counted_origins  # type: ignore[method-assign]
     client.snapshot = counted_snapshot  # type: ignore[method-assign]
     try:
         result = await server.call(server.tools[tool], arguments, CallInfo(ClientRef(CLIENT)))
         assert not result.is_error, result.structured_content
         await registry.settle()
     finally:
-        del desktop.windows, client.snapshot
+        del desktop.windows, desktop.a11y_origins, client.snapshot
     state = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
     assert state.turns == 1 and state.last_error is None, state
     await registry.a11y.close()
@@ -128,16 +136,54 @@ async def record_one(
     return out / "turn-00001"
 
 
-def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp_path: Path) -> None:
-    """The resolver's window list is the "before" one; the "after" lists once; one tree each."""
+@pytest.mark.parametrize("by", ["point", "element"])
+def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp_path: Path, by: str) -> None:
+    """The resolver's window list is the "before" one; the "after" lists once; one tree each (and,
+    for an element found by query, the one it was found in). On X11, where toolkits report screen
+    pixels, no tree read waits on the desktop to ask where windows' coordinates start."""
     looks = Looks()
-    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
+    if by == "point":
+        arguments: dict[str, Any] = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    else:
+        arguments = {"element": {"role": "frame", "pid": window.pid}}
     server = app_rig.server()
-    turn = anyio.run(record_one, app_rig, server, tmp_path / "rec", "click", inside, looks)
-    assert (looks.windows, looks.trees) == (2, 2)
+    turn = anyio.run(record_one, app_rig, server, tmp_path / "rec", "click", arguments, looks)
+    assert (looks.windows, looks.trees, looks.origins) == (2, 2 if by == "point" else 3, 0)
     evidence = load_json(turn / "evidence.json")
     assert evidence["before.png"]["source"] == evidence["after.png"]["source"] == "window"
     assert evidence["before_state.json"]["status"] == evidence["after_state.json"]["status"] == "captured"
+
+
+def test_recorded_states_read_the_tools_live_mirror_and_keep_no_snapshot(
+    app_rig: AppRig, tmp_path: Path
+) -> None:
+    """The recorder reads the accessibility tree through the tools' client: the tree an agent's
+    get_app_state fetched is the mirror the first turn's before-state reads (no second client, no
+    second fetch), and however many turns are recorded, the agent's snapshot is not evicted."""
+    server = app_rig.server()
+    registry = registry_of(server.services)
+    assert registry.a11y is server.services.a11y is not None
+    store = registry.a11y.snapshots
+    window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
+    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    turns = DEFAULT_CAPACITY // 2 + 1  # two trees a turn: more than the store holds, if they were kept
+
+    async def record() -> str:
+        (state,) = await _calls(server, [("get_app_state", {"pid": window.pid})])
+        await anyio.to_thread.run_sync(registry.start_session, CLIENT, tmp_path / "rec", False)
+        await _calls(server, [("click", inside)] * turns)
+        await registry.settle()
+        stopped = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
+        assert stopped.turns == turns and stopped.last_error is None, stopped
+        return str(state["snapshot_id"])
+
+    agents = anyio.run(record)
+    registry.close()
+    assert store.get(agents).pid == window.pid and len(store) == 1
+    first = load_json(tmp_path / "rec" / "turn-00001" / "before_state.json")
+    assert first["pid"] == window.pid and first["elements"] and first["text"]
+    assert first["source"] == "mirror", first["source"]
 
 
 def test_blocked_window_is_blacked_out_in_recorded_images(app_rig: AppRig, tmp_path: Path) -> None:

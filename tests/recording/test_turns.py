@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,12 @@ from tests.recording.conftest import (
     session,
     video_frames,
 )
+
+from deskrig import imaging
+from deskrig.a11y.tree import Element, ElementRef, Snapshot
+from deskrig.grabs import Grab
+from deskrig.model import Bounds, Point
+from deskrig.recording.turns import Moment, TurnImage, TurnRecord, TurnTree, captured, write_turn
 
 RED = (255, 0, 0)
 ARTIFACTS = {
@@ -273,3 +280,60 @@ def test_without_a_recording_from_boot_the_feed_is_404_and_status_has_none(form_
             assert response.json()["error"]["code"] == "RECORDING_ERROR"
         status = http.get("/status").json()
         assert status["recording"] is None and status["last_activity"] > 0
+
+
+def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
+    """A moment keeps the grab and the snapshot as taken (converting, encoding and serialising are
+    the writer's work, after the reply): the PNGs decode to the grab's pixels exactly, click.png has
+    its marker, and the state files hold the snapshot's fields and its text, non-ASCII intact."""
+    width, height = 64, 48
+    bgrx = bytes(range(256)) * (width * height * 4 // 256)
+    region = Bounds(x=100, y=50, width=width, height=height)
+    elements = [
+        Element(
+            index=0,
+            parent=None,
+            depth=0,
+            role="frame",
+            name="Fenêtre",
+            states=["showing"],
+            ref=ElementRef("a", "/0"),
+        ),
+        Element(
+            index=1,
+            parent=0,
+            depth=1,
+            role="push button",
+            name="OK",
+            states=["enabled"],
+            ref=ElementRef("a", "/1"),
+        ),
+    ]
+    snapshot = Snapshot(
+        snapshot_id="0123456789ab",
+        pid=42,
+        app_name="Fenêtre",
+        bus_name="a",
+        created_at=datetime.now(UTC),
+        fetch_ms=1.5,
+        truncated=False,
+        elements=elements,
+    )
+    moment = Moment(
+        TurnImage(Grab.from_bgrx(bgrx, width, height), captured(source="window", region=region)),
+        TurnTree(snapshot, captured()),
+    )
+    action = {"tool": "click", "arguments": {"x": 110, "y": 60}, "timestamp": "2026-01-01T00:00:00.000Z"}
+    record = TurnRecord("click", action, moment, moment, Point(x=110, y=60))
+    write_turn(tmp_path, 1, record)
+    folder = tmp_path / "turn-00001"
+    expected = Image.frombuffer("RGB", (width, height), bgrx, "raw", "BGRX", 0, 1)
+    for name in ("before.png", "after.png"):
+        with Image.open(folder / name) as image:
+            assert image.mode == "RGB" and image.tobytes() == expected.tobytes(), name
+    with Image.open(folder / "click.png") as marked:
+        assert marked.convert("RGB").getpixel((10 + imaging.MARKER_ARM, 10)) == RED
+    state = load_json(folder / "before_state.json")
+    assert state == {**snapshot.model_dump(mode="json"), "text": snapshot.render_text()}
+    assert "Fenêtre" in (folder / "after_state.json").read_text("utf-8")
+    assert load_json(folder / "action.json") == action

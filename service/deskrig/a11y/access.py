@@ -59,11 +59,6 @@ class A11yAccess:
 
         return cls(start)
 
-    def sibling(self) -> A11yAccess:
-        """Another access to the same source with its own snapshot store (the recorder's, so
-        recording never evicts an agent's snapshots)."""
-        return A11yAccess(self._open_source)
-
     async def client(self) -> AccessibilitySource:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:

@@ -204,6 +204,7 @@ class AccessibilityClient:
         query: ElementQuery | None = None,
         include_offscreen_items: bool = False,
         refresh: bool = False,
+        store: bool = True,
     ) -> Snapshot:
         """The accessibility tree of the app with ``pid``, stored for ``{snapshot_id, index}`` lookups.
 
@@ -213,6 +214,8 @@ class AccessibilityClient:
         stored one keeps the whole tree, so indices stay valid. Lists, trees and tables that
         manage their own descendants contribute only their showing items unless
         ``include_offscreen_items`` (which can mean thousands of round trips, and bypasses the mirror).
+        Without ``store`` the snapshot is kept nowhere: for a reader that names no element by it
+        afterwards (the recorder), so it never evicts a client's snapshots.
         """
         check_limits(max_depth, max_elements)
         started = time.perf_counter()
@@ -250,7 +253,8 @@ class AccessibilityClient:
             fetch_ms=round((time.perf_counter() - started) * 1000, 2),
             **content,
         )
-        self.snapshots.add(snapshot)
+        if store:
+            self.snapshots.add(snapshot)
         return snapshot.matching(query) if query is not None else snapshot
 
     async def current_elements(self, pid: int) -> list[Element]:
@@ -287,10 +291,6 @@ class AccessibilityClient:
         mirror = self._mirrors.get(event.sender)
         if mirror is not None:
             mirror.note(event)
-
-    async def find_element(self, pid: int, query: ElementQuery) -> Element:
-        """Resolve ``query`` against a fresh snapshot: exactly one element, or an error."""
-        return (await self.snapshot(pid, max_elements=None)).resolve(query)
 
     async def focused_element(self, pid: int) -> Element | None:
         """The deepest focusable element with the ``focused`` state, if any.
@@ -345,8 +345,10 @@ class AccessibilityClient:
 
     async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
         """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""
+        if self.placement is None or self.placement.a11y_in_screen_pixels:
+            return elements  # nothing to move: no worker thread, no wait for the desktop's lock
         steps = toplevels(elements)
-        if self.placement is None or not steps:
+        if not steps:
             return elements
         try:
             origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, steps)

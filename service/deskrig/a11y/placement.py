@@ -22,6 +22,11 @@ from deskrig.model import Point, WindowInfo
 class WindowPlacement(Protocol):
     """Where windows' accessibility coordinates start (the Desktop facade)."""
 
+    @property
+    def a11y_in_screen_pixels(self) -> bool:
+        """True where every window's accessibility coordinates start at the screen's origin."""
+        ...
+
     def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]: ...
 
 

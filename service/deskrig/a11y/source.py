@@ -58,8 +58,11 @@ class AccessibilitySource(Protocol):
         query: ElementQuery | None = None,
         include_offscreen_items: bool = False,
         refresh: bool = False,
+        store: bool = True,
     ) -> Snapshot:
-        """The app's tree, stored in :attr:`snapshots`; with ``query``, only the matches."""
+        """The app's tree, stored in :attr:`snapshots` (unless not ``store``: a reader that names no
+        element by it afterwards, the recorder, so it never evicts a client's); with ``query``, only
+        the matches."""
         ...
 
     async def current_elements(self, pid: int) -> list[Element]:
@@ -222,6 +225,7 @@ class NativeTreeSource:
         query: ElementQuery | None = None,
         include_offscreen_items: bool = False,
         refresh: bool = False,
+        store: bool = True,
     ) -> Snapshot:
         """``include_offscreen_items`` and ``refresh`` change nothing: every item is read, every time."""
         check_limits(max_depth, max_elements)
@@ -238,7 +242,8 @@ class NativeTreeSource:
             truncated=truncated,
             elements=elements,
         )
-        self.snapshots.add(snapshot)
+        if store:
+            self.snapshots.add(snapshot)
         return snapshot.matching(query) if query is not None else snapshot
 
     async def current_elements(self, pid: int) -> list[Element]:

@@ -11,9 +11,8 @@ import textwrap
 from typing import Any
 
 import anyio
-import httpx2
 
-from deskrig.bench.over_http import BareClient, serving
+from deskrig.bench.over_http import BareMcp, serving
 from deskrig.bench.stats import (
     Row,
     Timing,
@@ -114,8 +113,7 @@ def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -
     """The pyatspi walk, then get_app_state through a bare JSON-RPC client and through
     ``mcp.Client`` (and each one's per-call floor), one after the other in every round."""
     arguments = {"pid": pid}
-    with serving(server) as url, httpx2.Client(timeout=30) as http:
-        bare = BareClient(http, url)
+    with serving(server) as url, BareMcp(url) as bare:
 
         async def run(walker: PyatspiWalker) -> list[Timing]:
             async with connect(url) as client:

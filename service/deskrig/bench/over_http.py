@@ -11,6 +11,7 @@ SDK's ajv) or none would see.
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -80,14 +81,20 @@ def over_http(server: DeskrigServer, tool: str, arguments: dict[str, Any], name:
         return anyio.run(run, url)
 
 
-class BareClient:
-    """A bare JSON-RPC client of one MCP endpoint: ``initialize``, then ``tools/call`` POSTs whose
-    replies are parsed as JSON and nothing more (no models, no schema check)."""
+class BareMcp:
+    """A bare JSON-RPC MCP client over HTTP: the handshake-era ``initialize`` (so the server gives it
+    a session, which recordings are scoped to), then ``tools/call`` POSTs whose replies are parsed as
+    JSON and nothing more: no output schema validation. Blocking."""
 
-    def __init__(self, http: httpx2.Client, url: str) -> None:
-        self._http = http
-        self._url = url
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self.url = url
         self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._client = httpx2.Client(timeout=30)
+        self._ids = itertools.count(1)
+
+    def __enter__(self) -> BareMcp:
         self._post(
             {
                 "id": 0,
@@ -100,9 +107,13 @@ class BareClient:
             }
         )
         self._post({"method": "notifications/initialized"})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client.close()
 
     def _post(self, message: dict[str, Any]) -> Any:
-        reply = self._http.post(self._url, json={"jsonrpc": "2.0", **message}, headers=self._headers)
+        reply = self._client.post(self.url, json={"jsonrpc": "2.0", **message}, headers=self._headers)
         reply.raise_for_status()
         if "mcp-session-id" in reply.headers:
             self._headers["mcp-session-id"] = reply.headers["mcp-session-id"]
@@ -111,9 +122,12 @@ class BareClient:
             text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
         return json.loads(text) if text.strip() else None
 
-    def call(self, tool: str, arguments: dict[str, Any]) -> None:
-        """One successful ``tools/call``."""
+    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The tool's structured result; AssertionError when the call failed."""
         reply = self._post(
-            {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+            {"id": next(self._ids), "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
         )
-        assert not reply["result"].get("isError"), reply
+        result = reply["result"]
+        assert not result.get("isError"), reply
+        return result.get("structuredContent") or {}
+

@@ -1,5 +1,20 @@
 """Recording benchmark: what recording adds to an action, ffmpeg's CPU, and turn write throughput.
 
+- Added cost end to end over MCP/HTTP (issue 12's target: at most 25 ms per turn): a real rig
+  (``deskrig rig run``, gtk3-widget-factory at 1280x800, in its own process) and a client calling
+  it, the same action with this session's recording off and on (``start_recording``) in the same
+  run. Actions: ``move_cursor`` on the app's window, a click on a check box by coordinates, and a
+  click on another by element (``{snapshot_id, index}`` from ``get_app_state``, as agents do); each
+  one toggles the box, so the after-state differs from the before-state. Calls go in blocks of
+  :data:`BLOCK` (the first of each block a warm-up), off and on blocks alternating, so both meet
+  the same load; the added cost is shown as the difference of the medians and as p50/p95 of the
+  paired differences (n-th call on minus n-th call off), beside the rig server's CPU per call of
+  each side (median over blocks; the writer's encoding included), which the machine's load does
+  not move. *Paced*: :data:`PACE_OVER_MCP` seconds between a reply and the next call, an agent's
+  pace; *back-to-back*: none, so each action first waits for the previous one's after-capture.
+  Two clients: a bare JSON-RPC one (POSTs, replies
+  parsed as JSON) and the SDK's ``mcp.Client``, which also validates each result against the
+  tool's output schema.
 - Action latency (``move_cursor``, in process, 1280x800) with recording off and on: on the window
   of gtk3-widget-factory (261 accessible elements: window pixels plus two accessibility snapshots
   per turn) and on the bare screen (full-screen pixels, no accessibility state). *Paced* leaves
@@ -30,7 +45,10 @@ from typing import Any
 
 import anyio
 
+from deskrig.bench.over_http import BareMcp
+from deskrig.bench.reliability_rig import GTK_APP, BenchRig
 from deskrig.bench.stats import Timing, process_cpu_seconds, thread_cpu_seconds
+from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.identity import ClientRef
@@ -50,6 +68,12 @@ SIZE = "1280x800"
 ADDED_TARGET_MS = 30.0
 PACE_SECONDS = 0.1
 CPU_SECONDS = 5.0
+#: Issue 12: what recording adds to an action end to end over MCP.
+ADDED_OVER_MCP_TARGET_MS = 25.0
+#: Between a reply and the next call when paced: an agent acts every 200-500 ms.
+PACE_OVER_MCP = 0.3
+#: Calls per block of one side (recording off or on); the first of each is a warm-up.
+BLOCK = 10
 BUSY_SCREEN = ["xterm", "-geometry", "200x58+0+0", "-e", "sh", "-c", "while :; do ls -lR /usr; done"]
 
 
@@ -151,6 +175,153 @@ def _latency(runs: int) -> list[tuple[Timing, Timing | None]]:
             registry.close()
 
 
+#: A tool call over MCP: (tool, arguments) -> its structured result.
+McpCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class AddedCost:
+    """One action by one client at one pace, recording off and on, and the paired differences."""
+
+    client: str
+    action: str
+    pacing: str
+    off: Timing
+    on: Timing
+    added: Timing
+
+    @property
+    def met(self) -> bool:
+        return self.on.p50 - self.off.p50 <= ADDED_OVER_MCP_TARGET_MS
+
+
+@dataclass(frozen=True)
+class TimedAction:
+    """An action timed over MCP: its name in the table, its tool, the arguments its calls take in turn."""
+
+    name: str
+    tool: str
+    arguments: list[dict[str, Any]]
+
+
+def _actions(state: dict[str, Any], window: dict[str, Any]) -> list[TimedAction]:
+    """The actions timed over MCP. Two enabled check
+    boxes of the app's first page: one clicked by its centre, one by element."""
+    boxes = [
+        e
+        for e in state["elements"]
+        if e["role"] == "check box"
+        and e.get("bounds")
+        and {"enabled", "sensitive", "showing"} <= set(e.get("states", []))
+    ]
+    assert len(boxes) >= 2, f"gtk3-widget-factory shows {len(boxes)} enabled check boxes, not 2"
+    by_point, by_element = boxes[0]["bounds"], boxes[1]
+    bounds = window["bounds"]
+    corner = min(bounds["x"] + bounds["width"], 1280) - 40, min(bounds["y"] + bounds["height"], 800) - 40
+    centre = {"x": by_point["x"] + by_point["width"] // 2, "y": by_point["y"] + by_point["height"] // 2}
+    element = {"snapshot_id": state["snapshot_id"], "index": by_element["index"]}
+    return [
+        TimedAction("move_cursor", "move_cursor", [{"x": corner[0] - dx, "y": corner[1]} for dx in (0, 20)]),
+        TimedAction("click (x, y)", "click", [centre]),
+        TimedAction("click (element)", "click", [{"element": element}]),
+    ]
+
+
+async def _added_cost(
+    call: McpCall, action: TimedAction, folder: Path, runs: int, pause: float, server_pid: int
+) -> tuple[Timing, Timing, Timing]:
+    """(off, on, on minus off pairwise) for ``runs`` calls of each side, in alternating blocks. The
+    off and on timings carry, as CPU samples, the server process's CPU per call of each block (the
+    on side's until its stop_recording has written every turn): what the load does not move."""
+    sides: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    block = 0
+    while len(sides[True]) < runs:
+        for recorded in (False, True) if block % 2 == 0 else (True, False):
+            if recorded:
+                await call("start_recording", {"output_dir": str(folder)})
+            cpu_started = process_cpu_seconds(server_pid)
+            for index in range(BLOCK + 1):
+                started = time.perf_counter()
+                await call(action.tool, action.arguments[index % len(action.arguments)])
+                elapsed = (time.perf_counter() - started) * 1000
+                if index > 0 and len(sides[recorded]) < runs:
+                    sides[recorded].append(elapsed)
+                await anyio.sleep(pause)
+            if recorded:  # each block a recording of its own, continuing the folder's turns
+                state = await call("stop_recording", {})
+                assert state["turns"] == BLOCK + 1 and not state["last_error"], state
+            cpu[recorded].append((process_cpu_seconds(server_pid) - cpu_started) * 1000 / (BLOCK + 1))
+        block += 1
+    off, on = sides[False], sides[True]
+    return (
+        Timing("off", off, cpu[False]),
+        Timing("on", on, cpu[True]),
+        Timing("added", [b - a for a, b in zip(off, on, strict=True)]),
+    )
+
+
+async def _client_rows(client: str, call: McpCall, rig: BenchRig, runs: int) -> list[AddedCost]:
+    window = (await call("list_windows", {}))["windows"][0]
+    state = await call("get_app_state", {"pid": rig.app_pid()})
+    rows = []
+    for pacing, pause in (("paced", PACE_OVER_MCP), ("back-to-back", 0.0)):
+        for action in _actions(state, window):
+            folder = rig.allowed / f"turns-{len(os.listdir(rig.allowed))}"
+            off, on, added = await _added_cost(call, action, folder, runs, pause, rig.pids()["server"])
+            rows.append(AddedCost(client, action.name, pacing, off, on, added))
+    return rows
+
+
+def _over_mcp(runs: int) -> list[AddedCost]:
+    """Added cost per turn over MCP/HTTP, both clients, against one real rig."""
+    rig = BenchRig(app=GTK_APP, extra=["--size", SIZE]).start()
+    try:
+
+        async def bare_rows() -> list[AddedCost]:
+            with BareMcp(rig.url, rig.token) as bare:
+
+                async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+                    return bare.call(tool, arguments)  # blocks the loop: nothing else runs on it
+
+                return await _client_rows("bare JSON-RPC", call, rig, runs)
+
+        async def sdk_rows() -> list[AddedCost]:
+            async with connect(rig.url, rig.token) as sdk:
+
+                async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+                    result = await sdk.call_tool(tool, arguments)
+                    assert not result.is_error, (tool, result.content)
+                    return result.structured_content or {}
+
+                return await _client_rows("mcp.Client", call, rig, runs)
+
+        return anyio.run(bare_rows) + anyio.run(sdk_rows)
+    finally:
+        rig.cleanup()
+
+
+def _write_over_mcp(rows: list[AddedCost], runs: int, load: tuple[float, float, float]) -> None:
+    out = sys.stdout
+    out.write(
+        f"\n### recording: added cost per turn end to end over MCP/HTTP (rig process, gtk3-widget-factory "
+        f"at {SIZE}, {runs} calls a side; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n\n"
+    )
+    out.write(
+        "| client | action | pacing | off p50 | off p95 | on p50 | on p95 | added p50 (on − off) "
+        "| paired added p50 | paired added p95 | server CPU per call, off / on | target | met |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n"
+    )
+    for row in rows:
+        out.write(
+            f"| {row.client} | {row.action} | {row.pacing} | {row.off.p50:.1f} | {row.off.p95:.1f} | "
+            f"{row.on.p50:.1f} | {row.on.p95:.1f} | {row.on.p50 - row.off.p50:.1f} | {row.added.p50:.1f} | "
+            f"{row.added.p95:.1f} | {row.off.cpu().p50:.1f} / {row.on.cpu().p50:.1f} | "
+            f"≤ {ADDED_OVER_MCP_TARGET_MS:g} | {'yes' if row.met else 'NO'} |\n"
+        )
+    out.flush()
+
+
 @dataclass(frozen=True)
 class VideoCost:
     """What recording one screen as video costs, in % of one core."""
@@ -250,6 +421,8 @@ def _throughput(turns: int) -> tuple[float, float]:
 
 def run(runs: int) -> None:
     out = sys.stdout
+    load = os.getloadavg()
+    _write_over_mcp(_over_mcp(runs), runs, load)
     rows = _latency(runs)
     out.write(f"\n### recording: move_cursor latency at {SIZE} (gtk3-widget-factory, {runs} runs)\n\n")
     out.write("| case | p50 ms | p95 ms | added p50 ms | target | met |\n|---|---:|---:|---:|---:|:-:|\n")

@@ -136,6 +136,9 @@ class DesktopBackend(ABC):
 
     #: Short name shown in diagnostics and /readyz ("x11", "sway", ...).
     name: str = "abstract"
+    #: Whether every toolkit reports accessibility positions in screen pixels here (X11, macOS,
+    #: Windows), so :meth:`a11y_origins` is always empty: an accessibility read then skips asking.
+    a11y_in_screen_pixels: bool = False
 
     def __init__(self) -> None:
         #: Fallbacks taken and degradations noticed, for ``deskrig doctor`` and /readyz.
@@ -244,6 +247,10 @@ class Desktop:
     @property
     def backend_name(self) -> str:
         return self._backend.name
+
+    @property
+    def a11y_in_screen_pixels(self) -> bool:
+        return self._backend.a11y_in_screen_pixels
 
     @property
     def diagnostics(self) -> list[Diagnostic]:

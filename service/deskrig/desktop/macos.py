@@ -86,6 +86,7 @@ class MacOSBackend(DesktopBackend):
     """The desktop of the logged-in macOS user, through ``quartz``."""
 
     name = "macos"
+    a11y_in_screen_pixels = True
 
     def __init__(self, quartz: QuartzScreen) -> None:
         super().__init__()

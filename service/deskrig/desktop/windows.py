@@ -44,6 +44,7 @@ class WindowsBackend(DesktopBackend):
     """The desktop of the session deskrig runs in."""
 
     name = "windows"
+    a11y_in_screen_pixels = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -57,6 +57,7 @@ class X11Backend(DesktopBackend):
     """One X display. ``display`` is an X display name such as ``:1``; None means ``$DISPLAY``."""
 
     name = "x11"
+    a11y_in_screen_pixels = True
 
     def __init__(self, display: str | None = None) -> None:
         super().__init__()

@@ -4,13 +4,13 @@ Both come from one :class:`~deskrig.observation.Observation`, the path every scr
 too: the windows are listed once per instant (before an action: not at all, the target resolver's
 list is reused) and blocked windows are blacked out where every image is. The screenshot is the
 target window as it shows (the full screen when there is no target window or it closed), grabbed
-in a worker thread while the accessibility snapshot is read on the event loop. Failures never
-raise: they become evidence.
+in a worker thread while the accessibility snapshot is read on the event loop, from the live
+mirror the tools read too. Both are kept as taken: converting the grab, encoding the PNGs and
+turning the snapshot into JSON happen on the recording's writer thread, after the reply. Failures
+never raise: they become evidence.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import anyio
 
@@ -44,14 +44,14 @@ def grab_image(observation: Observation, target: ActionTarget | None) -> TurnIma
                         raise
                 else:
                     return TurnImage(
-                        pixels.image, captured(source="window", region=pixels.region, pii_masking=pixels.pii)
+                        pixels.frame, captured(source="window", region=pixels.region, pii_masking=pixels.pii)
                     )
             # The action closed the window: the screen shows what became of it.
             note = f"window {target.window_id} is gone; the full screen was captured"
         screen = observation.screen()
         masked = screen.masked_windows or None
         return TurnImage(
-            screen.image,
+            screen.frame,
             captured(
                 source="screen",
                 region=screen.region,
@@ -67,11 +67,9 @@ def grab_image(observation: Observation, target: ActionTarget | None) -> TurnIma
 async def read_tree(
     observation: Observation, a11y: A11yAccess | None, target: ActionTarget | None
 ) -> TurnTree:
-    """The accessibility snapshot of the target's app, as JSON data plus its text rendering.
-
-    ``a11y`` is the recorder's own client: its snapshots go to its own store, so recording never
-    evicts the snapshots an agent names elements by.
-    """
+    """The accessibility snapshot of the target's app, read from the live mirror that ``a11y`` (the
+    tools' own) keeps. It is not stored, so recording never evicts the snapshots an agent names
+    elements by."""
     if target is not None and observation.is_blocked(target.window_title):
         return TurnTree(None, unavailable("privacy_suppressed", _BLOCKED))
     if target is None or target.pid is None:
@@ -79,12 +77,10 @@ async def read_tree(
     if a11y is None:
         return TurnTree(None, unavailable("a11y_unavailable", "this desktop has no accessibility bus"))
     try:
-        snapshot, masked = await observation.app_tree(await a11y.client(), target.pid)
+        snapshot, masked = await observation.app_tree(await a11y.client(), target.pid, store=False)
     except DeskrigError as exc:
         return TurnTree(None, unavailable(_STATE_CLASSIFICATION.get(exc.code, "capture_failed"), exc.message))
-    data: dict[str, Any] = snapshot.model_dump(mode="json")
-    data["text"] = snapshot.render_text()
-    return TurnTree(data, captured(pii_masking=masked))
+    return TurnTree(snapshot, captured(pii_masking=masked))
 
 
 async def capture_moment(

@@ -72,15 +72,11 @@ def _iso(moment: datetime) -> str:
 class RecordingRegistry:
     """Owns the boot recording and one session recording per client; observes action tools."""
 
-    def __init__(
-        self,
-        observer: Observer,
-        settings: Settings,
-        a11y: A11yAccess | None = None,
-    ) -> None:
+    def __init__(self, observer: Observer, settings: Settings, a11y: A11yAccess | None = None) -> None:
         """``observer``: the desktop under the server's security policy (what turns and video show);
-        ``a11y``: the recorder's own accessibility access (and snapshot store), beside the tools' one."""
+        ``a11y``: its accessibility source, the tools' own access to it."""
         self.observer = observer
+        #: Shared with the tools: one event feed and one live mirror per app, kept current for both.
         self.a11y = a11y
         self.boot: Recording | None = None
         #: The recording started last (boot or session; stopped or not): the one the rig's /view shows.

@@ -22,7 +22,6 @@ Evidence classifications are stable strings (see :data:`CLASSIFICATIONS`).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -30,15 +29,19 @@ import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from PIL import Image
+import pydantic_core
 from pydantic import BaseModel, Field
 
 from deskrig import imaging
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
+
+if TYPE_CHECKING:  # a turn's tree is written by readers that never load the accessibility client
+    from deskrig.a11y.tree import Snapshot
 
 #: Tools that get a click.png.
 CLICK_TOOLS = frozenset({"click", "double_click", "right_click"})
@@ -108,18 +111,28 @@ def not_applicable(classification: str) -> Evidence:
 @dataclass
 class TurnImage:
     """A screenshot taken for a turn (before.png, after.png); ``evidence.region`` is where ``image``
-    lies on the screen."""
+    lies on the screen. Kept as grabbed (a BGRX grab is converted and encoded on the writer thread,
+    off the action's path)."""
 
-    image: Image.Image | None
+    image: imaging.Picture | None
     evidence: Evidence
 
 
 @dataclass
 class TurnTree:
-    """The target app's accessibility snapshot taken for a turn (before_state.json ...), as JSON-ready data."""
+    """The target app's accessibility snapshot taken for a turn (before_state.json ...): the
+    snapshot itself (turned into JSON on the writer thread), or JSON-ready data."""
 
-    data: dict[str, Any] | None
+    data: Snapshot | dict[str, Any] | None
     evidence: Evidence
+
+    def json_data(self) -> dict[str, Any] | None:
+        """What the state file holds: the snapshot's fields and its text rendering."""
+        if self.data is None or isinstance(self.data, dict):
+            return self.data
+        data: dict[str, Any] = self.data.model_dump(mode="json")
+        data["text"] = self.data.render_text()
+        return data
 
 
 @dataclass
@@ -151,7 +164,9 @@ def remove_stale_temps(root: Path) -> None:
 
 
 def _json(value: Any) -> bytes:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+    """Indented UTF-8 JSON. pydantic-core's serializer, in Rust: the standard library's indents
+    in pure Python, holding the GIL for tens of ms a turn against the actions being recorded."""
+    return pydantic_core.to_json(value, indent=2, fallback=str) + b"\n"
 
 
 @dataclass
@@ -186,8 +201,9 @@ class TurnRecord:
         else:
             for name, moment in zip(STATE_FILES, (self.before, self.after), strict=True):
                 evidence[name] = moment.tree.evidence
-                if moment.tree.data is not None:
-                    files[name] = _json(moment.tree.data)
+                data = moment.tree.json_data()
+                if data is not None:
+                    files[name] = _json(data)
             for name, moment in zip(FRAME_FILES, (self.before, self.after), strict=True):
                 evidence[name] = moment.screenshot.evidence
                 if moment.screenshot.image is not None:
@@ -212,7 +228,8 @@ class TurnRecord:
             return unavailable("no_click_point")
         region = shot.evidence.region
         marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
-        marked = imaging.draw_click_marker(shot.image, marker.x, marker.y)
+        image = shot.image.image() if isinstance(shot.image, Grab) else shot.image
+        marked = imaging.draw_click_marker(image, marker.x, marker.y)
         files["click.png"] = imaging.encode(marked, "png")
         return captured(
             source=shot.evidence.source, region=region, marker=marker, pii_masking=shot.evidence.pii_masking

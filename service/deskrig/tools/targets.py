@@ -113,9 +113,9 @@ async def focus_target(services: Services) -> ActionTarget:
 
 
 def _pid_for(services: Services, target: ElementTarget) -> int:
-    windows = services.desktop.windows()
     if target.pid is not None:
         return target.pid
+    windows = services.desktop.windows()
     if target.window_id is not None:
         window = next((w for w in windows if w.id == target.window_id), None)
         if window is None:
