@@ -62,12 +62,6 @@ def test_linux_desktops_use_at_spi_on_their_session_bus_or_nothing(backend: str)
     assert open_access(desktop(backend), "unix:path=/run/bus") is not None
 
 
-def test_the_recorder_gets_its_own_snapshot_store() -> None:
-    access = open_access(desktop("macos"), None)
-    assert access is not None
-    assert access.sibling().snapshots is not access.snapshots
-
-
 class HungReader:
     """A reader whose app never answers (until released)."""
 

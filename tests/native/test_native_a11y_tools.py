@@ -316,10 +316,14 @@ async def test_a_click_by_index_reaches_its_element_after_a_same_role_sibling_ca
 
 
 async def test_the_recorder_keeps_the_platform_tree_of_each_turn(native: NativeTools, tmp_path: Path) -> None:
+    """It reads the tools' source and stores none of its trees, so never evicts an agent's snapshot."""
     output = tmp_path / "recording"
     await native.ok("start_recording", {"output_dir": str(output)})
+    snapshots = native.server.services.a11y.snapshots if native.server.services.a11y else None
+    stored = len(snapshots) if snapshots is not None else 0
     await native.ok("click", {"element": native.element(native.app.button)})
     await native.ok("stop_recording", {})
+    assert snapshots is not None and len(snapshots) == stored + 1  # the click's lookup, not the turn's
 
     after = json.loads((output / "turn-00001" / "after_state.json").read_text())
     assert after["pid"] == native.app.pid

@@ -131,10 +131,17 @@ def load_json(path: Path) -> Any:
 
 
 def ffprobe_duration(path: Path) -> float:
-    """Decode the whole file (errors, and warnings such as frames whose times collide at the rate a
-    decoder infers, fail) and return its duration in seconds."""
+    """Decode the whole file (any error or warning fails) and return its duration in seconds.
+
+    The video has a variable frame rate, so every frame is decoded at its own time (passthrough, in
+    the file's time base): rounded to the frame rate ffmpeg guesses from the first few frames, two
+    frames 10 ms apart later on can share a timestamp, a warning about the decoding's own output,
+    not about the file (seen once under load on sway)."""
     decoded = subprocess.run(
-        ["ffmpeg", "-v", "error", "-xerror", "-i", str(path), "-f", "null", "-"],
+        [
+            *("ffmpeg", "-v", "error", "-xerror", "-i", str(path)),
+            *("-fps_mode", "passthrough", "-enc_time_base", "-1", "-f", "null", "-"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
