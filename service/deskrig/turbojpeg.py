@@ -18,11 +18,10 @@ stands on its own. A band encoded as a JPEG of its own, with the same quality, s
 TurboJPEG's fixed standard Huffman tables, has exactly that segment as its scan data (the DC
 predictions start at zero and the last byte is padded with one-bits, as at a restart marker), so
 the stitched file is byte for byte what libjpeg writes for the whole frame with
-``restart_in_rows = 1`` (``TJ_RESTART=1``), and decodes to the same pixels as a plain encode. A
-:class:`_BandCache` per frame size keeps the last frame's rows and each band's segment, compares
-the new rows band by band (``bytearray == memoryview`` is a ``memcmp``) and re-encodes only the
-bands that differ: on a 1280x800 screen with a spinner about 0.5 ms against 2.3 ms for a whole
-encode, and 2.9 ms when every band changed.
+``restart_in_rows = 1`` (``TJ_RESTART=1``), and decodes to the same pixels as a plain encode.
+:class:`deskrig.grabs.BandCaches` keeps the segments of the last frame of each size, and only the
+bands whose rows changed are encoded again: on a 1280x800 screen with a spinner about 0.5 ms
+against 2.3 ms for a whole encode, and 2.9 ms when every band changed.
 """
 
 from __future__ import annotations
@@ -32,20 +31,16 @@ import ctypes.util
 import functools
 import sys
 import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from deskrig.grabs import Grab
+from deskrig.grabs import BGRX_PIXEL as _BGRX_PIXEL
+from deskrig.grabs import BandCaches, Grab
 
 #: TurboJPEG's pixel format and chroma subsampling constants (turbojpeg.h, stable since 1.2).
 _TJPF_BGRX = 3
 _TJSAMP_420 = 2
 #: Pixel rows per band: one MCU row at 4:2:0.
 BAND_ROWS = 16
-_BGRX_PIXEL = 4
-#: Frame sizes whose last frame is kept: the screen, a window or two, a region. Each holds one
-#: frame's rows (4 MB at 1280x800) and its encoded bands.
-MAX_CACHED_SIZES = 4
 _SOI, _EOI = b"\xff\xd8", b"\xff\xd9"
 _RESTART_MARKERS = tuple(bytes((0xFF, 0xD0 + n)) for n in range(8))
 _SOF_BASELINE, _DRI, _SOS = 0xC0, 0xDD, 0xDA
@@ -205,88 +200,32 @@ def _take_apart(jpeg: bytes) -> _BandJpeg:
     raise _Unstitchable("TurboJPEG wrote no baseline frame header and scan")
 
 
-@dataclass
-class _BandCache:
-    """The last frame of one size: its rows band by band, and each band's entropy-coded segment."""
-
-    width: int
-    height: int
-    quality: int
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    rows: list[bytearray] = field(default_factory=list)
-    segments: list[bytes] = field(default_factory=list)
-    header: bytes = b""
-    """SOI up to and including SOS, for the whole frame, with its restart interval."""
-    tables: bytes = b""
-
-    def encode(self, bgrx: bytes | bytearray) -> bytes:
-        """The frame in ``bgrx`` as one JPEG, re-encoding only bands whose rows changed."""
-        with self.lock:
-            view = memoryview(bgrx)
-            address = _rows_address(bgrx)
-            stride = self.width * _BGRX_PIXEL
-            for index, top in enumerate(range(0, self.height, BAND_ROWS)):
-                rows = min(BAND_ROWS, self.height - top)
-                band = view[top * stride : (top + rows) * stride]
-                if index < len(self.rows) and self.rows[index] == band:
-                    continue
-                part = _take_apart(_compress(address + top * stride, self.width, rows, self.quality))
-                if not self.header:
-                    self._start(part)
-                elif part.tables != self.tables:
-                    raise _Unstitchable("the bands were written with different tables")
-                if index < len(self.rows):
-                    self.rows[index][:] = band
-                    self.segments[index] = part.scan
-                else:  # bands arrive in order on the first frame
-                    self.rows.append(bytearray(band))
-                    self.segments.append(part.scan)
-            pieces = [self.header]
-            for index, segment in enumerate(self.segments):
-                if index:
-                    pieces.append(_RESTART_MARKERS[(index - 1) % 8])
-                pieces.append(segment)
-            pieces.append(_EOI)
-            return b"".join(pieces)
-
-    def _start(self, part: _BandJpeg) -> None:
-        mcus_per_row = -(-self.width // BAND_ROWS)
-        if mcus_per_row > 0xFFFF:
-            raise _Unstitchable(f"{mcus_per_row} MCUs a row do not fit a restart interval")
-        height = self.height.to_bytes(2, "big")
-        restart_interval = bytes((0xFF, _DRI, 0, 4)) + mcus_per_row.to_bytes(2, "big")
-        frame_tables = part.tables[: part.height_at] + height + part.tables[part.height_at + 2 :]
-        self.header = frame_tables + restart_interval + part.sos
-        self.tables = part.tables
+def _stitched(parts: list[_BandJpeg], width: int, height: int) -> bytes:
+    """The bands' segments as one JPEG of ``width`` x ``height`` with a restart marker between
+    bands: the first band's markers with the frame's height and a restart interval (DRI) of one
+    MCU row, put before its SOS as libjpeg puts it."""
+    first = parts[0]
+    if any(part.tables != first.tables for part in parts):
+        raise _Unstitchable("the bands were written with different tables")
+    mcus_per_row = -(-width // BAND_ROWS)
+    if mcus_per_row > 0xFFFF:
+        raise _Unstitchable(f"{mcus_per_row} MCUs a row do not fit a restart interval")
+    pieces = [
+        first.tables[: first.height_at],
+        height.to_bytes(2, "big"),
+        first.tables[first.height_at + 2 :],
+        bytes((0xFF, _DRI, 0, 4)) + mcus_per_row.to_bytes(2, "big"),
+        first.sos,
+    ]
+    for index, part in enumerate(parts):
+        if index:
+            pieces.append(_RESTART_MARKERS[(index - 1) % 8])
+        pieces.append(part.scan)
+    pieces.append(_EOI)
+    return b"".join(pieces)
 
 
-class _BandCaches:
-    """One :class:`_BandCache` per frame size, the most recently used :data:`MAX_CACHED_SIZES`."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._caches: OrderedDict[tuple[int, int], _BandCache] = OrderedDict()
-
-    def get(self, width: int, height: int, quality: int) -> _BandCache:
-        """The cache for this size; a new one when the quality changed (the bands were encoded
-        with other quantization tables)."""
-        with self._lock:
-            cache = self._caches.get((width, height))
-            if cache is None or cache.quality != quality:
-                cache = _BandCache(width, height, quality)
-                self._caches[(width, height)] = cache
-            self._caches.move_to_end((width, height))
-            while len(self._caches) > MAX_CACHED_SIZES:
-                self._caches.popitem(last=False)
-            return cache
-
-    def drop(self, cache: _BandCache) -> None:
-        with self._lock:
-            if self._caches.get((cache.width, cache.height)) is cache:
-                del self._caches[(cache.width, cache.height)]
-
-
-_band_caches = _BandCaches()
+_band_caches: BandCaches[_BandJpeg] = BandCaches(BAND_ROWS)
 
 
 def encode_bgrx(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
@@ -297,8 +236,14 @@ def encode_bgrx(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
     Raises :class:`TurboJpegError` when the library refuses; call only when :func:`available`.
     """
     cache = _band_caches.get(frame.width, frame.height, quality)
+    address = _rows_address(bgrx)
+    stride = frame.width * _BGRX_PIXEL
+
+    def band(top: int, rows: int) -> _BandJpeg:
+        return _take_apart(_compress(address + top * stride, frame.width, rows, quality))
+
     try:
-        return cache.encode(bgrx)
+        return _stitched(cache.update(bgrx, band), frame.width, frame.height)
     except _Unstitchable:
         _band_caches.drop(cache)
         return encode_bgrx_whole(frame, bgrx, quality)

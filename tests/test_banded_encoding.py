@@ -1,6 +1,7 @@
-"""JPEG in bands (deskrig.turbojpeg): only the bands that changed are encoded anew, and what is
-stitched together is exactly the JPEG libjpeg writes for the whole frame with a restart interval
-of one MCU row, decoded by Pillow and by Chromium to the pixels of a plain encode."""
+"""Encoding in bands (deskrig.grabs.BandCaches): only the bands of a frame that changed are
+encoded anew. A JPEG stitched from bands is exactly the JPEG libjpeg writes for the whole frame
+with a restart interval of one MCU row, and decodes (Pillow, Chromium) to the pixels of a plain
+encode; a PNG deflated in bands decodes to every pixel of the grab."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import os
 import random
 import sys
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,16 +24,22 @@ from PIL import Image, ImageDraw
 from playwright.sync_api import Page
 from tests.test_imaging import bgrx_frame, desktop_like
 
-from deskrig import imaging, turbojpeg
-from deskrig.grabs import Grab
+from deskrig import imaging, png, turbojpeg
+from deskrig.grabs import MAX_CACHED_SIZES, BandCaches, Grab
+
+
+def forget_frames() -> None:
+    turbojpeg._band_caches = BandCaches(turbojpeg.BAND_ROWS)
+    png._band_caches = BandCaches(png.PNG_BAND_ROWS)
 
 
 @pytest.fixture(autouse=True)
-def fresh_caches(monkeypatch: pytest.MonkeyPatch) -> turbojpeg._BandCaches:
-    """Every test starts with no frame remembered."""
-    caches = turbojpeg._BandCaches()
-    monkeypatch.setattr(turbojpeg, "_band_caches", caches)
-    return caches
+def fresh_caches(monkeypatch: pytest.MonkeyPatch) -> BandCaches[Any]:
+    """Every test starts with no frame remembered; the JPEG encoder's caches are returned."""
+    monkeypatch.setattr(png, "_band_caches", png._band_caches)
+    monkeypatch.setattr(turbojpeg, "_band_caches", turbojpeg._band_caches)
+    forget_frames()
+    return turbojpeg._band_caches
 
 
 @contextmanager
@@ -122,12 +131,10 @@ def test_only_the_bands_that_changed_are_encoded_again(compressed_rows: list[int
     assert_exact(stitched, bottom, 80)
 
 
-def test_the_padding_byte_of_a_pixel_does_not_count_as_a_change(compressed_rows: list[int]) -> None:
+def test_a_frame_differing_only_in_padding_bytes_gives_the_same_jpeg() -> None:
     image = desktop_like(64, 48)
     imaging.encode(bgrx_frame(image, seed=1), "jpeg", 80)
-    compressed_rows.clear()
-    # Padding differs: the rows are compared as grabbed, so the bands are encoded again, and
-    # must come out the same.
+    # The rows are compared as grabbed, so the bands are encoded again, and must come out the same.
     again = imaging.encode(bgrx_frame(image, seed=2), "jpeg", 80)
     assert again == libjpeg_restart_encode(bgrx_frame(image, seed=1), 80)
 
@@ -149,13 +156,12 @@ steps = st.lists(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(frame_sizes, min_size=1, max_size=2), frames=steps, seed=st.integers(0, 1000))
-def test_any_sequence_of_damage_sizes_qualities_and_formats_gives_the_exact_jpeg(
-    fresh_caches: turbojpeg._BandCaches,
+def test_any_sequence_of_damage_sizes_qualities_and_formats_gives_the_exact_jpeg_and_png(
     sizes: list[tuple[int, int]],
     frames: list[tuple[int, str, list[tuple[int, int, int, int, int]]]],
     seed: int,
 ) -> None:
-    fresh_caches._caches.clear()  # every example from nothing
+    forget_frames()  # every example from nothing
     rng = random.Random(seed)
     images = {size: Image.frombytes("RGB", size, rng.randbytes(size[0] * size[1] * 3)) for size in sizes}
     for number, (quality, fmt, rects) in enumerate(frames):
@@ -170,6 +176,31 @@ def test_any_sequence_of_damage_sizes_qualities_and_formats_gives_the_exact_jpeg
             assert_exact(encoded, frame, quality)
 
 
+def test_only_the_png_bands_that_changed_are_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    deflated: list[int] = []
+    deflate = png._deflated_band
+
+    def counting(rows: memoryview, width: int, height: int) -> png._DeflatedBand:
+        deflated.append(height)
+        return deflate(rows, width, height)
+
+    monkeypatch.setattr(png, "_deflated_band", counting)
+    image = desktop_like(640, 403)
+    imaging.encode(bgrx_frame(image), "png")
+    assert deflated == [16] * 25 + [3]
+    deflated.clear()
+    spinner = painted(image, (300, 30, 330, 40), (200, 30, 30))
+    back = Image.open(io.BytesIO(imaging.encode(bgrx_frame(spinner), "png")))
+    assert deflated == [16, 16]
+    assert back.tobytes() == spinner.tobytes()
+
+
+@given(first=st.binary(max_size=3000), second=st.binary(max_size=3000))
+def test_adler32_of_two_strings_combines_from_theirs(first: bytes, second: bytes) -> None:
+    combined = png._adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+    assert combined == zlib.adler32(first + second)
+
+
 def test_a_quality_change_encodes_every_band_again(compressed_rows: list[int]) -> None:
     frame = bgrx_frame(desktop_like(64, 48))
     imaging.encode(frame, "jpeg", 80)
@@ -179,31 +210,35 @@ def test_a_quality_change_encodes_every_band_again(compressed_rows: list[int]) -
     assert_exact(stitched, frame, 50)
 
 
-def test_one_cache_per_frame_size_and_only_the_latest_few(fresh_caches: turbojpeg._BandCaches) -> None:
+def test_one_cache_per_frame_size_and_only_the_latest_few(fresh_caches: BandCaches[Any]) -> None:
     for quality in (80, 50, 80):
         imaging.encode(bgrx_frame(desktop_like(64, 48)), "jpeg", quality)
-    assert len(fresh_caches._caches) == 1
-    for width in range(64, 64 + 3 * turbojpeg.MAX_CACHED_SIZES):
+    assert len(fresh_caches) == 1
+    for width in range(64, 64 + 3 * MAX_CACHED_SIZES):
         frame = bgrx_frame(desktop_like(width, 40))
         assert_exact(imaging.encode(frame, "jpeg", 80), frame, 80)
-    assert len(fresh_caches._caches) == turbojpeg.MAX_CACHED_SIZES
+    assert len(fresh_caches) == MAX_CACHED_SIZES
 
 
-def test_two_captures_at_once_each_get_their_own_frame() -> None:
+@pytest.mark.parametrize("fmt", ["jpeg", "png"])
+def test_two_captures_at_once_each_get_their_own_frame(fmt: str) -> None:
     base = desktop_like(320, 200)
-    frames = [
-        bgrx_frame(painted(base, (10 * n, 20 * n, 10 * n + 40, 20 * n + 30), (n * 25, 0, 0)))
-        for n in range(8)
-    ]
-    expected = [libjpeg_restart_encode(frame, 80) for frame in frames]
+    images = [painted(base, (10 * n, 20 * n, 10 * n + 40, 20 * n + 30), (n * 25, 0, 0)) for n in range(8)]
+    frames = [bgrx_frame(image) for image in images]
+    expected = [libjpeg_restart_encode(frame, 80) for frame in frames] if fmt == "jpeg" else []
     failures: list[str] = []
     barrier = threading.Barrier(2)
+
+    def right(n: int, encoded: bytes) -> bool:
+        if fmt == "jpeg":
+            return encoded == expected[n]
+        return Image.open(io.BytesIO(encoded)).tobytes() == images[n].tobytes()
 
     def capture(order: list[int]) -> None:
         barrier.wait()
         for _ in range(15):
             for n in order:
-                if imaging.encode(frames[n], "jpeg", 80) != expected[n]:
+                if not right(n, imaging.encode(frames[n], fmt, 80 if fmt == "jpeg" else None)):
                     failures.append(f"frame {n}")
 
     workers = [
@@ -248,10 +283,10 @@ def test_bands_turbojpeg_was_told_to_write_otherwise_give_a_whole_encode(
     Image.open(io.BytesIO(encoded)).load()
 
 
-CANVAS_PIXELS = """async ([first, second]) => {
+CANVAS_PIXELS = """async ([type, first, second]) => {
     const read = async (data) => {
         const image = new Image();
-        image.src = "data:image/jpeg;base64," + data;
+        image.src = `data:${type};base64,${data}`;
         await image.decode();
         const canvas = document.createElement("canvas");
         canvas.width = image.naturalWidth;
@@ -267,14 +302,23 @@ CANVAS_PIXELS = """async ([first, second]) => {
 }"""
 
 
-def test_chromium_decodes_a_stitched_jpeg_to_the_pixels_of_a_plain_one(browser_page: Page) -> None:
+def pillow_png(image: Image.Image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "png"])
+def test_chromium_decodes_a_banded_image_to_the_pixels_of_a_plain_one(fmt: str, browser_page: Page) -> None:
+    """JPEG: the pixels of a plain encode of the frame; PNG: those of Pillow's PNG of it."""
     image = desktop_like(641, 403)
-    imaging.encode(bgrx_frame(image), "jpeg", 80)
+    imaging.encode(bgrx_frame(image), fmt)
     changed = painted(image, (100, 200, 180, 230), (30, 200, 90))
     frame = bgrx_frame(changed)
-    stitched = imaging.encode(frame, "jpeg", 80)  # mostly bands kept from the first frame
+    banded = imaging.encode(frame, fmt)  # mostly bands kept from the first frame
+    plain = plain_encode(frame, imaging.DEFAULT_QUALITY["jpeg"]) if fmt == "jpeg" else pillow_png(changed)
     result = browser_page.evaluate(
         CANVAS_PIXELS,
-        [base64.b64encode(stitched).decode(), base64.b64encode(plain_encode(frame, 80)).decode()],
+        [imaging.mime_type(fmt), base64.b64encode(banded).decode(), base64.b64encode(plain).decode()],
     )
     assert result == {"length": 641 * 403 * 4, "differing": 0}
