@@ -25,7 +25,7 @@ from playwright.sync_api import Page
 from tests.test_imaging import bgrx_frame, desktop_like
 
 from deskrig import imaging, png, turbojpeg
-from deskrig.grabs import MAX_CACHED_SIZES, BandCaches, Grab
+from deskrig.grabs import MAX_CACHED_FRAMES, BandCaches, Grab
 
 
 def forget_frames() -> None:
@@ -210,14 +210,18 @@ def test_a_quality_change_encodes_every_band_again(compressed_rows: list[int]) -
     assert_exact(stitched, frame, 50)
 
 
-def test_one_cache_per_frame_size_and_only_the_latest_few(fresh_caches: BandCaches[Any]) -> None:
-    for quality in (80, 50, 80):
-        imaging.encode(bgrx_frame(desktop_like(64, 48)), "jpeg", quality)
-    assert len(fresh_caches) == 1
-    for width in range(64, 64 + 3 * MAX_CACHED_SIZES):
+def test_one_cache_per_frame_size_and_quality_and_only_the_latest_few(
+    fresh_caches: BandCaches[Any], compressed_rows: list[int]
+) -> None:
+    frame = bgrx_frame(desktop_like(64, 48))
+    for quality in (80, 50, 80, 50):  # a screenshot and a live view at once: no band encoded twice
+        imaging.encode(frame, "jpeg", quality)
+    assert compressed_rows == [16] * 6
+    assert len(fresh_caches) == 2
+    for width in range(64, 64 + 3 * MAX_CACHED_FRAMES):
         frame = bgrx_frame(desktop_like(width, 40))
         assert_exact(imaging.encode(frame, "jpeg", 80), frame, 80)
-    assert len(fresh_caches) == MAX_CACHED_SIZES
+    assert len(fresh_caches) == MAX_CACHED_FRAMES
 
 
 @pytest.mark.parametrize("fmt", ["jpeg", "png"])

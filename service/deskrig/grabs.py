@@ -29,9 +29,10 @@ from PIL import Image, ImageColor
 
 #: Bytes per pixel of a BGRX frame.
 BGRX_PIXEL = 4
-#: Frame sizes whose last frame an encoder keeps: the screen, a window or two, a region. Each
-#: holds one frame's rows (4 MB at 1280x800) and what was made of its bands.
-MAX_CACHED_SIZES = 4
+#: Frames an encoder keeps, one per size and settings, the most recently used: the screen at the
+#: screenshot quality and at the live view's, and a window. Each holds one frame's rows (4 MB at
+#: 1280x800) and what was made of its bands.
+MAX_CACHED_FRAMES = 3
 
 Part = TypeVar("Part")
 
@@ -136,32 +137,31 @@ class BandCache(Generic[Part]):
 
 
 class BandCaches(Generic[Part]):
-    """One :class:`BandCache` per frame size, for the :data:`MAX_CACHED_SIZES` sizes used last."""
+    """One :class:`BandCache` per frame size and settings, for the :data:`MAX_CACHED_FRAMES` used
+    last: a quality or level asked for anew starts from nothing, never from parts made otherwise."""
 
     def __init__(self, band_rows: int) -> None:
         self.band_rows = band_rows
         self._lock = threading.Lock()
-        self._caches: OrderedDict[tuple[int, int], BandCache[Part]] = OrderedDict()
+        self._caches: OrderedDict[tuple[int, int, Hashable], BandCache[Part]] = OrderedDict()
 
     def get(self, width: int, height: int, settings: Hashable) -> BandCache[Part]:
-        """The cache for frames of this size; a new one when ``settings`` changed, since its parts
-        were made with others."""
-        size = (width, height)
+        key = (width, height, settings)
         with self._lock:
-            cache = self._caches.get(size)
-            if cache is None or cache.settings != settings:
-                cache = BandCache(width, height, self.band_rows, settings)
-                self._caches[size] = cache
-            self._caches.move_to_end(size)
-            while len(self._caches) > MAX_CACHED_SIZES:
+            cache = self._caches.get(key)
+            if cache is None:
+                cache = self._caches[key] = BandCache(width, height, self.band_rows, settings)
+            self._caches.move_to_end(key)
+            while len(self._caches) > MAX_CACHED_FRAMES:
                 self._caches.popitem(last=False)
             return cache
 
     def drop(self, cache: BandCache[Part]) -> None:
         """Forget ``cache`` (its parts cannot be used)."""
+        key = (cache.width, cache.height, cache.settings)
         with self._lock:
-            if self._caches.get((cache.width, cache.height)) is cache:
-                del self._caches[(cache.width, cache.height)]
+            if self._caches.get(key) is cache:
+                del self._caches[key]
 
     def __len__(self) -> int:
         return len(self._caches)
