@@ -1,8 +1,9 @@
 """Capture benchmark: ``screenshot_screen`` in process and over MCP/HTTP against peer servers'
 per-capture cost: spawning ``import -window root png:-`` and ``xwd -root | convert``; and the
-encoders at the limit: full-screen PNG and JPEG q80 over MCP stdio beside the in-process grab +
-encode, the old Pillow path (BGRX->RGB copy, Pillow's encoders) in the same run, and the per-call
-floor (``get_screen_size`` over the same transport).
+encoders at the limit: full-screen PNG and JPEG q80 over MCP stdio (through the MCP SDK's client,
+and in bare JSON-RPC lines with the server's CPU time per call) beside the in-process grab +
+encode, the old Pillow path (BGRX->RGB copy, Pillow's encoders) in the same run, the per-call
+floor (``get_screen_size`` over the same transport) and the load average.
 """
 
 from __future__ import annotations
