@@ -10,16 +10,31 @@ scripted backend, a window's composited pixmap) hand that over with :meth:`Grab.
 Code that draws on a capture (the redaction seam, ``Observation.redact``) works on the frame:
 :meth:`Grab.blacked_out` for rectangles of black, or ``Grab.of(draw(frame.image()))`` for
 anything Pillow can draw.
+
+A screen mostly stays as it was between two captures (a spinner, a caret, a clock changes a few
+dozen pixels), so the encoders work in horizontal bands of rows and remember, per frame size, the
+last frame's rows and what they made of each band (:class:`BandCaches`): only the bands whose rows
+changed are encoded again. Comparing a 1280x800 frame band by band with the last one takes about
+0.3 ms (``bytearray == memoryview`` is a ``memcmp``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from typing import Generic, TypeVar
 
 from PIL import Image, ImageColor
 
 #: Bytes per pixel of a BGRX frame.
 BGRX_PIXEL = 4
+#: Frames an encoder keeps, one per size and settings, the most recently used: the screen at the
+#: screenshot quality and at the live view's, and a window. Each holds one frame's rows (4 MB at
+#: 1280x800) and what was made of its bands.
+MAX_CACHED_FRAMES = 3
+
+Part = TypeVar("Part")
 
 
 class Grab:
@@ -80,3 +95,73 @@ class Grab:
                 start = row * stride + left * BGRX_PIXEL
                 pixels[start : start + len(run)] = run
         return Grab.from_bgrx(pixels, self.width, self.height)
+
+
+class BandCache(Generic[Part]):
+    """The last frame of one size, in bands of ``band_rows`` rows: its BGRX rows, and the part an
+    encoder made of each band. One thread at a time updates it."""
+
+    def __init__(self, width: int, height: int, band_rows: int, settings: Hashable) -> None:
+        self.width = width
+        self.height = height
+        self.band_rows = band_rows
+        #: What the parts depend on besides the pixels (a quality, a compression level).
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._rows: list[bytearray] = []
+        self._parts: list[Part] = []
+
+    def update(self, bgrx: bytes | bytearray, make: Callable[[int, int], Part]) -> list[Part]:
+        """Every band's part for the frame ``bgrx``, top to bottom: the remembered one where the
+        band's rows are as in the last frame, ``make(top, rows)`` for the others. Should ``make``
+        fail, everything is forgotten: no part is ever kept for rows other than its own."""
+        stride = self.width * BGRX_PIXEL
+        view = memoryview(bgrx)
+        with self._lock:
+            try:
+                for index, top in enumerate(range(0, self.height, self.band_rows)):
+                    rows = min(self.band_rows, self.height - top)
+                    band = view[top * stride : (top + rows) * stride]
+                    if index < len(self._rows):
+                        if self._rows[index] != band:
+                            self._parts[index] = make(top, rows)
+                            self._rows[index][:] = band
+                    else:  # the first frame: the bands come in order
+                        self._parts.append(make(top, rows))
+                        self._rows.append(bytearray(band))
+            except BaseException:
+                self._rows.clear()
+                self._parts.clear()
+                raise
+            return list(self._parts)
+
+
+class BandCaches(Generic[Part]):
+    """One :class:`BandCache` per frame size and settings, for the :data:`MAX_CACHED_FRAMES` used
+    last: a quality or level asked for anew starts from nothing, never from parts made otherwise."""
+
+    def __init__(self, band_rows: int) -> None:
+        self.band_rows = band_rows
+        self._lock = threading.Lock()
+        self._caches: OrderedDict[tuple[int, int, Hashable], BandCache[Part]] = OrderedDict()
+
+    def get(self, width: int, height: int, settings: Hashable) -> BandCache[Part]:
+        key = (width, height, settings)
+        with self._lock:
+            cache = self._caches.get(key)
+            if cache is None:
+                cache = self._caches[key] = BandCache(width, height, self.band_rows, settings)
+            self._caches.move_to_end(key)
+            while len(self._caches) > MAX_CACHED_FRAMES:
+                self._caches.popitem(last=False)
+            return cache
+
+    def drop(self, cache: BandCache[Part]) -> None:
+        """Forget ``cache`` (its parts cannot be used)."""
+        key = (cache.width, cache.height, cache.settings)
+        with self._lock:
+            if self._caches.get(key) is cache:
+                del self._caches[key]
+
+    def __len__(self) -> int:
+        return len(self._caches)

@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from tests.contract import colours_at
 from tests.polling import poll
+from tests.test_banded_encoding import libjpeg_restart_encode
 from Xlib import X, Xatom
 from Xlib.protocol import event
 
@@ -22,6 +23,7 @@ from deskrig import imaging
 from deskrig.desktop.base import Desktop as DesktopFacade
 from deskrig.desktop.x11 import X11Backend
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.grabs import Grab
 from deskrig.model import Bounds
 from deskrig.observation import Observation, Observer
 from deskrig.screen_changes import ScreenChanges
@@ -143,6 +145,29 @@ def test_a_screen_grab_is_encoded_from_its_bgrx_rows_pixel_for_pixel(
     masked_png = Image.open(io.BytesIO(imaging.encode(redacted.frame, "png")))
     assert masked_png.tobytes() == expected.tobytes()
     assert x11_backend.grab(region).image().tobytes() == grabbed.tobytes(), "the grab itself is untouched"
+
+
+def test_a_changed_screen_is_encoded_exactly_from_the_bands_kept_and_the_bands_changed(
+    desktop: Desktop, x11_backend: X11Backend, extra_apps: Callable[..., FixtureApp]
+) -> None:
+    """Full-screen grabs before and after a window opens: the second JPEG, mostly stitched from
+    bands kept from the first, is libjpeg's own restart-interval JPEG of the second grab, and the
+    second PNG decodes to every pixel of it."""
+    screen = Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
+    before = x11_backend.grab(screen)
+    for fmt in ("jpeg", "png"):
+        imaging.encode(before, fmt)
+    extra_apps("tk", f"bands-{desktop.mode}", YELLOW, (700, 300), (120, 60))
+
+    def changed() -> Grab | None:
+        grab = x11_backend.grab(screen)
+        return grab if grab.bgrx != before.bgrx else None
+
+    after = poll("the new window to show", changed)
+    assert after.bgrx is not None
+    assert imaging.encode(after, "jpeg") == libjpeg_restart_encode(after, imaging.DEFAULT_QUALITY["jpeg"])
+    png = Image.open(io.BytesIO(imaging.encode(after, "png")))
+    assert png.tobytes() == Image.frombytes("RGB", after.size, bytes(after.bgrx), "raw", "BGRX").tobytes()
 
 
 def test_capture_window_sees_through_a_covering_window(

@@ -1,0 +1,328 @@
+"""Encoding in bands (deskrig.grabs.BandCaches): only the bands of a frame that changed are
+encoded anew. A JPEG stitched from bands is exactly the JPEG libjpeg writes for the whole frame
+with a restart interval of one MCU row, and decodes (Pillow, Chromium) to the pixels of a plain
+encode; a PNG deflated in bands decodes to every pixel of the grab."""
+
+from __future__ import annotations
+
+import base64
+import gc
+import io
+import os
+import random
+import sys
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image, ImageDraw
+from playwright.sync_api import Page
+from tests.test_imaging import bgrx_frame, desktop_like
+
+from deskrig import imaging, png, turbojpeg
+from deskrig.grabs import MAX_CACHED_FRAMES, BandCaches, Grab
+
+
+def forget_frames() -> None:
+    turbojpeg._band_caches = BandCaches(turbojpeg.BAND_ROWS)
+    png._band_caches = BandCaches(png.PNG_BAND_ROWS)
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches(monkeypatch: pytest.MonkeyPatch) -> BandCaches[Any]:
+    """Every test starts with no frame remembered; the JPEG encoder's caches are returned."""
+    monkeypatch.setattr(png, "_band_caches", png._band_caches)
+    monkeypatch.setattr(turbojpeg, "_band_caches", turbojpeg._band_caches)
+    forget_frames()
+    return turbojpeg._band_caches
+
+
+@contextmanager
+def environment(name: str, value: str) -> Iterator[None]:
+    """``name`` set while the block runs (TurboJPEG reads its TJ_* variables at every compress)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
+def libjpeg_restart_encode(frame: Grab, quality: int) -> bytes:
+    """The whole frame in one libjpeg run with a restart marker after every MCU row."""
+    assert frame.bgrx is not None
+    with environment("TJ_RESTART", "1"):
+        return turbojpeg.encode_bgrx_whole(frame, frame.bgrx, quality)
+
+
+def plain_encode(frame: Grab, quality: int) -> bytes:
+    assert frame.bgrx is not None
+    return turbojpeg.encode_bgrx_whole(frame, frame.bgrx, quality)
+
+
+def pixels(jpeg: bytes) -> bytes:
+    image = Image.open(io.BytesIO(jpeg))
+    assert image.format == "JPEG"
+    return image.convert("RGB").tobytes()
+
+
+def assert_exact(stitched: bytes, frame: Grab, quality: int) -> None:
+    assert stitched == libjpeg_restart_encode(frame, quality)
+    assert pixels(stitched) == pixels(plain_encode(frame, quality))
+
+
+def painted(image: Image.Image, box: tuple[int, int, int, int], colour: tuple[int, int, int]) -> Image.Image:
+    changed = image.copy()
+    ImageDraw.Draw(changed).rectangle(box, fill=colour)
+    return changed
+
+
+@pytest.fixture
+def compressed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The height of every band TurboJPEG is asked to compress, in order."""
+    heights: list[int] = []
+    compress = turbojpeg._compress
+
+    def counting(address: int, width: int, height: int, quality: int) -> bytes:
+        heights.append(height)
+        return compress(address, width, height, quality)
+
+    monkeypatch.setattr(turbojpeg, "_compress", counting)
+    return heights
+
+
+@pytest.mark.parametrize("size", [(1, 1), (17, 5), (33, 16), (16, 17), (640, 400), (641, 403)])
+def test_a_banded_jpeg_is_libjpegs_own_restart_interval_jpeg(size: tuple[int, int]) -> None:
+    image = (
+        desktop_like(*size)
+        if size[0] >= 64
+        else Image.frombytes("RGB", size, random.randbytes(size[0] * size[1] * 3))
+    )
+    frame = bgrx_frame(image)
+    first = imaging.encode(frame, "jpeg", 80)
+    assert_exact(first, frame, 80)
+    assert imaging.encode(bgrx_frame(image, seed=9), "jpeg", 80) == first  # from the cache
+
+
+def test_only_the_bands_that_changed_are_encoded_again(compressed_rows: list[int]) -> None:
+    image = desktop_like(640, 403)  # 25 full bands and one of 3 rows
+    imaging.encode(bgrx_frame(image), "jpeg", 80)
+    assert compressed_rows == [16] * 25 + [3]
+    compressed_rows.clear()
+    imaging.encode(bgrx_frame(image), "jpeg", 80)
+    assert compressed_rows == []
+    spinner = painted(image, (300, 30, 330, 40), (200, 30, 30))  # rows 30-40: bands 1 and 2
+    frame = bgrx_frame(spinner)
+    stitched = imaging.encode(frame, "jpeg", 80)
+    assert compressed_rows == [16, 16]
+    assert_exact(stitched, frame, 80)
+    compressed_rows.clear()
+    bottom = bgrx_frame(painted(spinner, (0, 401, 5, 402), (0, 0, 0)))
+    stitched = imaging.encode(bottom, "jpeg", 80)
+    assert compressed_rows == [3]
+    assert_exact(stitched, bottom, 80)
+
+
+def test_a_frame_differing_only_in_padding_bytes_gives_the_same_jpeg() -> None:
+    image = desktop_like(64, 48)
+    imaging.encode(bgrx_frame(image, seed=1), "jpeg", 80)
+    # The rows are compared as grabbed, so the bands are encoded again, and must come out the same.
+    again = imaging.encode(bgrx_frame(image, seed=2), "jpeg", 80)
+    assert again == libjpeg_restart_encode(bgrx_frame(image, seed=1), 80)
+
+
+frame_sizes = st.tuples(st.integers(1, 70), st.integers(1, 70))
+damage = st.tuples(
+    st.integers(0, 69), st.integers(0, 69), st.integers(1, 40), st.integers(1, 40), st.integers(0, 255)
+)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from([80, 80, 80, 35, 95]),
+        st.sampled_from(["jpeg", "jpeg", "png"]),
+        st.lists(damage, max_size=3),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(frame_sizes, min_size=1, max_size=2), frames=steps, seed=st.integers(0, 1000))
+def test_any_sequence_of_damage_sizes_qualities_and_formats_gives_the_exact_jpeg_and_png(
+    sizes: list[tuple[int, int]],
+    frames: list[tuple[int, str, list[tuple[int, int, int, int, int]]]],
+    seed: int,
+) -> None:
+    forget_frames()  # every example from nothing
+    rng = random.Random(seed)
+    images = {size: Image.frombytes("RGB", size, rng.randbytes(size[0] * size[1] * 3)) for size in sizes}
+    for number, (quality, fmt, rects) in enumerate(frames):
+        size = sizes[number % len(sizes)]
+        for x, y, w, h, shade in rects:
+            images[size] = painted(images[size], (x, y, x + w, y + h), (shade, 255 - shade, shade // 2))
+        frame = bgrx_frame(images[size], seed=number)
+        encoded = imaging.encode(frame, fmt, quality)
+        if fmt == "png":
+            assert Image.open(io.BytesIO(encoded)).tobytes() == images[size].tobytes()
+        else:
+            assert_exact(encoded, frame, quality)
+
+
+def test_only_the_png_bands_that_changed_are_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    deflated: list[int] = []
+    deflate = png._deflated_band
+
+    def counting(rows: memoryview, width: int, height: int) -> png._DeflatedBand:
+        deflated.append(height)
+        return deflate(rows, width, height)
+
+    monkeypatch.setattr(png, "_deflated_band", counting)
+    image = desktop_like(640, 403)
+    imaging.encode(bgrx_frame(image), "png")
+    assert deflated == [16] * 25 + [3]
+    deflated.clear()
+    spinner = painted(image, (300, 30, 330, 40), (200, 30, 30))
+    back = Image.open(io.BytesIO(imaging.encode(bgrx_frame(spinner), "png")))
+    assert deflated == [16, 16]
+    assert back.tobytes() == spinner.tobytes()
+
+
+@given(first=st.binary(max_size=3000), second=st.binary(max_size=3000))
+def test_adler32_of_two_strings_combines_from_theirs(first: bytes, second: bytes) -> None:
+    combined = png._adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+    assert combined == zlib.adler32(first + second)
+
+
+def test_a_quality_change_encodes_every_band_again(compressed_rows: list[int]) -> None:
+    frame = bgrx_frame(desktop_like(64, 48))
+    imaging.encode(frame, "jpeg", 80)
+    compressed_rows.clear()
+    stitched = imaging.encode(frame, "jpeg", 50)
+    assert compressed_rows == [16, 16, 16]
+    assert_exact(stitched, frame, 50)
+
+
+def test_one_cache_per_frame_size_and_quality_and_only_the_latest_few(
+    fresh_caches: BandCaches[Any], compressed_rows: list[int]
+) -> None:
+    frame = bgrx_frame(desktop_like(64, 48))
+    for quality in (80, 50, 80, 50):  # a screenshot and a live view at once: no band encoded twice
+        imaging.encode(frame, "jpeg", quality)
+    assert compressed_rows == [16] * 6
+    assert len(fresh_caches) == 2
+    for width in range(64, 64 + 3 * MAX_CACHED_FRAMES):
+        frame = bgrx_frame(desktop_like(width, 40))
+        assert_exact(imaging.encode(frame, "jpeg", 80), frame, 80)
+    assert len(fresh_caches) == MAX_CACHED_FRAMES
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "png"])
+def test_two_captures_at_once_each_get_their_own_frame(fmt: str) -> None:
+    base = desktop_like(320, 200)
+    images = [painted(base, (10 * n, 20 * n, 10 * n + 40, 20 * n + 30), (n * 25, 0, 0)) for n in range(8)]
+    frames = [bgrx_frame(image) for image in images]
+    expected = [libjpeg_restart_encode(frame, 80) for frame in frames] if fmt == "jpeg" else []
+    failures: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def right(n: int, encoded: bytes) -> bool:
+        if fmt == "jpeg":
+            return encoded == expected[n]
+        return Image.open(io.BytesIO(encoded)).tobytes() == images[n].tobytes()
+
+    def capture(order: list[int]) -> None:
+        barrier.wait()
+        for _ in range(15):
+            for n in order:
+                if not right(n, imaging.encode(frames[n], fmt, 80 if fmt == "jpeg" else None)):
+                    failures.append(f"frame {n}")
+
+    workers = [
+        threading.Thread(target=capture, args=(order,)) for order in (list(range(8)), list(range(7, -1, -1)))
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == []
+
+
+@pytest.mark.parametrize("rows_type", [bytes, bytearray])
+def test_the_encoder_lets_go_of_the_frame(rows_type: Callable[[bytes], bytes | bytearray]) -> None:
+    """A frame held past its encode (a reference cycle through ctypes.cast did this) makes every
+    next grab's buffer come fresh from the kernel: a thousand page faults a 1280x800 capture."""
+    image = desktop_like(64, 48)
+    rows = rows_type(bgrx_frame(image).bgrx or b"")
+    frame = Grab.from_bgrx(rows, 64, 48)
+    gc.disable()
+    try:
+        before = sys.getrefcount(rows)
+        imaging.encode(frame, "jpeg", 80)
+        turbojpeg.encode_bgrx_whole(frame, rows, 80)
+        assert sys.getrefcount(rows) == before
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("variable", ["TJ_OPTIMIZE", "TJ_RESTART", "TJ_PROGRESSIVE", "TJ_ARITHMETIC"])
+def test_bands_turbojpeg_was_told_to_write_otherwise_give_a_whole_encode(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TurboJPEG's environment variables make per-band tables, markers or frame types that cannot
+    be joined: the frame is then encoded whole, as the environment asks."""
+    # A handle of its own: TurboJPEG 2.1 keeps some of these settings on the handle afterwards.
+    monkeypatch.setattr(turbojpeg, "_handles", turbojpeg._Handles())
+    frame = bgrx_frame(desktop_like(200, 100))
+    with environment(variable, "1"):
+        encoded = imaging.encode(frame, "jpeg", 80)
+        assert encoded == plain_encode(frame, 80)
+    Image.open(io.BytesIO(encoded)).load()
+
+
+CANVAS_PIXELS = """async ([type, first, second]) => {
+    const read = async (data) => {
+        const image = new Image();
+        image.src = `data:${type};base64,${data}`;
+        await image.decode();
+        const canvas = document.createElement("canvas");
+        canvas.width = image.naturalWidth;
+        canvas.height = image.naturalHeight;
+        const context = canvas.getContext("2d");
+        context.drawImage(image, 0, 0);
+        return context.getImageData(0, 0, canvas.width, canvas.height).data;
+    };
+    const [a, b] = [await read(first), await read(second)];
+    let differing = a.length === b.length ? 0 : -1;
+    for (let i = 0; differing >= 0 && i < a.length; i++) if (a[i] !== b[i]) differing++;
+    return {length: a.length, differing};
+}"""
+
+
+def pillow_png(image: Image.Image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "png"])
+def test_chromium_decodes_a_banded_image_to_the_pixels_of_a_plain_one(fmt: str, browser_page: Page) -> None:
+    """JPEG: the pixels of a plain encode of the frame; PNG: those of Pillow's PNG of it."""
+    image = desktop_like(641, 403)
+    imaging.encode(bgrx_frame(image), fmt)
+    changed = painted(image, (100, 200, 180, 230), (30, 200, 90))
+    frame = bgrx_frame(changed)
+    banded = imaging.encode(frame, fmt)  # mostly bands kept from the first frame
+    plain = plain_encode(frame, imaging.DEFAULT_QUALITY["jpeg"]) if fmt == "jpeg" else pillow_png(changed)
+    result = browser_page.evaluate(
+        CANVAS_PIXELS,
+        [imaging.mime_type(fmt), base64.b64encode(banded).decode(), base64.b64encode(plain).decode()],
+    )
+    assert result == {"length": 641 * 403 * 4, "differing": 0}
