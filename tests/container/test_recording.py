@@ -27,7 +27,7 @@ pytestmark = pytest.mark.docker
 def video_stack(
     request: pytest.FixtureRequest, rig_images: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ComposeStack]:
-    """The GTK example recording video, under each backend (Xvfb + ffmpeg, sway + wf-recorder)."""
+    """The GTK example recording video, under each backend (its frames from the rig's own captures, piped into ffmpeg)."""
     with running_stack(tmp_path_factory, GTK_SERVICE[request.param], DESKRIG_RECORD_VIDEO="1") as stack:
         yield stack
 
