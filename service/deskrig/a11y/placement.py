@@ -83,9 +83,9 @@ def _popup_origin(
     displays: Sequence[DisplayInfo],
 ) -> Point | None:
     """The origin of a popup at the pointer that GTK ``reported`` at (its top-level's extents):
-    the press point minus the reported position, when the popup fits on a display there (else the
-    compositor moved it) and that press lies in the app's only window, where the widget that
-    anchors the popup is."""
+    the press point minus the reported position, which is where the GDK window the popup is
+    anchored to starts. Only when the popup fits on a display at the press (else the compositor
+    moved it) and that anchor lies in the app's only window, as the clicked widget does."""
     if reported is None or press is None or len(shifted) != 1:
         return None
     window = shifted[0][0].bounds
@@ -93,10 +93,7 @@ def _popup_origin(
     if not any(d.bounds.intersection(at_press) == at_press for d in displays):
         return None
     origin = Point(x=press.x - reported.x, y=press.y - reported.y)
-    # The anchoring GDK window lies inside the frame: its offset there is the origin's.
-    if not window.contains(origin.x, origin.y):
-        return None
-    return origin
+    return origin if window.contains(origin.x, origin.y) else None
 
 
 def toplevel_origins(
