@@ -3,15 +3,18 @@
 
     gtk_form.py --title T --log FILE
 
-Widgets: an entry, a multi-line text view, a check box, a button that updates a label
-("clicked N"), a scrolled list of 200 rows and a slider (0..100). Every change is appended to
-FILE as one JSON line, so tests can check the app's own view of what it received:
+Widgets: a menu bar (File: New, Save), an entry (its context menu has "Stamp"), a multi-line text
+view, a check box, a combo box (Small, Medium, Large), a menu button (Actions: Alpha, Beta), a
+button that updates a label ("clicked N"), a scrolled list of 200 rows and a slider (0..100).
+Every change is appended to FILE as one JSON line, so tests can check the app's own view of what
+it received:
 
     {"event": "ready", "pid": P, "widgets": {name: {"x", "y", "width", "height"}}}  (root coords)
     {"event": "layout", "widgets": ...}      the same geometry again whenever it changes
     {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
     {"event": "check", "active": ...}        {"event": "button", "count": N}
     {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
+    {"event": "combo", "active": "Large"}    {"event": "menu_item", "menu": "file", "item": "Save"}
     {"event": "row_added", "name": "Added row N"}   (on SIGUSR1: a row inserted at the top of the list)
     {"event": "twin", "open": true|false}    (on SIGUSR2: a second window with the same title, with a
                                               "Twin button", opened, or closed if open)
@@ -49,14 +52,24 @@ class Form:
         self.window.set_default_size(480, 640)
         self.window.connect("destroy", Gtk.main_quit)
 
+        # A menu bar above the form, then the form; the menus are popups (xdg_popup under Wayland).
+        outer = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
+        self.window.add(outer)
+        self.menubar = Gtk.MenuBar()
+        file_item = Gtk.MenuItem(label="File")
+        file_item.set_submenu(self.menu("file", ("New", "Save")))
+        self.menubar.append(file_item)
+        self.file_item = file_item
+        outer.pack_start(self.menubar, False, False, 0)
         grid = Gtk.Grid(row_spacing=6, column_spacing=6, margin=12)
-        self.window.add(grid)
+        outer.pack_start(grid, True, True, 0)
 
         name_label = Gtk.Label(label="_Name", use_underline=True, xalign=0)
         self.entry = Gtk.Entry(hexpand=True)
         name_label.set_mnemonic_widget(self.entry)
         self.entry.get_accessible().set_name("Name")  # GTK3 does not derive it from the label
         self.entry.connect("changed", lambda e: self.log(event="entry", text=e.get_text()))
+        self.entry.connect("populate-popup", self.on_entry_popup)
         grid.attach(name_label, 0, 0, 1, 1)
         grid.attach(self.entry, 1, 0, 1, 1)
 
@@ -74,7 +87,20 @@ class Form:
 
         self.check = Gtk.CheckButton(label="Subscribe")
         self.check.connect("toggled", lambda c: self.log(event="check", active=c.get_active()))
-        grid.attach(self.check, 1, 2, 1, 1)
+
+        self.combo = Gtk.ComboBoxText()
+        for size in ("Small", "Medium", "Large"):
+            self.combo.append_text(size)
+        self.combo.set_active(0)
+        self.combo.get_accessible().set_name("Size")
+        self.combo.connect("changed", lambda c: self.log(event="combo", active=c.get_active_text()))
+        self.menubutton = Gtk.MenuButton(label="Actions", use_popover=False)
+        self.menubutton.set_popup(self.menu("actions", ("Alpha", "Beta")))
+        # In one row with the check box, high enough that their menus open below them.
+        choices = Gtk.Box(spacing=6)
+        for widget in (self.check, self.combo, self.menubutton):
+            choices.pack_start(widget, False, False, 0)
+        grid.attach(choices, 1, 2, 1, 1)
 
         self.button = Gtk.Button(label="Click me")
         self.button.connect("clicked", self.on_clicked)
@@ -101,6 +127,25 @@ class Form:
         self.window.show_all()
         # The first finished frame means the form is painted; then its geometry is final.
         self.window.get_window().get_frame_clock().connect("after-paint", self.on_painted)
+
+    def menu(self, name: str, labels: tuple[str, ...]) -> Gtk.Menu:
+        """A popup menu whose items log ``{"event": "menu_item", "menu": name, "item": label}``."""
+        menu = Gtk.Menu()
+        for label in labels:
+            item = Gtk.MenuItem(label=label)
+            item.connect(
+                "activate", lambda _i, label=label: self.log(event="menu_item", menu=name, item=label)
+            )
+            menu.append(item)
+        menu.show_all()
+        return menu
+
+    def on_entry_popup(self, _entry: Gtk.Entry, popup: Gtk.Widget) -> None:
+        """Add "Stamp" to the entry's context menu (opened at the pointer): it logs like a menu's."""
+        item = Gtk.MenuItem(label="Stamp")
+        item.connect("activate", lambda _i: self.log(event="menu_item", menu="context", item="Stamp"))
+        item.show()
+        popup.append(item)
 
     def log(self, **record: Any) -> None:
         self.log_file.write(json.dumps(record) + "\n")
@@ -155,6 +200,9 @@ class Form:
             "status": self.status,
             "list": self.list_scroll,
             "scale": self.scale,
+            "file_menu": self.file_item,
+            "combo": self.combo,
+            "menubutton": self.menubutton,
         }
         layout = {k: root_geometry(w) for k, w in widgets.items()}
         if not self.ready_logged:

@@ -1,28 +1,34 @@
 """Accessibility element bounds are screen coordinates on every backend.
 
 GTK under Wayland reports AT-SPI extents relative to its window; the desktop's ``a11y_origins``
-says where each window's coordinates start and the accessibility client shifts them. Checked
-through the real tools (an MCP server built as a rig builds it, over the session's desktop and
-accessibility bus) against the GTK form's own report of its layout and its log of clicks; the
-matching of elements to windows on the scripted desktop at the end.
+says where each window's coordinates start and the accessibility client shifts them. Its popup
+menus are placed by the rules in :mod:`deskrig.a11y.placement`. Checked through the real tools
+(an MCP server built as a rig builds it, over the session's desktop and accessibility bus)
+against the GTK form's own report of its layout, its log of clicks and menu items, and the
+pixels (a menu item's bounds show its text on the menu's background); the matching of elements
+to windows on the scripted desktop at the end.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
+from tests.polling import poll
 
 from deskrig.a11y import Element, ElementRef, PathStep
-from deskrig.a11y.placement import placed, toplevel_origins, toplevels
+from deskrig.a11y.placement import placed, pointer_popups, toplevel_origins, toplevels
 from deskrig.config import SecurityPolicy, Settings
 from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.errors import tool_error
-from deskrig.model import Bounds, Point
+from deskrig.model import Bounds, DisplayInfo, Point
 from deskrig.serving import build_server
 
 from .forms import Forms
@@ -46,6 +52,13 @@ async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, 
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, (tool, tool_error(result))
     return result.structured_content  # type: ignore[no-any-return]
+
+
+async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    error = tool_error(result)
+    assert error is not None, (tool, result.structured_content)
+    return error
 
 
 def element(state: dict[str, Any], role: str, name: str) -> dict[str, Any]:
@@ -90,6 +103,136 @@ def test_a_click_on_an_element_lands_on_it(backend: Forms, tmp_path: Path) -> No
     assert (result["target"]["point"]["x"], result["target"]["point"]["y"]) == (x, y)
 
 
+@dataclass(frozen=True)
+class Popup:
+    """A menu of the GTK form, how it opens and the item a test picks in it, and what the form
+    logs when that item activates."""
+
+    opener: str
+    button: str
+    item: str
+    event: str
+    logged: dict[str, str]
+    #: Where on the opener to press, from its top-left (None: its centre).
+    at: tuple[int, int] | None = None
+
+    def press_point(self, forms: Forms) -> tuple[int, int]:
+        if self.at is None:
+            return forms.center(forms.gtk, self.opener)
+        widget = forms.widget(forms.gtk, self.opener)
+        return widget.x + self.at[0], widget.y + self.at[1]
+
+
+#: One menu opened each way GTK 3 anchors one: to a menu bar item, to a menu button, over a
+#: combo box, and (a context menu) at the pointer inside an entry's text area.
+POPUPS = [
+    Popup("file_menu", "left", "Save", "menu_item", {"menu": "file", "item": "Save"}),
+    Popup("menubutton", "left", "Beta", "menu_item", {"menu": "actions", "item": "Beta"}),
+    Popup("combo", "left", "Large", "combo", {"active": "Large"}),
+    Popup("entry", "right", "Stamp", "menu_item", {"menu": "context", "item": "Stamp"}, at=(40, 10)),
+]
+
+
+#: GTK takes a button released within 500 ms of the press that opened a menu for the end of that
+#: press (a press-drag-release pick) and ignores it: a click on an item comes later, as a person's does.
+MENU_CLICK_AFTER_S = 0.6
+
+
+def shows_a_menu_item(forms: Forms, bounds: Bounds) -> bool:
+    """Whether ``bounds`` show a menu item: text (dark pixels) on the menu's light background."""
+    rgb = forms.desktop.capture(bounds).convert("L").tobytes()
+    dark = sum(1 for v in rgb if v < 100) / len(rgb)
+    light = sum(1 for v in rgb if v > 200) / len(rgb)
+    return 0.01 < dark < 0.4 and light > 0.5
+
+
+async def open_popup(forms: Forms, client: Client, popup: Popup) -> dict[str, Any]:
+    """Open ``popup`` by its pointer press; its item's element once listed, with its snapshot id
+    and when (monotonic seconds) the menu was opened."""
+    x, y = popup.press_point(forms)
+    await ok(client, "right_click" if popup.button == "right" else "click", {"x": x, "y": y})
+    opened_at = time.monotonic()
+    query = {"role": "menu item", "name": popup.item, "pid": forms.gtk.pid}
+    await ok(client, "wait_for", {**query, "timeout_ms": 5000})
+    state = await ok(client, "get_app_state", {"pid": forms.gtk.pid, "role": "menu item", "name": popup.item})
+    (item,) = [e for e in state["elements"] if e["name"] == popup.item]
+    return {"snapshot_id": state["snapshot_id"], "opened_at": opened_at, **item}
+
+
+@pytest.mark.parametrize("popup", POPUPS, ids=[p.opener for p in POPUPS])
+def test_popup_menu_items_are_where_they_are_drawn_and_clicks_land(
+    backend: Forms, tmp_path: Path, popup: Popup
+) -> None:
+    before = len(backend.gtk.events(popup.event))
+
+    async def run() -> dict[str, Any]:
+        async with tools(backend, tmp_path) as client:
+            try:
+                item = await open_popup(backend, client, popup)
+                bounds = Bounds.model_validate(item["bounds"])
+                await anyio.to_thread.run_sync(
+                    lambda: poll(
+                        f"{popup.item!r} drawn at {bounds}", lambda: shows_a_menu_item(backend, bounds)
+                    )
+                )
+                target = {"snapshot_id": item["snapshot_id"], "index": item["index"]}
+                await anyio.sleep(max(0.0, item["opened_at"] + MENU_CLICK_AFTER_S - time.monotonic()))
+                await ok(client, "click", {"element": target})
+                return item
+            except BaseException:
+                await client.call_tool("press_key", {"key": "Escape"})
+                raise
+
+    anyio.run(run)
+
+    event = backend.gtk.wait(popup.event, lambda e: len(backend.gtk.events(popup.event)) > before)
+    assert {k: event[k] for k in popup.logged} == popup.logged
+
+
+def test_a_context_menu_the_compositor_flipped_has_unknown_bounds_on_wayland(
+    backend: Forms, tmp_path: Path
+) -> None:
+    """Pressed near the entry's right end the context menu does not fit right of the pointer on
+    sway's screen and is flipped, where GTK under Wayland does not say: no bounds rather than
+    wrong ones. An X11 toolkit knows where its menu went: there it is placed and clicked."""
+    entry = backend.widget(backend.gtk, "entry")
+    popup = Popup(
+        "entry",
+        "right",
+        "Stamp",
+        "menu_item",
+        {"menu": "context", "item": "Stamp"},
+        at=(entry.width - 100, 10),
+    )
+    before = len(backend.gtk.events("menu_item"))
+
+    async def run() -> dict[str, Any]:
+        async with tools(backend, tmp_path) as client:
+            try:
+                item = await open_popup(backend, client, popup)
+                target = {"element": {"snapshot_id": item["snapshot_id"], "index": item["index"]}}
+                if backend.gtk.window_relative:
+                    error = await refused(client, "click", target)
+                    assert (error["code"], error["details"]["reason"]) == (
+                        "ELEMENT_NOT_FOUND",
+                        "bounds_unknown",
+                    )
+                else:
+                    await anyio.sleep(max(0.0, item["opened_at"] + MENU_CLICK_AFTER_S - time.monotonic()))
+                    await ok(client, "click", target)
+                return item
+            finally:
+                if backend.gtk.window_relative:
+                    await ok(client, "press_key", {"key": "Escape"})
+
+    item = anyio.run(run)
+
+    if backend.gtk.window_relative:
+        assert item.get("bounds_unknown") is True and "bounds" not in item
+    else:
+        backend.gtk.wait("menu_item", lambda e: len(backend.gtk.events("menu_item")) > before)
+
+
 def scripted_element(index: int, toplevel: str, bounds: Bounds | None, nth: int = 0) -> Element:
     path = [PathStep("frame", toplevel, nth), PathStep("push button", f"b{index}", 0)]
     return Element(
@@ -126,10 +269,10 @@ def test_elements_move_with_the_window_of_their_top_level_on_the_scripted_deskto
         scripted_element(6, "Plain", inside),
     ]
 
-    origins = toplevel_origins(desktop, 7, toplevels(elements))
+    origins = toplevel_origins(desktop.a11y_origins(7), toplevels(elements))
     moved = placed(elements, origins)
 
-    assert {step.name: origin for step, origin in origins.items() if step.name != "Twin"} == {
+    assert {step.name: origin for step, origin in origins.shifted.items() if step.name != "Twin"} == {
         "Main": Point(x=100, y=50),
         "Dialog": Point(x=300, y=400),
     }
@@ -142,3 +285,56 @@ def test_elements_move_with_the_window_of_their_top_level_on_the_scripted_deskto
         inside,
     ]
     assert elements[0].bounds == inside  # the snapshot's own elements are left alone
+
+
+CONTEXT_MENU = [PathStep("window", "", 0), PathStep("menu", "", 0)]
+#: As GTK under Wayland reports the entry's context menu pressed at (1011, 55) in a window at
+#: (640, 0): relative to the entry's text area, at (122, 38) in the window.
+REPORTED_POPUP = Bounds(x=249, y=17, width=161, height=177)
+REPORTED_ITEM = Bounds(x=255, y=131, width=149, height=26)
+
+
+def context_menu_item(index: int) -> Element:
+    return scripted_element(index, "", REPORTED_ITEM).model_copy(
+        update={"role": "menu item", "path": [*CONTEXT_MENU, PathStep("menu item", f"b{index}", 0)]}
+    )
+
+
+@pytest.mark.parametrize(
+    ("press", "reported", "placed_at"),
+    [
+        (Point(x=1011, y=55), REPORTED_POPUP, Point(x=1017, y=169)),
+        # Not right of the press: 1200 + 161 > 1280, so sway flipped it where GTK does not say.
+        (Point(x=1200, y=55), REPORTED_POPUP, None),
+        # Not below it either.
+        (Point(x=1011, y=700), REPORTED_POPUP, None),
+        # A press that cannot have opened it: the anchor would lie left of the window.
+        (Point(x=700, y=55), REPORTED_POPUP, None),
+        (None, REPORTED_POPUP, None),
+        (Point(x=1011, y=55), None, None),  # the toolkit reports no extents for the popup
+    ],
+)
+def test_a_context_menu_is_placed_at_the_press_or_has_unknown_bounds(
+    press: Point | None, reported: Bounds | None, placed_at: Point | None
+) -> None:
+    world = ScriptedDesktop()
+    world.add_window("Form", Bounds(x=640, y=0, width=640, height=800), pid=7, a11y_window_relative=True)
+    desktop = world.open()
+    displays = [
+        DisplayInfo(id=1, name="HEADLESS-1", bounds=Bounds(x=0, y=0, width=1280, height=800), primary=True)
+    ]
+    # The combo box's menu is listed under the combo box in the frame: the frame's window places it.
+    combo_item = scripted_element(1, "Form", REPORTED_ITEM)
+    elements = [combo_item, context_menu_item(2)]
+    assert pointer_popups(elements) == {CONTEXT_MENU[0]}
+
+    origins = toplevel_origins(
+        desktop.a11y_origins(7), toplevels(elements), {CONTEXT_MENU[0]: reported}, press, displays
+    )
+    combo, item = placed(elements, origins)
+
+    assert combo.bounds == REPORTED_ITEM.model_copy(update={"x": 895, "y": 131})
+    if placed_at is None:
+        assert item.bounds is None and item.bounds_unknown
+    else:
+        assert item.bounds == REPORTED_ITEM.model_copy(update={"x": placed_at.x, "y": placed_at.y})

@@ -37,10 +37,10 @@ from deskrig.a11y.connection import (
 from deskrig.a11y.describe import VALUE_PROPERTIES, describe_many
 from deskrig.a11y.events import EventFeed, ObjectEvent
 from deskrig.a11y.failures import invalid_argument, require_running, translate_failures
-from deskrig.a11y.fetch import FetchedTree, fetch_tree
+from deskrig.a11y.fetch import FetchedTree, fetch_tree, toplevel_extents
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror, MirroredTree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
-from deskrig.a11y.placement import WindowPlacement, placed, toplevel_origins, toplevels
+from deskrig.a11y.placement import WindowPlacement, placed, pointer_popups, toplevel_origins, toplevels
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.source import ACTIVATE_ALIASES, check_limits, deepest_focused
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
@@ -348,14 +348,23 @@ class AccessibilityClient:
         if self.placement is None or self.placement.a11y_in_screen_pixels:
             return elements  # nothing to move: no worker thread, no wait for the desktop's lock
         steps = toplevels(elements)
+        placement = self.placement
         if not steps:
             return elements
         try:
-            origins = await asyncio.to_thread(toplevel_origins, self.placement, pid, steps)
+            shifted = await asyncio.to_thread(placement.a11y_origins, pid)
+            popups = pointer_popups(elements) & steps if shifted else set()
+            if not popups:
+                return placed(elements, toplevel_origins(shifted, steps))
+            press, displays = await asyncio.to_thread(lambda: (placement.last_press(), placement.displays()))
         except DeskrigError as exc:
             self._note(f"pid {pid}: element bounds left as the toolkit reports them: {exc.message}")
             return elements
-        return placed(elements, origins)
+        bus_name = next(e.ref.bus_name for e in elements if e.path and e.path[0] in popups)
+        async with self._guard("reading where its popup menus are", pid=pid):
+            extents = await toplevel_extents(await self._app(bus_name), popups)
+        reported = {step: extents.get(step) for step in popups}
+        return placed(elements, toplevel_origins(shifted, steps, reported, press, displays))
 
     # ---- actions -----------------------------------------------------------------------------
 

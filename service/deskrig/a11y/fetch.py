@@ -34,6 +34,7 @@ from deskrig.a11y.describe import Kept, describe_many
 from deskrig.a11y.nodes import RawNode, element_ref, fetch_nodes, node_from_cache_item
 from deskrig.a11y.tree import Element, ElementRef, PathStep
 from deskrig.a11y.walk import SiblingSteps
+from deskrig.model import Bounds
 
 
 @dataclass(slots=True)
@@ -234,3 +235,30 @@ async def fetch_tree(
     include_offscreen_items: bool = False,
 ) -> FetchedTree:
     return await TreeFetch(app, max_depth, max_elements, include_offscreen_items).run()
+
+
+async def toplevel_extents(app: AppConnection, steps: set[PathStep]) -> dict[PathStep, Bounds]:
+    """The screen extents the app reports now for its top-levels ``steps`` (the application's
+    children, numbered as a walk numbers them); a top-level that is gone or has no extents is left
+    out. Three batches: the root's children, their role and name, their extents."""
+    reply = await app.call_many([Request(c.ROOT_PATH, c.ACCESSIBLE, "GetChildren")])
+    if isinstance(reply[0], CallFailed):
+        return {}
+    refs = listed_children(reply[0])
+    siblings = SiblingSteps()
+    wanted: list[tuple[PathStep, ElementRef]] = []
+    for ref, node in zip(refs, await fetch_nodes(app, refs), strict=True):
+        role, name = ("", "") if isinstance(node, CallFailed) else (c.role_name(node.role), node.name)
+        step = siblings.step(role, name)
+        if step in steps:
+            wanted.append((step, ref))
+    extents = await app.call_many(
+        [Request(ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,)) for _, ref in wanted]
+    )
+    return {
+        step: Bounds(x=x, y=y, width=width, height=height)
+        for (step, _), reply in zip(wanted, extents, strict=True)
+        if not isinstance(reply, CallFailed)
+        for x, y, width, height in reply[:1]
+        if width > 0 and height > 0
+    }

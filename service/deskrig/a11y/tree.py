@@ -90,7 +90,15 @@ class Element(BaseModel):
         default_factory=list, exclude_if=_absent, description="Action names; showing elements only; absent when none"
     )
     bounds: Bounds | None = Field(
-        default=None, exclude_if=_absent, description="Screen pixels; absent when the element is not showing"
+        default=None,
+        exclude_if=_absent,
+        description="Screen pixels; absent when the element is not showing or bounds_unknown",
+    )
+    bounds_unknown: bool = Field(
+        default=False,
+        exclude_if=_absent,
+        description="Showing, but where on screen is unknown (a popup menu the compositor moved where "
+        "the toolkit does not say): no bounds, so reach it by keyboard (arrow keys, Return); absent when false",
     )
     child_count: int = Field(
         default=0, exclude_if=_absent, description="As the toolkit reports it; -1 when unknown; absent when 0"
@@ -132,6 +140,8 @@ class Element(BaseModel):
         if self.bounds is not None:
             b = self.bounds
             parts.append(f"@ {b.x},{b.y} {b.width}x{b.height}")
+        elif self.bounds_unknown:
+            parts.append("@ unknown")
         if self.value is not None:
             v = self.value
             parts.append(f"value={v.current:g} ({v.minimum:g}..{v.maximum:g})")

@@ -203,6 +203,13 @@ class DesktopBackend(ABC):
         top-levels, which tells windows of one title apart).
         """
 
+    def last_press(self) -> Point | None:
+        """Where our input last pressed a pointer button, in screen pixels: where a toolkit opens
+        a context menu, which matters where it reports the menu relative to something unknown
+        (GTK under Wayland, see :mod:`deskrig.a11y.placement`). None (the default) where toolkits
+        report popups in screen coordinates."""
+        return None
+
     @abstractmethod
     def damage_serial(self) -> int:
         """A counter that changes whenever anything on screen may have changed.
@@ -298,6 +305,9 @@ class Desktop:
 
     def a11y_origins(self, pid: int) -> list[tuple[WindowInfo, Point]]:
         return self._call(lambda: self._backend.a11y_origins(pid))
+
+    def last_press(self) -> Point | None:
+        return self._call(self._backend.last_press)
 
     def with_input(
         self, fn: Callable[[InputDevice], T], job: InputJob | None = None, timeout: float | None = None

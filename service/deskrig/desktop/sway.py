@@ -59,6 +59,8 @@ class PointerState:
     x: int = 0
     y: int = 0
     drawn_change_at: float = 0.0
+    #: Where a button was last pressed (None: never).
+    pressed_at: Point | None = None
 
 
 @dataclass(frozen=True)
@@ -440,6 +442,9 @@ class SwayBackend(DesktopBackend):
         ]
         # sway numbers containers as it creates them: by id is the order the windows were mapped.
         return [(w, Point(x=w.bounds.x, y=w.bounds.y)) for w in sorted(native, key=lambda w: w.id)]
+
+    def last_press(self) -> Point | None:
+        return self._pointer.pressed_at
 
     def damage_serial(self) -> int:
         if self._damage is not None:

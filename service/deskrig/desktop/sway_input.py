@@ -49,7 +49,7 @@ from deskrig.desktop.sway import LayoutReader, PointerState, SwaySockets, close_
 from deskrig.desktop.sway_wayland import WaylandConnection, memfd
 from deskrig.desktop.sway_xfocus import XwaylandFocus
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, Diagnostic, TypeReport
+from deskrig.model import Bounds, Diagnostic, Point, TypeReport
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +283,8 @@ class SwayInput:
     def _button(self, code: int, state: int) -> None:
         self._pointer.button(self._now(), code, state)
         self._pointer.frame()
+        if state == _PRESSED:
+            self._pointer_state.pressed_at = Point(x=self._pointer_state.x, y=self._pointer_state.y)
 
     def _codes(self, keys: Sequence[str]) -> list[int]:
         """Key codes for canonical key names, re-sending the keymap if it had to grow (held keys

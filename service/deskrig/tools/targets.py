@@ -171,6 +171,15 @@ def summarize(element: Element, snapshot_id: str | None = None) -> ElementSummar
 
 def visible_center(element: Element, screen: Bounds) -> Point:
     """The centre of the part of the element that is on screen."""
+    if element.bounds_unknown:
+        raise DeskrigError(
+            ErrorCode.ELEMENT_NOT_FOUND,
+            f"element {element.index} ({element.role} {element.name!r}) is showing, but where on screen "
+            "is unknown: the compositor moved its popup menu where the toolkit does not say",
+            details={"element": element.summary(), "reason": "bounds_unknown"},
+            remediation="Reach it with the keyboard (arrow keys, then Return), or open the menu "
+            "where it fits on screen.",
+        )
     visible = element.bounds.intersection(screen) if element.bounds is not None else None
     if visible is None:
         raise DeskrigError(
