@@ -130,6 +130,31 @@ def lookup_tool(tools: dict[str, AnyTool], name: str) -> AnyTool:
     return spec
 
 
+class JsonReadyResult(types.CallToolResult):
+    """A tool result whose structured content is JSON data already (parsed back from the JSON that
+    is its text block, or redacted from that): its JSON dump hands the content over as it is.
+
+    The SDK dumps a handler's result to a dict, then validates that against the spec's
+    CallToolResult and dumps it again for the wire; pydantic's first dump would walk and copy
+    every value of the structured content (0.3 ms for a 261-element get_app_state) to produce
+    what is already there. Any other dump is pydantic's own.
+    """
+
+    def model_dump(self, **options: Any) -> dict[str, Any]:
+        if self.structured_content is None or options.keys() - _PASS_THROUGH_DUMP or not (
+            options.get("mode") == "json" and options.get("by_alias")
+        ):
+            return super().model_dump(**options)
+        dumped = super().model_dump(**options, exclude={"structured_content"})
+        dumped["structuredContent"] = self.structured_content
+        return dumped
+
+
+#: The dump options under which :class:`JsonReadyResult` hands its structured content over as it
+#: is: none of them can leave out or change a value that is already JSON data and is not None.
+_PASS_THROUGH_DUMP = frozenset({"mode", "by_alias", "exclude_none", "exclude_unset", "exclude_defaults"})
+
+
 def error_result(spec: AnyTool, error: ErrorInfo) -> types.CallToolResult:
     """A failed call of ``spec`` as its client sees it."""
     return tool_error_result(error, spec.error_output(error) if spec.error_output else None)
@@ -314,4 +339,4 @@ class DeskrigServer:
             for part in result.resources
         ]
         content.append(types.TextContent(type="text", text=text))
-        return types.CallToolResult(content=content, structured_content=structured)
+        return JsonReadyResult(content=content, structured_content=structured)
