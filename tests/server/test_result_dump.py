@@ -16,7 +16,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from deskrig.config import Settings
 from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.identity import ClientRef
-from deskrig.server import DeskrigServer
+from deskrig.server import DeskrigServer, JsonReadyResult
 from deskrig.serving import build_server
 from deskrig.tools import CallInfo
 
@@ -60,3 +60,11 @@ def test_any_other_dump_is_pydantics_own(server: DeskrigServer, options: dict[st
     result = _called(server, "get_screen_size", {})
     plain = types.CallToolResult.model_validate(result.model_dump(by_alias=True))
     assert result.model_dump(**options) == plain.model_dump(**options)
+
+
+def test_nulls_inside_the_structured_content_stay_as_pydantic_keeps_them() -> None:
+    """``exclude_none`` leaves out a result's own empty fields, never a null inside its content."""
+    content = {"age_ms": None, "rows": [None, {"cell": None}]}
+    handed = JsonReadyResult(content=[], structured_content=content)
+    plain = types.CallToolResult(content=[], structured_content=content)
+    assert handed.model_dump(**WIRE) == plain.model_dump(**WIRE)  # type: ignore[arg-type]
