@@ -111,7 +111,11 @@ def _nullable_as_type_list(node: Any) -> Any:
     options = node.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         other = options[0] if options[1] == {"type": "null"} else options[1]
-        if isinstance(other, dict) and isinstance(other.get("type"), str) and not _NOT_MERGEABLE & other.keys():
+        if (
+            isinstance(other, dict)
+            and isinstance(other.get("type"), str)
+            and not _NOT_MERGEABLE & other.keys()
+        ):
             rest = {key: value for key, value in node.items() if key != "anyOf"}
             return {**other, **rest, "type": [other["type"], "null"]}
     return node
@@ -128,6 +132,33 @@ def lookup_tool(tools: dict[str, AnyTool], name: str) -> AnyTool:
     if spec is None:
         raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}")
     return spec
+
+
+class JsonReadyResult(types.CallToolResult):
+    """A tool result whose structured content is JSON data already (the tool's output model dumped
+    in JSON mode, and redacted when masking): its JSON dump hands the content over as it is.
+
+    The SDK dumps a handler's result to a dict, then validates that against the spec's
+    CallToolResult and dumps it again for the wire; pydantic's first dump would walk and copy
+    every value of the structured content (0.3 ms for a 261-element get_app_state) to produce
+    what is already there. Any other dump is pydantic's own.
+    """
+
+    def model_dump(self, **options: Any) -> dict[str, Any]:
+        if (
+            self.structured_content is None
+            or options.keys() - _PASS_THROUGH_DUMP
+            or not (options.get("mode") == "json" and options.get("by_alias"))
+        ):
+            return super().model_dump(**options)
+        dumped = super().model_dump(**options, exclude={"structured_content"})
+        dumped["structuredContent"] = self.structured_content
+        return dumped
+
+
+#: The dump options under which :class:`JsonReadyResult` hands its structured content over as it
+#: is: none of them can leave out or change a value that is already JSON data and is not None.
+_PASS_THROUGH_DUMP = frozenset({"mode", "by_alias", "exclude_none", "exclude_unset", "exclude_defaults"})
 
 
 def error_result(spec: AnyTool, error: ErrorInfo) -> types.CallToolResult:
@@ -286,18 +317,22 @@ class DeskrigServer:
         log.error("tool %s failed unexpectedly", spec.name, exc_info=exc)
         return ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=f"{spec.name} failed unexpectedly")
 
-    def _result(self, spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
+    def _result(
+        self, spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None
+    ) -> types.CallToolResult:
         if error is not None or result is None:
             assert error is not None
             return error_result(spec, ErrorInfo.model_validate(self._leaving(error.model_dump(mode="json"))))
-        # Serialized once, by pydantic-core: that JSON is the text block, and parsing it back gives
-        # the structured content, twice as fast as model_dump(mode="json") and json.dumps for a
-        # 261-element get_app_state (1.0 against 2.1 ms). Masking rewrites both.
-        text = result.structured.model_dump_json(exclude_none=spec.omit_none)
-        structured = pydantic_core.from_json(text)
-        if self._masker() is not None:
-            structured = self._leaving(structured)
-            text = pydantic_core.to_json(structured).decode()
+        return self.success_result(spec, result)
+
+    def success_result(self, spec: AnyTool, result: ToolResult) -> JsonReadyResult:
+        """A successful call of ``spec`` as its client sees it: the images and resources, then the
+        structured content and, as the text block, its JSON."""
+        # Dumped once to JSON data (the structured content, redacted when masking), whose JSON,
+        # written by pydantic-core, is the text block: for a 261-element get_app_state 0.63 ms,
+        # against 0.77 for the model's JSON parsed back and 2.1 for json.dumps.
+        structured = self._leaving(result.structured.model_dump(mode="json", exclude_none=spec.omit_none))
+        text = pydantic_core.to_json(structured).decode()
         content: list[types.ContentBlock] = [
             types.ImageContent(
                 type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
@@ -314,4 +349,4 @@ class DeskrigServer:
             for part in result.resources
         ]
         content.append(types.TextContent(type="text", text=text))
-        return types.CallToolResult(content=content, structured_content=structured)
+        return JsonReadyResult(content=content, structured_content=structured)

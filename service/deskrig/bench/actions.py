@@ -11,6 +11,8 @@ import textwrap
 from typing import Any
 
 import anyio
+import mcp_types as types
+from mcp_types import methods
 
 from deskrig.bench.over_http import BareMcp, serving
 from deskrig.bench.stats import (
@@ -29,7 +31,8 @@ from deskrig.identity import ClientRef
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer, describe_tools
 from deskrig.serving import build_server
-from deskrig.tools import CallInfo
+from deskrig.tools import CallInfo, ToolResult
+from deskrig.tools.targets import a11y_of
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 TEXT_100 = ("The quick brown fox jumps over the lazy dog. " * 3)[:100]
@@ -182,6 +185,7 @@ def app_state_rows(runs: int) -> list[Row]:
             ours = anyio.run(run)
             whole = anyio.run(fetched)
             checked = _output_check(server, anyio.run(call_tool, server, "get_app_state", {"pid": pid}), runs)
+            parts = _breakdown(server, pid, runs)
             peer, (bare, bare_floor, sdk, sdk_floor) = _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
     return [
         Row(peer),
@@ -191,10 +195,62 @@ def app_state_rows(runs: int) -> list[Row]:
         # Server and client share this process: its CPU per call is what both spent, whatever the load.
         Row(bare.cpu()),
         Row(bare_floor),
+        *(Row(part) for part in parts),
         Row(sdk, peer, 20.0),
         Row(sdk.cpu()),
         Row(checked),
         Row(sdk_floor),
+    ]
+
+
+def _breakdown(server: DeskrigServer, pid: int, runs: int) -> list[Timing]:
+    """Where a get_app_state call's time goes, each part timed apart in process on the call's real
+    data: the tool's handler (the mirror read and the rest), the text rendering, deskrig's result
+    (JSON data and its JSON as the text block), the SDK's dump and spec check of it, the HTTP
+    transport's JSON encoding and the client's parse of that."""
+    spec = server.tools["get_app_state"]
+    args = spec.input_model.model_validate({"pid": pid})
+    call = CallInfo(ClientRef("bench"))
+
+    async def handler() -> tuple[Timing, Timing, ToolResult]:
+        handled = await measure_async(
+            "of which the tool's handler (mirror read, text rendering, model)",
+            lambda: spec.handler(server.services, call, args),
+            runs,
+        )
+        snapshot = await (await a11y_of(server.services).client()).snapshot(pid)
+        rendered = measure("of which the text rendering", snapshot.render_text, runs)
+        return handled, rendered, await spec.handler(server.services, call, args)
+
+    handled, rendered, result = anyio.run(handler)
+    wire = server.success_result(spec, result)
+    version = "2025-06-18"  # the bare client's
+    sieved = methods.serialize_server_result(
+        "tools/call", version, wire.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    response = types.JSONRPCResponse(jsonrpc="2.0", id=1, result=sieved)
+    body = response.model_dump_json(by_alias=True, exclude_unset=True)
+    return [
+        handled,
+        rendered,
+        measure(
+            "of which deskrig's result (JSON data + its JSON text block)",
+            lambda: server.success_result(spec, result),
+            runs,
+        ),
+        measure(
+            "of which the SDK's dump and spec check of the result",
+            lambda: methods.serialize_server_result(
+                "tools/call", version, wire.model_dump(by_alias=True, mode="json", exclude_none=True)
+            ),
+            runs,
+        ),
+        measure(
+            f"of which the transport's JSON encoding ({len(body) // 1000} kB)",
+            lambda: response.model_dump_json(by_alias=True, exclude_unset=True),
+            runs,
+        ),
+        measure("of which the client's JSON parse", lambda: json.loads(body), runs),
     ]
 
 
