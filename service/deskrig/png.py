@@ -22,6 +22,7 @@ _PNG_COLOUR_TYPES = {"L": 0, "RGB": 2, "RGBA": 6}
 #: IDAT payload per chunk; the PNG spec caps a chunk at 2**31 - 1 bytes.
 _PNG_IDAT_SIZE = 1 << 24
 
+
 def has_alpha(image: Image.Image) -> bool:
     return "A" in image.getbands() or "transparency" in image.info
 

@@ -111,7 +111,11 @@ def _nullable_as_type_list(node: Any) -> Any:
     options = node.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         other = options[0] if options[1] == {"type": "null"} else options[1]
-        if isinstance(other, dict) and isinstance(other.get("type"), str) and not _NOT_MERGEABLE & other.keys():
+        if (
+            isinstance(other, dict)
+            and isinstance(other.get("type"), str)
+            and not _NOT_MERGEABLE & other.keys()
+        ):
             rest = {key: value for key, value in node.items() if key != "anyOf"}
             return {**other, **rest, "type": [other["type"], "null"]}
     return node
@@ -286,7 +290,9 @@ class DeskrigServer:
         log.error("tool %s failed unexpectedly", spec.name, exc_info=exc)
         return ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=f"{spec.name} failed unexpectedly")
 
-    def _result(self, spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None) -> types.CallToolResult:
+    def _result(
+        self, spec: AnyTool, result: ToolResult | None, error: ErrorInfo | None
+    ) -> types.CallToolResult:
         if error is not None or result is None:
             assert error is not None
             return error_result(spec, ErrorInfo.model_validate(self._leaving(error.model_dump(mode="json"))))

@@ -71,10 +71,13 @@ class TreeFetch:
         max_depth: int | None,
         max_elements: int | None,
         include_offscreen_items: bool,
+        root: str = c.ROOT_PATH,
+        use_cache: bool = True,
     ) -> None:
         self.app = app
+        self.use_cache = use_cache
         self.include_offscreen_items = include_offscreen_items
-        self.root = ElementRef(app.bus_name, c.ROOT_PATH)
+        self.root = ElementRef(app.bus_name, root)
         self.max_depth = max_depth
         self.budget = math.inf if max_elements is None else max_elements
         self.nodes: dict[ElementRef, RawNode] = {}
@@ -83,7 +86,7 @@ class TreeFetch:
         self.notes: list[str] = []
 
     async def run(self) -> FetchedTree:
-        used_cache = await self._load_cache()
+        used_cache = self.use_cache and await self._load_cache()
         if self.root not in self.nodes:
             (root,) = await fetch_nodes(self.app, [self.root])
             if isinstance(root, CallFailed):
@@ -234,3 +237,16 @@ async def fetch_tree(
     include_offscreen_items: bool = False,
 ) -> FetchedTree:
     return await TreeFetch(app, max_depth, max_elements, include_offscreen_items).run()
+
+
+async def fetch_subtree(
+    app: AppConnection, root: str, *, max_elements: int | None, use_cache: bool
+) -> FetchedTree:
+    """The subtree under the object at ``root`` (included, at depth 0 with path ``[]``), fetched as
+    :func:`fetch_tree` fetches the whole tree: its objects described as the app's cache describes
+    them where ``use_cache`` (the whole fetch used it: a toolkit's cache and its objects' own
+    properties can differ, GTK's cache says -1 children for a list), but details read for the
+    subtree's elements alone."""
+    return await TreeFetch(
+        app, None, max_elements, include_offscreen_items=False, root=root, use_cache=use_cache
+    ).run()

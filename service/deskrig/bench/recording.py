@@ -149,7 +149,9 @@ def _ffmpeg_cpu(app: list[str], seconds: float) -> float:
     """ffmpeg's CPU use while recording ``app``'s screen, in % of one core."""
     with Rig(RigOptions(size=SIZE, app=app, a11y=False)) as rig, tempfile.TemporaryDirectory() as tmp:
         width, height = (int(n) for n in SIZE.split("x"))
-        video = VideoRecorder(x11grab_video(rig.display, width, height, FRAME_RATE), Path(tmp) / "recording.mp4")
+        video = VideoRecorder(
+            x11grab_video(rig.display, width, height, FRAME_RATE), Path(tmp) / "recording.mp4"
+        )
         video.start()
         try:
             assert video.pid is not None

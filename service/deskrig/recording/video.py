@@ -148,7 +148,8 @@ class VideoRecorder:
             if feeder is not None and feeder.poll() is not None:
                 self._end_at_start_up()
                 raise self._fail(
-                    f"{self._feeder_name} exited at start-up with status {feeder.returncode}", self._feeder_stderr
+                    f"{self._feeder_name} exited at start-up with status {feeder.returncode}",
+                    self._feeder_stderr,
                 )
             if process.poll() is not None:
                 self._end_at_start_up()
@@ -205,7 +206,10 @@ class VideoRecorder:
 
     def _read(self, process: subprocess.Popen[bytes], program: str, ring: deque[str]) -> None:
         reader = threading.Thread(
-            target=self._read_stderr, args=(process, program, ring), name=f"deskrig-{program}-stderr", daemon=True
+            target=self._read_stderr,
+            args=(process, program, ring),
+            name=f"deskrig-{program}-stderr",
+            daemon=True,
         )
         self._readers.append(reader)
         reader.start()
