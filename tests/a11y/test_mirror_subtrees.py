@@ -55,30 +55,35 @@ class Changes:
     ) -> None:
         self.run, self.client, self.form, self.desktop = run, client, form, desktop
         self.app: AppConnection = run(client._app_for_pid(form.pid))
-        self.whole_fetches = 0
         self.reads = 0
+        #: Where the mirror differed from a fetch made just after it, read by read.
+        self.differences: list[str] = []
 
     def read(self) -> MirroredTree:
+        """The mirror's tree, which none of these changes may have it fetch whole."""
         tree: MirroredTree = self.run(self.client._mirrored(self.app, refresh=False))
         self.reads += 1
-        self.whole_fetches += tree.refetched
+        assert not tree.refetched, (
+            f"seed {SEED}: read {self.reads} fetched the whole tree; {self.differences}"
+        )
         return tree
 
     def matches_a_fresh_fetch(self) -> None:
         """Poll until the mirror equals a whole fetch made just after it: the app may still be laying
         out what it changed, but a mirror that missed a change stays different."""
-        last: list[str | None] = [None]
 
         def equal() -> bool:
             mirrored = self.read().elements
             fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
-            last[0] = first_difference(mirrored, fetched.elements)
-            return last[0] is None
+            difference = first_difference(mirrored, fetched.elements)
+            if difference is not None:
+                self.differences.append(difference)
+            return difference is None
 
         try:
             poll("the mirror to equal a fresh fetch", equal, 10)
         except AssertionError as exc:
-            raise AssertionError(f"seed {SEED}: {last[0]}") from exc
+            raise AssertionError(f"seed {SEED}: {self.differences[-1]}") from exc
 
     def _xdotool(self, *args: str) -> str:
         done = subprocess.run(
@@ -138,7 +143,7 @@ def test_after_random_changes_the_mirror_equals_a_fresh_fetch(
     run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
 ) -> None:
     changes = Changes(run, client, form, a11y_desktop)
-    run(client._mirrored(changes.app, refresh=True))
+    run(client._mirrored(changes.app, refresh=True))  # the one whole fetch
     rng = random.Random(SEED)
     made = []
     for _ in range(STEPS):
@@ -154,5 +159,4 @@ def test_after_random_changes_the_mirror_equals_a_fresh_fetch(
             case "move_window":
                 changes.move_window(rng)
         changes.matches_a_fresh_fetch()
-    print(f"seed {SEED}: {made}: {changes.whole_fetches} whole fetches in {changes.reads} reads")
-    assert changes.whole_fetches == 0, f"seed {SEED}: {made} fetched the whole tree"
+    print(f"seed {SEED}: {made}: {changes.reads} reads, none fetched the whole tree")
