@@ -11,6 +11,9 @@
    the root's parent has the root's path, so a walk by path alone would loop).
 4. Bounds, actions, values and text are fetched concurrently for the kept elements that show.
 
+:func:`fetch_subtree` fetches the subtree under one object the same way (the live mirror splices it
+into its tree), with details read for that subtree's elements alone.
+
 Qt's bridge answers ``GetItems`` with an empty list and has no ``Properties.GetAll``: its tree
 comes from step 2 alone, level by level, with one ``Properties.Get`` per property.
 
