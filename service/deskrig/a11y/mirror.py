@@ -95,7 +95,8 @@ class AppMirror:
         #: Each window's GetExtents request, and its replies just after the fetch.
         self._window_requests: list[Request] = []
         self._windows: list[int] = []  # the index of each window in _window_requests
-        self._window_extents: list[Reply] = []
+        #: None for a window that moved while elements in it were read (see _check_windows_held_still).
+        self._window_extents: list[Reply | None] = []
         self._changed: dict[str, bool] = {}  # object path -> only its bounds changed
         #: Objects whose subtree changed shape: path -> True when it is its parent's subtree.
         self._reshaped: dict[str, bool] = {}
@@ -174,8 +175,7 @@ class AppMirror:
                     for path, only in changed.items()
                     if ElementRef(self.bus_name, path) not in refetched
                 }
-            # The windows' subtrees were moved to these extents, or read after them.
-            self._window_extents = unreported.extents
+            self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
             # A node fetched before an event about it may predate the event: only the others are used.
             fetched = {
                 key: node
@@ -184,10 +184,23 @@ class AppMirror:
             }
             for key in fetched:  # typed text: a toolkit may not report every change
                 changed[key.path] = False
-            if not changed:
-                return replace(tree, refetched=False)
-            patched = await self._patch(app, tree, changed, fetched)
-            return patched if patched is not None else await self._fetch(app, current)
+            if changed:
+                patched = await self._patch(app, tree, changed, fetched)
+                if patched is None:
+                    return await self._fetch(app, current)
+                tree = patched
+            if spans or changed:
+                await self._check_windows_held_still(app, unreported.extents)
+            return replace(tree, refetched=False)
+
+    async def _check_windows_held_still(self, app: AppConnection, extents: list[Reply]) -> None:
+        """Keep ``extents`` (read as this read began) as each window's, once the elements read
+        since are read: a window that moved meanwhile may have had them read at either place,
+        so its subtree is fetched again on the next read instead of moved."""
+        now = await app.call_many(self._window_requests)
+        self._window_extents = [
+            before if after == before else None for before, after in zip(extents, now, strict=True)
+        ]
 
     async def _fetch(self, app: AppConnection, generation: int) -> MirroredTree:
         self._changed.clear()
@@ -212,7 +225,7 @@ class AppMirror:
             refetched=True,
         )
         self._store(tree)
-        self._window_extents = await app.call_many(self._window_requests)
+        self._window_extents = list(await app.call_many(self._window_requests))
         return tree
 
     def _store(self, tree: MirroredTree) -> None:
@@ -253,7 +266,7 @@ class AppMirror:
         for index, now, before in zip(self._windows, extents, self._window_extents, strict=True):
             if now == before:
                 continue
-            if isinstance(before, CallFailed) or now[0][2:] != before[0][2:]:
+            if before is None or isinstance(before, CallFailed) or now[0][2:] != before[0][2:]:
                 differing.append(index)  # resized: laid out anew
             else:
                 (x, y, *_), (old_x, old_y, *_) = now[0], before[0]
