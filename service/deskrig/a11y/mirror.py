@@ -104,15 +104,18 @@ class AppMirror:
         #: Whether the whole fetch described the objects from the app's cache (subtrees are described alike).
         self._cached = False
         self._newest_event_at: float | None = None
-        #: While a bulk fetch runs every event counts: it may be about an object the fetch adds.
-        self._fetching = False
+        #: While a fetch runs, the events about objects not in the tree: each may be about an
+        #: object the fetch adds, and is noted once the fetched tree is stored if it holds it.
+        self._held: list[ObjectEvent] | None = None
         self._lock = asyncio.Lock()
 
     def note(self, event: ObjectEvent) -> None:
         """Record what ``event`` says changed; the tree is corrected when next read."""
-        if not self._fetching and ElementRef(self.bus_name, event.path) not in self._index:
+        if ElementRef(self.bus_name, event.path) not in self._index:
             # Not in the tree (a cell renderer, an off-screen row): its change does not show in
             # it. A new object comes with its parent's ChildrenChanged.
+            if self._held is not None:
+                self._held.append(event)
             return
         self._newest_event_at = event.at
         reshapes = event.member == "StateChanged" and event.detail in _SHAPE_STATES
@@ -209,11 +212,11 @@ class AppMirror:
         self._generation = generation
         started = time.monotonic()
         self._newest_event_at = None  # the fetch reads what every earlier event changed
-        self._fetching = True
+        self._held = []
         try:
             fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
         finally:
-            self._fetching = False
+            held, self._held = self._held, None
         self._cached = fetched.used_cache
         tree = MirroredTree(
             fetched.elements,
@@ -225,8 +228,15 @@ class AppMirror:
             refetched=True,
         )
         self._store(tree)
+        self._note_held(held)
         self._window_extents = list(await app.call_many(self._window_requests))
         return tree
+
+    def _note_held(self, held: list[ObjectEvent]) -> None:
+        """Note the events held while a fetch ran that are about objects in the tree it stored."""
+        for event in held:
+            if ElementRef(self.bus_name, event.path) in self._index:
+                self.note(event)
 
     def _store(self, tree: MirroredTree) -> None:
         self._tree = tree
@@ -315,7 +325,7 @@ class AppMirror:
         """``tree`` with the subtrees at ``spans`` fetched again, and the objects fetched; None when
         only a whole fetch will do."""
         room = MIRROR_MAX_ELEMENTS - len(tree.elements) + sum(end - start for start, end in spans)
-        self._fetching = True  # an event about an object a subtree adds counts
+        self._held = []
         try:
             fetched = await asyncio.gather(
                 *(
@@ -327,7 +337,7 @@ class AppMirror:
                 return_exceptions=True,
             )
         finally:
-            self._fetching = False
+            held, self._held = self._held, None
         subtrees: list[FetchedTree] = []
         for subtree in fetched:
             if isinstance(subtree, CallFailed) and not subtree.peer_gone:
@@ -375,6 +385,7 @@ class AppMirror:
             _with_paths(elements), nodes, False, tree.fetched_at, self._newest_event_at, tree.notes
         )
         self._store(spliced)
+        self._note_held(held)
         return spliced, {e.ref for subtree in subtrees for e in subtree.elements}
 
     async def _patch(
