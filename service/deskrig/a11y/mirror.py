@@ -13,16 +13,18 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 - what toolkits do not report is checked on each read, in one batch: every list, tree or table
   that manages its descendants is listed again (Qt's bridge sends no event for an inserted row),
   and every window's extents are read (a moved window reports nothing for the elements in it,
-  whose screen bounds all changed); a list that differs from the mirror, or a window that changed
-  size, has its subtree fetched again, and the elements of a window that only moved are moved
-  with it;
+  whose screen bounds all changed); a list that differs from the mirror has its parent's subtree
+  fetched again (GTK reports no change of the viewport around a scrolled list), a window that
+  changed size its own, and the elements of a window that only moved are moved with it (or, if it
+  moved while elements in it were read, fetched again on the next read).
   The focused element, which takes typed text, is described again on every read (in a rig, Qt's
   text view did not report text typed through XTEST);
 - an event from an object the tree does not hold (a cell renderer, an off-screen row) is
-  ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged;
+  ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged
+  (one that arrives while a fetch runs is noted once the fetched tree holds its object);
 - a change under the application itself (a window opened or closed), more subtrees than
-  targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of more
-  changes than a targeted re-read is worth, a splice that would make the tree hold an object twice
+  targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of more changes than a targeted
+  re-read is worth, a tree the last fetch truncated, a splice that would make the tree hold an object twice
   or more than :data:`MIRROR_MAX_ELEMENTS`, or an event gap (the subscription was lost or
   renewed): the whole tree is fetched again.
 
