@@ -11,6 +11,9 @@
    the root's parent has the root's path, so a walk by path alone would loop).
 4. Bounds, actions, values and text are fetched concurrently for the kept elements that show.
 
+:func:`fetch_subtree` fetches the subtree under one object the same way (the live mirror splices it
+into its tree), with details read for that subtree's elements alone.
+
 Qt's bridge answers ``GetItems`` with an empty list and has no ``Properties.GetAll``: its tree
 comes from step 2 alone, level by level, with one ``Properties.Get`` per property.
 
@@ -72,10 +75,13 @@ class TreeFetch:
         max_depth: int | None,
         max_elements: int | None,
         include_offscreen_items: bool,
+        root: str = c.ROOT_PATH,
+        use_cache: bool = True,
     ) -> None:
         self.app = app
+        self.use_cache = use_cache
         self.include_offscreen_items = include_offscreen_items
-        self.root = ElementRef(app.bus_name, c.ROOT_PATH)
+        self.root = ElementRef(app.bus_name, root)
         self.max_depth = max_depth
         self.budget = math.inf if max_elements is None else max_elements
         self.nodes: dict[ElementRef, RawNode] = {}
@@ -84,7 +90,7 @@ class TreeFetch:
         self.notes: list[str] = []
 
     async def run(self) -> FetchedTree:
-        used_cache = await self._load_cache()
+        used_cache = self.use_cache and await self._load_cache()
         if self.root not in self.nodes:
             (root,) = await fetch_nodes(self.app, [self.root])
             if isinstance(root, CallFailed):
@@ -262,3 +268,16 @@ async def toplevel_extents(app: AppConnection, steps: set[PathStep]) -> dict[Pat
         for x, y, width, height in reply[:1]
         if width > 0 and height > 0
     }
+
+
+async def fetch_subtree(
+    app: AppConnection, root: str, *, max_elements: int | None, use_cache: bool
+) -> FetchedTree:
+    """The subtree under the object at ``root`` (included, at depth 0 with path ``[]``), fetched as
+    :func:`fetch_tree` fetches the whole tree: its objects described as the app's cache describes
+    them where ``use_cache`` (the whole fetch used it: a toolkit's cache and its objects' own
+    properties can differ, GTK's cache says -1 children for a list), but details read for the
+    subtree's elements alone."""
+    return await TreeFetch(
+        app, None, max_elements, include_offscreen_items=False, root=root, use_cache=use_cache
+    ).run()

@@ -5,17 +5,28 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 
 - a property, text, value, bounds or ordinary state change of a mirrored object: that object is
   described again (one small batch for all of them) when the tree is next read;
+- a change of a subtree's shape: children added or removed (``ChildrenChanged`` names the
+  parent), an object shown, hidden or made defunct (which changes its parent's subtree: the
+  details of everything under it, a list's showing children): that subtree is fetched again
+  (:func:`~deskrig.a11y.fetch.fetch_subtree`) and spliced into the tree, and every index, parent,
+  depth and path after it renumbered as a whole fetch would number them;
 - what toolkits do not report is checked on each read, in one batch: every list, tree or table
   that manages its descendants is listed again (Qt's bridge sends no event for an inserted row),
   and every window's extents are read (a moved window reports nothing for the elements in it,
-  whose screen bounds all changed); when either differs from the mirror, the tree is fetched again.
+  whose screen bounds all changed); a list that differs from the mirror has its parent's subtree
+  fetched again (GTK reports no change of the viewport around a scrolled list), a window that
+  changed size its own, and the elements of a window that only moved are moved with it (or, if it
+  moved while elements in it were read, fetched again on the next read).
   The focused element, which takes typed text, is described again on every read (in a rig, Qt's
   text view did not report text typed through XTEST);
 - an event from an object the tree does not hold (a cell renderer, an off-screen row) is
-  ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged;
-- a change of the tree's shape (children added or removed, an object shown, hidden or made
-  defunct), a burst of more changes than a targeted re-fetch is worth, or an event gap (the
-  subscription was lost or renewed): the whole tree is fetched again.
+  ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged
+  (one that arrives while a fetch runs is noted once the fetched tree holds its object);
+- a change under the application itself (a window opened or closed), more subtrees than
+  targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of more changes than a targeted
+  re-read is worth, a tree the last fetch truncated, a splice that would make the tree hold an object twice
+  or more than :data:`MIRROR_MAX_ELEMENTS`, or an event gap (the subscription was lost or
+  renewed): the whole tree is fetched again.
 
 A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
@@ -36,7 +47,7 @@ from deskrig.a11y import constants as c
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
 from deskrig.a11y.describe import describe_many
 from deskrig.a11y.events import ObjectEvent
-from deskrig.a11y.fetch import children_request, fetch_tree, listed_children
+from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtree, fetch_tree, listed_children
 from deskrig.a11y.nodes import RawNode, fetch_nodes
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.a11y.walk import SiblingSteps
@@ -45,8 +56,11 @@ from deskrig.a11y.walk import SiblingSteps
 MIRROR_MAX_ELEMENTS = 5000
 #: More changed objects than this re-fetch the whole tree: one bulk fetch beats that many lookups.
 BURST_LIMIT = 128
+#: More subtrees to fetch again than this (after dropping the nested ones) fetch the whole tree.
+SUBTREE_LIMIT = 16
 _MANAGES_DESCENDANTS = c.STATE_NAMES[c.STATE_MANAGES_DESCENDANTS]
-#: State changes that show, hide or remove objects, and with them whole subtrees' details.
+#: State changes that show, hide or remove an object, and with it its parent's subtree: the
+#: object's own subtree's details, and which children a list that shows only its showing ones lists.
 _SHAPE_STATES = frozenset({"showing", "visible", "defunct", "manages-descendants"})
 
 
@@ -76,31 +90,43 @@ class AppMirror:
         self._index: dict[ElementRef, int] = {}
         #: Each mirrored list's index -> its mirrored children, and the requests that list them now.
         self._lists: dict[int, list[ElementRef]] = {}
+        self._list_parents: list[int] = []
         #: The focused objects' paths: described again on every read, since they take typed text.
         self._focused: list[str] = []
         self._list_requests: list[Request] = []
         #: Each window's GetExtents request, and its replies just after the fetch.
         self._window_requests: list[Request] = []
-        self._window_extents: list[Reply] = []
+        self._windows: list[int] = []  # the index of each window in _window_requests
+        #: None for a window that moved while elements in it were read (see _check_windows_held_still).
+        self._window_extents: list[Reply | None] = []
         self._changed: dict[str, bool] = {}  # object path -> only its bounds changed
-        self._reshaped_at: float | None = None
+        #: Objects whose subtree changed shape: path -> True when it is its parent's subtree.
+        self._reshaped: dict[str, bool] = {}
+        self._whole_fetch_due = False
+        #: Whether the whole fetch described the objects from the app's cache (subtrees are described alike).
+        self._cached = False
         self._newest_event_at: float | None = None
-        #: While a bulk fetch runs every event counts: it may be about an object the fetch adds.
-        self._fetching = False
+        #: While a fetch runs, the events about objects not in the tree: each may be about an
+        #: object the fetch adds, and is noted once the fetched tree is stored if it holds it.
+        self._held: list[ObjectEvent] | None = None
         self._lock = asyncio.Lock()
 
     def note(self, event: ObjectEvent) -> None:
         """Record what ``event`` says changed; the tree is corrected when next read."""
-        if not self._fetching and ElementRef(self.bus_name, event.path) not in self._index:
+        if ElementRef(self.bus_name, event.path) not in self._index:
             # Not in the tree (a cell renderer, an off-screen row): its change does not show in
             # it. A new object comes with its parent's ChildrenChanged.
+            if self._held is not None:
+                self._held.append(event)
             return
         self._newest_event_at = event.at
-        reshapes = event.member == "ChildrenChanged" or (
-            event.member == "StateChanged" and event.detail in _SHAPE_STATES
-        )
-        if reshapes or len(self._changed) >= BURST_LIMIT:
-            self._reshaped_at = event.at
+        reshapes = event.member == "StateChanged" and event.detail in _SHAPE_STATES
+        if event.member == "ChildrenChanged":
+            self._reshaped.setdefault(event.path, False)
+        elif reshapes:
+            self._reshaped[event.path] = True
+        elif len(self._changed) >= BURST_LIMIT:
+            self._whole_fetch_due = True
         else:
             self._changed[event.path] = (
                 self._changed.get(event.path, True) and event.member == "BoundsChanged"
@@ -133,31 +159,67 @@ class AppMirror:
             if isinstance(focused_nodes, BaseException):
                 raise focused_nodes
             current = generation()
-            if tree is None or current != self._generation or self._reshaped_at is not None or unreported:
+            if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
                 return await self._fetch(app, current)
+            reshaped, self._reshaped = self._reshaped, {}
             changed, self._changed = self._changed, {}
+            spans = self._subtree_spans(tree, reshaped, unreported.differing)
+            if spans is None:
+                return await self._fetch(app, current)
+            if unreported.moved:
+                tree = self._moved(tree, unreported.moved)
+            refetched: set[ElementRef] = set()
+            if spans:
+                spliced = await self._splice(app, tree, spans)
+                if spliced is None:
+                    return await self._fetch(app, current)
+                tree, refetched = spliced
+                # What changed in the subtrees before they were fetched again is in them.
+                changed = {
+                    path: only
+                    for path, only in changed.items()
+                    if ElementRef(self.bus_name, path) not in refetched
+                }
+            self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
             # A node fetched before an event about it may predate the event: only the others are used.
             fetched = {
-                key: node for key, node in zip(focused, focused_nodes, strict=True) if key.path not in changed
+                key: node
+                for key, node in zip(focused, focused_nodes, strict=True)
+                if key.path not in changed and key not in refetched and key in self._index
             }
             for key in fetched:  # typed text: a toolkit may not report every change
                 changed[key.path] = False
-            if not changed:
-                return replace(tree, refetched=False)
-            patched = await self._patch(app, tree, changed, fetched)
-            return patched if patched is not None else await self._fetch(app, current)
+            if changed:
+                patched = await self._patch(app, tree, changed, fetched)
+                if patched is None:
+                    return await self._fetch(app, current)
+                tree = patched
+            if spans or changed:
+                await self._check_windows_held_still(app, unreported.extents)
+            return replace(tree, refetched=False)
+
+    async def _check_windows_held_still(self, app: AppConnection, extents: list[Reply]) -> None:
+        """Keep ``extents`` (read as this read began) as each window's, once the elements read
+        since are read: a window that moved meanwhile may have had them read at either place,
+        so its subtree is fetched again on the next read instead of moved."""
+        now = await app.call_many(self._window_requests)
+        self._window_extents = [
+            before if after == before else None for before, after in zip(extents, now, strict=True)
+        ]
 
     async def _fetch(self, app: AppConnection, generation: int) -> MirroredTree:
         self._changed.clear()
-        self._reshaped_at = None
+        self._reshaped.clear()
+        self._whole_fetch_due = False
         self._generation = generation
         started = time.monotonic()
         self._newest_event_at = None  # the fetch reads what every earlier event changed
-        self._fetching = True
+        self._held = []
         try:
             fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
         finally:
-            self._fetching = False
+            held, self._held = self._held, None
+        self._cached = fetched.used_cache
         tree = MirroredTree(
             fetched.elements,
             fetched.nodes,
@@ -168,8 +230,15 @@ class AppMirror:
             refetched=True,
         )
         self._store(tree)
-        self._window_extents = await app.call_many(self._window_requests)
+        self._note_held(held)
+        self._window_extents = list(await app.call_many(self._window_requests))
         return tree
+
+    def _note_held(self, held: list[ObjectEvent]) -> None:
+        """Note the events held while a fetch ran that are about objects in the tree it stored."""
+        for event in held:
+            if ElementRef(self.bus_name, event.path) in self._index:
+                self.note(event)
 
     def _store(self, tree: MirroredTree) -> None:
         self._tree = tree
@@ -177,29 +246,149 @@ class AppMirror:
         self._focused = [e.ref.path for e in tree.elements if e.has_state("focused")]
         lists = {e.index: e for e in tree.elements if e.has_state(_MANAGES_DESCENDANTS)}
         self._lists = {index: [] for index in lists}
+        self._list_parents = [e.parent or 0 for e in lists.values()]  # a list is never the root
         for element in tree.elements:
             if element.parent in self._lists:
                 self._lists[element.parent].append(element.ref)
         self._list_requests = [
             children_request(e.ref.path, showing_only=e.offscreen_children_omitted) for e in lists.values()
         ]
+        self._windows = _windows(tree.elements)
         self._window_requests = [
-            Request(e.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
-            for e in tree.elements
-            if e.depth == 1 and e.has_interface("Component")
+            Request(tree.elements[index].ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+            for index in self._windows
         ]
 
-    async def _unreported_change(self, app: AppConnection) -> bool:
-        """True when a list that manages its descendants shows other children than mirrored, or a
-        window has moved or changed size since the tree was fetched."""
+    async def _unreported_change(self, app: AppConnection) -> Unreported | None:
+        """What changed unreported (see :class:`Unreported`); None when a list or window did not answer."""
         replies = await app.call_many(self._list_requests + self._window_requests)
-        listed, extents = replies[: len(self._list_requests)], replies[len(self._list_requests) :]
-        for children, reply in zip(self._lists.values(), listed, strict=True):
-            if isinstance(reply, CallFailed) or listed_children(reply) != children:
-                return True
-        if any(isinstance(reply, CallFailed) for reply in extents):
-            return True
-        return extents != self._window_extents
+        answers = [reply for reply in replies if not isinstance(reply, CallFailed)]
+        if len(answers) != len(replies):
+            return None
+        listed, extents = answers[: len(self._list_requests)], answers[len(self._list_requests) :]
+        # A list that shows other children may have scrolled, and GTK works out whether the
+        # viewport around it shows from how far it is scrolled when asked, reporting no change:
+        # the subtree of the list's parent is fetched again.
+        differing = [
+            parent
+            for parent, children, reply in zip(self._list_parents, self._lists.values(), listed, strict=True)
+            if listed_children(reply) != children
+        ]
+        moved: dict[int, tuple[int, int]] = {}
+        for index, now, before in zip(self._windows, extents, self._window_extents, strict=True):
+            if now == before:
+                continue
+            if before is None or isinstance(before, CallFailed) or now[0][2:] != before[0][2:]:
+                differing.append(index)  # resized: laid out anew
+            else:
+                (x, y, *_), (old_x, old_y, *_) = now[0], before[0]
+                moved[index] = (x - old_x, y - old_y)
+        return Unreported(differing, moved, list(extents))
+
+    def _subtree_spans(
+        self, tree: MirroredTree, reshaped: dict[str, bool], differing: list[int]
+    ) -> list[tuple[int, int]] | None:
+        """The ``[start, end)`` index ranges of the subtrees to fetch again, outermost only, in
+        order; None when the whole tree is to be fetched instead."""
+        roots = set(differing)
+        for path, its_parent in reshaped.items():
+            index = self._index.get(ElementRef(self.bus_name, path))
+            if index is None:
+                continue  # not in the tree (reported while the last fetch ran, which left it out)
+            parent = tree.elements[index].parent if its_parent else index
+            if parent is None:
+                return None
+            roots.add(parent)
+        if tree.truncated or 0 in roots:
+            return None  # what the fetch left out may now fit; or the application itself changed
+        spans: list[tuple[int, int]] = []
+        for root in sorted(roots):
+            if spans and root < spans[-1][1]:
+                continue  # inside the previous subtree
+            spans.append((root, _subtree_end(tree.elements, root)))
+        return spans if len(spans) <= SUBTREE_LIMIT else None
+
+    def _moved(self, tree: MirroredTree, moved: dict[int, tuple[int, int]]) -> MirroredTree:
+        """``tree`` with the elements of each ``moved`` window moved as far as it."""
+        elements = list(tree.elements)
+        for window, (dx, dy) in moved.items():
+            for index in range(window, _subtree_end(elements, window)):
+                bounds = elements[index].bounds
+                if bounds is not None:
+                    shifted = bounds.model_copy(update={"x": bounds.x + dx, "y": bounds.y + dy})
+                    elements[index] = elements[index].model_copy(update={"bounds": shifted})
+        shifted_tree = replace(tree, elements=elements, newest_event_at=self._newest_event_at)
+        self._store(shifted_tree)
+        return shifted_tree
+
+    async def _splice(
+        self, app: AppConnection, tree: MirroredTree, spans: list[tuple[int, int]]
+    ) -> tuple[MirroredTree, set[ElementRef]] | None:
+        """``tree`` with the subtrees at ``spans`` fetched again, and the objects fetched; None when
+        only a whole fetch will do."""
+        room = MIRROR_MAX_ELEMENTS - len(tree.elements) + sum(end - start for start, end in spans)
+        self._held = []
+        try:
+            fetched = await asyncio.gather(
+                *(
+                    fetch_subtree(
+                        app, tree.elements[start].ref.path, max_elements=room, use_cache=self._cached
+                    )
+                    for start, _ in spans
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            held, self._held = self._held, None
+        subtrees: list[FetchedTree] = []
+        for subtree in fetched:
+            if isinstance(subtree, CallFailed) and not subtree.peer_gone:
+                return None  # the subtree's root vanished meanwhile
+            if isinstance(subtree, BaseException):
+                raise subtree
+            if subtree.truncated or not subtree.elements:  # too big, or its root is defunct
+                return None
+            subtrees.append(subtree)
+        elements: list[Element] = []
+        nodes: list[RawNode] = []
+        moved_to: dict[int, int] = {}  # old index -> new index
+
+        def keep(old: int) -> None:
+            element = tree.elements[old]
+            moved_to[old] = len(elements)
+            parent = None if element.parent is None else moved_to[element.parent]
+            if (element.index, element.parent) != (len(elements), parent):
+                element = element.model_copy(update={"index": len(elements), "parent": parent})
+            elements.append(element)
+            nodes.append(tree.nodes[old])
+
+        kept_up_to = 0
+        for (start, end), subtree in zip(spans, subtrees, strict=True):
+            for old in range(kept_up_to, start):
+                keep(old)
+            kept_up_to = end
+            root, base = tree.elements[start], len(elements)
+            moved_to[start] = base
+            above = None if root.parent is None else moved_to[root.parent]
+            for element in subtree.elements:
+                element.index = base + element.index
+                element.parent = above if element.parent is None else base + element.parent
+                element.depth += root.depth
+                element.path = [*root.path, *element.path]  # renumbered below if its root was renamed
+                elements.append(element)
+            nodes.extend(subtree.nodes)
+        for old in range(kept_up_to, len(tree.elements)):
+            keep(old)
+        if len(elements) > MIRROR_MAX_ELEMENTS or len({e.ref for e in elements}) != len(elements):
+            return None  # too big, or an object moved into a subtree from elsewhere
+        if [elements[i].ref for i in _windows(elements)] != [tree.elements[i].ref for i in self._windows]:
+            return None  # a window's extents are watched from the whole fetch on
+        spliced = MirroredTree(
+            _with_paths(elements), nodes, False, tree.fetched_at, self._newest_event_at, tree.notes
+        )
+        self._store(spliced)
+        self._note_held(held)
+        return spliced, {e.ref for subtree in subtrees for e in subtree.elements}
 
     async def _patch(
         self,
@@ -247,8 +436,33 @@ class AppMirror:
         return patched
 
 
-async def _nothing_unreported() -> bool:
-    return False
+@dataclass(frozen=True, slots=True)
+class Unreported:
+    """What changed unreported: the subtrees to fetch again (the indices of the parents of the
+    lists that manage their descendants and show other children than mirrored, and of the windows
+    that changed size), the windows that only moved (index -> how far), and every window's extents
+    now."""
+
+    differing: list[int]
+    moved: dict[int, tuple[int, int]]
+    extents: list[Reply]
+
+
+async def _nothing_unreported() -> Unreported | None:
+    return Unreported([], {}, [])
+
+
+def _windows(elements: list[Element]) -> list[int]:
+    """The indices of the windows whose extents are watched."""
+    return [e.index for e in elements if e.depth == 1 and e.has_interface("Component")]
+
+
+def _subtree_end(elements: list[Element], root: int) -> int:
+    """The index just past the subtree of ``root`` (depth-first order keeps a subtree together)."""
+    end = root + 1
+    while end < len(elements) and elements[end].depth > elements[root].depth:
+        end += 1
+    return end
 
 
 def _with_paths(elements: list[Element]) -> list[Element]:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import textwrap
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -172,10 +173,15 @@ def app_state_rows(runs: int) -> list[Row]:
 
             async def run() -> Timing:
                 state = await call_tool(server, "get_app_state", {"pid": pid})
-                name = f"get_app_state, in process ({state['element_count']} elements, live mirror)"
-                return await measure_async(
-                    name, lambda: call_tool(server, "get_app_state", {"pid": pid}), runs
-                )
+                sources: list[str] = []  # per read: "mirror", or "fetch" when it fetched the whole tree
+
+                async def read() -> None:
+                    sources.append((await call_tool(server, "get_app_state", {"pid": pid}))["source"])
+
+                timing = await measure_async("", read, runs)
+                wholes = f"{sources.count('fetch')} of {len(sources)} reads fetched the whole tree"
+                name = f"get_app_state, in process ({state['element_count']} elements, live mirror; {wholes})"
+                return replace(timing, name=name)
 
             async def fetched() -> Timing:
                 name = "get_app_state, in process, refresh=true (bulk fetch)"

@@ -1,0 +1,191 @@
+"""The mirror's targeted re-fetches against the real form fixtures: after random changes (rows
+added, a label renamed, list rows scrolled out of and into view, the window moved) the mirrored
+tree equals a fresh whole fetch element by element, and no change made it fetch the whole tree."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from tests.polling import poll
+from tests.toolkits import Capability, needs
+
+from deskrig.a11y import AccessibilityClient
+from deskrig.a11y.connection import AppConnection
+from deskrig.a11y.fetch import fetch_tree
+from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, MirroredTree
+from deskrig.a11y.tree import Element
+
+from .conftest import A11yDesktop, FormApp
+
+T = TypeVar("T")
+Run = Callable[[Coroutine[Any, Any, T]], T]
+
+pytestmark = needs(Capability.A11Y_TREE)
+
+#: Changes per run; the seed is printed so that a failing sequence can be replayed.
+STEPS = 12
+SEED = int(os.environ.get("DESKRIG_MIRROR_SEED", "0")) or random.randrange(1, 2**31)
+
+
+def described(element: Element) -> tuple[Any, ...]:
+    """Everything an element says: its fields, its path and which object it is."""
+    return (element.model_dump(), element.path, element.ref)
+
+
+def first_difference(mirrored: list[Element], fetched: list[Element]) -> str | None:
+    """Where the mirror's tree and a fetched one first differ; None when they are equal."""
+    for mine, theirs in zip(mirrored, fetched, strict=False):
+        if described(mine) != described(theirs):
+            return f"element {mine.index}: mirror {described(mine)} != fetch {described(theirs)}"
+    if len(mirrored) != len(fetched):
+        return f"the mirror holds {len(mirrored)} elements, a fetch {len(fetched)}"
+    return None
+
+
+class Changes:
+    """Changes made to the form, each returning once the app has acted, and the mirror's reads."""
+
+    def __init__(
+        self, run: Run[Any], client: AccessibilityClient, form: FormApp, desktop: A11yDesktop
+    ) -> None:
+        self.run, self.client, self.form, self.desktop = run, client, form, desktop
+        self.app: AppConnection = run(client._app_for_pid(form.pid))
+        self.reads = 0
+        #: Reads that fetched the whole tree; only where ``whole_fetches_allowed``.
+        self.whole_fetches = 0
+        self.whole_fetches_allowed = False
+        #: Where the mirror differed from a fetch made just after it, read by read.
+        self.differences: list[str] = []
+
+    def read(self) -> MirroredTree:
+        """The mirror's tree, which it may fetch whole only where ``whole_fetches_allowed``."""
+        tree: MirroredTree = self.run(self.client._mirrored(self.app, refresh=False))
+        self.reads += 1
+        self.whole_fetches += tree.refetched
+        assert self.whole_fetches_allowed or not tree.refetched, (
+            f"seed {SEED}: read {self.reads} fetched the whole tree; {self.differences}"
+        )
+        return tree
+
+    def fetched_names(self) -> set[str]:
+        fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
+        return {e.name for e in fetched.elements}
+
+    def matches_a_fresh_fetch(self) -> None:
+        """Poll until the mirror equals a whole fetch made just after it: the app may still be laying
+        out what it changed, but a mirror that missed a change stays different."""
+
+        def equal() -> bool:
+            mirrored = self.read().elements
+            fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
+            difference = first_difference(mirrored, fetched.elements)
+            if difference is not None:
+                self.differences.append(difference)
+            return difference is None
+
+        try:
+            poll("the mirror to equal a fresh fetch", equal, 10)
+        except AssertionError as exc:
+            raise AssertionError(f"seed {SEED}: {self.differences[-1]}") from exc
+
+    def xdotool(self, *args: str) -> str:
+        done = subprocess.run(
+            ["xdotool", *args], env=self.desktop.env, capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    def add_row(self) -> None:
+        number = len(self.form.events("row_added")) + 1
+        os.kill(self.form.pid, signal.SIGUSR1)
+        self.form.wait_for_event("row_added", lambda e: e["name"] == f"Added row {number}")
+
+    def rename_label(self) -> None:
+        """Click the button, which renames the status label."""
+        count = len(self.form.events("button")) + 1
+        button = next(e for e in self.read().elements if (e.role, e.name) == ("push button", "Click me"))
+        self.run(self.client.element_action(button, "click"))
+        self.form.wait_for_event("button", lambda e: e["count"] == count)
+
+    def scroll_list(self, rng: random.Random) -> None:
+        """Scroll the list up or down: rows leave the view and others come into it."""
+        elements = self.read().elements
+        # Where the list shows: its bounds clipped by every ancestor's (GTK's list is as tall as
+        # all its rows, in a scrolled window).
+        element = next(e for e in elements if e.name == "Rows" and e.bounds is not None)
+        left, top, right, bottom = -(2**31), -(2**31), 2**31, 2**31
+        while element.parent is not None:
+            if element.bounds is not None:
+                b = element.bounds
+                left, top = max(left, b.x), max(top, b.y)
+                right, bottom = min(right, b.x + b.width), min(bottom, b.y + b.height)
+            element = elements[element.parent]
+        views = len(self.form.events("list_view"))
+        button = rng.choice(("4", "5"))  # wheel up, wheel down
+        x, y = (left + right) // 2, (top + bottom) // 2
+        self.xdotool("mousemove", str(x), str(y), "click", "--repeat", "3", "--delay", "30", button)
+        if button == "5":  # up at the top changes nothing
+            poll("the list to scroll", lambda: len(self.form.events("list_view")) > views, 5)
+
+    def move_window(self, rng: random.Random) -> None:
+        (window_id,) = self.xdotool("search", "--sync", "--onlyvisible", "--pid", str(self.form.pid)).split()[
+            :1
+        ]
+        frame = next(e.bounds for e in self.read().elements if e.depth == 1 and e.bounds is not None)
+        # Some way off, and not past the screen's top or left edge.
+        to_x, to_y = (abs(at + rng.choice((-1, 1)) * rng.randint(10, 40)) for at in (frame.x, frame.y))
+        self.xdotool("windowmove", window_id, str(to_x), str(to_y))
+
+        def moved() -> bool:
+            fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
+            return any(e.depth == 1 and e.bounds not in (None, frame) for e in fetched.elements)
+
+        poll("the window to move", moved, 5)
+
+
+def test_after_random_changes_the_mirror_equals_a_fresh_fetch(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    changes = Changes(run, client, form, a11y_desktop)
+    run(client._mirrored(changes.app, refresh=True))  # the one whole fetch
+    rng = random.Random(SEED)
+    made = []
+    for _ in range(STEPS):
+        change = rng.choice(("add_row", "rename_label", "scroll_list", "move_window"))
+        made.append(change)
+        match change:
+            case "add_row":
+                changes.add_row()
+            case "rename_label":
+                changes.rename_label()
+            case "scroll_list":
+                changes.scroll_list(rng)
+            case "move_window":
+                changes.move_window(rng)
+        changes.matches_a_fresh_fetch()
+    print(f"seed {SEED}: {made}: {changes.reads} reads, none fetched the whole tree")
+
+
+@needs(Capability.CONTEXT_MENU_IN_TREE)
+def test_a_window_opened_or_closed_fetches_the_whole_tree(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    """A popup menu is a window of its own: the application's children change, which no subtree
+    holds, and the tree is fetched whole, on opening and on closing."""
+    changes = Changes(run, client, form, a11y_desktop)
+    changes.whole_fetches_allowed = True
+    entry = next(e.bounds for e in changes.read().elements if e.name == "Name" and e.role == "text")
+    assert entry is not None
+    changes.whole_fetches = 0  # the read may have been the mirror's first
+    x, y = entry.x + entry.width // 2, entry.y + entry.height // 2
+    changes.xdotool("mousemove", str(x), str(y), "click", "3")
+    poll("the context menu in the tree", lambda: "Select All" in changes.fetched_names(), 5)
+    changes.matches_a_fresh_fetch()
+    changes.xdotool("key", "Escape")
+    poll("the context menu gone", lambda: "Select All" not in changes.fetched_names(), 5)
+    changes.matches_a_fresh_fetch()
+    assert changes.whole_fetches == 2, f"{changes.whole_fetches} whole fetches in {changes.reads} reads"
