@@ -13,6 +13,7 @@ from PIL import Image, ImageChops, ImageStat
 from tests.polling import poll
 from tests.recording.conftest import FormRig, Session, decoded_frames, ffmpeg_writing, in_session
 from tests.recording.test_video import dark, scripted_world, vault_blocked
+from tests.server.rigproc import RigProcess, color_app, read_events
 
 from deskrig.grabs import BGRX_PIXEL, Grab
 from deskrig.model import Bounds
@@ -121,6 +122,38 @@ def test_an_idle_screen_with_a_still_pointer_is_a_heartbeat_a_second(tmp_path: P
     finally:
         recorder.stop()
         observer.desktop.close()
+
+
+def test_the_pointer_over_a_blocked_window_on_x11_is_black_in_the_video(tmp_path: Path) -> None:
+    """The pointer rests, then moves, over a blocked window: black there in every frame."""
+    log = tmp_path / "secret.log"
+    rig = RigProcess(
+        app=color_app("Secret Vault", "#ffffff", log, size="200x160", pos="300,200"),
+        extra=["--blocked-window", "^Secret .*"],
+    ).start(tmp_path)
+    out = tmp_path / "home" / "deskrig" / "secret-pointer"
+    try:
+        secret = poll("the secret window", lambda: read_events(log, "ready"))[-1]
+        places = [(secret["x"] + 40, secret["y"] + 30), (secret["x"] + 120, secret["y"] + 90)]
+
+        async def record(s: Session) -> None:
+            await s.ok("move_cursor", {"x": places[0][0], "y": places[0][1]})
+            await s.ok("start_recording", {"output_dir": str(out), "record_video": True})
+            await s.ok("move_cursor", {"x": places[1][0], "y": places[1][1]})
+            await s.ok("stop_recording")  # whose last frame has the pointer there
+
+        in_session(rig, record)
+    finally:
+        rig.stop()
+    frames = decoded_frames(out / "recording.mp4")
+    assert len(frames) >= 2
+    for frame in frames:
+        for x, y in places:
+            box = frame.crop((x - 2, y - 2, x + SPRITE.width + 2, y + SPRITE.height + 2))
+            assert max(channel_max for _, channel_max in box.getextrema()) <= 24, (
+                x,
+                y,
+            )  # white app, black out
 
 
 def decoded_so_far(path: Path, box: tuple[int, int, int, int]) -> list[Image.Image]:
