@@ -64,11 +64,12 @@ FRAME_RATE = 30
 HEARTBEAT_SECONDS = 1.0
 #: How long the pump waits for a change before it looks whether it is to stop.
 STOP_POLL_SECONDS = 0.25
-#: Where the pump draws the pointer, how often it reads the pointer's position while the pointer
-#: keeps still (a jump shows within this), and for how long after a move it reads it every frame
-#: tick (a drag or a glide is followed at the frame rate). A read costs about 0.5 ms of CPU on X11:
-#: every tick all the time would cost an idle recording 1.5 % of a core more.
+#: Where the pump draws the pointer: how often it reads the pointer's position while the pointer
+#: keeps still (a jump shows within this). A read costs about 0.5 ms of CPU on X11: reading it
+#: every frame tick all the time cost an idle recording 1.5 % of a core more.
 POINTER_STILL_POLL_SECONDS = 0.1
+#: For how long after the pointer moved the pump reads it every frame tick (a drag or a glide is
+#: followed at the frame rate).
 POINTER_MOVING_SECONDS = 1.0
 #: Lines of ffmpeg's stderr kept for diagnostics.
 STDERR_LINES = 60
