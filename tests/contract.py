@@ -187,6 +187,7 @@ def test_captures_show_the_pointer_only_on_a_backend_that_says_so(subject: Subje
     colours = {colour for _, colour in image.getcolors(area.width * area.height) or []}
     says_so = any(d.component == "cursor" for d in subject.backend.diagnostics)
     assert (not subject.all_of(colours, "gtk")) == says_so, colours
+    assert subject.backend.captures_show_pointer == says_so  # the recorder draws it where not
 
 
 @pytest.mark.parametrize("window_id", UNKNOWN_IDS)

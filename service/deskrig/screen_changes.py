@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 
 from deskrig.errors import DeskrigError
-from deskrig.observation import Observer, Pixels
+from deskrig.model import Bounds
+from deskrig.observation import Observation, Observer, Pixels
 
 #: Seconds between grabs while the screen changes: at most 30 frames a second.
 FAST_TICK = 1 / 30
@@ -38,6 +39,9 @@ class ScreenFrame:
     bgrx: bytes | bytearray
     #: Unix time of the grab.
     grabbed_at: float
+    #: The blocked windows' areas (screen bounds) blacked out in it: what is drawn on the frame
+    #: later (the video's pointer) stays out of them.
+    blocked: tuple[Bounds, ...] = ()
 
     @property
     def size(self) -> tuple[int, int]:
@@ -51,6 +55,14 @@ def bgrx_rows(pixels: Pixels) -> bytes | bytearray:
         return rows
     image = pixels.image
     return (image if image.mode == "RGB" else image.convert("RGB")).tobytes("raw", "BGRX")
+
+
+def blocked_areas(observation: Observation) -> tuple[Bounds, ...]:
+    """The areas :meth:`~deskrig.observation.Observation.redact` blacks out: every blocked window
+    with its frame (from the window list it already took)."""
+    if not observation.blocklist.active:
+        return ()
+    return tuple(w.frame_bounds or w.bounds for w in observation.blocklist.blocked(observation.windows))
 
 
 class ScreenChanges:
@@ -112,7 +124,8 @@ class ScreenChanges:
                 if self._settled:
                     self._serial_settles = True
                     continue
-                pixels = self.observer.observe().screen()
+                observation = self.observer.observe()
+                pixels = observation.screen()
             except DeskrigError:
                 self._serial, self._tick, self._settled = None, SLOW_TICK, False
                 self._due = time.monotonic() + SLOW_TICK
@@ -129,4 +142,4 @@ class ScreenChanges:
                     self._settled = fd is not None
                 continue
             self._previous, self._unchanged, self._tick = rows, 0, self.fast_tick
-            return ScreenFrame(pixels, rows, grabbed_at)
+            return ScreenFrame(pixels, rows, grabbed_at, blocked_areas(observation))

@@ -139,6 +139,9 @@ class DesktopBackend(ABC):
     #: Whether every toolkit reports accessibility positions in screen pixels here (X11, macOS,
     #: Windows), so :meth:`a11y_origins` is always empty: an accessibility read then skips asking.
     a11y_in_screen_pixels: bool = False
+    #: Whether :meth:`capture` shows the mouse pointer where it is (sway's screencopy draws it in),
+    #: so a video of the captures needs none drawn on (``deskrig.recording.pointer``).
+    captures_show_pointer: bool = False
 
     def __init__(self) -> None:
         #: Fallbacks taken and degradations noticed, for ``deskrig doctor`` and /readyz.
@@ -258,6 +261,10 @@ class Desktop:
     @property
     def a11y_in_screen_pixels(self) -> bool:
         return self._backend.a11y_in_screen_pixels
+
+    @property
+    def captures_show_pointer(self) -> bool:
+        return self._backend.captures_show_pointer
 
     @property
     def diagnostics(self) -> list[Diagnostic]:

@@ -87,6 +87,7 @@ class MacOSBackend(DesktopBackend):
 
     name = "macos"
     a11y_in_screen_pixels = True
+    captures_show_pointer = False  # CGWindowListCreateImage leaves the cursor out
 
     def __init__(self, quartz: QuartzScreen) -> None:
         super().__init__()

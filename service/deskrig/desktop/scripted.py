@@ -354,6 +354,7 @@ class ScriptedBackend(DesktopBackend):
     """The :class:`DesktopBackend` view of a :class:`ScriptedDesktop`."""
 
     name = "scripted"
+    captures_show_pointer = False  # its screen image is the windows alone
 
     def __init__(self, world: ScriptedDesktop) -> None:
         super().__init__()

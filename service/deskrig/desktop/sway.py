@@ -284,6 +284,7 @@ class SwayBackend(DesktopBackend):
     """One running sway. ``pointer`` is shared with the :class:`SwayInput` that moves it."""
 
     name = "sway"
+    captures_show_pointer = True  # wlr-screencopy (wlroots 0.15) cannot leave the drawn cursor out
 
     def __init__(self, sockets: SwaySockets, pointer: PointerState) -> None:
         super().__init__()

@@ -45,6 +45,7 @@ class WindowsBackend(DesktopBackend):
 
     name = "windows"
     a11y_in_screen_pixels = True
+    captures_show_pointer = False  # mss (GDI BitBlt) leaves the cursor out
 
     def __init__(self) -> None:
         super().__init__()

@@ -58,6 +58,7 @@ class X11Backend(DesktopBackend):
 
     name = "x11"
     a11y_in_screen_pixels = True
+    captures_show_pointer = False  # the X server leaves its cursor out of screen reads
 
     def __init__(self, display: str | None = None) -> None:
         super().__init__()
