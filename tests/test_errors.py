@@ -60,7 +60,9 @@ def test_an_acs_error_is_the_envelope_as_structured_content_and_text(
 
 
 @pytest.mark.parametrize(("error", "wire"), [(FULL, FULL_JSON), (BARE, BARE_JSON)])
-def test_an_http_error_is_the_error_body_with_the_codes_status(error: ErrorInfo, wire: dict[str, Any]) -> None:
+def test_an_http_error_is_the_error_body_with_the_codes_status(
+    error: ErrorInfo, wire: dict[str, Any]
+) -> None:
     response = http_error(error)
     assert response.status_code == HTTP_STATUS.get(error.code, 500)
     assert response.headers["content-type"] == "application/json"
@@ -126,5 +128,7 @@ def test_validation_errors_are_formatted_once_for_models_and_requests() -> None:
     with pytest.raises(ValidationError) as whole:
         Region.model_validate([1, 2])
     assert invalid_argument(whole.value, whole="(action.json)").details == {
-        "problems": [{"field": "(action.json)", "problem": "Input should be a valid dictionary or instance of Region"}]
+        "problems": [
+            {"field": "(action.json)", "problem": "Input should be a valid dictionary or instance of Region"}
+        ]
     }

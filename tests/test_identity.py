@@ -68,7 +68,15 @@ def test_tokens_file_format(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mode", "safe"),
     # 0444: a Docker secret's default mode; 0400 with the rig's uid: what the swarm runtime mounts.
-    [(0o600, True), (0o400, True), (0o640, True), (0o644, False), (0o444, False), (0o620, False), (0o602, False)],
+    [
+        (0o600, True),
+        (0o400, True),
+        (0o640, True),
+        (0o644, False),
+        (0o444, False),
+        (0o620, False),
+        (0o602, False),
+    ],
 )
 def test_tokens_file_permissions(tmp_path: Path, mode: int, safe: bool) -> None:
     tokens = write_tokens(tmp_path / "tokens", "alice=s3cret\n", mode)

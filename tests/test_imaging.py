@@ -285,7 +285,9 @@ def test_jpeg_of_a_bgrx_frame_is_what_pillow_makes_of_the_same_pixels() -> None:
     )
 
 
-def test_jpeg_of_a_bgrx_frame_without_libturbojpeg_goes_through_pillow(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jpeg_of_a_bgrx_frame_without_libturbojpeg_goes_through_pillow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     image = desktop_like()
     with_library = imaging.encode(bgrx_frame(image), "jpeg", 80)
     monkeypatch.setattr(turbojpeg, "available", lambda: False)

@@ -69,7 +69,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "service", source / "service", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        ROOT / "service", source / "service", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     built = run(*pip, "wheel", "--no-deps", "-w", work / "dist", source)
     assert built.returncode == 0, built.stderr

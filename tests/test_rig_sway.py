@@ -27,14 +27,25 @@ def gtk_form(app_dir: Path) -> FormRig:
     return start_form(app_dir, "gtk_form", "sway-gtk-form", extra=["--backend", "sway", "--size", "1024x700"])
 
 
-def test_gtk_form_under_wayland_and_tk_form_under_xwayland_are_listed(gtk_form: FormRig, app_dir: Path) -> None:
+def test_gtk_form_under_wayland_and_tk_form_under_xwayland_are_listed(
+    gtk_form: FormRig, app_dir: Path
+) -> None:
     rig = gtk_form.rig
     try:
         details = rig.wait_ready()["details"]
-        assert (details["backend"], details["wm"], details["wm_up"], details["a11y_up"]) == ("sway", "sway", True, True)
+        assert (details["backend"], details["wm"], details["wm_up"], details["a11y_up"]) == (
+            "sway",
+            "sway",
+            True,
+            True,
+        )
         assert set(details["pids"]) == {"sway", "dbus", "at-spi", "app"}
         (screen,) = gtk_form.ok("list_displays", {})["displays"]
-        assert (screen["name"], screen["bounds"]["width"], screen["bounds"]["height"]) == ("HEADLESS-1", 1024, 700)
+        assert (screen["name"], screen["bounds"]["width"], screen["bounds"]["height"]) == (
+            "HEADLESS-1",
+            1024,
+            700,
+        )
         (gtk,) = gtk_form.ok("list_windows", {})["windows"]
         assert (gtk["title"], gtk["app"], gtk["pid"]) == ("sway-gtk-form", "gtk_form.py", gtk_form.pid)
         # GTK's accessibility reaches the server: the rig's buses admit it, run as another user.
@@ -70,7 +81,12 @@ def test_the_rigs_sway_is_unprivileged_private_and_bare() -> None:
         ipc = Connection(socket_path=rig.env["SWAYSOCK"])
         try:
             (output,) = ipc.get_outputs()
-            assert (output.name, output.rect.width, output.rect.height, output.scale) == ("HEADLESS-1", 800, 600, 1.0)
+            assert (output.name, output.rect.width, output.rect.height, output.scale) == (
+                "HEADLESS-1",
+                800,
+                600,
+                1.0,
+            )
             assert ipc.get_bar_config_list() == []
         finally:
             close_ipc(ipc)
@@ -91,7 +107,10 @@ def test_run_as_names_an_existing_unprivileged_user() -> None:
 def test_the_cli_rejects_x11_flags_for_sway_and_run_as_for_x11(tmp_path: Path) -> None:
     for flags, message in [
         (["--backend", "sway", "--no-wm"], "sway is the window manager"),
-        (["--backend", "x11", "--run-as", FALLBACK_RUN_AS], "--run-as (DESKRIG_RUN_AS) is for the sway backend"),
+        (
+            ["--backend", "x11", "--run-as", FALLBACK_RUN_AS],
+            "--run-as (DESKRIG_RUN_AS) is for the sway backend",
+        ),
         (["--backend", "wayland"], "a rig's backend is x11 or sway"),
     ]:
         out = subprocess.run(
@@ -107,7 +126,16 @@ def test_the_cli_rejects_x11_flags_for_sway_and_run_as_for_x11(tmp_path: Path) -
 
 def test_deskrig_backend_sway_in_the_environment_runs_a_sway_rig(app_dir: Path) -> None:
     log = app_dir / "color.log"
-    argv = [FIXTURE_PYTHON, str(APPS / "gtk_color.py"), "--title", "env-sway", "--color", "#00aa00", "--log", str(log)]
+    argv = [
+        FIXTURE_PYTHON,
+        str(APPS / "gtk_color.py"),
+        "--title",
+        "env-sway",
+        "--color",
+        "#00aa00",
+        "--log",
+        str(log),
+    ]
     rig = RigProcess(app=argv, env={"DESKRIG_BACKEND": "sway"}).start(app_dir)
     try:
         assert rig.wait_ready()["details"]["backend"] == "sway"
@@ -124,11 +152,16 @@ def test_without_xwayland_the_rig_runs_and_says_so(app_dir: Path, monkeypatch: p
     with Rig(RigOptions(backend="sway", a11y=False, startup_timeout=15)) as rig:
         status = rig.status()
         assert status.ready and status.wm_up and set(status.pids) == {"sway"}
-        assert "display: Xwayland is not installed: X11-only apps cannot run (install xwayland)" in status.diagnostics
+        assert (
+            "display: Xwayland is not installed: X11-only apps cannot run (install xwayland)"
+            in status.diagnostics
+        )
         assert "DISPLAY" not in rig.env
 
 
-def test_without_sway_the_rig_fails_with_display_not_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_sway_the_rig_fails_with_display_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     rig = Rig(RigOptions(backend="sway"))
     with pytest.raises(RigStartupError) as caught:

@@ -247,7 +247,9 @@ def test_audit_log_writes_one_json_line_per_call_without_image_data(tmp_path: Pa
     # Each line is on disk as soon as it is recorded, before close.
     first = read_lines(path)
     assert len(first) == 1
-    audit.record(ClientRef("client-2"), "click", {"x": 1, "y": 2, "text": "x" * 3000}, "error", "INVALID_REGION")
+    audit.record(
+        ClientRef("client-2"), "click", {"x": 1, "y": 2, "text": "x" * 3000}, "error", "INVALID_REGION"
+    )
     audit.close()
 
     entries = read_lines(path)

@@ -46,9 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     server_options(run)
     option(run, "--size", env="DESKRIG_SIZE", metavar="WxH", help="screen size (default 1280x800)")
     option(run, "--wm", env="DESKRIG_WM", help="x11: window manager (default openbox)")
-    option(
-        run, "--no-wm", env="DESKRIG_NO_WM", action="store_true", help="x11: run without a window manager"
-    )
+    option(run, "--no-wm", env="DESKRIG_NO_WM", action="store_true", help="x11: run without a window manager")
     option(
         run,
         "--run-as",
@@ -188,7 +186,9 @@ def cmd_rig_run(invocation: Invocation) -> int:
                 settings,
                 session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
                 launcher=CallbackLauncher(
-                    lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd), rig.launch_environment, rig.account
+                    lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd),
+                    rig.launch_environment,
+                    rig.account,
                 ),
             )
 
@@ -214,7 +214,9 @@ def rig_backend(backend: str, args: argparse.Namespace) -> RigBackend:
     if backend not in get_args(RigBackend):
         raise ConfigError(f"a rig's backend is x11 or sway, not {backend!r} (--backend, DESKRIG_BACKEND)")
     if backend == "sway" and (args.wm or args.no_wm):
-        raise ConfigError("sway is the window manager of a sway rig: drop --wm / --no-wm (DESKRIG_WM, DESKRIG_NO_WM)")
+        raise ConfigError(
+            "sway is the window manager of a sway rig: drop --wm / --no-wm (DESKRIG_WM, DESKRIG_NO_WM)"
+        )
     if backend == "x11" and args.run_as:
         raise ConfigError("--run-as (DESKRIG_RUN_AS) is for the sway backend: an X11 rig runs as you")
     return backend  # type: ignore[return-value]
@@ -257,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_doctor(args)
     except DeskrigError as exc:
         return report_cli_error(exc, verbose=getattr(args, "verbose", False))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -98,7 +98,9 @@ class ClientLog(logging.Handler):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _notify(self, session: ServerSession, level: types.LoggingLevel, logger: str, data: Any) -> None:
+    async def _notify(
+        self, session: ServerSession, level: types.LoggingLevel, logger: str, data: Any
+    ) -> None:
         notification = types.LoggingMessageNotification(
             params=types.LoggingMessageNotificationParams(level=level, data=data, logger=logger)
         )

@@ -68,7 +68,10 @@ def sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
 
 
 async def turn_stream(
-    recording: Recording, after: int, replaced: Callable[[], bool] = lambda: False, changes: Wakeups | None = None
+    recording: Recording,
+    after: int,
+    replaced: Callable[[], bool] = lambda: False,
+    changes: Wakeups | None = None,
 ) -> AsyncIterator[bytes]:
     """Turns above ``after`` from disk and memory, then live ones; the video once final. Ends when
     ``replaced()`` turns true, which is looked at whenever ``changes`` are woken."""
@@ -125,7 +128,9 @@ def resume_point(after: int | None, last_event_id: str | None) -> int | JSONResp
 
 def event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(
-        chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        chunks,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 

@@ -44,7 +44,12 @@ def write_temp(
 
 
 def write_atomic(
-    path: Path, data: bytes, *, mode: int | None = None, owner: tuple[int, int] | None = None, parents: bool = False
+    path: Path,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    owner: tuple[int, int] | None = None,
+    parents: bool = False,
 ) -> None:
     """Replace ``path`` with ``data`` atomically (see the module docstring); no temp file is left.
 

@@ -151,7 +151,9 @@ def create_app(
 
     app.include_router(recording_router(server))  # /status and the boot recording's feed
     app.include_router(files_router(server))  # streamed upload/download of large files
-    app.include_router(live_router(server, stopping or threading.Event()))  # /live: the screen as it changes, for people
+    app.include_router(
+        live_router(server, stopping or threading.Event())
+    )  # /live: the screen as it changes, for people
     app.include_router(view_router(server))  # /view: the current recording's trajectory viewer
     app.mount("/", mcp_endpoint)
     app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=PageSessions(RIG_PAGES))

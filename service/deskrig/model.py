@@ -175,7 +175,9 @@ class ActionResult(BaseModel):
     target: ActionTarget
     evidence: list[str] = Field(default_factory=list, description="What was checked, in order")
     detail: dict[str, object] = Field(default_factory=dict)
-    screenshot: dict[str, object] | None = Field(None, description="After-screenshot metadata (include_screenshot)")
+    screenshot: dict[str, object] | None = Field(
+        None, description="After-screenshot metadata (include_screenshot)"
+    )
 
 
 class FileEntry(BaseModel):

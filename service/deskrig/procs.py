@@ -306,6 +306,7 @@ def spawn(
     ``user``: run the child as this user, with its group and no others (needs root). Raises
     OSError (FileNotFoundError for a missing executable) like :class:`subprocess.Popen`.
     """
+
     def launch() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             list(argv),

@@ -75,9 +75,7 @@ class ResourceSet:
 
     def install(self, mcp: Server[Any]) -> None:
         mcp.add_request_handler("resources/list", types.PaginatedRequestParams, self.list_resources)
-        mcp.add_request_handler(
-            "resources/templates/list", types.PaginatedRequestParams, self.list_templates
-        )
+        mcp.add_request_handler("resources/templates/list", types.PaginatedRequestParams, self.list_templates)
         mcp.add_request_handler("resources/read", types.ReadResourceRequestParams, self.read)
         mcp.add_request_handler("resources/subscribe", types.SubscribeRequestParams, self.subscribe)
         mcp.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, self.unsubscribe)
@@ -239,7 +237,9 @@ class ResourceSet:
         if subscription_id is None:
             raise MCPError(types.INVALID_REQUEST, "subscriptions/listen needs a request id")
         if self._listening >= MAX_LISTEN_STREAMS:
-            raise MCPError(types.INTERNAL_ERROR, f"the rig serves at most {MAX_LISTEN_STREAMS} listen streams")
+            raise MCPError(
+                types.INTERNAL_ERROR, f"the rig serves at most {MAX_LISTEN_STREAMS} listen streams"
+            )
         wanted = params.notifications
         honored = types.SubscriptionFilter(
             resources_list_changed=True if wanted.resources_list_changed else None,

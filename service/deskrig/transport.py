@@ -73,4 +73,3 @@ def resolve_tokens(settings: Settings, transport: Transport) -> TokenTable | Non
         tokens = TokenTable([(DEFAULT_IDENTITY, token)])
     check_bind(transport.host, tokens, False)
     return tokens
-

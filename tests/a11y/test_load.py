@@ -24,9 +24,7 @@ ROUNDS = 5
 
 
 @only_on("gtk", why="GTK reads its bus socket slowly enough to fill it; the defect was found there")
-def test_concurrent_snapshots_all_succeed(
-    run: Run[Any], client: AccessibilityClient, form: FormApp
-) -> None:
+def test_concurrent_snapshots_all_succeed(run: Run[Any], client: AccessibilityClient, form: FormApp) -> None:
     """20 snapshots at once fill the socket to the app faster than GTK reads it. dbus-fast took the
     full buffer (EAGAIN) for a lost connection: every pending call failed, the next hit EBADF."""
     failures: Counter[str] = Counter()

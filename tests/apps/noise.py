@@ -1,6 +1,6 @@
 """Tk fixture: a window full of random pixels, which no image codec can shrink much.
 
-    /usr/bin/python3 tests/apps/noise.py [--size WxH]
+/usr/bin/python3 tests/apps/noise.py [--size WxH]
 """
 
 from __future__ import annotations

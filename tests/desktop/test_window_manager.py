@@ -132,7 +132,10 @@ def test_input_sees_a_window_manager_start_after_it_and_stops_believing_in_a_dea
 
 def _viewable(xlib: Display, *windows: Window) -> None:
     xlib.sync()
-    poll("the windows to be viewable", lambda: all(w.get_attributes().map_state == X.IsViewable for w in windows))
+    poll(
+        "the windows to be viewable",
+        lambda: all(w.get_attributes().map_state == X.IsViewable for w in windows),
+    )
 
 
 def test_a_click_waits_for_a_window_manager_that_focuses_late(display: str) -> None:
@@ -157,7 +160,9 @@ def test_a_click_waits_for_a_window_manager_that_focuses_late(display: str) -> N
         device.button(200, 175)
         focus = xlib.get_input_focus().focus
         mover.join()
-        assert not isinstance(focus, int) and focus.id == clicked.id, "the click returned before the focus moved"
+        assert not isinstance(focus, int) and focus.id == clicked.id, (
+            "the click returned before the focus moved"
+        )
     finally:
         device.close()
         wm.xlib.close()

@@ -16,7 +16,9 @@ from urllib.parse import parse_qs, urlparse
 
 from deskrig.orchestrator.kubernetes_fake import FakeCoreV1Api
 
-_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|secrets|services)(?:/(?P<name>[^/]+))?(?P<log>/log)?$")
+_PATH = re.compile(
+    r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|secrets|services)(?:/(?P<name>[^/]+))?(?P<log>/log)?$"
+)
 _SINGULAR = {"pods": "pod", "secrets": "secret", "services": "service"}
 
 
@@ -43,7 +45,9 @@ class ApiServer:
             ("GET", False): lambda: getattr(fake, f"list_namespaced_{one}")(ns, label_selector=selector),
             ("GET", True): lambda: (
                 fake.read_namespaced_pod_log(
-                    name, ns, container=query.get("container", [""])[0],
+                    name,
+                    ns,
+                    container=query.get("container", [""])[0],
                     tail_lines=int(query["tailLines"][0]) if "tailLines" in query else None,
                 )
                 if match["log"]
@@ -85,7 +89,9 @@ class ApiServer:
                 text = answer if isinstance(answer, str) else json.dumps(answer)
                 data = text.encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
+                self.send_header(
+                    "Content-Type", "text/plain" if isinstance(answer, str) else "application/json"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -95,7 +95,11 @@ def test_a_bad_variable_is_one_clear_error() -> None:
 def deskrig(tmp_path: Path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state"), **env}
     return subprocess.run(
-        [sys.executable, "-m", "deskrig.cli", *args], env=environ, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "deskrig.cli", *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

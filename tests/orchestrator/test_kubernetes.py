@@ -46,7 +46,9 @@ pytestmark = pytest.mark.anyio
 K8S_VERSION = "1.37.0"
 NAMESPACE = "rigs"
 TOKEN = "s3cret-token-value"
-ORCHESTRATOR_POD = {"metadata": {"name": "deskrig-orchestrator-7d9f-x2", "uid": "0f4c3a5e-1d2b-4c6d-9e8f-0a1b2c3d4e5f"}}
+ORCHESTRATOR_POD = {
+    "metadata": {"name": "deskrig-orchestrator-7d9f-x2", "uid": "0f4c3a5e-1d2b-4c6d-9e8f-0a1b2c3d4e5f"}
+}
 
 
 def validate(obj: dict[str, Any]) -> None:
@@ -54,7 +56,9 @@ def validate(obj: dict[str, Any]) -> None:
     kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
-def request(session: str = "sabc123", *, expires_at: float | None = None, command: list[str] | None = None) -> RigRequest:
+def request(
+    session: str = "sabc123", *, expires_at: float | None = None, command: list[str] | None = None
+) -> RigRequest:
     env = {
         "DESKRIG_TOKEN": TOKEN,
         "DESKRIG_ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -95,7 +99,10 @@ def rendered(config: OrchestratorConfig) -> list[tuple[str, dict[str, Any]]]:
     with_deadline = request(expires_at=time.time() + 600, command=["gtk3-widget-factory", "--x"])
     objects = [
         ("pod", rig_pod(request(), config, settings)),
-        ("pod-with-deadline-and-app", rig_pod(with_deadline, config.model_copy(update={"registry": "reg:5000"}), settings)),
+        (
+            "pod-with-deadline-and-app",
+            rig_pod(with_deadline, config.model_copy(update={"registry": "reg:5000"}), settings),
+        ),
         ("pod-owned-by-the-orchestrator", rig_pod(request(), config, RigPodSettings(owner=ORCHESTRATOR_POD))),
         ("secret", token_secret(request(), NAMESPACE)),
         ("service", rig_service(request(), NAMESPACE)),
@@ -204,7 +211,14 @@ def test_manifests_command_prints_valid_yaml_without_a_yaml_library(tmp_path: Pa
     (no_yaml / "yaml.py").write_text('raise ImportError("a plain install has no PyYAML")\n')
     path = os.pathsep.join([str(no_yaml), os.environ.get("PYTHONPATH", "")])
     done = deskrig(
-        tmp_path, "k8s", "manifests", "--image", "ghcr.io/team/deskrig:1", "--namespace", "ci", PYTHONPATH=path
+        tmp_path,
+        "k8s",
+        "manifests",
+        "--image",
+        "ghcr.io/team/deskrig:1",
+        "--namespace",
+        "ci",
+        PYTHONPATH=path,
     )
     assert done.returncode == 0, done.stderr
     documents = list(yaml.safe_load_all(done.stdout))
@@ -249,7 +263,9 @@ def left(fake: FakeCoreV1Api) -> dict[str, list[str]]:
     return {kind: sorted(name for _, name in objects) for kind, objects in fake.objects.items() if objects}
 
 
-async def test_start_ready_endpoint_labels_stop(runtime: KubernetesRuntime, fake: FakeCoreV1Api, endpoint: Endpoint) -> None:
+async def test_start_ready_endpoint_labels_stop(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api, endpoint: Endpoint
+) -> None:
     rig = request()
     handle = await runtime.create(rig)
     pod = fake.pod(handle.name)
@@ -315,10 +331,16 @@ async def test_the_deadline_ends_the_pod(runtime: KubernetesRuntime, fake: FakeC
 async def test_reaper_removes_orphans_by_label(runtime: KubernetesRuntime, fake: FakeCoreV1Api) -> None:
     """A rig of a dead orchestrator on this host (its lease file gone) and an expired one go; a
     live one of this orchestrator stays."""
-    mine = await runtime.create(RigRequest("slive", "img", None, {"DESKRIG_TOKEN": "t"}, labels_of("o1", "slive")))
-    orphan = await runtime.create(RigRequest("sdead", "img", None, {"DESKRIG_TOKEN": "t"}, labels_of("o2", "sdead")))
+    mine = await runtime.create(
+        RigRequest("slive", "img", None, {"DESKRIG_TOKEN": "t"}, labels_of("o1", "slive"))
+    )
+    orphan = await runtime.create(
+        RigRequest("sdead", "img", None, {"DESKRIG_TOKEN": "t"}, labels_of("o2", "sdead"))
+    )
     expired = await runtime.create(
-        RigRequest("sold", "img", None, {}, labels_of("o3", "sold", expires_at=time.time() - EXPIRY_GRACE - 5))
+        RigRequest(
+            "sold", "img", None, {}, labels_of("o3", "sold", expires_at=time.time() - EXPIRY_GRACE - 5)
+        )
     )
     reaper = Reaper(runtime, "o1", lambda: {"slive"})
     reaped = {r.handle.name: r.reason for r in await reaper.sweep()}
@@ -331,6 +353,7 @@ async def test_a_pod_that_cannot_start_is_removed_with_its_objects(config: Orche
     runtime = KubernetesRuntime(config, api=fake, namespace=NAMESPACE, endpoint="node-port", start_timeout=10)
     try:
         async with anyio.create_task_group() as tg:
+
             async def pull_fails() -> None:
                 await eventually("the pod", lambda: fake.objects["pods"])
                 fake.wait("deskrig-sabc123", "ImagePullBackOff", 'Back-off pulling image "nope"')
@@ -351,6 +374,7 @@ async def test_an_unschedulable_pod_times_out_saying_why(config: OrchestratorCon
     runtime = KubernetesRuntime(config, api=fake, namespace=NAMESPACE, endpoint="pod-ip", start_timeout=1.5)
     try:
         async with anyio.create_task_group() as tg:
+
             async def no_room() -> None:
                 await eventually("the pod", lambda: fake.objects["pods"])
                 fake.unschedulable("deskrig-sabc123")
@@ -383,14 +407,18 @@ async def test_a_pod_in_its_grace_period_counts_as_gone(config: OrchestratorConf
 
 
 @pytest.mark.parametrize("session", ["Bad_Id", "s" * 70, ""])
-async def test_bad_input_changes_nothing(runtime: KubernetesRuntime, fake: FakeCoreV1Api, session: str) -> None:
+async def test_bad_input_changes_nothing(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api, session: str
+) -> None:
     with pytest.raises(DeskrigError) as raised:
         await runtime.create(RigRequest(session, "img", None, {}, labels_of("o1", "x")))
     assert raised.value.code is ErrorCode.INVALID_ARGUMENT
     assert fake.calls == []
 
 
-async def test_a_taken_name_is_refused_and_the_first_rig_stays(runtime: KubernetesRuntime, fake: FakeCoreV1Api) -> None:
+async def test_a_taken_name_is_refused_and_the_first_rig_stays(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api
+) -> None:
     first = await runtime.create(request())
     with pytest.raises(DeskrigError) as raised:
         await runtime.create(request())
@@ -399,7 +427,9 @@ async def test_a_taken_name_is_refused_and_the_first_rig_stays(runtime: Kubernet
     assert (await runtime.status(first)).running
 
 
-async def test_a_taken_pod_name_leaves_the_other_pod_alone(runtime: KubernetesRuntime, fake: FakeCoreV1Api) -> None:
+async def test_a_taken_pod_name_leaves_the_other_pod_alone(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api
+) -> None:
     """The pod exists but not its Secret (someone else's pod): the runtime's Secret goes again."""
     other = rig_pod(request(), OrchestratorConfig(), RigPodSettings(namespace=NAMESPACE))
     fake.create_namespaced_pod(NAMESPACE, other)
@@ -467,7 +497,9 @@ async def test_a_session_through_the_orchestrator(config: OrchestratorConfig, fa
     with nothing left in the cluster."""
     runtime = KubernetesRuntime(config, api=fake, namespace=NAMESPACE, endpoint="pod-ip")
     async with Orchestrator(config, runtime) as orchestrator:
-        info = await orchestrator.start(SessionSpec(image="deskrig/rig:latest", record=True, ready_timeout=10))
+        info = await orchestrator.start(
+            SessionSpec(image="deskrig/rig:latest", record=True, ready_timeout=10)
+        )
         assert info.state is SessionState.READY
         pod = fake.pod(f"deskrig-{info.id}")
         assert info.mcp_url == f"http://{pod['status']['podIP']}:8765/mcp"
@@ -488,7 +520,9 @@ def test_the_client_is_imported_only_when_used() -> None:
 
 
 @pytest.mark.parametrize("mode", ["pod-ip", "node-port"])
-async def test_the_real_client_over_http(config: OrchestratorConfig, fake: FakeCoreV1Api, mode: Endpoint) -> None:
+async def test_the_real_client_over_http(
+    config: OrchestratorConfig, fake: FakeCoreV1Api, mode: Endpoint
+) -> None:
     """The runtime through the official client, over HTTP to the stand-in behind the API's REST
     paths: the client takes the rendered bodies, sends them as the API expects, and the runtime
     reads its answers and errors."""
@@ -520,4 +554,6 @@ async def test_the_real_client_over_http(config: OrchestratorConfig, fake: FakeC
     # A dict body patched as a merge patch (a JSON patch would be a list of operations).
     patches = [content_type for method, _, _, content_type in server.requests if method == "PATCH"]
     assert patches and all("merge-patch+json" in content_type for content_type in patches)
-    assert {path for _, path, _, _ in server.requests} >= {f"/api/v1/namespaces/{NAMESPACE}/pods/deskrig-sabc123/log"}
+    assert {path for _, path, _, _ in server.requests} >= {
+        f"/api/v1/namespaces/{NAMESPACE}/pods/deskrig-sabc123/log"
+    }

@@ -46,7 +46,9 @@ START_TIMEOUT = 600.0
 
 @pytest.fixture
 def cluster_config(config: OrchestratorConfig) -> OrchestratorConfig:
-    return config.model_copy(update={"registry": os.environ.get("DESKRIG_REGISTRY") or None, "ready_timeout": 120})
+    return config.model_copy(
+        update={"registry": os.environ.get("DESKRIG_REGISTRY") or None, "ready_timeout": 120}
+    )
 
 
 @pytest.fixture
@@ -60,7 +62,9 @@ async def runtime(cluster_config: OrchestratorConfig) -> AsyncIterator[Kubernete
         start_timeout=START_TIMEOUT,
     )
     yield rt
-    for handle in await rt.list_by_label({**managed_labels(), LABEL_ORCHESTRATOR: "k8s-test"}):  # a failed test's
+    for handle in await rt.list_by_label(
+        {**managed_labels(), LABEL_ORCHESTRATOR: "k8s-test"}
+    ):  # a failed test's
         await rt.destroy(handle)
     await rt.close()
 
@@ -70,7 +74,9 @@ def rig(session: str, command: list[str] | None = None, expires_at: float | None
     return RigRequest(session, IMAGE, command, env, labels_of("k8s-test", session, expires_at=expires_at))
 
 
-async def test_a_session_starts_serves_and_stops(cluster_config: OrchestratorConfig, runtime: KubernetesRuntime) -> None:
+async def test_a_session_starts_serves_and_stops(
+    cluster_config: OrchestratorConfig, runtime: KubernetesRuntime
+) -> None:
     async with Orchestrator(cluster_config, runtime) as orchestrator:
         info = await orchestrator.start(SessionSpec(image=IMAGE))
         assert info.state is SessionState.READY and info.mcp_url and info.token
@@ -115,7 +121,9 @@ async def test_the_pods_deadline_ends_it(runtime: KubernetesRuntime) -> None:
 
 
 async def test_an_image_that_cannot_be_pulled_fails_and_leaves_nothing(runtime: KubernetesRuntime) -> None:
-    request = RigRequest("snopull1", "deskrig/no-such-image:never", None, {}, labels_of("k8s-test", "snopull1"))
+    request = RigRequest(
+        "snopull1", "deskrig/no-such-image:never", None, {}, labels_of("k8s-test", "snopull1")
+    )
     with pytest.raises(DeskrigError) as raised:
         await runtime.create(request)
     assert raised.value.code is ErrorCode.RIG_FAILED

@@ -227,6 +227,8 @@ def test_session_start_starts_its_service_with_the_registry(
     monkeypatch.setenv("DESKRIG_STATE_DIR", str(tmp_path))
     if given_by == "variable":
         monkeypatch.setenv("DESKRIG_REGISTRY", "reg:5000")
-    args = build_parser().parse_args(["session", "start", *(["--registry", "reg:5000"] if given_by == "flag" else [])])
+    args = build_parser().parse_args(
+        ["session", "start", *(["--registry", "reg:5000"] if given_by == "flag" else [])]
+    )
     assert run(args) != 0
     assert started == [["--registry", "reg:5000"]]

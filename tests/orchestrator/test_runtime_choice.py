@@ -156,7 +156,9 @@ def test_a_swarm_service_runs_the_rig_with_the_app_as_its_arguments(config: Orch
 
 def test_a_swarm_rigs_token_is_its_tokens_file_not_a_variable(config: OrchestratorConfig) -> None:
     secret = token_secret(request())
-    assert secret is not None and secret["data"] == b"default=t\n" and secret["labels"] == labels_of("o1", "s1")
+    assert (
+        secret is not None and secret["data"] == b"default=t\n" and secret["labels"] == labels_of("o1", "s1")
+    )
     options = service_options(request(), config, [], secret_id="sec1")
     env = dict(item.split("=", 1) for item in options["env"])
     assert "DESKRIG_TOKEN" not in env and env["DESKRIG_TOKENS_FILE"] == TOKENS_FILE

@@ -78,7 +78,11 @@ def leftovers_under(client: docker.DockerClient, state_dir: Path) -> list[str]:
         for entry in client.api.containers(all=True, filters={"label": LABEL_LEASE})
         if under(entry["Labels"], state_dir)
     ]
-    secrets = [s["Spec"]["Name"] for s in client.api.secrets(filters={"label": LABEL_LEASE}) if under(s["Spec"]["Labels"], state_dir)]
+    secrets = [
+        s["Spec"]["Name"]
+        for s in client.api.secrets(filters={"label": LABEL_LEASE})
+        if under(s["Spec"]["Labels"], state_dir)
+    ]
     return services + tasks + secrets
 
 

@@ -97,7 +97,9 @@ def change_a_step(t: list[Path]) -> str:
 def add_a_step(t: list[Path]) -> str:
     added = t[2].with_name("turn-00004")
     added.mkdir()
-    (added / "action.json").write_text(json.dumps({"tool": "type_text", "arguments": {"text": "echo pwned\n"}}))
+    (added / "action.json").write_text(
+        json.dumps({"tool": "type_text", "arguments": {"text": "echo pwned\n"}})
+    )
     return added.name
 
 
@@ -154,7 +156,9 @@ def test_replay_refuses_a_recording_changed_after_it_was_made(form_rig: FormRig)
 def test_accept_unsigned_runs_unverified_steps_and_says_so(form_rig: FormRig) -> None:
     crafted = form_rig.allowed / "crafted"
     (crafted / "turn-00001").mkdir(parents=True)
-    (crafted / "turn-00001" / "action.json").write_text(json.dumps({"tool": "press_key", "arguments": {"key": "Tab"}}))
+    (crafted / "turn-00001" / "action.json").write_text(
+        json.dumps({"tool": "press_key", "arguments": {"key": "Tab"}})
+    )
     report = form_rig.ok("replay_trajectory", {"dir": str(crafted), "accept_unsigned": True})
     assert [(s["tool"], s["status"], s["verified"]) for s in report["steps"]] == [("press_key", "ok", False)]
     assert report["unverified"] == 1
@@ -182,7 +186,10 @@ def test_replay_runs_only_the_tools_declared_recorded(form_rig: FormRig) -> None
     [
         ([{"tool": "click"}], "(action.json)"),
         ({"tool": "click", "arguments": [1, 2]}, "arguments"),
-        ({"tool": "click", "arguments": {"element": {"role": "x"}}, "element": {"name": "Name"}}, "element.role"),
+        (
+            {"tool": "click", "arguments": {"element": {"role": "x"}}, "element": {"name": "Name"}},
+            "element.role",
+        ),
         ({"arguments": {}}, "tool"),
         ({"tool": "click", "is_error": "maybe"}, "is_error"),
     ],

@@ -87,7 +87,11 @@ def test_acs_save_path_is_the_file_to_write_and_displays_count_from_one(tmp_path
             path = Path(capture(savePath=folder)["filePath"])
             assert path.parent.parent == Path(folder.rstrip("/")) and path.suffix == ".png", path
         # The same path policy: nothing outside the allowed directories, through a symlink or not.
-        for bad in [str(outside / "x.png"), str(saves / "escape.png"), str(saves / ".." / "outside" / "y.png")]:
+        for bad in [
+            str(outside / "x.png"),
+            str(saves / "escape.png"),
+            str(saves / ".." / "outside" / "y.png"),
+        ]:
             refused = capture(savePath=bad)
             assert refused["status"] == "error" and refused["error"]["code"] == "INVALID_PATH", bad
         assert list(outside.iterdir()) == []

@@ -29,7 +29,9 @@ def run_inspector(tmp: Path, target: list[str], *method: str) -> tuple[int, dict
     return done.returncode, printed.get("result", printed), done.stderr
 
 
-def inspect(tmp: Path, target: list[str], tool: str, arguments: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
+def inspect(
+    tmp: Path, target: list[str], tool: str, arguments: dict[str, Any]
+) -> tuple[int, dict[str, Any], str]:
     """Call one tool through the Inspector CLI."""
     call = ["--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(arguments)]
     return run_inspector(tmp, target, *call)

@@ -52,4 +52,3 @@ def test_an_unchanged_tree_has_no_changes_and_a_huge_one_is_capped() -> None:
     assert described(state(*rows), state(*rows)) == []
     changes, more = diff_states(state(), state(*rows))
     assert len(changes) == MAX_CHANGES and more == 50
-

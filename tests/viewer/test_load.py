@@ -15,7 +15,11 @@ def test_a_snapshot_that_is_not_one_shows_its_turn_as_damaged(tmp_path: Path) ->
     (tmp_path / "turn-00003" / "after_state.json").write_text('{"elements": ')
     first, second, third = load_recording(tmp_path).turns
     assert first.problem is None and [c.describe() for c in first.diff.changes]
-    assert second.problem is not None and "turn-00002 is damaged" in second.problem and "parent" in second.problem
+    assert (
+        second.problem is not None
+        and "turn-00002 is damaged" in second.problem
+        and "parent" in second.problem
+    )
     assert third.problem is not None and "turn-00003 is damaged" in third.problem
     assert second.action.tool == third.action.tool == "click"  # what could be read still shows
 

@@ -14,7 +14,9 @@ MASKER_MODULES = ("deskrig.privacy.ocr", "deskrig.privacy.masker", "deskrig.priv
 
 def test_the_turn_reader_loads_no_ocr_nor_accessibility_module() -> None:
     script = "import json, sys\nimport deskrig.viewer.load\nprint(json.dumps(sorted(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
     loaded = json.loads(done.stdout)
     assert "deskrig.privacy.report" in loaded  # the turns' masking reports are read
     assert [m for m in loaded if m.startswith(MASKER_MODULES)] == []

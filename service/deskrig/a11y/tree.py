@@ -82,12 +82,14 @@ class Element(BaseModel):
     text: str | None = Field(
         default=None,
         exclude_if=_none,
-        description="Text interface content, capped; showing only; absent when none (an empty entry's is \"\")",
+        description='Text interface content, capped; showing only; absent when none (an empty entry\'s is "")',
     )
     text_truncated: bool = Field(default=False, exclude_if=_absent, description="Absent when false")
     value: ValueInfo | None = Field(default=None, exclude_if=_absent, description="Absent when none")
     actions: list[str] = Field(
-        default_factory=list, exclude_if=_absent, description="Action names; showing elements only; absent when none"
+        default_factory=list,
+        exclude_if=_absent,
+        description="Action names; showing elements only; absent when none",
     )
     bounds: Bounds | None = Field(
         default=None,
@@ -200,9 +202,7 @@ class Snapshot(BaseModel):
         description="mirror: the live mirror, synced with the app just now and corrected from its "
         "AT-SPI events; fetch: the whole tree was fetched from the app for this snapshot",
     )
-    tree_age_ms: float = Field(
-        0.0, description="How long ago the bulk fetch this tree descends from started"
-    )
+    tree_age_ms: float = Field(0.0, description="How long ago the bulk fetch this tree descends from started")
     newest_event_age_ms: float | None = Field(
         None,
         description="How old the newest AT-SPI event of the app that this tree reflects is; None "

@@ -203,7 +203,10 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
                 arguments = {"format": fmt}
                 cases += [
                     (f"stdio {fmt}", functools.partial(call, "screenshot_screen", arguments)),
-                    (f"raw {fmt}", awaitable(functools.partial(raw.call, f"raw {fmt}", "screenshot_screen", arguments))),
+                    (
+                        f"raw {fmt}",
+                        awaitable(functools.partial(raw.call, f"raw {fmt}", "screenshot_screen", arguments)),
+                    ),
                 ]
             for fmt in STDIO_TARGETS_MS:
                 for name, encode in (("new", imaging.encode), ("old", _pillow_path)):
@@ -258,7 +261,9 @@ def _encoders_at_the_limit(runs: int) -> None:
         "server's, per call.\n\n".format(*load_before, *load_after)
     )
     out.write("| format | MCP stdio, SDK client | MCP stdio, bare JSON-RPC | target | met (SDK/bare) | ")
-    out.write("in process: grab + encode | in process: old Pillow path | floor: get_screen_size, SDK client | ")
+    out.write(
+        "in process: grab + encode | in process: old Pillow path | floor: get_screen_size, SDK client | "
+    )
     out.write("floor, bare JSON-RPC |\n")
     out.write("|---|---:|---:|---:|:-:|---:|---:|---:|---:|\n")
     out.write("\n".join(lines) + "\n")

@@ -150,7 +150,9 @@ def run(runs: int) -> None:
         idle_met = "yes" if idle[1] <= IDLE_CPU_TARGET else "NO"
         out.write(f"| {backend} | idle (still xterm) | {idle[0]:.2f} | {idle[1]:.2f} | {idle[2]:.1f} | ")
         out.write(f"≤ {IDLE_CPU_TARGET:g} | {idle_met} |\n")
-        out.write(f"| {backend} | busy (scrolling xterm) | {busy[0]:.1f} | {busy[1]:.1f} | {busy[2]:.1f} |  |  |\n")
+        out.write(
+            f"| {backend} | busy (scrolling xterm) | {busy[0]:.1f} | {busy[1]:.1f} | {busy[2]:.1f} |  |  |\n"
+        )
         out.flush()
     out.write(f"\n(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)\n")
     out.flush()

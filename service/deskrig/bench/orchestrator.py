@@ -267,7 +267,12 @@ def run(runs: int) -> None:
     result = anyio.run(_concurrency, image, rigs)
     _row(f"{rigs} rigs requested together: all ready", f"{result['all ready s']:.1f} s")
     worst: dict[str, float] = {}
-    for key in ("one at a time, fresh connection", "all at once, fresh connections", "one at a time", "all at once"):
+    for key in (
+        "one at a time, fresh connection",
+        "all at once, fresh connections",
+        "one at a time",
+        "all at once",
+    ):
         samples_ms = result[key]
         assert isinstance(samples_ms, list)
         worst[key] = max(samples_ms)

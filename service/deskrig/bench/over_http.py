@@ -130,4 +130,3 @@ class BareMcp:
         result = reply["result"]
         assert not result.get("isError"), reply
         return result.get("structuredContent") or {}
-

@@ -27,7 +27,9 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def choose_backend(backend: str = "auto", env: Mapping[str, str] | None = None, display: str | None = None) -> str:
+def choose_backend(
+    backend: str = "auto", env: Mapping[str, str] | None = None, display: str | None = None
+) -> str:
     """Resolve ``auto`` from the platform, an explicit X ``display``, or the environment: sway when
     ``$WAYLAND_DISPLAY`` and ``$SWAYSOCK`` are set (an Xwayland ``$DISPLAY`` beside them is sway's
     own), else X11 when ``$DISPLAY`` is."""

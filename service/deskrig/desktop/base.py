@@ -184,7 +184,9 @@ class DesktopBackend(ABC):
     def grab_window(self, window_id: int, include_frame: bool) -> WindowCapture:
         """:meth:`capture_window` as a frame (see :meth:`grab`), saying how the pixels were
         obtained; a backend whose method varies from one capture to the next overrides this."""
-        return WindowCapture(Grab.of(self.capture_window(window_id, include_frame)), self.window_capture_method)
+        return WindowCapture(
+            Grab.of(self.capture_window(window_id, include_frame)), self.window_capture_method
+        )
 
     @abstractmethod
     def cursor_position(self) -> CursorPosition:

@@ -43,7 +43,9 @@ class InputEvent:
     point for pointer events, the focused window for keys and text (None: the root, nothing).
     """
 
-    kind: Literal["move", "button", "drag", "scroll", "key", "type", "key_down", "key_up", "button_down", "button_up"]
+    kind: Literal[
+        "move", "button", "drag", "scroll", "key", "type", "key_down", "key_up", "button_down", "button_up"
+    ]
     x: int | None = None
     y: int | None = None
     button: str | None = None

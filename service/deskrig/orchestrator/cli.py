@@ -153,7 +153,9 @@ def register(commands: Any) -> None:
         "images", nargs="*", metavar="IMAGE", help="local images (default: the rig and example images)"
     )
     push.value("--registry", env="DESKRIG_REGISTRY", metavar="HOST:PORT", help="the registry to push to")
-    push.value("--tag", env="DESKRIG_PUSH_TAG", metavar="TAG", help="push under this tag (default: each image's own)")
+    push.value(
+        "--tag", env="DESKRIG_PUSH_TAG", metavar="TAG", help="push under this tag (default: each image's own)"
+    )
     push.json("print [{source, reference, digest}]")
     push.common()
 
@@ -166,9 +168,14 @@ def register(commands: Any) -> None:
             "Deployment and Service",
         )
     )
-    manifests.value("--image", env="DESKRIG_K8S_IMAGE", metavar="IMAGE", help="the orchestrator's image (required)")
     manifests.value(
-        "--namespace", env="DESKRIG_K8S_NAMESPACE", metavar="NS", help="namespace for it and its rigs (default deskrig)"
+        "--image", env="DESKRIG_K8S_IMAGE", metavar="IMAGE", help="the orchestrator's image (required)"
+    )
+    manifests.value(
+        "--namespace",
+        env="DESKRIG_K8S_NAMESPACE",
+        metavar="NS",
+        help="namespace for it and its rigs (default deskrig)",
     )
     _registry_flag(manifests)
     manifests.common()

@@ -14,7 +14,15 @@ DEFAULT_LISTEN = "127.0.0.1:0"
 def _serve_args(args: argparse.Namespace) -> list[str]:
     """The flags a background service is started with: the ones given here, passed through."""
     passed = []
-    for flag in ("listen", "max_sessions", "artifacts_root", "rig_bind", "registry", "runtime", *_TIMEOUT_FIELDS):
+    for flag in (
+        "listen",
+        "max_sessions",
+        "artifacts_root",
+        "rig_bind",
+        "registry",
+        "runtime",
+        *_TIMEOUT_FIELDS,
+    ):
         value = getattr(args, flag)
         if value is not None:
             passed += [f"--{flag.replace('_', '-')}", str(value)]

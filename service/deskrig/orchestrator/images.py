@@ -71,7 +71,9 @@ def push_images(
 
     check_registry(registry)
     if tag is not None and not _TAG.match(tag):
-        raise ConfigError(f"tag {tag!r} is not a Docker tag ([A-Za-z0-9_.-], at most 128)", details={"tag": tag})
+        raise ConfigError(
+            f"tag {tag!r} is not a Docker tag ([A-Za-z0-9_.-], at most 128)", details={"tag": tag}
+        )
     sources = []
     for source in images:  # all checked before anything is tagged: bad input changes nothing
         try:

@@ -189,7 +189,9 @@ class FakeCoreV1Api:
             "containerStatuses": [self._container({"waiting": {"reason": reason, "message": message}})],
         }
 
-    def unschedulable(self, name: str, message: str = "0/3 nodes are available: 3 Insufficient memory.") -> None:
+    def unschedulable(
+        self, name: str, message: str = "0/3 nodes are available: 3 Insufficient memory."
+    ) -> None:
         self.pod(name)["status"] = {
             "phase": "Pending",
             "conditions": [
@@ -239,7 +241,9 @@ class FakeCoreV1Api:
         for var in pod["spec"]["containers"][0].get("env") or []:
             source = var.get("valueFrom")
             if source is None:
-                value = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), var["value"])
+                value = _VAR.sub(
+                    lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), var["value"]
+                )
             elif "fieldRef" in source:
                 value = {"status.podIP": pod_ip, "status.hostIP": NODE_IP}[source["fieldRef"]["fieldPath"]]
             else:
@@ -271,7 +275,9 @@ class FakeCoreV1Api:
         self.calls.append((verb, resource))
         status = self.refusals.get((verb, resource))
         if status is not None:
-            raise _api_exception(status, {403: "Forbidden", 500: "Internal Server Error"}.get(status, "Refused"))
+            raise _api_exception(
+                status, {403: "Forbidden", 500: "Internal Server Error"}.get(status, "Refused")
+            )
 
     def _store(self, resource: str, model: str, namespace: str, body: Any) -> Any:
         from kubernetes import client
@@ -373,7 +379,9 @@ class FakeCoreV1Api:
     def create_namespaced_service(self, namespace: str, body: Any, **_: Any) -> Any:
         self._record("create", "services")
         service = self._store("services", "V1Service", namespace, body)
-        pods = self._list("pods", namespace, ",".join(f"{k}={v}" for k, v in service["spec"]["selector"].items()))
+        pods = self._list(
+            "pods", namespace, ",".join(f"{k}={v}" for k, v in service["spec"]["selector"].items())
+        )
         rig = self._rigs.get(pods[0]["metadata"]["name"]) if pods else None
         if service["spec"].get("type") == "NodePort" and rig is not None:
             # The node's port: another listener on the same stand-in rig, as kube-proxy forwards.

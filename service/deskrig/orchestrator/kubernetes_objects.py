@@ -211,7 +211,10 @@ def rig_pod(
         "securityContext": {**hardened, "fsGroup": RIG_UID},
         "containers": [container],
         "volumes": [
-            {"name": volume_names[dir.path], "emptyDir": {"medium": "Memory", "sizeLimit": quantity(dir.size)}}
+            {
+                "name": volume_names[dir.path],
+                "emptyDir": {"medium": "Memory", "sizeLimit": quantity(dir.size)},
+            }
             for dir in scratch
         ],
     }

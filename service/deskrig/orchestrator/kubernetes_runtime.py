@@ -56,7 +56,13 @@ T = TypeVar("T")
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: Waiting reasons of a rig's container that no amount of waiting fixes.
 FATAL_WAITING = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
 )
 #: How long ``create`` waits for the pod to be scheduled and its container started (image pulls).
 START_TIMEOUT = 300.0
@@ -230,7 +236,9 @@ class KubernetesRuntime:
         namespace = settings.namespace
         name = rig_name(request)
         secret = token_secret(request, namespace)
-        self._call("create the rig's token Secret", lambda api: api.create_namespaced_secret(namespace, secret))
+        self._call(
+            "create the rig's token Secret", lambda api: api.create_namespaced_secret(namespace, secret)
+        )
         try:
             body = rig_pod(request, self._config, settings)
             pod = self._plain(
@@ -316,7 +324,8 @@ class KubernetesRuntime:
         """The node port of each rig Service matching ``label_selector``, by name."""
         namespace = self._core()[1].namespace
         found = self._call(
-            "list rig Services", lambda api: api.list_namespaced_service(namespace, label_selector=label_selector)
+            "list rig Services",
+            lambda api: api.list_namespaced_service(namespace, label_selector=label_selector),
         )
         ports = {}
         for service in self._plain(found).get("items") or []:
@@ -388,7 +397,8 @@ class KubernetesRuntime:
         label_selector = selector(labels)
         _, settings = self._core()
         found = self._call(
-            "list rig pods", lambda api: api.list_namespaced_pod(settings.namespace, label_selector=label_selector)
+            "list rig pods",
+            lambda api: api.list_namespaced_pod(settings.namespace, label_selector=label_selector),
         )
         node_ports = self._node_ports(label_selector) if settings.endpoint == "node-port" else {}
         handles = []

@@ -50,6 +50,7 @@ def rig_scratch_dirs(record_size: str) -> tuple[ScratchDir, ...]:
         ScratchDir(RIG_RECORD_DIR, record_size, "0755", owned=True),
     )
 
+
 #: The desktops a rig image runs (its DESKRIG_BACKEND): Xvfb + openbox, or headless sway + Xwayland.
 RigBackend = Literal["x11", "sway"]
 #: Where an orchestrator runs its rigs (``runtimes.RUNTIMES`` maps each name to its implementation):

@@ -86,7 +86,10 @@ def write_session_record(info: SessionInfo) -> None:
     """``session.json`` beside the turns: what ran, how it ended (never the token)."""
     record = info.model_dump(mode="json", exclude={"token", "queue_position"})
     write_atomic(
-        Path(info.artifacts_dir) / SESSION_FILE, json.dumps(record, indent=2).encode(), mode=0o644, parents=True
+        Path(info.artifacts_dir) / SESSION_FILE,
+        json.dumps(record, indent=2).encode(),
+        mode=0o644,
+        parents=True,
     )
 
 

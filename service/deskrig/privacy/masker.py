@@ -35,6 +35,8 @@ MASKED_CACHE_SIZE = 16
 PAD = 3
 #: Radius of the blur fill, large enough that no glyph survives it.
 BLUR_RADIUS = 12
+
+
 class PiiMasker:
     """A policy's detectors, its tree detector, its OCR engine (loaded on first use) and its fill."""
 
@@ -74,7 +76,9 @@ class PiiMasker:
             return [self.redact_data(item) for item in value]
         return value
 
-    def redact_snapshot(self, snapshot: Snapshot, query: ElementQuery | None = None) -> tuple[Snapshot, MaskReport]:
+    def redact_snapshot(
+        self, snapshot: Snapshot, query: ElementQuery | None = None
+    ) -> tuple[Snapshot, MaskReport]:
         """A copy of ``snapshot`` with every detected string replaced, and what was replaced;
         with ``query``, only the elements whose redacted names match it (what the client sees is
         what a query can match: a query for a masked string finds nothing, so it cannot tell
@@ -129,7 +133,9 @@ class PiiMasker:
                         self._masked.popitem(last=False)
         return (self._fill(grab, boxes) if boxes else grab), report
 
-    def _unchanged_key(self, grab: Grab, origin: tuple[int, int], unchanged: Hashable | None) -> Hashable | None:
+    def _unchanged_key(
+        self, grab: Grab, origin: tuple[int, int], unchanged: Hashable | None
+    ) -> Hashable | None:
         """What an earlier capture must have matched for its boxes to be reused; None: nothing is.
         The trees' version is read before they are (in :meth:`mask`'s ``tree``), so an event that
         comes in while they are read makes the next capture search again."""

@@ -156,12 +156,16 @@ def _opened(ink: Image.Image, length: int, horizontal: bool) -> Image.Image:
     eroded, covered, steps = ink, 1, []
     while covered < length:
         step = min(covered, length - covered)
-        eroded = ImageChops.darker(eroded, _shifted(eroded, -step, 0) if horizontal else _shifted(eroded, 0, -step))
+        eroded = ImageChops.darker(
+            eroded, _shifted(eroded, -step, 0) if horizontal else _shifted(eroded, 0, -step)
+        )
         steps.append(step)
         covered += step
     dilated = eroded
     for step in steps:
-        dilated = ImageChops.lighter(dilated, _shifted(dilated, step, 0) if horizontal else _shifted(dilated, 0, step))
+        dilated = ImageChops.lighter(
+            dilated, _shifted(dilated, step, 0) if horizontal else _shifted(dilated, 0, step)
+        )
     return dilated
 
 

@@ -118,7 +118,9 @@ def read_recording(folder: Path, signer: TurnSigner, accept_unsigned: bool) -> l
         try:
             turns.append(RecordedTurn(name, RecordedAction.model_validate_json(raw), problem))
         except ValidationError as exc:
-            raise invalid_argument(exc, f"{name}/action.json is not a recorded action", "(action.json)") from exc
+            raise invalid_argument(
+                exc, f"{name}/action.json is not a recorded action", "(action.json)"
+            ) from exc
     return turns
 
 

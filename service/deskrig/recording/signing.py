@@ -117,7 +117,11 @@ class TurnSigner:
             stated = json.loads(signature)
         except ValueError:
             stated = None
-        if not isinstance(stated, dict) or stated.get("alg") != ALGORITHM or not isinstance(stated.get("mac"), str):
+        if (
+            not isinstance(stated, dict)
+            or stated.get("alg") != ALGORITHM
+            or not isinstance(stated.get("mac"), str)
+        ):
             return "action.sig is not a deskrig turn signature"
         if stated.get("key_id") != self.key_id:
             return f"signed with another key (key id {stated.get('key_id')!r}; this rig's is {self.key_id!r})"

@@ -181,7 +181,9 @@ class SwayStage(DisplayStage):
         self._runtime_dir = host.runtime_dir
         display_file = host.runtime_dir / "xwayland-display"
         config = host.runtime_dir / "sway.config"
-        write_atomic(config, sway_config(self._width, self._height, display_file, xwayland).encode(), mode=0o644)
+        write_atomic(
+            config, sway_config(self._width, self._height, display_file, xwayland).encode(), mode=0o644
+        )
         # sway names its IPC socket after $SWAYSOCK when that does not exist yet.
         env = host.launch_environment({**HEADLESS_ENV, "SWAYSOCK": str(self.ipc_socket)})
         lost = "sway (pid %d) exited with status %d: the rig has no display"
@@ -285,7 +287,9 @@ class SwayAppStage(WindowedAppStage):
             self._events = events = WindowEvents(self._display.ipc_socket)
         except OSError as exc:
             raise host.failure(sway, f"cannot subscribe to sway's window events: {exc}") from exc
-        host.poll("sway to confirm the window-event subscription", events.subscribed, sway, lambda: "no reply")
+        host.poll(
+            "sway to confirm the window-event subscription", events.subscribed, sway, lambda: "no reply"
+        )
         self._app = app = self.spawn_app(host, self._options)
         seen: list[str] = []
 

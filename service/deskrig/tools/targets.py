@@ -23,7 +23,9 @@ class ElementTarget(BaseModel):
     index: int | None = Field(None, ge=0, description="The element's index in that snapshot")
     role: str | None = Field(None, description="Or find the element fresh: its role, e.g. 'push button'")
     name: str | None = Field(None, description="... and/or its accessible name, e.g. 'Save'")
-    pid: int | None = Field(None, description="With role/name: the app to search (default: the focused window's)")
+    pid: int | None = Field(
+        None, description="With role/name: the app to search (default: the focused window's)"
+    )
     window_id: int | None = Field(None, description="With role/name: or the app owning this window")
 
     @model_validator(mode="after")
