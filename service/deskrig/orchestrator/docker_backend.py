@@ -91,7 +91,8 @@ class RunningRigs:
     """The ids of the engine's running rigs, listed once for every question asked within
     ``max_age`` seconds of the listing: N sessions watching their rigs cost one engine request per
     interval, not N. A rig missing from the listing is looked at closely by the caller (it may
-    have stopped since, or just started), so a listing's age only delays seeing a rig stop."""
+    have stopped since, or started after it), so a listing's age only delays seeing a rig stop;
+    one found running then joins the listing (newer than the rest of it) until the next."""
 
     def __init__(self, list_running: Callable[[], frozenset[str]], max_age: float) -> None:
         self._list_running = list_running
@@ -109,6 +110,9 @@ class RunningRigs:
                 self._ids = await anyio.to_thread.run_sync(self._list_running)
                 self._listed_at = listed_at
             return rig_id in self._ids
+
+    def note_running(self, rig_id: str) -> None:
+        self._ids |= {rig_id}
 
 
 class DockerRuntime:
@@ -204,7 +208,10 @@ class DockerRuntime:
     async def status(self, handle: RigHandle) -> ContainerState:
         if await self._running.include(handle.id):
             return ContainerState(running=True, detail="running")
-        return await anyio.to_thread.run_sync(self._status, handle)
+        state = await anyio.to_thread.run_sync(self._status, handle)
+        if state.running:
+            self._running.note_running(handle.id)
+        return state
 
     def _list_running(self) -> frozenset[str]:
         try:
