@@ -28,12 +28,16 @@ async def test_idle_rigs_are_not_probed_and_their_statuses_share_one_listing(
     3 ms). Now the probe is off and statuses asked together cost one listing."""
     client = docker.from_env()
     engine_requests: list[str] = []
-    client.api.hooks["response"].append(lambda response, **_: engine_requests.append(response.request.path_url))
+    client.api.hooks["response"].append(
+        lambda response, **_: engine_requests.append(response.request.path_url)
+    )
     config = config.model_copy(update={"watch_interval": WATCH_INTERVAL})
     runtime = DockerRuntime(config, client)
     try:
         async with Orchestrator(config, runtime) as orchestrator:
-            infos = await at_once([lambda: orchestrator.start(SessionSpec(image=rig_image, record=False))] * 2)
+            infos = await at_once(
+                [lambda: orchestrator.start(SessionSpec(image=rig_image, record=False))] * 2
+            )
             handles: list[RigHandle] = []
             for info in infos:
                 handles += await runtime.list_by_label(managed_labels(info.id))
@@ -45,6 +49,8 @@ async def test_idle_rigs_are_not_probed_and_their_statuses_share_one_listing(
             states = await at_once([functools.partial(runtime.status, handle) for handle in handles * 3])
             assert [state.running for state in states] == [True] * 6
             assert len(engine_requests) <= 1, engine_requests  # the listing, unless a recent one serves
-            assert all(path.split("?")[0].endswith("/containers/json") for path in engine_requests), engine_requests
+            assert all(path.split("?")[0].endswith("/containers/json") for path in engine_requests), (
+                engine_requests
+            )
     finally:
         client.close()

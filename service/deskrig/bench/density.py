@@ -426,7 +426,7 @@ async def step_through(max_rigs: int, image: str, on_step: Callable[[Step], None
     return steps
 
 
-def run(max_rigs: int) -> None:
+def run(max_rigs: int) -> list[Step]:
     chosen = image()
     _write(f"\n### Density: idle rigs ({chosen}, {os.cpu_count()} CPUs, up to {max_rigs} rigs)\n")
     _write(STEP_HEADER)
@@ -434,3 +434,4 @@ def run(max_rigs: int) -> None:
     _write("")
     for line in [*split_table(steps), "", *verdict_rows(steps, max_rigs)]:
         _write(line)
+    return steps
