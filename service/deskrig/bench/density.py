@@ -57,6 +57,8 @@ SETTLE_S = 5.0
 QUIET_WINDOW_S = 10.0
 #: N rigs booting on two cores queue for start-up slots (max_starting); the last waits a while.
 READY_TIMEOUT = 600.0
+#: A call not answered by then fails the run, rather than hang it.
+CALL_TIMEOUT_S = 120.0
 #: Memory left to the machine beyond what the next step's rigs are expected to take.
 MEMORY_HEADROOM_MIB = 2048.0
 
@@ -263,7 +265,8 @@ def _memory_available_mib() -> float | None:
 async def _timed_call(client: Client) -> float:
     """Milliseconds for one list_windows over an open connection."""
     started = time.perf_counter()
-    result = await client.call_tool("list_windows", {})
+    with anyio.fail_after(CALL_TIMEOUT_S):
+        result = await client.call_tool("list_windows", {})
     assert not result.is_error, result
     return (time.perf_counter() - started) * 1000
 
@@ -272,8 +275,9 @@ async def timed_fresh_call(info: SessionInfo) -> float:
     """Milliseconds for one list_windows over a fresh connection (connect and initialize included)."""
     assert info.mcp_url and info.token
     started = time.perf_counter()
-    async with connect(info.mcp_url, info.token) as client:
-        result = await client.call_tool("list_windows", {})
+    with anyio.fail_after(CALL_TIMEOUT_S):
+        async with connect(info.mcp_url, info.token) as client:
+            result = await client.call_tool("list_windows", {})
     assert not result.is_error, result
     return (time.perf_counter() - started) * 1000
 
