@@ -1,7 +1,8 @@
 """``python -m deskrig.bench [SUITE ...]``: run benchmark suites and print their tables.
 
-The timing suites run by default; ``reliability`` (the fuzz, load, fault and probe campaign) runs
-only when named.
+The timing suites run by default; ``reliability`` (the fuzz, load, fault and probe campaign) and
+``density`` (idle rigs stepped up to ``--max-rigs``, which loads the machine for minutes) run only
+when named.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from deskrig.bench import (
     actions,
     capture,
+    density,
     images,
     live,
     orchestrator,
@@ -44,12 +46,19 @@ def main() -> int:
         "suites",
         nargs="*",
         metavar="SUITE",
-        help=f"any of {', '.join(SUITES)}, reliability (default: all but reliability)",
+        help=f"any of {', '.join(SUITES)}, density, reliability (default: all but density and reliability)",
     )
     parser.add_argument("--runs", type=int, default=30, help="samples per case")
+    parser.add_argument_group("density suite (runs only when named)").add_argument(
+        "--max-rigs",
+        type=int,
+        default=density.MAX_RIGS,
+        help=f"most idle rigs to step up to (by {density.STEP}; beyond {density.RIGS_TARGET} only while "
+        "every rig answers within 1 s)",
+    )
     reliability.add_arguments(parser)
     args = parser.parse_args()
-    known = [*SUITES, "reliability"]
+    known = [*SUITES, "density", "reliability"]
     unknown = sorted(set(args.suites) - set(known))
     if unknown:
         parser.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(known)}")
@@ -59,6 +68,8 @@ def main() -> int:
     for name in args.suites or SUITES:
         if name == "reliability":
             status = max(status, reliability.run(args))
+        elif name == "density":
+            density.run(args.max_rigs)
         else:
             SUITES[name](args.runs)
     return status

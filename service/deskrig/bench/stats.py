@@ -10,6 +10,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,19 @@ async def measure_interleaved(
             taken.append((time.perf_counter() - started) * 1000)
             spent.append((cpu_s() - cpu_started) * 1000)
     return [Timing(name, taken, spent) for (name, _fn), taken, spent in zip(cases, samples, cpu, strict=True)]
+
+
+async def at_once(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Every call started together; their results in the order of ``calls``."""
+    results: dict[int, T] = {}
+
+    async def one(index: int, call: Callable[[], Awaitable[T]]) -> None:
+        results[index] = await call()
+
+    async with anyio.create_task_group() as tg:
+        for index, call in enumerate(calls):
+            tg.start_soon(one, index, call)
+    return [results[index] for index in range(len(calls))]
 
 
 def cpu_s() -> float:
