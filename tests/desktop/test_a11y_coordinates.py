@@ -22,6 +22,7 @@ import anyio
 import pytest
 from mcp import Client
 from tests.polling import poll
+from tests.toolkits import MENU_CLICK_AFTER_S
 
 from deskrig.a11y import Element, ElementRef, PathStep
 from deskrig.a11y.placement import placed, pointer_popups, toplevel_origins, toplevels
@@ -131,11 +132,6 @@ POPUPS = [
     Popup("combo", "left", "Large", "combo", {"active": "Large"}),
     Popup("entry", "right", "Stamp", "menu_item", {"menu": "context", "item": "Stamp"}, at=(40, 10)),
 ]
-
-
-#: GTK takes a button released within 500 ms of the press that opened a menu for the end of that
-#: press (a press-drag-release pick) and ignores it: a click on an item comes later, as a person's does.
-MENU_CLICK_AFTER_S = 0.6
 
 
 def shows_a_menu_item(forms: Forms, bounds: Bounds) -> bool:

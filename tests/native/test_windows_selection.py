@@ -17,7 +17,7 @@ def test_auto_picks_windows_on_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     assert choose_backend("auto", env={}, display=":0") == "x11"
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="on Windows the backend opens (test_windows_host.py)")
+@pytest.mark.skipif(sys.platform == "win32", reason="on Windows the backend opens (test_native_host.py)")
 def test_the_windows_backend_is_refused_off_windows() -> None:
     with pytest.raises(DeskrigError) as caught:
         open_desktop("windows")

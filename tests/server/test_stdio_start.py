@@ -59,7 +59,13 @@ def loaded_heavy(peer: StdioPeer, report: Path) -> list[str]:
     peer.proc.send_signal(signal.SIGUSR1)
     text = poll("the module report", lambda: report.read_text() if report.exists() else None)
     modules: list[str] = json.loads(text)
-    return [name for name in modules if name.startswith(HEAVY)]
+    return [name for name in modules if any(_within(name, heavy) for heavy in HEAVY)]
+
+
+def _within(name: str, heavy: str) -> bool:
+    """``name`` is ``heavy`` or a module in it (``deskrig.server_flags`` is not ``deskrig.server``);
+    a ``heavy`` ending in a dot is a package's modules."""
+    return name.startswith(heavy) if heavy.endswith(".") else name == heavy or name.startswith(heavy + ".")
 
 
 def call(peer: StdioPeer, request_id: int, tool: str) -> types.CallToolResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +18,8 @@ from tests.polling import poll
 from tests.sway.swayproc import SwaySession, start_sway
 
 from deskrig.desktop import Desktop, open_desktop
-from deskrig.model import WindowInfo
+from deskrig.grabs import Grab
+from deskrig.model import Bounds, WindowInfo
 
 COLOR = (0, 180, 90)
 
@@ -68,6 +70,20 @@ def sway_desktop(sway: SwaySession, form_app: FixtureApp) -> Iterator[Desktop]:
         desktop = open_desktop("sway")
     yield desktop
     desktop.close()
+
+
+@pytest.fixture
+def grab_times(sway_desktop: Desktop, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each grab of ``sway_desktop`` happened (time.monotonic()), for the rest of the test."""
+    grabs: list[float] = []
+    real_grab = sway_desktop.grab
+
+    def counted(region: Bounds) -> Grab:
+        grabs.append(time.monotonic())
+        return real_grab(region)
+
+    monkeypatch.setattr(sway_desktop, "grab", counted)
+    return grabs
 
 
 def window_of(desktop: Desktop, app: FixtureApp) -> WindowInfo:

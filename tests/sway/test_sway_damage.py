@@ -10,15 +10,12 @@ import threading
 import time
 
 import anyio
-import pytest
 from tests.desktop.conftest import FixtureApp
 from tests.polling import poll
 from tests.sway.conftest import window_of
 
 from deskrig.desktop import Desktop
-from deskrig.grabs import Grab
 from deskrig.live import LiveScreen
-from deskrig.model import Bounds
 from deskrig.observation import Observer
 from deskrig.security import WindowBlocklist
 
@@ -58,17 +55,9 @@ def test_the_damage_fd_sleeps_on_a_still_screen_and_wakes_on_a_change(
 
 
 def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
-    sway_desktop: Desktop, form_app: FixtureApp, monkeypatch: pytest.MonkeyPatch
+    sway_desktop: Desktop, form_app: FixtureApp, grab_times: list[float]
 ) -> None:
     """Before the damage watch, the loop grabbed sway's still screen four times a second."""
-    grabs: list[float] = []
-    real_grab = sway_desktop.grab
-
-    def counted(region: Bounds) -> Grab:
-        grabs.append(time.monotonic())
-        return real_grab(region)
-
-    monkeypatch.setattr(sway_desktop, "grab", counted)
     screen = LiveScreen(Observer(sway_desktop, WindowBlocklist([])))
     stopping = threading.Event()
     frames: list[int] = []
@@ -86,7 +75,7 @@ def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
         poll("the first frame", lambda: frames, timeout=10)
         poll(
             f"no grab for {ASLEEP_SECONDS:g} s",
-            lambda: time.monotonic() - grabs[-1] > ASLEEP_SECONDS,
+            lambda: time.monotonic() - grab_times[-1] > ASLEEP_SECONDS,
             timeout=30,
         )
         shown = len(frames)

@@ -14,8 +14,6 @@ from tests.recording.conftest import ffprobe_duration, mp4_boxes
 from tests.sway.swayproc import SwaySession
 
 from deskrig.desktop import Desktop
-from deskrig.grabs import Grab
-from deskrig.model import Bounds
 from deskrig.observation import Observer
 from deskrig.recording.video import HEARTBEAT_SECONDS, VideoRecorder
 from deskrig.security import WindowBlocklist
@@ -54,28 +52,20 @@ def test_a_resized_output_ends_the_video_there_and_says_so(
 
 
 def test_a_still_output_is_not_grabbed_and_its_frame_is_only_repeated(
-    sway_desktop: Desktop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sway_desktop: Desktop, tmp_path: Path, grab_times: list[float]
 ) -> None:
     """sway's damage serial moves on every call: unchanged grabs put the pump to sleep on the
     damage fd, and the heartbeat resends the last frame without grabbing."""
-    grabs: list[float] = []
-    real_grab = sway_desktop.grab
-
-    def counted(region: Bounds) -> Grab:
-        grabs.append(time.monotonic())
-        return real_grab(region)
-
-    monkeypatch.setattr(sway_desktop, "grab", counted)
     video = VideoRecorder(Observer(sway_desktop, WindowBlocklist([])), tmp_path / "recording.mp4")
     video.start()
     try:
         poll(
             f"no grab for {ASLEEP_SECONDS:g} s",
-            lambda: time.monotonic() - grabs[-1] > ASLEEP_SECONDS,
+            lambda: time.monotonic() - grab_times[-1] > ASLEEP_SECONDS,
             timeout=30,
         )
         sent = video.frames_written
         poll("a heartbeat without a grab", lambda: video.frames_written > sent, timeout=5 * HEARTBEAT_SECONDS)
-        assert time.monotonic() - grabs[-1] > ASLEEP_SECONDS
+        assert time.monotonic() - grab_times[-1] > ASLEEP_SECONDS
     finally:
         assert video.stop() == 0
