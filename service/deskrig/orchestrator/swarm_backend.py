@@ -19,7 +19,10 @@ answer it, and readiness is the orchestrator's ``/readyz`` wait, as with Docker.
 The rig's token is a swarm secret (one per session, removed with its service), mounted as the
 rig's tokens file, readable by the rig user only (mode 0400, uid 1000: the rig refuses a tokens
 file others may read, and a secret's default is 0444 root): in the service's environment, anyone
-who may inspect services would read it.
+who may inspect services would read it. The secret carries the rig's labels and is created just
+before its service: an orchestrator that dies in between leaves a secret alone, which
+:meth:`SwarmRuntime.list_by_label` lists as a rig without a service, so the reaper judges and
+removes it like any rig.
 """
 
 from __future__ import annotations
@@ -119,13 +122,18 @@ def resources(config: OrchestratorConfig) -> Resources:
     return spec
 
 
+def service_name(session_id: str) -> str:
+    """The name of a session's rig service."""
+    return f"deskrig-{session_id}"
+
+
 def token_secret(request: RigRequest) -> dict[str, Any] | None:
     """What ``secrets.create`` gets for the rig's token: its tokens file; None without a token."""
     token = request.env.get("DESKRIG_TOKEN", "")
     if not token:
         return None
     return {
-        "name": f"deskrig-{request.session_id}-tokens",
+        "name": f"{service_name(request.session_id)}-tokens",
         "data": f"default={token}\n".encode(),
         "labels": request.labels,
     }
@@ -152,7 +160,7 @@ def service_options(
     return {
         # A service's "command" replaces the image's ENTRYPOINT (the rig); its "args", the CMD (the app).
         "args": request.command,
-        "name": f"deskrig-{request.session_id}",
+        "name": service_name(request.session_id),
         "env": [f"{name}={value}" for name, value in env.items()],
         "labels": request.labels,
         # Enough to find a rig's container with `docker ps`; without io.deskrig.managed, so that a
@@ -207,6 +215,23 @@ def published_port(task: dict[str, Any]) -> int | None:
         if port.get("TargetPort") == RIG_PORT and port.get("PublishedPort"):
             return int(port["PublishedPort"])
     return None
+
+
+def _secrets_without_service(secrets: list[dict[str, Any]], served: set[str]) -> list[RigHandle]:
+    """Token secrets whose session has no service (see the module's docstring), as rigs without an
+    endpoint: their id is the service's name, which :meth:`SwarmRuntime.destroy` finds gone and
+    then removes the secret; the same ``list_by_label`` filter found both, so one listing says."""
+    leftovers = []
+    for secret in secrets:
+        labels = dict(secret["Spec"].get("Labels") or {})
+        session_id = labels.get(LABEL_SESSION, "")
+        if session_id and session_id not in served:
+            leftovers.append(
+                RigHandle(
+                    id=service_name(session_id), name=secret["Spec"]["Name"], endpoint="", labels=labels
+                )
+            )
+    return leftovers
 
 
 def active_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -276,8 +301,9 @@ class SwarmRuntime:
 
     async def create(self, request: RigRequest) -> RigHandle:
         service_id = await anyio.to_thread.run_sync(self._create_service, request)
-        name = f"deskrig-{request.session_id}"
-        pending = RigHandle(id=service_id, name=name, endpoint="", labels=dict(request.labels))
+        pending = RigHandle(
+            id=service_id, name=service_name(request.session_id), endpoint="", labels=dict(request.labels)
+        )
         try:
             return await self._placed(pending, request.image)
         except BaseException:
@@ -406,16 +432,17 @@ class SwarmRuntime:
         return await anyio.to_thread.run_sync(self._list_by_label, labels)
 
     def _list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
-        # Three calls whatever the number of rigs: the services, every running task, the nodes.
+        # Four calls whatever the number of rigs: the services, the secrets, every running task, the nodes.
         filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
         try:
             services = self._docker().api.services(filters=filters)
+            secrets = self._docker().api.secrets(filters=filters)
             running = self._docker().api.tasks(filters={"desired-state": "running"}) if services else []
             hosts = self._node_hosts() if services else {}
         except ENGINE_ERRORS as exc:
             raise engine_down(exc) from exc
         tasks = {task.get("ServiceID"): task for task in running}
-        return [
+        rigs = [
             RigHandle(
                 id=service["ID"],
                 name=service["Spec"]["Name"],
@@ -424,6 +451,7 @@ class SwarmRuntime:
             )
             for service in services
         ]
+        return rigs + _secrets_without_service(secrets, {rig.session_id for rig in rigs})
 
     async def close(self) -> None:
         if self._client is not None:
