@@ -4,7 +4,9 @@
 port and writes where it listens to a user-local state file (``<state_dir>/orchestrator.json``,
 mode 0600, holding the API token). The CLI finds the service there; ``session start`` starts one
 in the background when none answers, so sessions outlive the command that started them.
-SIGTERM, SIGINT and ``POST /shutdown`` stop every session, then the service.
+SIGTERM, SIGINT and ``POST /shutdown`` stop every session (finalizing its recording, copying the
+last turns, removing its rig), then the service exits 0; a second SIGTERM or SIGINT exits at once
+(status 128 + the signal), leaving the remaining rigs to the next orchestrator's reaper.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import httpx2
 from pydantic import BaseModel, ValidationError
@@ -119,11 +122,28 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
             _remove_state(config.state_dir, os.getpid())
 
     # uvicorn handles SIGINT/SIGTERM while it serves, then raises them again, which would end the
-    # process before the orchestrator stops its sessions; these handlers take that second delivery
-    # (and any signal outside serving) and let the shutdown finish.
+    # process before the orchestrator stops its sessions; these handlers take that delivery (and
+    # any signal outside serving) and let the shutdown finish. A second one means "now".
     signalled: list[int] = []
-    with handling_signals(signalled.append):
+
+    def on_signal(signum: int) -> None:
+        if signalled:
+            _exit_at_once(config.state_dir, signum)
+        signalled.append(signum)
+
+    with handling_signals(on_signal):
         anyio.run(run)
+
+
+def _exit_at_once(state_dir: Path, signum: int) -> NoReturn:
+    """End the process now, without stopping the sessions: their rigs carry this orchestrator's
+    lease, which the kernel drops with the process, so the next orchestrator's reaper takes them."""
+    sys.stderr.write(
+        f"deskrig: {signal.Signals(signum).name} again: exiting now; the next orchestrator removes the rigs left\n"
+    )
+    sys.stderr.flush()
+    _remove_state(state_dir, os.getpid())
+    os._exit(128 + signum)
 
 
 class ServiceClient:
