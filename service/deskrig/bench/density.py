@@ -17,14 +17,21 @@ first call starts has started), lets them settle, then reads over a quiet window
 Then it times ``list_windows``: on every rig one at a time over the open connections (the target),
 on all at once over them, and on all at once over fresh connections (connect and initialize
 included). The knee is the largest count at which every rig answered within 1 s.
+
+Every connect and call has a deadline (:data:`CALL_DEADLINE_S`): one that misses it counts as
+over the target ("over" in the table), so a step that stalls is reported, not hung. On SIGINT or
+SIGTERM, and on any error, the fleet's rigs are stopped and then removed by their orchestrator
+label, whatever the orchestrator managed; a signal then exits with status 128 + its number.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import secrets
+import signal
 import statistics
 import sys
 import tempfile
@@ -37,12 +44,16 @@ from typing import Any
 
 import anyio
 import docker
+from anyio.abc import TaskGroup
 from mcp import Client
 
 from deskrig.bench.stats import at_once
 from deskrig.client import connect
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.models import OrchestratorConfig, RuntimeName, SessionInfo, SessionSpec
+from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR
+from deskrig.orchestrator.runtimes import make_runtime
+from deskrig.signals import STOP_SIGNALS
 
 GTK_IMAGE = "deskrig/example-gtk:latest"
 BARE_IMAGE = "deskrig/rig:latest"
@@ -57,8 +68,10 @@ SETTLE_S = 5.0
 QUIET_WINDOW_S = 10.0
 #: N rigs booting on two cores queue for start-up slots (max_starting); the last waits a while.
 READY_TIMEOUT = 600.0
-#: A call not answered by then fails the run, rather than hang it.
-CALL_TIMEOUT_S = 120.0
+#: A connect (with its first call) or a call not done by then counts as over the target.
+CALL_DEADLINE_S = 30.0
+#: The sample of a connect or call that missed its deadline.
+OVER = math.inf
 #: Memory left to the machine beyond what the next step's rigs are expected to take.
 MEMORY_HEADROOM_MIB = 2048.0
 
@@ -103,7 +116,11 @@ class Spread:
         return max(self.samples_ms)
 
     def __str__(self) -> str:
-        return f"{self.p50:.0f} / {self.max:.0f}"
+        return f"{_ms(self.p50)} / {_ms(self.max)}"
+
+
+def _ms(value: float) -> str:
+    return "over" if value == OVER else f"{value:.0f}"
 
 
 @dataclass(frozen=True)
@@ -262,24 +279,30 @@ def _memory_available_mib() -> float | None:
 # --- timing list_windows -----------------------------------------------------------------------
 
 
-async def _timed_call(client: Client) -> float:
-    """Milliseconds for one list_windows over an open connection."""
+async def _timed_call(client: Client | None) -> float:
+    """Milliseconds for one list_windows over an open connection; :data:`OVER` when it missed its
+    deadline, or the rig has no connection (its connect missed it)."""
+    if client is None:
+        return OVER
     started = time.perf_counter()
-    with anyio.fail_after(CALL_TIMEOUT_S):
+    with anyio.move_on_after(CALL_DEADLINE_S):
         result = await client.call_tool("list_windows", {})
-    assert not result.is_error, result
-    return (time.perf_counter() - started) * 1000
+        assert not result.is_error, result
+        return (time.perf_counter() - started) * 1000
+    return OVER
 
 
 async def timed_fresh_call(info: SessionInfo) -> float:
-    """Milliseconds for one list_windows over a fresh connection (connect and initialize included)."""
+    """Milliseconds for one list_windows over a fresh connection (connect and initialize included);
+    :data:`OVER` when that missed its deadline."""
     assert info.mcp_url and info.token
     started = time.perf_counter()
-    with anyio.fail_after(CALL_TIMEOUT_S):
+    with anyio.move_on_after(CALL_DEADLINE_S):
         async with connect(info.mcp_url, info.token) as client:
             result = await client.call_tool("list_windows", {})
-    assert not result.is_error, result
-    return (time.perf_counter() - started) * 1000
+        assert not result.is_error, result
+        return (time.perf_counter() - started) * 1000
+    return OVER
 
 
 # --- the steps ---------------------------------------------------------------------------------
@@ -297,15 +320,50 @@ def orchestrator_config(tmp: str, max_sessions: int, runtime: RuntimeName = "doc
     )
 
 
-class Fleet:
-    """The idle rigs of one run, under one orchestrator, each with an open MCP connection."""
+class Connections:
+    """MCP connections to rigs, each held open by a task of ``task_group`` until :meth:`close`."""
 
-    def __init__(self, orchestrator: Orchestrator, stack: contextlib.AsyncExitStack, image: str) -> None:
+    def __init__(self, task_group: TaskGroup) -> None:
+        self._task_group = task_group
+        self._closing = anyio.Event()
+
+    def close(self) -> None:
+        """Close every connection (their tasks end)."""
+        self._closing.set()
+
+    async def open(self, info: SessionInfo) -> Client | None:
+        """A connection to the rig, open until :meth:`close`; None if it missed the deadline."""
+        assert info.mcp_url and info.token
+        url, token = info.mcp_url, info.token
+        opened: list[Client] = []
+        settled = anyio.Event()
+
+        async def hold() -> None:
+            # The deadline's scope encloses the connection's own task group, so it may only end
+            # with it: once connected, the deadline is lifted instead.
+            with anyio.move_on_after(CALL_DEADLINE_S) as deadline:
+                async with connect(url, token) as client:
+                    deadline.deadline = math.inf
+                    opened.append(client)
+                    settled.set()
+                    await self._closing.wait()
+            settled.set()
+
+        self._task_group.start_soon(hold)
+        await settled.wait()
+        return opened[0] if opened else None
+
+
+class Fleet:
+    """The idle rigs of one run, under one orchestrator, each with an open MCP connection (None
+    for a rig whose connect missed its deadline)."""
+
+    def __init__(self, orchestrator: Orchestrator, connections: Connections, image: str) -> None:
         self._orchestrator = orchestrator
-        self._stack = stack
+        self._connections = connections
         self._image = image
         self.infos: list[SessionInfo] = []
-        self.clients: list[Client] = []
+        self.clients: list[Client | None] = []
 
     async def grow_to(self, count: int) -> Step:
         added = count - len(self.infos)
@@ -314,14 +372,16 @@ class Fleet:
         infos = await at_once([lambda: self._orchestrator.start(spec)] * added)
         added_ready_s = time.perf_counter() - started
         for info in infos:
-            assert info.mcp_url and info.token
-            client = await self._stack.enter_async_context(connect(info.mcp_url, info.token))
+            client = await self._connections.open(info)
             await _timed_call(client)  # whatever a first call starts has started before the quiet window
             self.infos.append(info)
             self.clients.append(client)
         await anyio.sleep(SETTLE_S)
         idle = await anyio.to_thread.run_sync(
-            measure_idle, [info.container or "" for info in self.infos], QUIET_WINDOW_S
+            measure_idle,
+            [info.container or "" for info in self.infos],
+            QUIET_WINDOW_S,
+            abandon_on_cancel=True,  # a signal need not wait out the quiet window
         )
         one_at_a_time = [await _timed_call(client) for client in self.clients]
         all_at_once = await at_once([functools.partial(_timed_call, client) for client in self.clients])
@@ -400,18 +460,19 @@ def verdict_rows(steps: list[Step], max_rigs: int) -> list[str]:
     return lines
 
 
-async def step_through(max_rigs: int, image: str, on_step: Callable[[Step], None]) -> list[Step]:
+async def step_through(
+    max_rigs: int, image: str, on_step: Callable[[Step], None], tmp: str, orchestrator_id: str
+) -> list[Step]:
     """Grow the fleet step by step (see :func:`next_count`); stop early when the machine's memory
     would not hold the next step."""
     steps: list[Step] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        async with (
-            Orchestrator(
-                orchestrator_config(tmp, max_rigs), orchestrator_id=f"density-{secrets.token_hex(3)}"
-            ) as orchestrator,
-            contextlib.AsyncExitStack() as stack,
-        ):
-            fleet = Fleet(orchestrator, stack, image)
+    async with (
+        Orchestrator(orchestrator_config(tmp, max_rigs), orchestrator_id=orchestrator_id) as orchestrator,
+        anyio.create_task_group() as connection_tasks,
+    ):
+        connections = Connections(connection_tasks)
+        fleet = Fleet(orchestrator, connections, image)
+        try:
             count = next_count(0, True, max_rigs)
             while count is not None:
                 if steps:
@@ -427,14 +488,57 @@ async def step_through(max_rigs: int, image: str, on_step: Callable[[Step], None
                 steps.append(step)
                 on_step(step)
                 count = next_count(count, step.held, max_rigs)
+        finally:
+            connections.close()
     return steps
+
+
+async def _until_signalled(scope: anyio.CancelScope, received: list[int]) -> None:
+    """Cancel ``scope`` on the first SIGINT or SIGTERM (noted in ``received``)."""
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async for signum in signals:
+            received.append(signum)
+            _write(f"({signal.Signals(signum).name}: stopping the fleet's rigs)")
+            scope.cancel()
+            return
+
+
+async def run_fleet(max_rigs: int, image: str, on_step: Callable[[Step], None]) -> list[Step]:
+    """:func:`step_through` until done, an error or a signal, after which the fleet's rigs are
+    removed by label whatever the orchestrator managed to stop (a signal: SystemExit 128 + it)."""
+    received: list[int] = []
+    steps: list[Step] = []
+    orchestrator_id = f"density-{secrets.token_hex(3)}"
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_until_signalled, tg.cancel_scope, received)
+                steps = await step_through(max_rigs, image, on_step, tmp, orchestrator_id)
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await remove_rigs(orchestrator_config(tmp, max_rigs), orchestrator_id)
+    if received:
+        raise SystemExit(128 + received[0])
+    return steps
+
+
+async def remove_rigs(config: OrchestratorConfig, orchestrator_id: str) -> None:
+    """Remove every rig labelled as ``orchestrator_id``'s (left by a stop that failed or hung)."""
+    runtime = make_runtime(config)
+    try:
+        for handle in await runtime.list_by_label({LABEL_ORCHESTRATOR: orchestrator_id}):
+            _write(f"(removing {handle.name}, left behind)")
+            await runtime.destroy(handle)
+    finally:
+        await runtime.close()
 
 
 def run(max_rigs: int) -> list[Step]:
     chosen = image()
     _write(f"\n### Density: idle rigs ({chosen}, {os.cpu_count()} CPUs, up to {max_rigs} rigs)\n")
     _write(STEP_HEADER)
-    steps = anyio.run(step_through, max_rigs, chosen, lambda step: _write(step_row(step)))
+    steps = anyio.run(run_fleet, max_rigs, chosen, lambda step: _write(step_row(step)))
     _write("")
     for line in [*split_table(steps), "", *verdict_rows(steps, max_rigs)]:
         _write(line)
