@@ -68,7 +68,7 @@ SETTLE_S = 5.0
 QUIET_WINDOW_S = 10.0
 #: N rigs booting on two cores queue for start-up slots (max_starting); the last waits a while.
 READY_TIMEOUT = 600.0
-#: A connect (with its first call) or a call not done by then counts as over the target.
+#: A connect or a call not done by then counts as over the target.
 CALL_DEADLINE_S = 30.0
 #: The sample of a connect or call that missed its deadline.
 OVER = math.inf
@@ -524,7 +524,7 @@ async def run_fleet(max_rigs: int, image: str, on_step: Callable[[Step], None]) 
 
 
 async def remove_rigs(config: OrchestratorConfig, orchestrator_id: str) -> None:
-    """Remove every rig labelled as ``orchestrator_id``'s (left by a stop that failed or hung)."""
+    """Remove every rig labelled as ``orchestrator_id``'s (left when the orchestrator's own stop failed)."""
     runtime = make_runtime(config)
     try:
         for handle in await runtime.list_by_label({LABEL_ORCHESTRATOR: orchestrator_id}):
