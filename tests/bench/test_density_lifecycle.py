@@ -1,6 +1,7 @@
 """`scripts/bench density` does not hang and does not leak: a connect or call past its deadline
-counts as over the target (against a real socket that never answers), and SIGINT/SIGTERM of the
-bench as a real process removes its rigs from the real Docker engine and exits 128 + the signal."""
+counts as over the target (against a real socket that never answers); SIGINT/SIGTERM of the
+bench as a real process removes its rigs from the real Docker engine and exits 128 + the signal;
+an error in a step removes them too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,6 +99,30 @@ def test_a_signal_removes_the_fleets_rigs_and_exits(tmp_path: Path, signum: sign
         if bench.poll() is None:
             bench.kill()
             bench.wait()
+        for name in _bench_rigs(client, tmp_path):
+            client.api.remove_container(name, force=True)
+        client.close()
+
+
+@pytest.mark.docker
+def test_an_error_mid_step_removes_the_fleets_rigs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    client = docker.from_env()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the bench's state dir, hence its lease labels
+    seen: list[list[str]] = []
+
+    def failing_measure(container_names: list[str], window_s: float) -> density.IdleUse:
+        seen.append(_bench_rigs(client, tmp_path))
+        raise RuntimeError("lifecycle: a reading failed")
+
+    monkeypatch.setattr(density, "measure_idle", failing_measure)
+    monkeypatch.setattr(density, "SETTLE_S", 0.0)
+    try:
+        with pytest.raises(ExceptionGroup) as raised:
+            anyio.run(density.run_fleet, 1, density.BARE_IMAGE, lambda step: None)
+        assert raised.group_contains(RuntimeError, match="a reading failed", depth=None)
+        assert len(seen) == 1 and len(seen[0]) == 1  # the rig ran when the step failed
+        assert _bench_rigs(client, tmp_path) == []
+    finally:
         for name in _bench_rigs(client, tmp_path):
             client.api.remove_container(name, force=True)
         client.close()
