@@ -154,3 +154,20 @@ def test_a_second_signal_exits_at_once(
     assert "SIGTERM again: exiting now" in serving.log.read_text()
     assert read_state(cli.state_dir) is None
     rig.unpause()
+
+
+def test_a_hung_rig_holds_the_stop_up_to_the_stop_timeout_then_goes(
+    docker_client: docker.DockerClient, cli: Cli, serve: Callable[[str], Serving]
+) -> None:
+    serving = serve("docker")
+    with serving.api() as api:
+        session = api.start(SessionSpec(image=RIG_IMAGE, name="lifecycle"))
+    (rig,) = containers(docker_client, session=session.id)
+    rig.pause()  # it answers nothing: finalizing its recording waits out stop_timeout (20 s)
+
+    serving.proc.send_signal(signal.SIGTERM)
+    assert serving.proc.wait(timeout=SHUTDOWN_BOUND_S) == 0, serving.log.read_text()
+    assert containers(docker_client, session=session.id) == []
+    record = read_session_record(Path(session.artifacts_dir))
+    assert record.state is SessionState.STOPPED
+    assert record.mirror.errors == ["finalize: the rig did not finish its recording within 20 s"]

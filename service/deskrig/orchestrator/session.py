@@ -148,7 +148,7 @@ async def finalize(session: Session, config: OrchestratorConfig, http: httpx2.As
     if mirror is None or session.handle is None:
         return
     timeout = config.stop_timeout
-    with anyio.move_on_after(timeout):
+    with anyio.move_on_after(timeout) as deadline:
         try:
             rig = RigClient(http, session.handle.endpoint, session.token)
             response = await rig.finalize(timeout=timeout)
@@ -159,3 +159,5 @@ async def finalize(session: Session, config: OrchestratorConfig, http: httpx2.As
         settled = await mirror.settle(quiet=SETTLE_QUIET, timeout=timeout, want_video=session.info.spec.video)
         if not settled:
             mirror.report.errors.append(f"the feed did not settle within {timeout:g} s of finalize")
+    if deadline.cancelled_caught:  # a rig that answers nothing (hung, paused) is removed anyway
+        mirror.report.errors.append(f"finalize: the rig did not finish its recording within {timeout:g} s")
