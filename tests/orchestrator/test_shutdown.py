@@ -170,4 +170,4 @@ def test_a_hung_rig_holds_the_stop_up_to_the_stop_timeout_then_goes(
     assert containers(docker_client, session=session.id) == []
     record = read_session_record(Path(session.artifacts_dir))
     assert record.state is SessionState.STOPPED
-    assert record.mirror.errors == ["finalize: the rig did not finish its recording within 20 s"]
+    assert record.mirror.errors == ["finalize: the recording was not finished and copied within 20 s"]
