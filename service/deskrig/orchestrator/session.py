@@ -160,4 +160,6 @@ async def finalize(session: Session, config: OrchestratorConfig, http: httpx2.As
         if not settled:
             mirror.report.errors.append(f"the feed did not settle within {timeout:g} s of finalize")
     if deadline.cancelled_caught:  # a rig that answers nothing (hung, paused) is removed anyway
-        mirror.report.errors.append(f"finalize: the recording was not finished and copied within {timeout:g} s")
+        mirror.report.errors.append(
+            f"finalize: the recording was not finished and copied within {timeout:g} s"
+        )
