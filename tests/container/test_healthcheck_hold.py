@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.container.conftest import DOCKER_POLL_S, GTK_IMAGE, REPO, RIG_IMAGE, docker, inspect
-from tests.container.conftest import ComposeStack as Stack
+from tests.container.conftest import DOCKER_POLL_S, GTK_IMAGE, REPO, RIG_IMAGE, ComposeStack, docker, inspect
 from tests.polling import poll
 
 pytestmark = pytest.mark.docker
@@ -88,7 +87,7 @@ def test_compose_waits_for_the_ready_rig_and_then_its_probes_hold(health_image: 
             }
         )
     )
-    stack = Stack(tmp_path)
+    stack = ComposeStack(tmp_path)
 
     def container(service: str) -> str:
         (found,) = stack.compose("-f", str(override), "ps", "-a", "-q", service).stdout.split()
