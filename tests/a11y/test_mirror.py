@@ -8,13 +8,17 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+import pytest
 from tests.polling import poll
 from tests.toolkits import Capability, needs
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
+from deskrig.a11y.connection import AppConnection, Reply, Request
+from deskrig.a11y.source import deepest_focused
+from deskrig.a11y.tree import Element, ElementRef
 
 from .conftest import A11yDesktop, FormApp
 
@@ -144,3 +148,68 @@ def test_a_moved_window_moves_its_elements(
         ),
         5,
     )
+
+
+def xdotool(a11y_desktop: A11yDesktop, *args: str) -> None:
+    subprocess.run(["xdotool", *args], env=a11y_desktop.env, check=True)
+
+
+def focused_ref(snapshot: Snapshot) -> ElementRef | None:
+    focused = deepest_focused(snapshot.elements)
+    return None if focused is None else focused.ref
+
+
+def focus_entry(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> Element:
+    """Click into the form's entry, which takes the keyboard focus; the entry."""
+    entry = run(client.snapshot(form.pid)).resolve(ENTRY)
+    assert entry.bounds is not None
+    x, y = entry.bounds.x + entry.bounds.width // 2, entry.bounds.y + entry.bounds.height // 2
+    xdotool(a11y_desktop, "mousemove", str(x), str(y), "click", "1")
+    poll("the entry focused", lambda: focused_ref(run(client.snapshot(form.pid))) == entry.ref, 5)
+    return entry
+
+
+def test_focus_moved_by_keyboard_shows_in_the_next_snapshot(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    entry = focus_entry(run, client, form, a11y_desktop)
+    xdotool(a11y_desktop, "key", "Tab")
+    poll(
+        "the focus to leave the entry",
+        lambda: focused_ref(run(client.snapshot(form.pid, refresh=True))) not in (None, entry.ref),
+        5,
+    )
+    fetched, mirrored = run(client.snapshot(form.pid, refresh=True)), run(client.snapshot(form.pid))
+    assert mirrored.source == "mirror"
+    assert focused_ref(mirrored) == focused_ref(fetched)
+    assert [e.states for e in mirrored.elements] == [e.states for e in fetched.elements]
+
+
+def test_a_read_of_an_unchanged_app_asks_it_in_one_round_trip(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sync, the checks for unreported changes and the focused element's node and details
+    (it takes typed text, which a toolkit may not report) are all asked at once."""
+    entry = focus_entry(run, client, form, a11y_desktop)
+    settles_in_the_mirror(run, client, form)
+    batches = {"answered": 0, "asked_after_an_answer": 0}
+    call_many = AppConnection.call_many
+
+    async def counted(self: AppConnection, requests: Sequence[Request]) -> list[Reply]:
+        if requests and batches["answered"]:
+            batches["asked_after_an_answer"] += 1
+        try:
+            return await call_many(self, requests)
+        finally:
+            batches["answered"] += bool(requests)
+
+    monkeypatch.setattr(AppConnection, "call_many", counted)
+    snapshot = run(client.snapshot(form.pid))
+    assert snapshot.source == "mirror" and focused_ref(snapshot) == entry.ref
+    assert batches["asked_after_an_answer"] == 0, batches

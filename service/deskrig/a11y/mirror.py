@@ -31,8 +31,9 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
 What a read asks the app whatever the events say (the unreported-change checks, the focused
-elements' nodes) is asked while the sync is on its way: a read of an unchanged app costs one round
-trip for all of it, and one more to describe the focused elements again.
+elements' nodes, and their details as their mirrored nodes call for them) is asked while the sync
+is on its way: a read of an unchanged app costs one round trip for all of it. Only a focused element
+whose node changed meanwhile (other interfaces, shown or hidden) is described again after it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from dataclasses import dataclass, replace
 
 from deskrig.a11y import constants as c
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
-from deskrig.a11y.describe import describe_many
+from deskrig.a11y.describe import Details, answered_by, describe_many, read_details
 from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtree, fetch_tree, listed_children
 from deskrig.a11y.nodes import RawNode, fetch_nodes
@@ -144,12 +145,14 @@ class AppMirror:
         async with self._lock:
             tree = self._tree
             focused = [ElementRef(self.bus_name, path) for path in self._focused] if tree is not None else []
-            # Asked with the sync, whatever its events turn out to say; every one is awaited
-            # before a failure of any is raised.
-            synced, unreported, focused_nodes = await asyncio.gather(
+            # Asked with the sync, whatever its events turn out to say (the focused elements'
+            # details as their mirrored nodes call for them); every one is awaited before a
+            # failure of any is raised.
+            synced, unreported, focused_nodes, focused_details = await asyncio.gather(
                 sync(),
                 self._unreported_change(app) if tree is not None else _nothing_unreported(),
                 fetch_nodes(app, focused),
+                read_details(app, [tree.nodes[self._index[key]] for key in focused] if tree else []),
                 return_exceptions=True,
             )
             if isinstance(synced, BaseException):
@@ -158,6 +161,8 @@ class AppMirror:
                 raise unreported
             if isinstance(focused_nodes, BaseException):
                 raise focused_nodes
+            if isinstance(focused_details, BaseException):
+                raise focused_details
             current = generation()
             if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
                 return await self._fetch(app, current)
@@ -189,12 +194,16 @@ class AppMirror:
             }
             for key in fetched:  # typed text: a toolkit may not report every change
                 changed[key.path] = False
+            read_ahead = {
+                key: details for key, details in zip(focused, focused_details, strict=True) if key in fetched
+            }
+            read_later = False
             if changed:
-                patched = await self._patch(app, tree, changed, fetched)
+                patched = await self._patch(app, tree, changed, fetched, read_ahead)
                 if patched is None:
                     return await self._fetch(app, current)
-                tree = patched
-            if spans or changed:
+                tree, read_later = patched
+            if spans or read_later:
                 await self._check_windows_held_still(app, unreported.extents)
             return replace(tree, refetched=False)
 
@@ -396,12 +405,14 @@ class AppMirror:
         tree: MirroredTree,
         changed: dict[str, bool],
         fetched: dict[ElementRef, RawNode | CallFailed],
-    ) -> MirroredTree | None:
-        """``tree`` with the ``changed`` objects described again; None when only a fetch will do.
+        read_ahead: dict[ElementRef, Details],
+    ) -> tuple[MirroredTree, bool] | None:
+        """``tree`` with the ``changed`` objects described again, and whether anything was read
+        from the app for it (besides ``fetched`` and ``read_ahead``); None when only a fetch will do.
 
         An object whose only change is its bounds keeps its node (role, name, states) and has just
         its details read again; the others are described from scratch (from their node in
-        ``fetched`` where it was fetched during the sync)."""
+        ``fetched`` and their details in ``read_ahead`` where those were read during the sync)."""
         # Objects reported while the last fetch ran that it did not add are not in the tree.
         keys = [key for key in (ElementRef(self.bus_name, path) for path in changed) if key in self._index]
         redescribe = [key for key in keys if not changed[key.path] and key not in fetched]
@@ -420,7 +431,10 @@ class AppMirror:
             kept.append((node, element.depth, element.parent, element.path))
         elements = list(tree.elements)
         renamed = False
-        for fresh, element in zip(await describe_many(app, kept), old, strict=True):
+        read_later = bool(redescribe) or not all(
+            answered_by(app, node, read_ahead.get(node.key)) for node, *_ in kept
+        )
+        for fresh, element in zip(await describe_many(app, kept, read_ahead=read_ahead), old, strict=True):
             fresh.index = element.index
             elements[element.index] = fresh
             renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
@@ -433,7 +447,7 @@ class AppMirror:
             tree.notes,
         )
         self._store(patched)
-        return patched
+        return patched, read_later
 
 
 @dataclass(frozen=True, slots=True)
