@@ -8,8 +8,9 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 - a change of a subtree's shape: children added or removed (``ChildrenChanged`` names the
   parent), an object shown, hidden or made defunct (which changes its parent's subtree: the
   details of everything under it, a list's showing children): that subtree is fetched again
-  (:func:`~deskrig.a11y.fetch.fetch_subtree`) and spliced into the tree, and every index, parent,
-  depth and path after it renumbered as a whole fetch would number them;
+  (:func:`~deskrig.a11y.fetch.fetch_subtrees`: all of them at once, from one read of the app's
+  cache) and spliced into the tree, and every index, parent, depth and path after it renumbered as
+  a whole fetch would number them;
 - what toolkits do not report is checked on each read, in one batch: every list, tree or table
   that manages its descendants is listed again (Qt's bridge sends no event for an inserted row),
   and every window's extents are read (a moved window reports nothing for the elements in it,
@@ -48,7 +49,7 @@ from deskrig.a11y import constants as c
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
 from deskrig.a11y.describe import Details, answered_by, describe_many, read_details
 from deskrig.a11y.events import ObjectEvent
-from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtree, fetch_tree, listed_children
+from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtrees, fetch_tree, listed_children
 from deskrig.a11y.nodes import RawNode, fetch_nodes
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.a11y.walk import SiblingSteps
@@ -338,14 +339,11 @@ class AppMirror:
         room = MIRROR_MAX_ELEMENTS - len(tree.elements) + sum(end - start for start, end in spans)
         self._held = []
         try:
-            fetched = await asyncio.gather(
-                *(
-                    fetch_subtree(
-                        app, tree.elements[start].ref.path, max_elements=room, use_cache=self._cached
-                    )
-                    for start, _ in spans
-                ),
-                return_exceptions=True,
+            fetched = await fetch_subtrees(
+                app,
+                [tree.elements[start].ref.path for start, _ in spans],
+                max_elements=room,
+                use_cache=self._cached,
             )
         finally:
             held, self._held = self._held, None
