@@ -432,10 +432,18 @@ class AppMirror:
         read_later = bool(redescribe) or not all(
             answered_by(app, node, read_ahead.get(node.key)) for node, *_ in kept
         )
+        differs = False
         for fresh, element in zip(await describe_many(app, kept, read_ahead=read_ahead), old, strict=True):
             fresh.index = element.index
-            elements[element.index] = fresh
-            renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
+            if fresh != element:
+                elements[element.index] = fresh
+                differs = True
+                renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
+        if not differs:
+            # Most reads: the focused element, described again, is as it was: the tree and its
+            # indices stand. Its node is kept, as the next read's details are asked by it.
+            self._tree = replace(tree, nodes=nodes, newest_event_at=self._newest_event_at)
+            return self._tree, read_later
         patched = MirroredTree(
             _with_paths(elements) if renamed else elements,
             nodes,
