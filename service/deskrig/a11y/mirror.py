@@ -20,6 +20,8 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   moved while elements in it were read, fetched again on the next read).
   The focused element, which takes typed text, is described again on every read (in a rig, Qt's
   text view did not report text typed through XTEST);
+- a scroll bar's value change: the subtree of the pane it scrolls (a GTK viewport moves what it
+  shows without a word about its bounds or which parts show);
 - an event from an object the tree does not hold (a cell renderer, an off-screen row) is
   ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged
   (one that arrives while a fetch runs is noted once the fetched tree holds its object);
@@ -122,7 +124,7 @@ class AppMirror:
                 self._held.append(event)
             return
         self._newest_event_at = event.at
-        reshapes = event.member == "StateChanged" and event.detail in _SHAPE_STATES
+        reshapes = (event.member == "StateChanged" and event.detail in _SHAPE_STATES) or self._scrolls(event)
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
         elif reshapes:
@@ -133,6 +135,14 @@ class AppMirror:
             self._changed[event.path] = (
                 self._changed.get(event.path, True) and event.member == "BoundsChanged"
             )
+
+    def _scrolls(self, event: ObjectEvent) -> bool:
+        """Whether ``event`` is a scroll bar's value changing (of an object in the tree): the pane it
+        scrolls then shows another part of its content, and GTK reports nothing else (a viewport
+        moves its content without laying it out again: no new bounds, no showing or hidden)."""
+        if event.member != "PropertyChange" or event.detail != "accessible-value" or self._tree is None:
+            return False
+        return self._tree.elements[self._index[ElementRef(self.bus_name, event.path)]].role == "scroll bar"
 
     def forget(self) -> None:
         """Drop the tree: the next read fetches it again."""
