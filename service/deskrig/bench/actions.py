@@ -122,7 +122,7 @@ def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -
     ``mcp.Client`` with and without its output schema check (and each one's per-call floor), one
     after the other in every round."""
     arguments = {"pid": pid}
-    with serving(server) as url, BareMcp(url) as bare:
+    with serving(server) as url, BareMcp(url) as bare, BareMcp(url, stateless=True) as stateless:
 
         async def run(walker: PyatspiWalker) -> list[Timing]:
             async with connect(url) as client, connect(url) as unchecked:
@@ -158,6 +158,10 @@ def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -
                         (
                             "get_app_state over MCP/HTTP, mcp.Client without its outputSchema check",
                             sdk_unchecked,
+                        ),
+                        (
+                            "get_app_state over MCP/HTTP, bare JSON-RPC client, stateless (2026-07-28) calls",
+                            awaitable(lambda: stateless.call("get_app_state", arguments)),
                         ),
                     ],
                     runs,
@@ -207,7 +211,7 @@ def app_state_rows(runs: int) -> list[Row]:
             checked = _output_check(server, anyio.run(call_tool, server, "get_app_state", {"pid": pid}), runs)
             parsed = _result_parse(server, pid, runs)
             parts = _breakdown(server, pid, runs)
-            peer, (bare, bare_floor, sdk, sdk_floor, unchecked) = _over_mcp(
+            peer, (bare, bare_floor, sdk, sdk_floor, unchecked, bare_stateless) = _over_mcp(
                 server, {**os.environ, **rig.env}, pid, runs
             )
     return [
@@ -218,6 +222,7 @@ def app_state_rows(runs: int) -> list[Row]:
         # Server and client share this process: its CPU per call is what both spent, whatever the load.
         Row(bare.cpu()),
         Row(bare_floor),
+        Row(bare_stateless, peer, 20.0),
         *(Row(part) for part in parts),
         Row(sdk, peer, 20.0),
         Row(sdk.cpu()),
