@@ -155,30 +155,45 @@ class AppMirror:
         called is noted; ``generation``: the event feed's, read after the sync (a change means a gap)."""
         async with self._lock:
             tree = self._tree
+            # What the events noted before this read say changed, and the focused elements, are
+            # read again with the sync (their nodes where they changed more than bounds, their
+            # details as their mirrored nodes call for them); what an event noted during the sync
+            # is about is read again after it.
+            pending, self._changed = self._changed, {}
             focused = [ElementRef(self.bus_name, path) for path in self._focused] if tree is not None else []
-            # Asked with the sync, whatever its events turn out to say (the focused elements'
-            # details as their mirrored nodes call for them); every one is awaited before a
-            # failure of any is raised.
-            synced, unreported, focused_nodes, focused_details = await asyncio.gather(
+            ahead = [*focused]
+            if tree is not None:
+                ahead += [
+                    key
+                    for key in (ElementRef(self.bus_name, path) for path in pending)
+                    if key in self._index and key not in focused
+                ]
+            described = [key for key in ahead if key in focused or not pending[key.path]]
+            # Every one is awaited before a failure of any is raised.
+            synced, unreported, fresh_nodes, fresh_details = await asyncio.gather(
                 sync(),
                 self._unreported_change(app) if tree is not None else _nothing_unreported(),
-                fetch_nodes(app, focused),
-                read_details(app, [tree.nodes[self._index[key]] for key in focused] if tree else []),
+                fetch_nodes(app, described),
+                read_details(app, [tree.nodes[self._index[key]] for key in ahead] if tree else []),
                 return_exceptions=True,
             )
             if isinstance(synced, BaseException):
                 raise synced
             if isinstance(unreported, BaseException):
                 raise unreported
-            if isinstance(focused_nodes, BaseException):
-                raise focused_nodes
-            if isinstance(focused_details, BaseException):
-                raise focused_details
+            if isinstance(fresh_nodes, BaseException):
+                raise fresh_nodes
+            if isinstance(fresh_details, BaseException):
+                raise fresh_details
             current = generation()
             if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
                 return await self._fetch(app, current)
             reshaped, self._reshaped = self._reshaped, {}
-            changed, self._changed = self._changed, {}
+            during, self._changed = self._changed, {}
+            # An object is left with its node when every event about it said only its bounds changed.
+            changed = {
+                path: pending.get(path, True) and during.get(path, True) for path in {**pending, **during}
+            }
             spans = self._subtree_spans(tree, reshaped, unreported.differing)
             if spans is None:
                 return await self._fetch(app, current)
@@ -197,16 +212,18 @@ class AppMirror:
                     if ElementRef(self.bus_name, path) not in refetched
                 }
             self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
-            # A node fetched before an event about it may predate the event: only the others are used.
+            # What was read with the sync may predate an event noted meanwhile: only the others are used.
             fetched = {
                 key: node
-                for key, node in zip(focused, focused_nodes, strict=True)
-                if key.path not in changed and key not in refetched and key in self._index
+                for key, node in zip(described, fresh_nodes, strict=True)
+                if key.path not in during and key not in refetched and key in self._index
             }
             for key in fetched:  # typed text: a toolkit may not report every change
                 changed[key.path] = False
             read_ahead = {
-                key: details for key, details in zip(focused, focused_details, strict=True) if key in fetched
+                key: details
+                for key, details in zip(ahead, fresh_details, strict=True)
+                if key.path not in during and key not in refetched and key in self._index
             }
             read_later = False
             if changed:
