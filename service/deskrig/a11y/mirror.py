@@ -35,8 +35,9 @@ A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), s
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
 What a read asks the app whatever the events say (the unreported-change checks, the focused
 elements' nodes, and their details as their mirrored nodes call for them) is asked while the sync
-is on its way: a read of an unchanged app costs one round trip for all of it. Only a focused element
-whose node changed meanwhile (other interfaces, shown or hidden) is described again after it.
+is on its way, and so is what the events noted before the read began named: a read costs one round
+trip for all of it. Only what an event noted during the sync names, and an element whose node
+changed meanwhile (other interfaces, shown or hidden), is described again after it.
 """
 
 from __future__ import annotations
