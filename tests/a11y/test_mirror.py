@@ -17,9 +17,10 @@ from tests.polling import poll
 from tests.toolkits import Capability, needs
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
-from deskrig.a11y.connection import AppConnection, Reply, Request
+from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
 from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
+from deskrig.errors import DeskrigError
 
 from .conftest import A11yDesktop, FormApp
 
@@ -255,3 +256,23 @@ def test_what_events_said_changed_before_a_read_is_read_with_the_sync(
         return snapshot is not None and snapshot.resolve(STATUS).name == renamed
 
     poll("a read after a rename in one round trip", read_in_one_round_trip_after_a_rename, 10)
+
+
+def test_a_failed_read_leaves_what_changed_to_the_next(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read takes what the events said changed when it begins; if it fails, the next read still
+    reads it."""
+    mirror = client._mirrors[run(client.snapshot(form.pid)).bus_name]
+    renamed = click_button(run, client, form, run(client.snapshot(form.pid)))
+    poll("the rename noted", lambda: run(asyncio.sleep(0.02, bool(mirror._changed))), 5)
+    failure = CallFailed("org.freedesktop.DBus.Error.Failed", "the bus hiccuped")
+
+    async def failing_sync(bus_name: str) -> None:
+        raise failure
+
+    monkeypatch.setattr(client.events, "sync", failing_sync)
+    with pytest.raises(DeskrigError):
+        run(client.snapshot(form.pid))
+    monkeypatch.undo()
+    assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed

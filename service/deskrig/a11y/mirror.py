@@ -170,31 +170,33 @@ class AppMirror:
                     if key in self._index and key not in focused
                 ]
             described = [key for key in ahead if key in focused or not pending[key.path]]
-            # Every one is awaited before a failure of any is raised.
-            synced, unreported, fresh_nodes, fresh_details = await asyncio.gather(
-                sync(),
-                self._unreported_change(app) if tree is not None else _nothing_unreported(),
-                fetch_nodes(app, described),
-                read_details(app, [tree.nodes[self._index[key]] for key in ahead] if tree else []),
-                return_exceptions=True,
-            )
-            if isinstance(synced, BaseException):
-                raise synced
-            if isinstance(unreported, BaseException):
-                raise unreported
-            if isinstance(fresh_nodes, BaseException):
-                raise fresh_nodes
-            if isinstance(fresh_details, BaseException):
-                raise fresh_details
+            try:
+                # Every one is awaited before a failure of any is raised.
+                synced, unreported, fresh_nodes, fresh_details = await asyncio.gather(
+                    sync(),
+                    self._unreported_change(app) if tree is not None else _nothing_unreported(),
+                    fetch_nodes(app, described),
+                    read_details(app, [tree.nodes[self._index[key]] for key in ahead] if tree else []),
+                    return_exceptions=True,
+                )
+                if isinstance(synced, BaseException):
+                    raise synced
+                if isinstance(unreported, BaseException):
+                    raise unreported
+                if isinstance(fresh_nodes, BaseException):
+                    raise fresh_nodes
+                if isinstance(fresh_details, BaseException):
+                    raise fresh_details
+            except BaseException:
+                # A failed read changes nothing: what the events said changed is still to be read.
+                self._changed = _merged(pending, self._changed)
+                raise
             current = generation()
             if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
                 return await self._fetch(app, current)
             reshaped, self._reshaped = self._reshaped, {}
             during, self._changed = self._changed, {}
-            # An object is left with its node when every event about it said only its bounds changed.
-            changed = {
-                path: pending.get(path, True) and during.get(path, True) for path in {**pending, **during}
-            }
+            changed = _merged(pending, during)
             spans = self._subtree_spans(tree, reshaped, unreported.differing)
             if spans is None:
                 return await self._fetch(app, current)
@@ -498,6 +500,12 @@ class Unreported:
 
 async def _nothing_unreported() -> Unreported | None:
     return Unreported([], {}, [])
+
+
+def _merged(earlier: dict[str, bool], later: dict[str, bool]) -> dict[str, bool]:
+    """The changed objects of both (path -> only its bounds changed): an object keeps its node
+    only when every event about it said just its bounds changed."""
+    return {path: earlier.get(path, True) and later.get(path, True) for path in {**earlier, **later}}
 
 
 def _windows(elements: list[Element]) -> list[int]:
