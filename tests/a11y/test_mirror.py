@@ -18,6 +18,7 @@ from tests.toolkits import Capability, needs
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
+from deskrig.a11y.mirror import AppMirror
 from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.errors import DeskrigError
@@ -258,20 +259,24 @@ def test_what_events_said_changed_before_a_read_is_read_with_the_sync(
     poll("a read after a rename in one round trip", read_in_one_round_trip_after_a_rename, 10)
 
 
+@pytest.mark.parametrize("failing", ["sync", "patch"])
 def test_a_failed_read_leaves_what_changed_to_the_next(
-    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
-    """A read takes what the events said changed when it begins; if it fails, the next read still
-    reads it."""
+    """A read takes what the events said changed when it begins; if it fails (its sync, or its
+    re-read of what changed), the next read still shows the change."""
     mirror = client._mirrors[run(client.snapshot(form.pid)).bus_name]
     renamed = click_button(run, client, form, run(client.snapshot(form.pid)))
     poll("the rename noted", lambda: run(asyncio.sleep(0.02, bool(mirror._changed))), 5)
     failure = CallFailed("org.freedesktop.DBus.Error.Failed", "the bus hiccuped")
 
-    async def failing_sync(bus_name: str) -> None:
+    async def fail(*args: object) -> None:
         raise failure
 
-    monkeypatch.setattr(client.events, "sync", failing_sync)
+    if failing == "sync":
+        monkeypatch.setattr(client.events, "sync", fail)
+    else:
+        monkeypatch.setattr(AppMirror, "_patch", fail)
     with pytest.raises(DeskrigError):
         run(client.snapshot(form.pid))
     monkeypatch.undo()

@@ -29,7 +29,8 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of more changes than a targeted
   re-read is worth, a tree the last fetch truncated, a splice that would make the tree hold an object twice
   or more than :data:`MIRROR_MAX_ELEMENTS`, or an event gap (the subscription was lost or
-  renewed): the whole tree is fetched again.
+  renewed), or a read that failed after taking what the events said changed: the whole tree is
+  fetched again (a read whose first round trip fails leaves what changed to the next read).
 
 A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
@@ -191,52 +192,57 @@ class AppMirror:
                 # A failed read changes nothing: what the events said changed is still to be read.
                 self._changed = _merged(pending, self._changed)
                 raise
-            current = generation()
-            if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
-                return await self._fetch(app, current)
-            reshaped, self._reshaped = self._reshaped, {}
-            during, self._changed = self._changed, {}
-            changed = _merged(pending, during)
-            spans = self._subtree_spans(tree, reshaped, unreported.differing)
-            if spans is None:
-                return await self._fetch(app, current)
-            if unreported.moved:
-                tree = self._moved(tree, unreported.moved)
-            refetched: set[ElementRef] = set()
-            if spans:
-                spliced = await self._splice(app, tree, spans)
-                if spliced is None:
+            try:
+                current = generation()
+                if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
                     return await self._fetch(app, current)
-                tree, refetched = spliced
-                # What changed in the subtrees before they were fetched again is in them.
-                changed = {
-                    path: only
-                    for path, only in changed.items()
-                    if ElementRef(self.bus_name, path) not in refetched
+                reshaped, self._reshaped = self._reshaped, {}
+                during, self._changed = self._changed, {}
+                changed = _merged(pending, during)
+                spans = self._subtree_spans(tree, reshaped, unreported.differing)
+                if spans is None:
+                    return await self._fetch(app, current)
+                if unreported.moved:
+                    tree = self._moved(tree, unreported.moved)
+                refetched: set[ElementRef] = set()
+                if spans:
+                    spliced = await self._splice(app, tree, spans)
+                    if spliced is None:
+                        return await self._fetch(app, current)
+                    tree, refetched = spliced
+                    # What changed in the subtrees before they were fetched again is in them.
+                    changed = {
+                        path: only
+                        for path, only in changed.items()
+                        if ElementRef(self.bus_name, path) not in refetched
+                    }
+                self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
+                # What was read with the sync may predate an event noted meanwhile: only the others are used.
+                fetched = {
+                    key: node
+                    for key, node in zip(described, fresh_nodes, strict=True)
+                    if key.path not in during and key not in refetched and key in self._index
                 }
-            self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
-            # What was read with the sync may predate an event noted meanwhile: only the others are used.
-            fetched = {
-                key: node
-                for key, node in zip(described, fresh_nodes, strict=True)
-                if key.path not in during and key not in refetched and key in self._index
-            }
-            for key in fetched:  # typed text: a toolkit may not report every change
-                changed[key.path] = False
-            read_ahead = {
-                key: details
-                for key, details in zip(ahead, fresh_details, strict=True)
-                if key.path not in during and key not in refetched and key in self._index
-            }
-            read_later = False
-            if changed:
-                patched = await self._patch(app, tree, changed, fetched, read_ahead)
-                if patched is None:
-                    return await self._fetch(app, current)
-                tree, read_later = patched
-            if spans or read_later:
-                await self._check_windows_held_still(app, unreported.extents)
-            return replace(tree, refetched=False)
+                for key in fetched:  # typed text: a toolkit may not report every change
+                    changed[key.path] = False
+                read_ahead = {
+                    key: details
+                    for key, details in zip(ahead, fresh_details, strict=True)
+                    if key.path not in during and key not in refetched and key in self._index
+                }
+                read_later = False
+                if changed:
+                    patched = await self._patch(app, tree, changed, fetched, read_ahead)
+                    if patched is None:
+                        return await self._fetch(app, current)
+                    tree, read_later = patched
+                if spans or read_later:
+                    await self._check_windows_held_still(app, unreported.extents)
+                return replace(tree, refetched=False)
+            except BaseException:
+                # What this read took from the events to correct is noted nowhere now.
+                self._whole_fetch_due = True
+                raise
 
     async def _check_windows_held_still(self, app: AppConnection, extents: list[Reply]) -> None:
         """Keep ``extents`` (read as this read began) as each window's, once the elements read
