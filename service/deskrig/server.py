@@ -176,6 +176,10 @@ class DeskrigServer:
         #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
         self.last_activity = time.time()
         self.mcp: Server[Any] = mcp_server(self.list_tools, self.call_tool)
+        # A stateless (2026-07-28) tools/call has its Mcp-Param-* headers checked against the tool's
+        # input schema; without this the SDK runs the whole tools/list handler for it, and dumps
+        # every tool's schemas, on every call (about 10 ms).
+        self.mcp.get_tool_input_schema = self.input_schema
         ResourceSet(services).install(self.mcp)
         ClientLog().install(self.mcp)
         #: deskrig's own request middleware, installed on :attr:`mcp` by :meth:`use` (a front that
@@ -206,6 +210,11 @@ class DeskrigServer:
                 open_world_hint=False,
             ),
         )
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the tool called ``name`` as tools/list shows it; None for no such tool."""
+        spec = self.tools.get(name)
+        return None if spec is None else self._describe(spec).input_schema
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

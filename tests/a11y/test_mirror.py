@@ -4,17 +4,24 @@ is, added rows are fetched with their list alone, and an event gap fetches the t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+import pytest
 from tests.polling import poll
 from tests.toolkits import Capability, needs
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
+from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
+from deskrig.a11y.mirror import AppMirror
+from deskrig.a11y.source import deepest_focused
+from deskrig.a11y.tree import Element, ElementRef
+from deskrig.errors import DeskrigError
 
 from .conftest import A11yDesktop, FormApp
 
@@ -144,3 +151,133 @@ def test_a_moved_window_moves_its_elements(
         ),
         5,
     )
+
+
+def xdotool(a11y_desktop: A11yDesktop, *args: str) -> None:
+    subprocess.run(["xdotool", *args], env=a11y_desktop.env, check=True)
+
+
+def focused_ref(snapshot: Snapshot) -> ElementRef | None:
+    focused = deepest_focused(snapshot.elements)
+    return None if focused is None else focused.ref
+
+
+def focus_entry(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> Element:
+    """Click into the form's entry, which takes the keyboard focus; the entry."""
+    entry = run(client.snapshot(form.pid)).resolve(ENTRY)
+    assert entry.bounds is not None
+    x, y = entry.bounds.x + entry.bounds.width // 2, entry.bounds.y + entry.bounds.height // 2
+    xdotool(a11y_desktop, "mousemove", str(x), str(y), "click", "1")
+    poll("the entry focused", lambda: focused_ref(run(client.snapshot(form.pid))) == entry.ref, 5)
+    return entry
+
+
+def test_focus_moved_by_keyboard_shows_in_the_next_snapshot(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    entry = focus_entry(run, client, form, a11y_desktop)
+    xdotool(a11y_desktop, "key", "Tab")
+    poll(
+        "the focus to leave the entry",
+        lambda: focused_ref(run(client.snapshot(form.pid, refresh=True))) not in (None, entry.ref),
+        5,
+    )
+    fetched, mirrored = run(client.snapshot(form.pid, refresh=True)), run(client.snapshot(form.pid))
+    assert mirrored.source == "mirror"
+    assert focused_ref(mirrored) == focused_ref(fetched)
+    assert [e.states for e in mirrored.elements] == [e.states for e in fetched.elements]
+
+
+class Batches:
+    """Counts the app's request batches in a read that begin after one was answered: a read in one
+    round trip begins none."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.answered = self.asked_after_an_answer = 0
+        call_many = AppConnection.call_many
+
+        async def counted(connection: AppConnection, requests: Sequence[Request]) -> list[Reply]:
+            if requests and self.answered:
+                self.asked_after_an_answer += 1
+            try:
+                return await call_many(connection, requests)
+            finally:
+                self.answered += bool(requests)
+
+        monkeypatch.setattr(AppConnection, "call_many", counted)
+
+    def one_round_trip(self, run: Run[Any], client: AccessibilityClient, pid: int) -> Snapshot | None:
+        """A snapshot read from the mirror in one round trip; None if it took more."""
+        self.answered = self.asked_after_an_answer = 0
+        snapshot = run(client.snapshot(pid))
+        return snapshot if snapshot.source == "mirror" and self.asked_after_an_answer == 0 else None
+
+
+def test_a_read_of_an_unchanged_app_asks_it_in_one_round_trip(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sync, the checks for unreported changes and the focused element's node and details
+    (it takes typed text, which a toolkit may not report) are all asked at once: once the app has
+    stopped changing (a fresh form still lays itself out), a read asks nothing after the first
+    answer."""
+    entry = focus_entry(run, client, form, a11y_desktop)
+    batches = Batches(monkeypatch)
+
+    def one_round_trip() -> bool:
+        snapshot = batches.one_round_trip(run, client, form.pid)
+        return snapshot is not None and focused_ref(snapshot) == entry.ref
+
+    poll("a read of the app in one round trip", one_round_trip, 5)
+
+
+def test_what_events_said_changed_before_a_read_is_read_with_the_sync(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An app that keeps reporting changes (gtk3-widget-factory's animations report new bounds a
+    few hundred times a second) is read in one round trip too: the objects that events noted before
+    the read began named are read with the sync. Here the button renames its label before a read."""
+    bus_name = run(client.snapshot(form.pid)).bus_name
+    mirror = client._mirrors[bus_name]
+    batches = Batches(monkeypatch)
+
+    def read_in_one_round_trip_after_a_rename() -> bool:
+        renamed = click_button(run, client, form, run(client.snapshot(form.pid)))
+        # Events are taken in while the loop runs.
+        poll("the rename noted", lambda: run(asyncio.sleep(0.02, bool(mirror._changed))), 5)
+        snapshot = batches.one_round_trip(run, client, form.pid)
+        return snapshot is not None and snapshot.resolve(STATUS).name == renamed
+
+    poll("a read after a rename in one round trip", read_in_one_round_trip_after_a_rename, 10)
+
+
+@pytest.mark.parametrize("failing", ["sync", "patch"])
+def test_a_failed_read_leaves_what_changed_to_the_next(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """A read takes what the events said changed when it begins; if it fails (its sync, or its
+    re-read of what changed), the next read still shows the change."""
+    mirror = client._mirrors[run(client.snapshot(form.pid)).bus_name]
+    renamed = click_button(run, client, form, run(client.snapshot(form.pid)))
+    poll("the rename noted", lambda: run(asyncio.sleep(0.02, bool(mirror._changed))), 5)
+    failure = CallFailed("org.freedesktop.DBus.Error.Failed", "the bus hiccuped")
+
+    async def fail(*args: object) -> None:
+        raise failure
+
+    if failing == "sync":
+        monkeypatch.setattr(client.events, "sync", fail)
+    else:
+        monkeypatch.setattr(AppMirror, "_patch", fail)
+    with pytest.raises(DeskrigError):
+        run(client.snapshot(form.pid))
+    monkeypatch.undo()
+    assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed

@@ -4,23 +4,28 @@ tree equals a fresh whole fetch element by element, and no change made it fetch 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
 import subprocess
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from tests.polling import poll
-from tests.toolkits import Capability, needs
+from tests.toolkits import SYSTEM_PYTHON, Capability, needs
 
 from deskrig.a11y import AccessibilityClient
-from deskrig.a11y.connection import AppConnection
+from deskrig.a11y.connection import AppConnection, Reply, Request
+from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import fetch_tree
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, MirroredTree
 from deskrig.a11y.tree import Element
 
-from .conftest import A11yDesktop, FormApp
+from .conftest import APPS_DIR, STARTUP_TIMEOUT_S, A11yDesktop, FormApp, wait_until_registered
 
 T = TypeVar("T")
 Run = Callable[[Coroutine[Any, Any, T]], T]
@@ -189,3 +194,61 @@ def test_a_window_opened_or_closed_fetches_the_whole_tree(
     poll("the context menu gone", lambda: "Select All" not in changes.fetched_names(), 5)
     changes.matches_a_fresh_fetch()
     assert changes.whole_fetches == 2, f"{changes.whole_fetches} whole fetches in {changes.reads} reads"
+
+
+def test_subtrees_fetched_again_together_read_the_cache_once(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    changes = Changes(run, client, form, a11y_desktop)
+    elements = run(client._mirrored(changes.app, refresh=True)).elements  # the one whole fetch
+    mirror = client._mirrors[changes.app.bus_name]
+    # Two subtrees apart (neither inside the other) said to have changed shape at once.
+    parents = [e for e in elements if e.depth == 3 and e.child_count > 0]
+    first, last = parents[0], parents[-1]
+    assert last.index > first.index + first.child_count, "two subtrees apart"
+    for element in (first, last):
+        mirror.note(
+            ObjectEvent(element.ref.bus_name, element.ref.path, "ChildrenChanged", "add", time.monotonic())
+        )
+    asked: list[str] = []
+    call_many = AppConnection.call_many
+
+    async def recorded(self: AppConnection, requests: Sequence[Request]) -> list[Reply]:
+        asked.extend(request.member for request in requests)
+        return await call_many(self, requests)
+
+    monkeypatch.setattr(AppConnection, "call_many", recorded)
+    changes.read()
+    assert asked.count("GetItems") == (1 if mirror._cached else 0)
+    monkeypatch.undo()
+    changes.matches_a_fresh_fetch()
+
+
+def test_a_scrolled_viewport_shows_in_the_next_snapshot(
+    runner: asyncio.Runner, client: AccessibilityClient, a11y_desktop: A11yDesktop, tmp_path: Path
+) -> None:
+    """GTK reports neither the new bounds nor the showing state of what a scrolled viewport moves;
+    the scroll bar's value change has the pane's subtree fetched again."""
+    log_path = tmp_path / "events.jsonl"
+    log_path.touch()
+    proc = a11y_desktop.launch(
+        [SYSTEM_PYTHON, str(APPS_DIR / "gtk_viewport.py"), "--log", str(log_path)], stderr=subprocess.DEVNULL
+    )
+    try:
+        app = FormApp(proc=proc, log_path=log_path)
+        app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)
+        wait_until_registered(runner, client, proc.pid)
+        changes = Changes(runner.run, client, app, a11y_desktop)
+        elements = runner.run(client._mirrored(changes.app, refresh=True)).elements  # the one whole fetch
+        pane = next(e.bounds for e in elements if e.role == "scroll pane")
+        assert pane is not None
+        x, y = pane.x + pane.width // 2, pane.y + pane.height // 2
+        changes.xdotool("mousemove", str(x), str(y), "click", "--repeat", "3", "--delay", "30", "5")
+        app.wait_for_event("scrolled", lambda e: e["value"] > 0)
+        changes.matches_a_fresh_fetch()
+    finally:
+        a11y_desktop.stop(proc)

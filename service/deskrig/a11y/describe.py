@@ -5,12 +5,13 @@ Details are fetched only for the elements that show; the rest keep what their no
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from deskrig.a11y import constants as c
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
 from deskrig.a11y.nodes import RawNode, parse_properties, property_requests
-from deskrig.a11y.tree import Element, PathStep, ValueInfo
+from deskrig.a11y.tree import Element, ElementRef, PathStep, ValueInfo
 from deskrig.model import Bounds
 
 #: Characters of Text interface content kept per element.
@@ -24,19 +25,64 @@ VALUE_PROPERTIES = ("CurrentValue", "MinimumValue", "MaximumValue", "MinimumIncr
 Kept = tuple[RawNode, int, int | None, list[PathStep]]  # node, depth, parent index, path
 
 
-async def describe_many(app: AppConnection, kept: Sequence[Kept], first_index: int = 0) -> list[Element]:
-    """Turn raw nodes into :class:`Element` s, fetching bounds, actions, values and text in one batch."""
+@dataclass(frozen=True, slots=True)
+class Details:
+    """The detail requests a node called for, and their replies: read ahead of the node's own
+    re-read, and used by :func:`describe_many` if the fresh node calls for the same requests."""
+
+    requests: list[Request]
+    replies: list[Reply]
+
+
+async def read_details(app: AppConnection, nodes: Sequence[RawNode]) -> list[Details]:
+    """Each node's details as its node (read earlier) calls for them, in one batch."""
+    groups = [_all_detail_requests(app, node) for node in nodes]
+    replies = await app.call_many([r for group in groups for r in group])
+    details, start = [], 0
+    for group in groups:
+        details.append(Details(group, replies[start : start + len(group)]))
+        start += len(group)
+    return details
+
+
+def answered_by(app: AppConnection, node: RawNode, details: Details | None) -> bool:
+    """Whether ``details`` (read ahead) answer every detail request of ``node``."""
+    return details is not None and details.requests == _all_detail_requests(app, node)
+
+
+async def describe_many(
+    app: AppConnection,
+    kept: Sequence[Kept],
+    first_index: int = 0,
+    read_ahead: Mapping[ElementRef, Details] | None = None,
+) -> list[Element]:
+    """Turn raw nodes into :class:`Element` s, fetching bounds, actions, values and text in one
+    batch; a node's details in ``read_ahead`` are used instead where its requests are the same."""
     requests: list[Request] = []
     wanted: list[dict[str, slice]] = []  # per node: detail name -> its replies' place in requests
+    reused: list[Details | None] = []  # per node: the details read ahead that answer its requests
     for node, _depth, _parent, _path in kept:
         slots = {}
+        own: list[Request] = []
         for detail, detail_requests in _detail_requests(app, node):
-            slots[detail] = slice(len(requests), len(requests) + len(detail_requests))
-            requests.extend(detail_requests)
+            slots[detail] = slice(len(own), len(own) + len(detail_requests))
+            own.extend(detail_requests)
+        ahead = (read_ahead or {}).get(node.key)
+        if ahead is not None and ahead.requests == own:  # answered_by, with the requests at hand
+            reused.append(ahead)
+        else:
+            reused.append(None)
+            slots = {
+                detail: slice(s.start + len(requests), s.stop + len(requests)) for detail, s in slots.items()
+            }
+            requests.extend(own)
         wanted.append(slots)
-    replies = await app.call_many(requests)
+    fetched = await app.call_many(requests)
     elements = []
-    for offset, ((node, depth, parent, path), slots) in enumerate(zip(kept, wanted, strict=True)):
+    for offset, ((node, depth, parent, path), slots, ahead) in enumerate(
+        zip(kept, wanted, reused, strict=True)
+    ):
+        replies = fetched if ahead is None else ahead.replies
         got = {detail: replies[where] for detail, where in slots.items()}
         text = _text(got.get("text"))
         # model_construct: the values come from typed D-Bus replies, and validation would add
@@ -81,6 +127,10 @@ def _detail_requests(app: AppConnection, node: RawNode) -> Iterator[tuple[str, l
     # A label's text is its name; skipping it saves a round trip for most Text objects.
     if "Text" in node.interfaces and not (node.name and c.role_name(node.role) == "label"):
         yield "text", [Request(path, c.TEXT, "GetText", "ii", (0, -1))]
+
+
+def _all_detail_requests(app: AppConnection, node: RawNode) -> list[Request]:
+    return [request for _detail, requests in _detail_requests(app, node) for request in requests]
 
 
 def _single(replies: list[Reply] | None) -> Reply | None:

@@ -11,8 +11,8 @@
    the root's parent has the root's path, so a walk by path alone would loop).
 4. Bounds, actions, values and text are fetched concurrently for the kept elements that show.
 
-:func:`fetch_subtree` fetches the subtree under one object the same way (the live mirror splices it
-into its tree), with details read for that subtree's elements alone.
+:func:`fetch_subtrees` fetches the subtrees under some objects the same way, from one read of the
+cache (the live mirror splices them into its tree), with details read for their elements alone.
 
 Qt's bridge answers ``GetItems`` with an empty list and has no ``Properties.GetAll``: its tree
 comes from step 2 alone, level by level, with one ``Properties.Get`` per property.
@@ -25,6 +25,7 @@ are described in :mod:`deskrig.a11y.nodes` (steps 1 and 2), elements in
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import defaultdict
 from collections.abc import Iterator
@@ -66,6 +67,42 @@ def listed_children(reply: list[Any]) -> list[ElementRef]:
     return [k for k in map(element_ref, reply[0]) if k.path != c.NULL_PATH]
 
 
+@dataclass(frozen=True, slots=True)
+class CacheContents:
+    """What one ``Cache.GetItems`` said: the app's objects, and the children claiming each parent
+    (in their order)."""
+
+    nodes: dict[ElementRef, RawNode]
+    claimed: dict[ElementRef, list[ElementRef]]
+
+
+async def read_cache(app: AppConnection, notes: list[str]) -> CacheContents | None:
+    """The app's AT-SPI cache; None (and a note why) when the app has none to offer."""
+    try:
+        (items,) = await app.call(c.CACHE_PATH, c.CACHE, "GetItems")
+    except CallFailed as exc:
+        if exc.peer_gone:
+            raise
+        notes.append(f"no AT-SPI Cache ({exc.error_name}); walked the tree instead")
+        return None
+    if not items:
+        # Qt's bridge: an empty cache. Older Qt (5.15, 6.4) also crashes on Properties.GetAll
+        # instead of refusing it, so never send GetAll to such an app.
+        app.answers_get_all = False
+        notes.append("empty AT-SPI Cache (Qt); walked the tree, one property at a time")
+        return None
+    nodes: dict[ElementRef, RawNode] = {}
+    for item in items:
+        node = node_from_cache_item(item)
+        if node.key.bus_name == app.bus_name:  # skip e.g. plugs embedded from another process
+            nodes[node.key] = node
+    claimed: defaultdict[ElementRef, list[ElementRef]] = defaultdict(list)
+    for node in sorted(nodes.values(), key=lambda n: n.index_in_parent):
+        if node.parent is not None and node.parent != node.key:
+            claimed[node.parent].append(node.key)
+    return CacheContents(nodes, dict(claimed))
+
+
 class TreeFetch:
     """One fetch of one application's tree; use :func:`fetch_tree`."""
 
@@ -77,9 +114,12 @@ class TreeFetch:
         include_offscreen_items: bool,
         root: str = c.ROOT_PATH,
         use_cache: bool = True,
+        cache: CacheContents | None = None,
     ) -> None:
         self.app = app
         self.use_cache = use_cache
+        #: The app's cache as read for several fetches at once (see fetch_subtrees).
+        self.cache = cache
         self.include_offscreen_items = include_offscreen_items
         self.root = ElementRef(app.bus_name, root)
         self.max_depth = max_depth
@@ -90,7 +130,14 @@ class TreeFetch:
         self.notes: list[str] = []
 
     async def run(self) -> FetchedTree:
-        used_cache = self.use_cache and await self._load_cache()
+        cache = self.cache
+        if cache is None and self.use_cache:
+            cache = await read_cache(self.app, self.notes)
+        if cache is not None:
+            # The fetch completes the nodes it walks (their children): copies of the lists it adds to.
+            self.nodes = dict(cache.nodes)
+            self.claimed = defaultdict(list, {parent: list(kids) for parent, kids in cache.claimed.items()})
+        used_cache = cache is not None
         if self.root not in self.nodes:
             (root,) = await fetch_nodes(self.app, [self.root])
             if isinstance(root, CallFailed):
@@ -102,29 +149,6 @@ class TreeFetch:
         kept, truncated = self._flatten()
         elements = await describe_many(self.app, kept)
         return FetchedTree(elements, truncated, used_cache, self.notes, [node for node, *_ in kept])
-
-    async def _load_cache(self) -> bool:
-        try:
-            (items,) = await self.app.call(c.CACHE_PATH, c.CACHE, "GetItems")
-        except CallFailed as exc:
-            if exc.peer_gone:
-                raise
-            self.notes.append(f"no AT-SPI Cache ({exc.error_name}); walked the tree instead")
-            return False
-        if not items:
-            # Qt's bridge: an empty cache. Older Qt (5.15, 6.4) also crashes on Properties.GetAll
-            # instead of refusing it, so never send GetAll to such an app.
-            self.app.answers_get_all = False
-            self.notes.append("empty AT-SPI Cache (Qt); walked the tree, one property at a time")
-            return False
-        for item in items:
-            node = node_from_cache_item(item)
-            if node.key.bus_name == self.app.bus_name:  # skip e.g. plugs embedded from another process
-                self.nodes[node.key] = node
-        for node in sorted(self.nodes.values(), key=lambda n: n.index_in_parent):
-            if node.parent is not None and node.parent != node.key:
-                self.claimed[node.parent].append(node.key)
-        return True
 
     def _children(self, node: RawNode) -> list[ElementRef]:
         return node.children if node.children is not None else self.claimed.get(node.key, [])
@@ -270,14 +294,28 @@ async def toplevel_extents(app: AppConnection, steps: set[PathStep]) -> dict[Pat
     }
 
 
-async def fetch_subtree(
-    app: AppConnection, root: str, *, max_elements: int | None, use_cache: bool
-) -> FetchedTree:
-    """The subtree under the object at ``root`` (included, at depth 0 with path ``[]``), fetched as
-    :func:`fetch_tree` fetches the whole tree: its objects described as the app's cache describes
-    them where ``use_cache`` (the whole fetch used it: a toolkit's cache and its objects' own
-    properties can differ, GTK's cache says -1 children for a list), but details read for the
-    subtree's elements alone."""
-    return await TreeFetch(
-        app, None, max_elements, include_offscreen_items=False, root=root, use_cache=use_cache
-    ).run()
+async def fetch_subtrees(
+    app: AppConnection, roots: list[str], *, max_elements: int | None, use_cache: bool
+) -> list[FetchedTree | BaseException]:
+    """The subtree under each object at ``roots`` (included, at depth 0 with path ``[]``), fetched
+    concurrently as :func:`fetch_tree` fetches the whole tree: their objects described as the app's
+    cache, read once for all of them, describes them where ``use_cache`` (the whole fetch used it:
+    a toolkit's cache and its objects' own properties can differ, GTK's cache says -1 children for
+    a list), but details read for the subtrees' elements alone. Each subtree's failure is in its
+    place; a failure to read the cache is raised."""
+    cache = await read_cache(app, []) if use_cache else None
+    return await asyncio.gather(
+        *(
+            TreeFetch(
+                app,
+                None,
+                max_elements,
+                include_offscreen_items=False,
+                root=root,
+                use_cache=False,
+                cache=cache,
+            ).run()
+            for root in roots
+        ),
+        return_exceptions=True,
+    )

@@ -8,8 +8,9 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
 - a change of a subtree's shape: children added or removed (``ChildrenChanged`` names the
   parent), an object shown, hidden or made defunct (which changes its parent's subtree: the
   details of everything under it, a list's showing children): that subtree is fetched again
-  (:func:`~deskrig.a11y.fetch.fetch_subtree`) and spliced into the tree, and every index, parent,
-  depth and path after it renumbered as a whole fetch would number them;
+  (:func:`~deskrig.a11y.fetch.fetch_subtrees`: all of them at once, from one read of the app's
+  cache) and spliced into the tree, and every index, parent, depth and path after it renumbered as
+  a whole fetch would number them;
 - what toolkits do not report is checked on each read, in one batch: every list, tree or table
   that manages its descendants is listed again (Qt's bridge sends no event for an inserted row),
   and every window's extents are read (a moved window reports nothing for the elements in it,
@@ -19,6 +20,8 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   moved while elements in it were read, fetched again on the next read).
   The focused element, which takes typed text, is described again on every read (in a rig, Qt's
   text view did not report text typed through XTEST);
+- a scroll bar's value change: the subtree of the pane it scrolls (a GTK viewport moves what it
+  shows without a word about its bounds or which parts show);
 - an event from an object the tree does not hold (a cell renderer, an off-screen row) is
   ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged
   (one that arrives while a fetch runs is noted once the fetched tree holds its object);
@@ -26,13 +29,16 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of more changes than a targeted
   re-read is worth, a tree the last fetch truncated, a splice that would make the tree hold an object twice
   or more than :data:`MIRROR_MAX_ELEMENTS`, or an event gap (the subscription was lost or
-  renewed): the whole tree is fetched again.
+  renewed), or a read that failed after taking what the events said changed: the whole tree is
+  fetched again (a read whose first round trip fails leaves what changed to the next read).
 
 A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
 What a read asks the app whatever the events say (the unreported-change checks, the focused
-elements' nodes) is asked while the sync is on its way: a read of an unchanged app costs one round
-trip for all of it, and one more to describe the focused elements again.
+elements' nodes, and their details as their mirrored nodes call for them) is asked while the sync
+is on its way, and so is what the events noted before the read began named: a read costs one round
+trip for all of it. Only what an event noted during the sync names, and an element whose node
+changed meanwhile (other interfaces, shown or hidden), is described again after it.
 """
 
 from __future__ import annotations
@@ -45,9 +51,9 @@ from dataclasses import dataclass, replace
 
 from deskrig.a11y import constants as c
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
-from deskrig.a11y.describe import describe_many
+from deskrig.a11y.describe import Details, answered_by, describe_many, read_details
 from deskrig.a11y.events import ObjectEvent
-from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtree, fetch_tree, listed_children
+from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtrees, fetch_tree, listed_children
 from deskrig.a11y.nodes import RawNode, fetch_nodes
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.a11y.walk import SiblingSteps
@@ -120,7 +126,7 @@ class AppMirror:
                 self._held.append(event)
             return
         self._newest_event_at = event.at
-        reshapes = event.member == "StateChanged" and event.detail in _SHAPE_STATES
+        reshapes = (event.member == "StateChanged" and event.detail in _SHAPE_STATES) or self._scrolls(event)
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
         elif reshapes:
@@ -131,6 +137,14 @@ class AppMirror:
             self._changed[event.path] = (
                 self._changed.get(event.path, True) and event.member == "BoundsChanged"
             )
+
+    def _scrolls(self, event: ObjectEvent) -> bool:
+        """Whether ``event`` is a scroll bar's value changing (of an object in the tree): the pane it
+        scrolls then shows another part of its content, and GTK reports nothing else (a viewport
+        moves its content without laying it out again: no new bounds, no showing or hidden)."""
+        if event.member != "PropertyChange" or event.detail != "accessible-value" or self._tree is None:
+            return False
+        return self._tree.elements[self._index[ElementRef(self.bus_name, event.path)]].role == "scroll bar"
 
     def forget(self) -> None:
         """Drop the tree: the next read fetches it again."""
@@ -143,60 +157,92 @@ class AppMirror:
         called is noted; ``generation``: the event feed's, read after the sync (a change means a gap)."""
         async with self._lock:
             tree = self._tree
+            # What the events noted before this read say changed, and the focused elements, are
+            # read again with the sync (their nodes where they changed more than bounds, their
+            # details as their mirrored nodes call for them); what an event noted during the sync
+            # is about is read again after it.
+            pending, self._changed = self._changed, {}
             focused = [ElementRef(self.bus_name, path) for path in self._focused] if tree is not None else []
-            # Asked with the sync, whatever its events turn out to say; every one is awaited
-            # before a failure of any is raised.
-            synced, unreported, focused_nodes = await asyncio.gather(
-                sync(),
-                self._unreported_change(app) if tree is not None else _nothing_unreported(),
-                fetch_nodes(app, focused),
-                return_exceptions=True,
-            )
-            if isinstance(synced, BaseException):
-                raise synced
-            if isinstance(unreported, BaseException):
-                raise unreported
-            if isinstance(focused_nodes, BaseException):
-                raise focused_nodes
-            current = generation()
-            if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
-                return await self._fetch(app, current)
-            reshaped, self._reshaped = self._reshaped, {}
-            changed, self._changed = self._changed, {}
-            spans = self._subtree_spans(tree, reshaped, unreported.differing)
-            if spans is None:
-                return await self._fetch(app, current)
-            if unreported.moved:
-                tree = self._moved(tree, unreported.moved)
-            refetched: set[ElementRef] = set()
-            if spans:
-                spliced = await self._splice(app, tree, spans)
-                if spliced is None:
+            ahead = [*focused]
+            if tree is not None:
+                ahead += [
+                    key
+                    for key in (ElementRef(self.bus_name, path) for path in pending)
+                    if key in self._index and key not in focused
+                ]
+            described = [key for key in ahead if key in focused or not pending[key.path]]
+            try:
+                # Every one is awaited before a failure of any is raised.
+                synced, unreported, fresh_nodes, fresh_details = await asyncio.gather(
+                    sync(),
+                    self._unreported_change(app) if tree is not None else _nothing_unreported(),
+                    fetch_nodes(app, described),
+                    read_details(app, [tree.nodes[self._index[key]] for key in ahead] if tree else []),
+                    return_exceptions=True,
+                )
+                if isinstance(synced, BaseException):
+                    raise synced
+                if isinstance(unreported, BaseException):
+                    raise unreported
+                if isinstance(fresh_nodes, BaseException):
+                    raise fresh_nodes
+                if isinstance(fresh_details, BaseException):
+                    raise fresh_details
+            except BaseException:
+                # A failed read changes nothing: what the events said changed is still to be read.
+                self._changed = _merged(pending, self._changed)
+                raise
+            try:
+                current = generation()
+                if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
                     return await self._fetch(app, current)
-                tree, refetched = spliced
-                # What changed in the subtrees before they were fetched again is in them.
-                changed = {
-                    path: only
-                    for path, only in changed.items()
-                    if ElementRef(self.bus_name, path) not in refetched
+                reshaped, self._reshaped = self._reshaped, {}
+                during, self._changed = self._changed, {}
+                changed = _merged(pending, during)
+                spans = self._subtree_spans(tree, reshaped, unreported.differing)
+                if spans is None:
+                    return await self._fetch(app, current)
+                if unreported.moved:
+                    tree = self._moved(tree, unreported.moved)
+                refetched: set[ElementRef] = set()
+                if spans:
+                    spliced = await self._splice(app, tree, spans)
+                    if spliced is None:
+                        return await self._fetch(app, current)
+                    tree, refetched = spliced
+                    # What changed in the subtrees before they were fetched again is in them.
+                    changed = {
+                        path: only
+                        for path, only in changed.items()
+                        if ElementRef(self.bus_name, path) not in refetched
+                    }
+                self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
+                # What was read with the sync may predate an event noted meanwhile: only the others are used.
+                fetched = {
+                    key: node
+                    for key, node in zip(described, fresh_nodes, strict=True)
+                    if key.path not in during and key not in refetched and key in self._index
                 }
-            self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
-            # A node fetched before an event about it may predate the event: only the others are used.
-            fetched = {
-                key: node
-                for key, node in zip(focused, focused_nodes, strict=True)
-                if key.path not in changed and key not in refetched and key in self._index
-            }
-            for key in fetched:  # typed text: a toolkit may not report every change
-                changed[key.path] = False
-            if changed:
-                patched = await self._patch(app, tree, changed, fetched)
-                if patched is None:
-                    return await self._fetch(app, current)
-                tree = patched
-            if spans or changed:
-                await self._check_windows_held_still(app, unreported.extents)
-            return replace(tree, refetched=False)
+                for key in fetched:  # typed text: a toolkit may not report every change
+                    changed[key.path] = False
+                read_ahead = {
+                    key: details
+                    for key, details in zip(ahead, fresh_details, strict=True)
+                    if key.path not in during and key not in refetched and key in self._index
+                }
+                read_later = False
+                if changed:
+                    patched = await self._patch(app, tree, changed, fetched, read_ahead)
+                    if patched is None:
+                        return await self._fetch(app, current)
+                    tree, read_later = patched
+                if spans or read_later:
+                    await self._check_windows_held_still(app, unreported.extents)
+                return replace(tree, refetched=False)
+            except BaseException:
+                # What this read took from the events to correct is noted nowhere now.
+                self._whole_fetch_due = True
+                raise
 
     async def _check_windows_held_still(self, app: AppConnection, extents: list[Reply]) -> None:
         """Keep ``extents`` (read as this read began) as each window's, once the elements read
@@ -329,14 +375,11 @@ class AppMirror:
         room = MIRROR_MAX_ELEMENTS - len(tree.elements) + sum(end - start for start, end in spans)
         self._held = []
         try:
-            fetched = await asyncio.gather(
-                *(
-                    fetch_subtree(
-                        app, tree.elements[start].ref.path, max_elements=room, use_cache=self._cached
-                    )
-                    for start, _ in spans
-                ),
-                return_exceptions=True,
+            fetched = await fetch_subtrees(
+                app,
+                [tree.elements[start].ref.path for start, _ in spans],
+                max_elements=room,
+                use_cache=self._cached,
             )
         finally:
             held, self._held = self._held, None
@@ -396,12 +439,14 @@ class AppMirror:
         tree: MirroredTree,
         changed: dict[str, bool],
         fetched: dict[ElementRef, RawNode | CallFailed],
-    ) -> MirroredTree | None:
-        """``tree`` with the ``changed`` objects described again; None when only a fetch will do.
+        read_ahead: dict[ElementRef, Details],
+    ) -> tuple[MirroredTree, bool] | None:
+        """``tree`` with the ``changed`` objects described again, and whether anything was read
+        from the app for it (besides ``fetched`` and ``read_ahead``); None when only a fetch will do.
 
         An object whose only change is its bounds keeps its node (role, name, states) and has just
         its details read again; the others are described from scratch (from their node in
-        ``fetched`` where it was fetched during the sync)."""
+        ``fetched`` and their details in ``read_ahead`` where those were read during the sync)."""
         # Objects reported while the last fetch ran that it did not add are not in the tree.
         keys = [key for key in (ElementRef(self.bus_name, path) for path in changed) if key in self._index]
         redescribe = [key for key in keys if not changed[key.path] and key not in fetched]
@@ -420,10 +465,21 @@ class AppMirror:
             kept.append((node, element.depth, element.parent, element.path))
         elements = list(tree.elements)
         renamed = False
-        for fresh, element in zip(await describe_many(app, kept), old, strict=True):
+        read_later = bool(redescribe) or not all(
+            answered_by(app, node, read_ahead.get(node.key)) for node, *_ in kept
+        )
+        differs = False
+        for fresh, element in zip(await describe_many(app, kept, read_ahead=read_ahead), old, strict=True):
             fresh.index = element.index
-            elements[element.index] = fresh
-            renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
+            if fresh != element:
+                elements[element.index] = fresh
+                differs = True
+                renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
+        if not differs:
+            # Most reads: the focused element, described again, is as it was: the tree and its
+            # indices stand. Its node is kept, as the next read's details are asked by it.
+            self._tree = replace(tree, nodes=nodes, newest_event_at=self._newest_event_at)
+            return self._tree, read_later
         patched = MirroredTree(
             _with_paths(elements) if renamed else elements,
             nodes,
@@ -433,7 +489,7 @@ class AppMirror:
             tree.notes,
         )
         self._store(patched)
-        return patched
+        return patched, read_later
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +506,12 @@ class Unreported:
 
 async def _nothing_unreported() -> Unreported | None:
     return Unreported([], {}, [])
+
+
+def _merged(earlier: dict[str, bool], later: dict[str, bool]) -> dict[str, bool]:
+    """The changed objects of both (path -> only its bounds changed): an object keeps its node
+    only when every event about it said just its bounds changed."""
+    return {path: earlier.get(path, True) and later.get(path, True) for path in {**earlier, **later}}
 
 
 def _windows(elements: list[Element]) -> list[int]:

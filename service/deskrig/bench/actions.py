@@ -113,18 +113,28 @@ class PyatspiWalker:
         self._process.wait(10)
 
 
+async def _skip_output_check(name: str, result: types.CallToolResult) -> None:
+    """Stands in for ``ClientSession.validate_tool_result``: what ``mcp.Client`` costs without it."""
+
+
 def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -> tuple[Timing, list[Timing]]:
     """The pyatspi walk, then get_app_state through a bare JSON-RPC client and through
-    ``mcp.Client`` (and each one's per-call floor), one after the other in every round."""
+    ``mcp.Client`` with and without its output schema check (and each one's per-call floor), one
+    after the other in every round."""
     arguments = {"pid": pid}
-    with serving(server) as url, BareMcp(url) as bare:
+    with serving(server) as url, BareMcp(url) as bare, BareMcp(url, stateless=True) as stateless:
 
         async def run(walker: PyatspiWalker) -> list[Timing]:
-            async with connect(url) as client:
+            async with connect(url) as client, connect(url) as unchecked:
+                unchecked.session.validate_tool_result = _skip_output_check  # type: ignore[method-assign]
 
                 async def sdk(tool: str, args: dict[str, Any]) -> None:
                     result = await client.call_tool(tool, args)
                     assert not result.is_error, result
+
+                async def sdk_unchecked() -> None:
+                    result = await unchecked.call_tool("get_app_state", arguments)
+                    assert not result.is_error and result.structured_content, result
 
                 return await measure_interleaved(
                     [
@@ -144,6 +154,14 @@ def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -
                         (
                             "per-call floor: get_screen_size over MCP/HTTP, mcp.Client",
                             lambda: sdk("get_screen_size", {}),
+                        ),
+                        (
+                            "get_app_state over MCP/HTTP, mcp.Client without its outputSchema check",
+                            sdk_unchecked,
+                        ),
+                        (
+                            "get_app_state over MCP/HTTP, bare JSON-RPC client, stateless (2026-07-28) calls",
+                            awaitable(lambda: stateless.call("get_app_state", arguments)),
                         ),
                     ],
                     runs,
@@ -191,8 +209,11 @@ def app_state_rows(runs: int) -> list[Row]:
             ours = anyio.run(run)
             whole = anyio.run(fetched)
             checked = _output_check(server, anyio.run(call_tool, server, "get_app_state", {"pid": pid}), runs)
+            parsed = _result_parse(server, pid, runs)
             parts = _breakdown(server, pid, runs)
-            peer, (bare, bare_floor, sdk, sdk_floor) = _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
+            peer, (bare, bare_floor, sdk, sdk_floor, unchecked, bare_stateless) = _over_mcp(
+                server, {**os.environ, **rig.env}, pid, runs
+            )
     return [
         Row(peer),
         Row(ours, peer, 20.0),
@@ -201,10 +222,16 @@ def app_state_rows(runs: int) -> list[Row]:
         # Server and client share this process: its CPU per call is what both spent, whatever the load.
         Row(bare.cpu()),
         Row(bare_floor),
+        Row(bare_stateless, peer, 20.0),
         *(Row(part) for part in parts),
         Row(sdk, peer, 20.0),
         Row(sdk.cpu()),
+        # The SDK client's own costs, apart: its output schema check, its pydantic parse of the
+        # result, and (what is left of the unchecked call over the bare one's) its transport.
         Row(checked),
+        Row(unchecked, peer),
+        Row(unchecked.cpu()),
+        Row(parsed),
         Row(sdk_floor),
     ]
 
@@ -258,6 +285,26 @@ def _breakdown(server: DeskrigServer, pid: int, runs: int) -> list[Timing]:
         ),
         measure("of which the client's JSON parse", lambda: json.loads(body), runs),
     ]
+
+
+def _result_parse(server: DeskrigServer, pid: int, runs: int) -> Timing:
+    """What ``mcp.Client`` spends turning one get_app_state result (as JSON data off the wire) into
+    its pydantic ``CallToolResult``, apart from the protocol."""
+    spec = server.tools["get_app_state"]
+    call = CallInfo(ClientRef("bench"))
+
+    async def wire() -> dict[str, Any]:
+        args = spec.input_model.model_validate({"pid": pid})
+        result = server.success_result(spec, await spec.handler(server.services, call, args))
+        dumped: dict[str, Any] = json.loads(result.model_dump_json(by_alias=True, exclude_none=True))
+        return dumped
+
+    data = anyio.run(wire)
+    return measure(
+        "of which the client's pydantic parse of the result (CallToolResult), in process",
+        lambda: types.CallToolResult.model_validate(data),
+        runs,
+    )
 
 
 def _output_check(server: DeskrigServer, structured: Any, runs: int) -> Timing:

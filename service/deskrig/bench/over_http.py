@@ -81,20 +81,32 @@ def over_http(server: DeskrigServer, tool: str, arguments: dict[str, Any], name:
         return anyio.run(run, url)
 
 
+#: The stateless protocol revision, whose requests carry their envelope in ``_meta`` and headers.
+STATELESS_VERSION = "2026-07-28"
+
+
 class BareMcp:
     """A bare JSON-RPC MCP client over HTTP: the handshake-era ``initialize`` (so the server gives it
     a session, which recordings are scoped to), then ``tools/call`` POSTs whose replies are parsed as
-    JSON and nothing more: no output schema validation. Blocking."""
+    JSON and nothing more: no output schema validation. Blocking.
 
-    def __init__(self, url: str, token: str | None = None) -> None:
+    ``stateless``: no handshake; each call is a stateless (2026-07-28) request instead, its
+    protocol version, client and capabilities in its ``_meta`` and its method and tool in headers."""
+
+    def __init__(self, url: str, token: str | None = None, *, stateless: bool = False) -> None:
         self.url = url
+        self.stateless = stateless
         self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
+        if stateless:
+            self._headers["MCP-Protocol-Version"] = STATELESS_VERSION
         self._client = httpx2.Client(timeout=30)
         self._ids = itertools.count(1)
 
     def __enter__(self) -> BareMcp:
+        if self.stateless:
+            return self
         self._post(
             {
                 "id": 0,
@@ -112,8 +124,10 @@ class BareMcp:
     def __exit__(self, *exc: object) -> None:
         self._client.close()
 
-    def _post(self, message: dict[str, Any]) -> Any:
-        reply = self._client.post(self.url, json={"jsonrpc": "2.0", **message}, headers=self._headers)
+    def _post(self, message: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+        reply = self._client.post(
+            self.url, json={"jsonrpc": "2.0", **message}, headers={**self._headers, **(headers or {})}
+        )
         reply.raise_for_status()
         if "mcp-session-id" in reply.headers:
             self._headers["mcp-session-id"] = reply.headers["mcp-session-id"]
@@ -124,9 +138,16 @@ class BareMcp:
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The tool's structured result; AssertionError when the call failed."""
-        reply = self._post(
-            {"id": next(self._ids), "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-        )
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
+        headers = None
+        if self.stateless:
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
+                "io.modelcontextprotocol/clientInfo": {"name": "deskrig-bench", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            headers = {"Mcp-Method": "tools/call", "Mcp-Name": tool}
+        reply = self._post({"id": next(self._ids), "method": "tools/call", "params": params}, headers)
         result = reply["result"]
         assert not result.get("isError"), reply
         return result.get("structuredContent") or {}
