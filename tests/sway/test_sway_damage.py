@@ -10,6 +10,7 @@ import threading
 import time
 
 import anyio
+import pytest
 from tests.desktop.conftest import FixtureApp
 from tests.polling import poll
 from tests.sway.conftest import window_of
@@ -17,6 +18,7 @@ from tests.sway.conftest import window_of
 from deskrig.desktop import Desktop
 from deskrig.live import LiveScreen
 from deskrig.observation import Observer
+from deskrig.screen_changes import ScreenChanges
 from deskrig.security import WindowBlocklist
 
 #: A still screen makes no damage for this long.
@@ -84,3 +86,34 @@ def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
     finally:
         stopping.set()
         viewer.join(timeout=10)
+
+
+def _settled(desktop: Desktop) -> ScreenChanges:
+    """A changing-screen loop that has shown the screen and fallen asleep on the damage fd."""
+    changes = ScreenChanges(Observer(desktop, WindowBlocklist([])))
+    assert changes.next(5.0) is not None  # the screen as it is
+    poll("the loop asleep on a still screen", lambda: changes.next(0.3) is None, timeout=30)
+    return changes
+
+
+@pytest.mark.parametrize("reader", ["screenshot", "another loop"])
+def test_the_changing_screen_sees_a_change_whose_damage_another_reader_took_first(
+    sway_desktop: Desktop, form_app: FixtureApp, reader: str
+) -> None:
+    """The video and the live screen sleep on the damage fd; a screenshot's damage_serial, or the
+    other loop waking first, may empty it before they wake. Their next look must still see it."""
+    changes = _settled(sway_desktop)
+    other = _settled(sway_desktop) if reader == "another loop" else None
+    fd = sway_desktop.damage_fd()
+    assert fd is not None
+
+    _redraw(sway_desktop, form_app)
+    assert select.select([fd], [], [], 10.0)[0], "no damage for the pointer's move"
+    # The other reader takes every notification of the change, up to a still screen.
+    if other is None:
+        poll("screenshots reading the damage up to a still screen", lambda: _quiet(sway_desktop), timeout=30)
+    else:
+        assert poll("the other loop's frame of the change", lambda: other.next(0.3), timeout=5)
+        poll("the other loop asleep again", lambda: other.next(QUIET_SECONDS) is None, timeout=30)
+
+    poll("the change", lambda: changes.next(0.3), timeout=5)

@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -291,6 +292,12 @@ class SwayBackend(DesktopBackend):
         self._sockets = sockets
         self._pointer = pointer
         self._serial = itertools.count(1)
+        #: The damage serial last returned, and what it stood for: the damage watch's count of
+        #: ended copies (None: it could not tell, and the next serial moves on) and our own last
+        #: drawn change.
+        self._serial_lock = threading.Lock()
+        self._damage_serial = next(self._serial)
+        self._serial_stands_for: tuple[int | None, float] = (None, 0.0)
         with self._translated("cannot connect to sway"):
             self._ipc = Connection(socket_path=sockets.ipc)
             try:
@@ -448,9 +455,20 @@ class SwayBackend(DesktopBackend):
         return self._pointer.pressed_at
 
     def damage_serial(self) -> int:
+        # Stays put only while the damage watch proves sway drew nothing since the last call and
+        # we changed nothing it is still to draw, so a damage notification another caller drained
+        # (a screenshot, the other changing-screen loop) still moves the serial for a loop asleep
+        # on the fd.
+        ended = None
         if self._damage is not None:
             self._damage.drain()
-        return next(self._serial)
+            ended = self._damage.ended()
+        stands_for = (ended, max(self._pointer.drawn_change_at, self._drawn_change_at))
+        with self._serial_lock:
+            if ended is None or stands_for != self._serial_stands_for:
+                self._damage_serial = next(self._serial)
+            self._serial_stands_for = stands_for
+            return self._damage_serial
 
     def damage_fd(self) -> int | None:
         watch = self._damage_watch()
