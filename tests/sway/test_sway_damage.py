@@ -117,3 +117,18 @@ def test_the_changing_screen_sees_a_change_whose_damage_another_reader_took_firs
         poll("the other loop asleep again", lambda: other.next(QUIET_SECONDS) is None, timeout=30)
 
     poll("the change", lambda: changes.next(0.3), timeout=5)
+
+
+def test_the_damage_serial_stays_put_while_held_frames_prove_a_still_screen_and_moves_on_a_change(
+    sway_desktop: Desktop, form_app: FixtureApp
+) -> None:
+    """What lets a screenshot of a still screen reuse its encoding, as on X11."""
+
+    def settled() -> int | None:
+        sway_desktop.grab(sway_desktop.screen_bounds())  # a capture: the watch holds frames
+        serial = sway_desktop.damage_serial()
+        return serial if sway_desktop.damage_serial() == serial else None
+
+    still = poll("the serial settled", settled, timeout=30)
+    _redraw(sway_desktop, form_app)
+    assert sway_desktop.damage_serial() != still  # deskrig's own change, drawn or not yet
