@@ -312,12 +312,14 @@ class SwayBackend(DesktopBackend):
         self._damage_tried = False
         #: When our own IPC commands last changed what sway draws (see PointerState).
         self._drawn_change_at = 0.0
+        # Under "capture", not "damage": that component says a backend cannot tell a still screen.
         self.note(
-            "damage",
+            "capture",
             "a capture while no damage has come since sway's last drawn frame is that frame, held by "
-            "screencopy's copy_with_damage; otherwise it waits for sway's next frame. No serial can "
-            "promise an unchanged screen (an app's redraw shows in sway's next frame only); the "
-            "live screen sleeps on screencopy damage",
+            "screencopy's copy_with_damage; otherwise it waits for sway's next frame. The damage "
+            "serial holds still only while those held frames prove nothing was drawn (within ten "
+            "seconds of a capture, or while the live screen or a video watches); the live screen "
+            "sleeps on screencopy damage",
         )
         self.note(
             "cursor",
