@@ -98,13 +98,17 @@ class ScreenChanges:
         is), at most one frame per tick; None once ``timeout`` seconds passed without a change."""
         desktop = self.observer.desktop
         deadline = time.monotonic() + timeout
+        #: The serial was checked after a quiet wait: once per call, or a serial that moves with
+        #: nothing drawn (sway's, while it cannot tell) would grab on past the deadline.
+        checked = False
         while True:
             now = time.monotonic()
             fd = desktop.damage_fd()
             if self._settled and fd is not None:
                 drawn = select.select([fd], [], [], max(0.0, deadline - now))[0]
-                if not drawn and not self._serial_moved():
+                if not drawn and (checked or not self._serial_moved()):
                     return None  # nothing drawn
+                checked = checked or not drawn
             else:
                 wake = max(self._due, now)
                 if wake > deadline:
