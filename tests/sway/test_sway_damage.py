@@ -12,28 +12,18 @@ import time
 import anyio
 import pytest
 from tests.desktop.conftest import FixtureApp
+from tests.desktop.screen_loops import READERS, change_seen_after_another_reader, quiet
 from tests.polling import poll
 from tests.sway.conftest import window_of
 
 from deskrig.desktop import Desktop
 from deskrig.live import LiveScreen
 from deskrig.observation import Observer
-from deskrig.screen_changes import ScreenChanges
 from deskrig.security import WindowBlocklist
 
-#: A still screen makes no damage for this long.
-QUIET_SECONDS = 1.0
 #: Seconds without a grab that show the live screen's loop asleep (it grabbed four times a second).
 ASLEEP_SECONDS = 3.0
 _MOVES = itertools.count()
-
-
-def _quiet(desktop: Desktop) -> bool:
-    """Read the damage so far, then whether none comes for :data:`QUIET_SECONDS`."""
-    fd = desktop.damage_fd()
-    assert fd is not None
-    desktop.damage_serial()
-    return not select.select([fd], [], [], QUIET_SECONDS)[0]
 
 
 def _redraw(desktop: Desktop, form_app: FixtureApp) -> None:
@@ -48,12 +38,12 @@ def _redraw(desktop: Desktop, form_app: FixtureApp) -> None:
 def test_the_damage_fd_sleeps_on_a_still_screen_and_wakes_on_a_change(
     sway_desktop: Desktop, form_app: FixtureApp
 ) -> None:
-    poll("sway's screen still", lambda: _quiet(sway_desktop), timeout=30)
+    poll("sway's screen still", lambda: quiet(sway_desktop), timeout=30)
     fd = sway_desktop.damage_fd()
     assert fd is not None
     _redraw(sway_desktop, form_app)  # the pointer moves: sway draws it into its frames
     assert select.select([fd], [], [], 5.0)[0], "no damage reported for the pointer's move"
-    poll("sway's screen still again", lambda: _quiet(sway_desktop), timeout=30)
+    poll("sway's screen still again", lambda: quiet(sway_desktop), timeout=30)
 
 
 def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
@@ -88,35 +78,11 @@ def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
         viewer.join(timeout=10)
 
 
-def _settled(desktop: Desktop) -> ScreenChanges:
-    """A changing-screen loop that has shown the screen and fallen asleep on the damage fd."""
-    changes = ScreenChanges(Observer(desktop, WindowBlocklist([])))
-    assert changes.next(5.0) is not None  # the screen as it is
-    poll("the loop asleep on a still screen", lambda: changes.next(0.3) is None, timeout=30)
-    return changes
-
-
-@pytest.mark.parametrize("reader", ["screenshot", "another loop"])
+@pytest.mark.parametrize("reader", READERS)
 def test_the_changing_screen_sees_a_change_whose_damage_another_reader_took_first(
     sway_desktop: Desktop, form_app: FixtureApp, reader: str
 ) -> None:
-    """The video and the live screen sleep on the damage fd; a screenshot's damage_serial, or the
-    other loop waking first, may empty it before they wake. Their next look must still see it."""
-    changes = _settled(sway_desktop)
-    other = _settled(sway_desktop) if reader == "another loop" else None
-    fd = sway_desktop.damage_fd()
-    assert fd is not None
-
-    _redraw(sway_desktop, form_app)
-    assert select.select([fd], [], [], 10.0)[0], "no damage for the pointer's move"
-    # The other reader takes every notification of the change, up to a still screen.
-    if other is None:
-        poll("screenshots reading the damage up to a still screen", lambda: _quiet(sway_desktop), timeout=30)
-    else:
-        assert poll("the other loop's frame of the change", lambda: other.next(0.3), timeout=5)
-        poll("the other loop asleep again", lambda: other.next(QUIET_SECONDS) is None, timeout=30)
-
-    poll("the change", lambda: changes.next(0.3), timeout=5)
+    change_seen_after_another_reader(sway_desktop, reader, lambda: _redraw(sway_desktop, form_app))
 
 
 def test_the_damage_serial_stays_put_while_held_frames_prove_a_still_screen_and_moves_on_a_change(
