@@ -5,7 +5,7 @@ sway has no damage events for clients, but wlr-screencopy (version 2, wlroots >=
 client's previous completed copy of that output (wlroots keeps that damage per client, so none is
 lost between copies). :class:`DamageWatch` keeps such copies pending on every output, on a
 Wayland connection and a thread of its own (libwayland proxies stay on the thread that made them),
-asleep in ``select`` while the screen is still. It serves two users:
+asleep in ``select`` while the screen is still. It serves three users:
 
 - the live screen (:meth:`DamageWatch.fileno`): each completed (or failed) copy is one "may have
   changed", a byte written to a pipe, and the copy is asked for again at once;
@@ -14,7 +14,11 @@ asleep in ``select`` while the screen is still. It serves two users:
   instead of waiting for sway's next frame (up to a refresh interval, 16.7 ms at 60 Hz: sway
   hands a plain copy over at the output's next commit, and a commit in the current interval
   defers that to the next tick). Kept for :data:`HOLD_SECONDS` after the last capture, so an
-  idle rig pays nothing: no copies pending, no buffers, no wake-ups.
+  idle rig pays nothing: no copies pending, no buffers, no wake-ups;
+- the damage serial (:meth:`DamageWatch.ended`): the count of ended copies, while every output is
+  covered, moves on with anything sway draws, so it stays put only on a screen sway has not
+  drawn anew. Unlike the fd's pipe, which the first reader empties, a count cannot be taken
+  from another reader.
 
 Why a held frame is the screen (the proof the capture relies on). Events on one connection arrive
 in the order sway sent them, and sway answers a ``wl_display.sync`` only after everything it did
