@@ -6,11 +6,11 @@ blocked windows are black exactly as in a screenshot.
 
 An idle screen is neither grabbed nor compared. On X11 the loop sleeps in ``select`` on the DAMAGE
 connection (:meth:`~deskrig.desktop.Desktop.damage_fd`) once the damage serial has settled, and
-wakes when something is drawn. Grabs are also compared byte for byte with the last frame: on sway,
-whose damage serial moves on every call (its damage fd is wlr-screencopy's ``copy_with_damage``,
-:mod:`deskrig.desktop.sway_damage`), :data:`PATIENCE` unchanged grabs in a row put the loop to
-sleep on that fd the same way. A backend with no damage fd backs off to :data:`SLOW_TICK` while
-nothing changes.
+wakes when something is drawn. Grabs are also compared byte for byte with the last frame: where
+the damage serial moves without a change to the pixels (sway's, whose damage fd is wlr-screencopy's
+``copy_with_damage``, :mod:`deskrig.desktop.sway_damage`, moves when it cannot prove a still
+screen), :data:`PATIENCE` unchanged grabs in a row put the loop to sleep on that fd the same way.
+A backend with no damage fd backs off to :data:`SLOW_TICK` while nothing changes.
 """
 
 from __future__ import annotations
@@ -83,15 +83,11 @@ class ScreenChanges:
         self._settled = False
         #: Monotonic time of the next grab, one tick after the last.
         self._due = 0.0
-        #: The backend's damage serial stays put on a still screen (X11's does; sway's does not).
-        self._serial_settles = False
 
     def _serial_moved(self) -> bool:
         """Whether a settled serial moved on although no damage woke the loop: another caller of
-        ``damage_serial`` (a screenshot) read the notification first. One round trip; a backend
-        whose serial never settles has only its damage fd to go by."""
-        if not self._serial_settles:
-            return False
+        ``damage_serial`` (a screenshot, the other loop) read the notification first. One round
+        trip; where the serial cannot tell (sway's, for a moment), one grab more."""
         try:
             return self.observer.desktop.damage_serial() != self._serial
         except DeskrigError:
@@ -102,13 +98,17 @@ class ScreenChanges:
         is), at most one frame per tick; None once ``timeout`` seconds passed without a change."""
         desktop = self.observer.desktop
         deadline = time.monotonic() + timeout
+        #: The serial was checked after a quiet wait: once per call, or a serial that moves with
+        #: nothing drawn (sway's, while it cannot tell) would grab on past the deadline.
+        checked = False
         while True:
             now = time.monotonic()
             fd = desktop.damage_fd()
             if self._settled and fd is not None:
                 drawn = select.select([fd], [], [], max(0.0, deadline - now))[0]
-                if not drawn and not self._serial_moved():
+                if not drawn and (checked or not self._serial_moved()):
                     return None  # nothing drawn
+                checked = checked or not drawn
             else:
                 wake = max(self._due, now)
                 if wake > deadline:
@@ -122,7 +122,6 @@ class ScreenChanges:
                 # only new damage, which wakes the select above, can move it on.
                 self._settled = serial == self._serial
                 if self._settled:
-                    self._serial_settles = True
                     continue
                 observation = self.observer.observe()
                 pixels = observation.screen()
@@ -137,8 +136,8 @@ class ScreenChanges:
                 self._unchanged += 1
                 if self._unchanged > PATIENCE:
                     self._tick = min(self._tick * 2, SLOW_TICK)
-                    # A serial that moves on every call (sway's) never settles: the same pixels
-                    # over and over do, where damage can wake the loop.
+                    # A serial that moves with no change drawn (sway's, unable to prove a still screen)
+                    # does not settle: the same pixels over and over do, where damage can wake the loop.
                     self._settled = fd is not None
                 continue
             self._previous, self._unchanged, self._tick = rows, 0, self.fast_tick

@@ -3,11 +3,11 @@
 
     gtk_form.py --title T --log FILE
 
-Widgets: a menu bar (File: New, Save), an entry (its context menu has "Stamp"), a multi-line text
-view, a check box, a combo box (Small, Medium, Large), a menu button (Actions: Alpha, Beta), a
-button that updates a label ("clicked N"), a scrolled list of 200 rows and a slider (0..100).
-Every change is appended to FILE as one JSON line, so tests can check the app's own view of what
-it received:
+Widgets: a menu bar (File: New, Save), an entry (its context menu has "Stamp" and a submenu
+"More" with "Deep"), a multi-line text view, a check box, a combo box (Small, Medium, Large), a
+menu button (Actions: Alpha, Beta), a button that updates a label ("clicked N"), a scrolled list
+of 200 rows and a slider (0..100). Every change is appended to FILE as one JSON line, so tests can
+check the app's own view of what it received:
 
     {"event": "ready", "pid": P, "widgets": {name: {"x", "y", "width", "height"}}}  (root coords)
     {"event": "layout", "widgets": ...}      the same geometry again whenever it changes
@@ -141,11 +141,16 @@ class Form:
         return menu
 
     def on_entry_popup(self, _entry: Gtk.Entry, popup: Gtk.Widget) -> None:
-        """Add "Stamp" to the entry's context menu (opened at the pointer): it logs like a menu's."""
+        """Add "Stamp" to the entry's context menu (opened at the pointer), and a submenu "More"
+        with "Deep": they log like a menu's."""
         item = Gtk.MenuItem(label="Stamp")
         item.connect("activate", lambda _i: self.log(event="menu_item", menu="context", item="Stamp"))
         item.show()
         popup.append(item)
+        more = Gtk.MenuItem(label="More")
+        more.set_submenu(self.menu("context", ("Deep",)))
+        more.show()
+        popup.append(more)
 
     def log(self, **record: Any) -> None:
         self.log_file.write(json.dumps(record) + "\n")

@@ -25,7 +25,7 @@ from tests.polling import poll
 from tests.toolkits import MENU_CLICK_AFTER_S
 
 from deskrig.a11y import Element, ElementRef, PathStep
-from deskrig.a11y.placement import placed, pointer_popups, toplevel_origins, toplevels
+from deskrig.a11y.placement import open_submenus, placed, pointer_popups, toplevel_origins, toplevels
 from deskrig.config import SecurityPolicy, Settings
 from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.errors import tool_error
@@ -229,6 +229,75 @@ def test_a_context_menu_the_compositor_flipped_has_unknown_bounds_on_wayland(
         backend.gtk.wait("menu_item", lambda e: len(backend.gtk.events("menu_item")) > before)
 
 
+async def listed_menu_item(
+    forms: Forms, client: Client, name: str, role: str = "menu item"
+) -> dict[str, Any]:
+    """The context menu's item ``name`` once listed, with its snapshot id (an item that opens a
+    submenu has the role "menu" in GTK 3)."""
+    query = {"role": role, "name": name, "pid": forms.gtk.pid}
+    await ok(client, "wait_for", {**query, "timeout_ms": 5000})
+    state = await ok(client, "get_app_state", {"pid": forms.gtk.pid, "role": role, "name": name})
+    (item,) = [e for e in state["elements"] if e["name"] == name]
+    return {"snapshot_id": state["snapshot_id"], **item}
+
+
+async def after_the_menu_guard(opened_at: float) -> None:
+    await anyio.sleep(max(0.0, opened_at + MENU_CLICK_AFTER_S - time.monotonic()))
+
+
+@pytest.mark.parametrize("opening", ["keyboard", "submenu"])
+def test_a_context_menu_the_last_press_did_not_open_is_placed_right_or_not_at_all(
+    backend: Forms, tmp_path: Path, opening: str
+) -> None:
+    """The last press deskrig made did not open the menu: it was a click elsewhere before the
+    keyboard opened the context menu (Shift+F10), or the click on "More" that opened the
+    submenu. Its items have unknown bounds, or bounds where a click activates them."""
+    entry = backend.widget(backend.gtk, "entry")
+    wanted = "Stamp" if opening == "keyboard" else "Deep"
+    before = len(backend.gtk.events("menu_item"))
+
+    async def run() -> dict[str, Any]:
+        async with tools(backend, tmp_path) as client:
+            try:
+                if opening == "keyboard":
+                    # A press where a context menu fits; the keyboard opens one at the entry's corner.
+                    await ok(client, "click", {"x": entry.x + 40, "y": entry.y + 10})
+                    await ok(client, "press_key", {"key": "shift+F10"})
+                else:
+                    await ok(client, "right_click", {"x": entry.x + 40, "y": entry.y + 10})
+                    opened_at = time.monotonic()
+                    more = await listed_menu_item(backend, client, "More", role="menu")
+                    await after_the_menu_guard(opened_at)
+                    await ok(
+                        client,
+                        "click",
+                        {"element": {"snapshot_id": more["snapshot_id"], "index": more["index"]}},
+                    )
+                opened_at = time.monotonic()
+                item = await listed_menu_item(backend, client, wanted)
+                if not item.get("bounds_unknown"):
+                    await after_the_menu_guard(opened_at)
+                    await ok(
+                        client,
+                        "click",
+                        {"element": {"snapshot_id": item["snapshot_id"], "index": item["index"]}},
+                    )
+                return item
+            finally:
+                for _ in range(2):  # the submenu, then the menu (none left: Escape in the entry is harmless)
+                    await ok(client, "press_key", {"key": "Escape"})
+
+    item = anyio.run(run)
+
+    if item.get("bounds_unknown"):
+        assert "bounds" not in item or item["bounds"] is None
+    else:
+        event = backend.gtk.wait(
+            "menu_item", lambda e: len(backend.gtk.events("menu_item")) > before, f"{wanted!r} activated"
+        )
+        assert event == {"event": "menu_item", "menu": "context", "item": wanted}
+
+
 def scripted_element(index: int, toplevel: str, bounds: Bounds | None, nth: int = 0) -> Element:
     path = [PathStep("frame", toplevel, nth), PathStep("push button", f"b{index}", 0)]
     return Element(
@@ -296,6 +365,12 @@ def context_menu_item(index: int) -> Element:
     )
 
 
+def context_submenu_item(index: int) -> Element:
+    """An item of a submenu of the context menu, listed under its item "More" (showing: it has bounds)."""
+    item = context_menu_item(index)
+    return item.model_copy(update={"path": [*CONTEXT_MENU, PathStep("menu", "More", 0), item.path[-1]]})
+
+
 @pytest.mark.parametrize(
     ("press", "reported", "placed_at"),
     [
@@ -310,9 +385,11 @@ def context_menu_item(index: int) -> Element:
         (Point(x=1011, y=55), None, None),  # the toolkit reports no extents for the popup
     ],
 )
+@pytest.mark.parametrize("submenu_open", [False, True], ids=["", "submenu_open"])
 def test_a_context_menu_is_placed_at_the_press_or_has_unknown_bounds(
-    press: Point | None, reported: Bounds | None, placed_at: Point | None
+    press: Point | None, reported: Bounds | None, placed_at: Point | None, submenu_open: bool
 ) -> None:
+    """With a submenu open the last press may be the click on its item: never placed from it."""
     world = ScriptedDesktop()
     world.add_window("Form", Bounds(x=640, y=0, width=640, height=800), pid=7, a11y_window_relative=True)
     desktop = world.open()
@@ -321,16 +398,22 @@ def test_a_context_menu_is_placed_at_the_press_or_has_unknown_bounds(
     ]
     # The combo box's menu is listed under the combo box in the frame: the frame's window places it.
     combo_item = scripted_element(1, "Form", REPORTED_ITEM)
-    elements = [combo_item, context_menu_item(2)]
+    elements = [combo_item, context_menu_item(2), *([context_submenu_item(3)] if submenu_open else [])]
     assert pointer_popups(elements) == {CONTEXT_MENU[0]}
+    assert open_submenus(elements) == ({CONTEXT_MENU[0]} if submenu_open else set())
 
     origins = toplevel_origins(
-        desktop.a11y_origins(7), toplevels(elements), {CONTEXT_MENU[0]: reported}, press, displays
+        desktop.a11y_origins(7),
+        toplevels(elements),
+        {CONTEXT_MENU[0]: reported},
+        press,
+        displays,
+        open_submenus(elements),
     )
-    combo, item = placed(elements, origins)
+    combo, item, *_ = placed(elements, origins)
 
     assert combo.bounds == REPORTED_ITEM.model_copy(update={"x": 895, "y": 131})
-    if placed_at is None:
+    if placed_at is None or submenu_open:
         assert item.bounds is None and item.bounds_unknown
     else:
         assert item.bounds == REPORTED_ITEM.model_copy(update={"x": placed_at.x, "y": placed_at.y})

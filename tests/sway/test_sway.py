@@ -16,7 +16,7 @@ from tests.sway.swayproc import SwaySession
 
 from deskrig.desktop import Desktop, choose_backend, open_desktop
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds
+from deskrig.model import Bounds, Point
 
 
 def test_auto_picks_sway_when_its_sockets_are_set_and_x11_otherwise() -> None:
@@ -147,3 +147,20 @@ def test_typing_as_the_first_key_event_of_a_connection_lands(
         first = desktop.with_input(lambda device: device.type_text("ok"))
         assert first.chars == 2
         desktop.with_input(lambda device: device.press_key("BackSpace"))
+
+
+def test_a_key_after_a_press_leaves_no_press_to_place_a_popup_from(
+    sway_desktop: Desktop, color_app: FixtureApp
+) -> None:
+    """The keyboard may have opened a popup since (Shift+F10, the Menu key): a11y/placement.py
+    must not place it at the press."""
+    window = window_of(sway_desktop, color_app)
+    x, y = window.bounds.x + 30, window.bounds.y + 30
+    was = sway_desktop.cursor_position()
+    try:
+        sway_desktop.with_input(lambda device: device.button(x, y))
+        assert sway_desktop.last_press() == Point(x=x, y=y)
+        sway_desktop.with_input(lambda device: device.press_key("shift"))
+        assert sway_desktop.last_press() is None
+    finally:  # sway's captures show the pointer: not left over the colour other tests look at
+        sway_desktop.with_input(lambda device: device.move(was.x, was.y))

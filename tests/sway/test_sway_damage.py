@@ -10,7 +10,9 @@ import threading
 import time
 
 import anyio
+import pytest
 from tests.desktop.conftest import FixtureApp
+from tests.desktop.screen_loops import READERS, change_seen_after_another_reader, quiet
 from tests.polling import poll
 from tests.sway.conftest import window_of
 
@@ -19,19 +21,9 @@ from deskrig.live import LiveScreen
 from deskrig.observation import Observer
 from deskrig.security import WindowBlocklist
 
-#: A still screen makes no damage for this long.
-QUIET_SECONDS = 1.0
 #: Seconds without a grab that show the live screen's loop asleep (it grabbed four times a second).
 ASLEEP_SECONDS = 3.0
 _MOVES = itertools.count()
-
-
-def _quiet(desktop: Desktop) -> bool:
-    """Read the damage so far, then whether none comes for :data:`QUIET_SECONDS`."""
-    fd = desktop.damage_fd()
-    assert fd is not None
-    desktop.damage_serial()
-    return not select.select([fd], [], [], QUIET_SECONDS)[0]
 
 
 def _redraw(desktop: Desktop, form_app: FixtureApp) -> None:
@@ -46,12 +38,12 @@ def _redraw(desktop: Desktop, form_app: FixtureApp) -> None:
 def test_the_damage_fd_sleeps_on_a_still_screen_and_wakes_on_a_change(
     sway_desktop: Desktop, form_app: FixtureApp
 ) -> None:
-    poll("sway's screen still", lambda: _quiet(sway_desktop), timeout=30)
+    poll("sway's screen still", lambda: quiet(sway_desktop), timeout=30)
     fd = sway_desktop.damage_fd()
     assert fd is not None
     _redraw(sway_desktop, form_app)  # the pointer moves: sway draws it into its frames
     assert select.select([fd], [], [], 5.0)[0], "no damage reported for the pointer's move"
-    poll("sway's screen still again", lambda: _quiet(sway_desktop), timeout=30)
+    poll("sway's screen still again", lambda: quiet(sway_desktop), timeout=30)
 
 
 def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
@@ -84,3 +76,25 @@ def test_the_live_screen_grabs_an_idle_sway_screen_no_more(
     finally:
         stopping.set()
         viewer.join(timeout=10)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_the_changing_screen_sees_a_change_whose_damage_another_reader_took_first(
+    sway_desktop: Desktop, form_app: FixtureApp, reader: str
+) -> None:
+    change_seen_after_another_reader(sway_desktop, reader, lambda: _redraw(sway_desktop, form_app))
+
+
+def test_the_damage_serial_stays_put_while_held_frames_prove_a_still_screen_and_moves_on_a_change(
+    sway_desktop: Desktop, form_app: FixtureApp
+) -> None:
+    """What lets a screenshot of a still screen reuse its encoding, as on X11."""
+
+    def settled() -> int | None:
+        sway_desktop.grab(sway_desktop.screen_bounds())  # a capture: the watch holds frames
+        serial = sway_desktop.damage_serial()
+        return serial if sway_desktop.damage_serial() == serial else None
+
+    still = poll("the serial settled", settled, timeout=30)
+    _redraw(sway_desktop, form_app)
+    assert sway_desktop.damage_serial() != still  # deskrig's own change, drawn or not yet

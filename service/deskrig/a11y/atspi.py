@@ -40,7 +40,14 @@ from deskrig.a11y.failures import invalid_argument, require_running, translate_f
 from deskrig.a11y.fetch import FetchedTree, fetch_tree, toplevel_extents
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror, MirroredTree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
-from deskrig.a11y.placement import WindowPlacement, placed, pointer_popups, toplevel_origins, toplevels
+from deskrig.a11y.placement import (
+    WindowPlacement,
+    open_submenus,
+    placed,
+    pointer_popups,
+    toplevel_origins,
+    toplevels,
+)
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.source import ACTIVATE_ALIASES, check_limits, deepest_focused
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
@@ -364,7 +371,10 @@ class AccessibilityClient:
         async with self._guard("reading where its popup menus are", pid=pid):
             extents = await toplevel_extents(await self._app(bus_name), popups)
         reported = {step: extents.get(step) for step in popups}
-        return placed(elements, toplevel_origins(shifted, steps, reported, press, displays))
+        origins = toplevel_origins(
+            shifted, steps, reported, press, displays, open_submenus(elements) & popups
+        )
+        return placed(elements, origins)
 
     # ---- actions -----------------------------------------------------------------------------
 

@@ -20,11 +20,14 @@ their title. GTK 3 reports a popup relative to the GDK window it was anchored to
   last pressed minus where GTK says the popup is gives its origin; unless the popup did not fit
   there (the compositor then flips or slides it), or that press cannot have opened it (the
   offset would lie outside the window): its elements' bounds are then unknown, never wrong.
+  The press is also not the opener's when a key went down after it (the desktop forgets it: the
+  keyboard may have opened the menu), or while a submenu of the menu is open (listed under its
+  item, placed from the same origin): the last press may be the click that opened the submenu.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -71,6 +74,19 @@ def pointer_popups(elements: Iterable[Element]) -> set[PathStep]:
     return {e.path[0] for e in elements if len(e.path) >= 2 and e.path[1].role == _MENU_ROLE}
 
 
+def open_submenus(elements: Iterable[Element]) -> set[PathStep]:
+    """The top-levels of :func:`pointer_popups` with a submenu open: an element with bounds listed
+    under a menu inside the popup's own menu."""
+    return {
+        e.path[0]
+        for e in elements
+        if e.bounds is not None
+        and len(e.path) >= 2
+        and e.path[1].role == _MENU_ROLE
+        and any(step.role == _MENU_ROLE for step in e.path[2:-1])
+    }
+
+
 def _window_origin(shifted: Sequence[tuple[WindowInfo, Point]], toplevel: PathStep) -> Point | None:
     """The origin of the window showing ``toplevel``: of the windows with its title, the one as
     far down the creation order as the top-level is among its namesakes; with no window of its
@@ -107,11 +123,13 @@ def toplevel_origins(
     popups: Mapping[PathStep, Bounds | None] | None = None,
     press: Point | None = None,
     displays: Sequence[DisplayInfo] = (),
+    submenus_open: Collection[PathStep] = (),
 ) -> Origins:
     """Where each top-level in ``steps`` starts, given the app's windows that are not placed at the
     screen's origin (``shifted``, from ``a11y_origins``). ``popups``: the extents the toolkit
     reports for the top-levels of :func:`pointer_popups` (None: it reports none); ``press``: where
-    a pointer button was last pressed; ``displays``: the screen's displays.
+    a pointer button was last pressed; ``displays``: the screen's displays; ``submenus_open``: the
+    popups of :func:`open_submenus`, which the press may not have opened.
 
     A top-level with no window to match is left out: its elements keep the coordinates the
     toolkit gave. A pointer popup that cannot be placed is ``unknown``.
@@ -124,7 +142,8 @@ def toplevel_origins(
     unknown: set[PathStep] = set()
     for step in steps:
         if step in popups and step.name not in titles:
-            origin = _popup_origin(shifted, popups[step], press, displays)
+            opener = None if step in submenus_open else press
+            origin = _popup_origin(shifted, popups[step], opener, displays)
         else:
             origin = _window_origin(shifted, step)
         if origin is not None:

@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -59,7 +60,7 @@ class PointerState:
     x: int = 0
     y: int = 0
     drawn_change_at: float = 0.0
-    #: Where a button was last pressed (None: never).
+    #: Where a button was last pressed (None: never, or a key went down since).
     pressed_at: Point | None = None
 
 
@@ -291,6 +292,12 @@ class SwayBackend(DesktopBackend):
         self._sockets = sockets
         self._pointer = pointer
         self._serial = itertools.count(1)
+        #: The damage serial last returned, and what it stood for: the damage watch's count of
+        #: ended copies (None: it could not tell, and the next serial moves on) and our own last
+        #: drawn change.
+        self._serial_lock = threading.Lock()
+        self._damage_serial = next(self._serial)
+        self._serial_stands_for: tuple[int | None, float] = (None, 0.0)
         with self._translated("cannot connect to sway"):
             self._ipc = Connection(socket_path=sockets.ipc)
             try:
@@ -305,12 +312,14 @@ class SwayBackend(DesktopBackend):
         self._damage_tried = False
         #: When our own IPC commands last changed what sway draws (see PointerState).
         self._drawn_change_at = 0.0
+        # Under "capture", not "damage": that component says a backend cannot tell a still screen.
         self.note(
-            "damage",
+            "capture",
             "a capture while no damage has come since sway's last drawn frame is that frame, held by "
-            "screencopy's copy_with_damage; otherwise it waits for sway's next frame. No serial can "
-            "promise an unchanged screen (an app's redraw shows in sway's next frame only); the "
-            "live screen sleeps on screencopy damage",
+            "screencopy's copy_with_damage; otherwise it waits for sway's next frame. The damage "
+            "serial holds still only while those held frames prove nothing was drawn (within ten "
+            "seconds of a capture, or while the live screen or a video watches); the live screen "
+            "sleeps on screencopy damage",
         )
         self.note(
             "cursor",
@@ -448,9 +457,20 @@ class SwayBackend(DesktopBackend):
         return self._pointer.pressed_at
 
     def damage_serial(self) -> int:
+        # Stays put only while the damage watch proves sway drew nothing since the last call and
+        # we changed nothing it is still to draw, so a damage notification another caller drained
+        # (a screenshot, the other changing-screen loop) still moves the serial for a loop asleep
+        # on the fd.
+        ended = None
         if self._damage is not None:
             self._damage.drain()
-        return next(self._serial)
+            ended = self._damage.ended()
+        stands_for = (ended, max(self._pointer.drawn_change_at, self._drawn_change_at))
+        with self._serial_lock:
+            if ended is None or stands_for != self._serial_stands_for:
+                self._damage_serial = next(self._serial)
+            self._serial_stands_for = stands_for
+            return self._damage_serial
 
     def damage_fd(self) -> int | None:
         watch = self._damage_watch()

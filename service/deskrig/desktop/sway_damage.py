@@ -5,7 +5,7 @@ sway has no damage events for clients, but wlr-screencopy (version 2, wlroots >=
 client's previous completed copy of that output (wlroots keeps that damage per client, so none is
 lost between copies). :class:`DamageWatch` keeps such copies pending on every output, on a
 Wayland connection and a thread of its own (libwayland proxies stay on the thread that made them),
-asleep in ``select`` while the screen is still. It serves two users:
+asleep in ``select`` while the screen is still. It serves three users:
 
 - the live screen (:meth:`DamageWatch.fileno`): each completed (or failed) copy is one "may have
   changed", a byte written to a pipe, and the copy is asked for again at once;
@@ -14,7 +14,11 @@ asleep in ``select`` while the screen is still. It serves two users:
   instead of waiting for sway's next frame (up to a refresh interval, 16.7 ms at 60 Hz: sway
   hands a plain copy over at the output's next commit, and a commit in the current interval
   defers that to the next tick). Kept for :data:`HOLD_SECONDS` after the last capture, so an
-  idle rig pays nothing: no copies pending, no buffers, no wake-ups.
+  idle rig pays nothing: no copies pending, no buffers, no wake-ups;
+- the damage serial (:meth:`DamageWatch.ended`): the count of ended copies, while every output is
+  covered, moves on with anything sway draws, so it stays put only on a screen sway has not
+  drawn anew. Unlike the fd's pipe, which the first reader empties, a count cannot be taken
+  from another reader.
 
 Why a held frame is the screen (the proof the capture relies on). Events on one connection arrive
 in the order sway sent them, and sway answers a ``wl_display.sync`` only after everything it did
@@ -124,13 +128,16 @@ class _Output:
 
 @dataclass
 class _Question:
-    """A capture's question: ``part`` of ``output`` as sway last drew it, if that is the screen."""
+    """A capture's question: ``part`` of ``output`` as sway last drew it, if that is the screen.
+    With no ``output``, the damage serial's: how many copies ended so far, if every output's held
+    frame is the screen."""
 
-    output: str
-    part: Bounds
+    output: str | None
+    part: Bounds | None
     not_before: float
     answered: threading.Event = field(default_factory=threading.Event)
     frame: Grab | None = None
+    ended: int | None = None
     marker: Any = None
 
 
@@ -153,6 +160,8 @@ class DamageWatch:
         self._watched = False
         #: Monotonic time until which captures keep the frames current.
         self._hold_until = 0.0
+        #: Copies completed or failed, and outputs gone, so far (the watcher thread's count).
+        self._ended = 0
         self._stopping = False
         self._thread = threading.Thread(target=self._watch, name="deskrig-sway-damage", daemon=True)
         self._thread.start()
@@ -180,13 +189,25 @@ class DamageWatch:
         if not self._thread.is_alive():
             return None
         self._hold_until = time.monotonic() + HOLD_SECONDS
-        question = _Question(output, part, not_before)
+        return self._asked(_Question(output, part, not_before)).frame
+
+    def ended(self) -> int | None:
+        """How many copies have completed or failed (and outputs gone) so far, when every output is
+        covered (the module's proof): then anything sway draws later moves the count on, so an
+        unchanged count is a screen sway has not drawn anew. None when that cannot be told
+        (nothing held, an output not covered, nobody watching or holding): a damage serial must
+        then move on. Unlike :meth:`latest`, it does not start holding frames."""
+        if not self._thread.is_alive() or (not self._watched and time.monotonic() >= self._hold_until):
+            return None
+        return self._asked(_Question(None, None, -math.inf)).ended
+
+    def _asked(self, question: _Question) -> _Question:
+        """``question`` answered by the watcher thread, or as it was if no answer came in time."""
         self._questions.put(question)
         self._wake()
         if not question.answered.wait(ANSWER_TIMEOUT):
             log.warning("the sway damage watch did not answer within %g s", ANSWER_TIMEOUT)
-            return None
-        return question.frame
+        return question
 
     def close(self) -> None:
         self._stopping = True
@@ -230,6 +251,7 @@ class DamageWatch:
         outputs = self._connection.outputs()
         for name in [name for name in self._outputs if name not in outputs]:
             self._release_output(self._outputs.pop(name))
+            self._damage()  # the screen lost an output: its frames are no longer the screen
         for name, proxy in outputs.items():
             watched = self._outputs.setdefault(name, _Output())
             if watched.retry_at > now:
@@ -298,21 +320,27 @@ class DamageWatch:
             question.marker = self._connection.sync(functools.partial(self._answer, question))
 
     def _answer(self, question: _Question) -> None:
-        watched = self._outputs.get(question.output)
-        held = watched.held if watched is not None else None
-        if (
-            watched is not None
-            and held is not None
-            and watched.covered
-            and held.drawn_at > question.not_before
-        ):
+        if question.output is None:
+            if all(self._current(name, question.not_before) for name in self._connection.outputs()):
+                question.ended = self._ended
+        elif question.part is not None and (held := self._current(question.output, question.not_before)):
             _fmt, width, height, _stride = held.buffer.shape
             if question.part.intersection(Bounds(x=0, y=0, width=width, height=height)) == question.part:
                 question.frame = bgrx_part(held.buffer, held.inverted, question.part)
         question.marker = None
         question.answered.set()
 
+    def _current(self, output: str, not_before: float) -> _Held | None:
+        """The output's held frame, if it is provably the screen now (the module's proof) and was
+        drawn after ``not_before``."""
+        watched = self._outputs.get(output)
+        held = watched.held if watched is not None else None
+        if watched is None or held is None or not watched.covered or held.drawn_at <= not_before:
+            return None
+        return held
+
     def _damage(self) -> None:
+        self._ended += 1
         with contextlib.suppress(BlockingIOError):  # the pipe is full: the news is already there
             os.write(self._notify, b"d")
 

@@ -309,6 +309,12 @@ class SwayInput:
         if self._held_mask:
             self._keyboard.modifiers(self._held_mask, 0, 0, 0)
 
+    def _key_down(self, code: int) -> None:
+        """Press a key. A key may open a popup at the keyboard focus (Shift+F10, the Menu key, an
+        arrow into a submenu), so the last button press no longer says where a popup opened."""
+        self._keyboard.key(self._now(), code, _PRESSED)
+        self._pointer_state.pressed_at = None
+
     @contextmanager
     def _holding(self, keys: Sequence[str]) -> Iterator[None]:
         """Press keys in order (modifiers also set their state bit), release in reverse. Keys held
@@ -319,7 +325,7 @@ class SwayInput:
         mask = self._held_mask
         try:
             for key, code in zip(keys, codes, strict=True):
-                self._keyboard.key(self._now(), code, _PRESSED)
+                self._key_down(code)
                 mask |= _MODIFIER_MASKS.get(key, 0)
                 pressed.append((code, mask))
                 self._keyboard.modifiers(mask, 0, 0, 0)
@@ -446,7 +452,7 @@ class SwayInput:
         """Press one key and leave it down (a modifier also sets its state bit)."""
         with self._delivering("key_down"):
             code = self._codes([key])[0]
-            self._keyboard.key(self._now(), code, _PRESSED)
+            self._key_down(code)
             self._held_keys[key] = code
             self._held_mask |= _MODIFIER_MASKS.get(key, 0)
             self._keyboard.modifiers(self._held_mask, 0, 0, 0)
@@ -481,7 +487,7 @@ class SwayInput:
                     # keyboard's first keymap (typing as the first key event of a rig did that).
                     self._keyboard.modifiers(0, 0, 0, 0)
                 for code in codes:
-                    self._keyboard.key(self._now(), code, _PRESSED)
+                    self._key_down(code)
                     self._keyboard.key(self._now(), code, _RELEASED)
                     if delay_ms:
                         self._wayland.roundtrip()
