@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 #: Bytes asked of stdin per read: a 5 MB ``set_clipboard`` line arrives in a few reads.
 READ_SIZE = 1 << 20
+#: What a pipe is asked to hold (Linux's default for an unprivileged process may go up to 1 MiB;
+#: a pipe starts at 64 KiB): a full-screen screenshot's answer (about 160 kB) then goes in one
+#: write, without waiting for the client to read the first 64 KiB.
+PIPE_SIZE = 1 << 20
 
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
 WriteStream = MemoryObjectSendStream[SessionMessage]
@@ -65,6 +69,9 @@ def _claimed(std_fd: int, diversion: int) -> Iterator[_Wire]:
     os.dup2(diversion, std_fd)
     try:
         fcntl.fcntl(wire, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        if stat.S_ISFIFO(os.fstat(wire).st_mode) and hasattr(fcntl, "F_SETPIPE_SZ"):
+            with contextlib.suppress(OSError):  # over the system's limit: the pipe stays as it is
+                fcntl.fcntl(wire, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         yield _Wire(wire, _pollable(wire))
     finally:
         fcntl.fcntl(wire, fcntl.F_SETFL, flags)
