@@ -114,13 +114,13 @@ async def _wait_for(stop: threading.Event) -> None:
 def _stdio_streams() -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
     """stdin and stdout as the server's streams: read and written on the event loop
     (:mod:`deskrig.stdio`); on Windows, whose pipes a selector cannot wait for, the SDK's."""
-    if sys.platform == "win32":
-        from mcp.server.stdio import stdio_server
+    if sys.platform != "win32":
+        from deskrig.stdio import stdio_streams
 
-        return stdio_server()
-    from deskrig.stdio import stdio_streams
+        return stdio_streams()
+    from mcp.server.stdio import stdio_server
 
-    return stdio_streams()
+    return stdio_server()
 
 
 async def _serve_stdio(mcp: Server[Any], stop: threading.Event) -> None:
