@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,10 @@ def display(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     stop_process(xvfb)
 
 
+#: How long a test waits for an answer or an exit: a broken transport fails, it does not hang.
+DEADLINE_S = 60.0
+
+
 class Peer:
     """A stdio server spawned with pipes, written to in raw bytes."""
 
@@ -64,6 +70,7 @@ class Peer:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        self._pending = b""
 
     def write(self, *chunks: bytes) -> None:
         """Each chunk in a write of its own."""
@@ -72,17 +79,22 @@ class Peer:
             self.stdin.flush()
 
     def answer(self) -> dict[str, Any]:
-        read = self.stdout.readline()
-        assert read.endswith(b"\n"), f"stdout ended: {read!r}"
+        deadline = time.monotonic() + DEADLINE_S
+        while b"\n" not in self._pending:
+            ready = select.select([self.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]
+            assert ready, f"no whole line within {DEADLINE_S} s: {self._pending[:200]!r}"
+            chunk = os.read(self.stdout.fileno(), 1 << 20)
+            assert chunk, f"stdout ended: {self._pending[:200]!r}"
+            self._pending += chunk
+        read, _, self._pending = self._pending.partition(b"\n")
         answer: dict[str, Any] = json.loads(read)
         return answer
 
     def hang_up(self) -> tuple[int, bytes]:
         """End of input: the exit status and whatever came on stdout after."""
-        self.stdin.close()
         try:
-            rest = self.stdout.read()
-            return self.proc.wait(timeout=30), rest
+            rest, _ = self.proc.communicate(timeout=DEADLINE_S)  # closes stdin
+            return self.proc.returncode, self._pending + rest
         finally:
             stop_process(self.proc)
 
@@ -134,6 +146,10 @@ def test_the_sdk_client_over_deskrig_transport(display: str, tmp_path: Path) -> 
     )
 
     async def run() -> tuple[int, dict[str, Any], str]:
+        with anyio.fail_after(2 * DEADLINE_S):
+            return await calls()
+
+    async def calls() -> tuple[int, dict[str, Any], str]:
         async with Client(params) as client:
             tools = await client.list_tools()
             shot = await client.call_tool("screenshot_screen", {"format": "jpeg"})
