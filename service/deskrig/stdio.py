@@ -28,7 +28,6 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 
 import anyio
 import mcp_types as types
@@ -50,20 +49,12 @@ ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
 WriteStream = MemoryObjectSendStream[SessionMessage]
 
 
-@dataclass
-class _Wire:
-    """One end of the protocol: a private duplicate of a standard descriptor."""
-
-    fd: int
-    #: Whether the event loop's selector can wait for it (pipes, sockets, terminals: not files).
-    pollable: bool
-
-
 @contextlib.contextmanager
-def _claimed(std_fd: int, diversion: int) -> Iterator[_Wire]:
+def _claimed(std_fd: int, diversion: int) -> Iterator[int]:
     """Serve the protocol from a non-blocking duplicate of ``std_fd``, and point ``std_fd`` at
     ``diversion`` meanwhile; put both back on the way out (the flags are shared with whoever else
-    holds the same open file, a terminal's shell for one)."""
+    holds the same open file, a terminal's shell for one). A regular file never blocks: it is read
+    and written as it is, without the selector (which cannot wait for one)."""
     wire = fcntl.fcntl(std_fd, fcntl.F_DUPFD_CLOEXEC, 3)
     flags = fcntl.fcntl(wire, fcntl.F_GETFL)
     os.dup2(diversion, std_fd)
@@ -72,32 +63,28 @@ def _claimed(std_fd: int, diversion: int) -> Iterator[_Wire]:
         if stat.S_ISFIFO(os.fstat(wire).st_mode) and hasattr(fcntl, "F_SETPIPE_SZ"):
             with contextlib.suppress(OSError):  # over the system's limit: the pipe stays as it is
                 fcntl.fcntl(wire, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        yield _Wire(wire, _pollable(wire))
+        yield wire
     finally:
         fcntl.fcntl(wire, fcntl.F_SETFL, flags)
         os.dup2(wire, std_fd)
         os.close(wire)
 
 
-def _pollable(fd: int) -> bool:
-    return not stat.S_ISREG(os.fstat(fd).st_mode)
-
-
-async def _read_chunk(wire: _Wire) -> bytes:
+async def _read_chunk(fd: int) -> bytes:
     while True:
         try:
-            return os.read(wire.fd, READ_SIZE)
+            return os.read(fd, READ_SIZE)
         except BlockingIOError:
-            await anyio.wait_readable(wire.fd)
+            await anyio.wait_readable(fd)
 
 
-async def _write_all(wire: _Wire, data: bytes) -> None:
+async def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         try:
-            view = view[os.write(wire.fd, view) :]
+            view = view[os.write(fd, view) :]
         except BlockingIOError:
-            await anyio.wait_writable(wire.fd)
+            await anyio.wait_writable(fd)
 
 
 def _parsed(line: bytes | bytearray | str) -> SessionMessage | Exception:
@@ -115,11 +102,11 @@ def _parsed(line: bytes | bytearray | str) -> SessionMessage | Exception:
         return exc
 
 
-async def _read_messages(wire: _Wire, messages: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
-    """Every line of ``wire`` to ``messages``, until end of input closes them."""
+async def _read_messages(fd: int, messages: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+    """Every line read from ``fd`` to ``messages``, until end of input closes them."""
     pending = bytearray()
     async with messages:
-        while chunk := await _read_chunk(wire):
+        while chunk := await _read_chunk(fd):
             start = len(pending)  # no newline before this chunk's first byte
             pending += chunk
             end = pending.rfind(b"\n", start)  # the last complete line's end
@@ -134,15 +121,15 @@ async def _read_messages(wire: _Wire, messages: MemoryObjectSendStream[SessionMe
             await messages.send(_parsed(pending))
 
 
-async def _write_messages(wire: _Wire, answers: MemoryObjectReceiveStream[SessionMessage]) -> None:
-    """Every message from ``answers`` to ``wire``, one line each; when the client stops reading
+async def _write_messages(fd: int, answers: MemoryObjectReceiveStream[SessionMessage]) -> None:
+    """Every message from ``answers`` to ``fd``, one line each; when the client stops reading
     (a closed pipe), the rest is dropped: its hang-up on stdin ends the server."""
     async with answers:
         async for answer in answers:
             message = answer.message
             line = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
             try:
-                await _write_all(wire, line + b"\n")
+                await _write_all(fd, line + b"\n")
             except BrokenPipeError:
                 log.debug("the stdio client closed its end of stdout; dropping an answer")
 

@@ -20,6 +20,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from tests.desktop.conftest import start_xvfb, stop_process
+from tests.polling import poll
 
 from deskrig.bench.reliability_rig import INITIALIZE
 
@@ -163,3 +164,41 @@ def test_the_sdk_client_over_deskrig_transport(display: str, tmp_path: Path) -> 
     assert tools > 20
     assert (shot["width"], shot["height"], shot["format"]) == (1280, 800, "jpeg")
     assert clipboard == text
+
+
+def test_files_for_stdin_and_stdout(display: str, tmp_path: Path) -> None:
+    """Regular files, which the event loop's selector cannot wait for, are read and written as they
+    are: answers to a file (a 2 MB line among them), requests from one (its end ends the server at
+    once, and with it whatever is still being answered, as on the SDK's transport)."""
+    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
+    answers = tmp_path / "answers.jsonl"
+    with answers.open("wb") as stdout:
+        server = subprocess.Popen(
+            DESKRIG, stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.DEVNULL, env=env
+        )
+        assert server.stdin is not None
+        server.stdin.write(
+            line(INITIALIZE) + line(INITIALIZED) + line(ping(2, pad=2_000_000)) + line(ping(3))
+        )
+        server.stdin.flush()
+
+        def answered() -> list[int] | None:
+            ids = [
+                json.loads(answer)["id"]
+                for answer in answers.read_bytes().splitlines(keepends=True)
+                if answer.endswith(b"\n")
+            ]
+            return ids if len(ids) == 3 else None
+
+        try:
+            assert poll("three answers in the file", answered) == [1, 2, 3]
+            server.stdin.close()
+            assert server.wait(timeout=DEADLINE_S) == 0
+        finally:
+            stop_process(server)
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(line(INITIALIZE))
+    with requests.open("rb") as stdin:
+        done = subprocess.run(DESKRIG, stdin=stdin, capture_output=True, env=env, timeout=DEADLINE_S)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "deskrig"
