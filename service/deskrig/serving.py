@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -29,7 +30,6 @@ import mcp_types as types
 import pydantic
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from deskrig.config import Settings, ToolProfile
@@ -111,8 +111,20 @@ async def _wait_for(stop: threading.Event) -> None:
     await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
 
 
+def _stdio_streams() -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
+    """stdin and stdout as the server's streams: read and written on the event loop
+    (:mod:`deskrig.stdio`); on Windows, whose pipes a selector cannot wait for, the SDK's."""
+    if sys.platform != "win32":
+        from deskrig.stdio import stdio_streams
+
+        return stdio_streams()
+    from mcp.server.stdio import stdio_server
+
+    return stdio_server()
+
+
 async def _serve_stdio(mcp: Server[Any], stop: threading.Event) -> None:
-    async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+    async with _stdio_streams() as (read, write), anyio.create_task_group() as tg:
 
         async def stop_when_asked() -> None:
             await _wait_for(stop)

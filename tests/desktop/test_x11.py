@@ -16,6 +16,8 @@ from tests.contract import colours_at
 from tests.polling import poll
 from tests.test_banded_encoding import libjpeg_restart_encode
 from Xlib import X, Xatom
+from Xlib.display import Display
+from Xlib.ext import randr
 from Xlib.protocol import event
 
 from deskrig import imaging
@@ -261,6 +263,38 @@ def test_the_changing_screen_sees_a_change_whose_damage_another_reader_took_firs
     )
     image = frame.pixels.image
     assert YELLOW in {colour for _, colour in image.getcolors(image.width * image.height) or []}
+
+
+def _resize_screen(display: str, width: int, height: int) -> None:
+    """Resize the screen as xrandr --fb does, from a connection of its own, and wait for the reply.
+    The output is switched off first: a screen may not shrink under the mode it shows."""
+    xlib = Display(display)
+    try:
+        root = xlib.screen().root
+        resources = root.xrandr_get_screen_resources()
+        for crtc in resources.crtcs:
+            xlib.xrandr_set_crtc_config(crtc, resources.config_timestamp, 0, 0, 0, randr.Rotate_0, [])
+        root.xrandr_set_screen_size(width, height, width // 4, height // 4)
+        xlib.sync()
+    finally:
+        xlib.close()
+
+
+def test_a_resized_screen_is_seen_by_the_next_call(tmp_path: Path) -> None:
+    """The screen's bounds are kept from the root window's events, not asked for each call: a
+    resize (RandR, as xrandr makes it) shows in the very next call, and in the next grab."""
+    xvfb, display = start_xvfb(tmp_path)
+    backend = X11Backend(display)
+    try:
+        assert backend.screen_bounds() == Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
+        backend.damage_serial()  # a screenshot's first look, draining the events so far
+        for width, height in ((640, 480), SCREEN):
+            _resize_screen(display, width, height)
+            assert backend.screen_bounds() == Bounds(x=0, y=0, width=width, height=height)
+            assert backend.grab(backend.screen_bounds()).size == (width, height)
+    finally:
+        backend.close()
+        stop_process(xvfb)
 
 
 def test_focused_window_follows_the_keyboard_focus(desktop: Desktop, x11_backend: X11Backend) -> None:

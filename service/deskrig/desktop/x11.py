@@ -221,6 +221,8 @@ class X11Backend(DesktopBackend):
         log.debug("X error on %s: %s", self._display_name, error)
 
     def _root_bounds(self) -> Bounds:
+        if self._damage is not None:
+            return self._damage.bounds()  # kept from the root's events: no round trip
         geometry = self._root.get_geometry()
         return Bounds(x=0, y=0, width=geometry.width, height=geometry.height)
 

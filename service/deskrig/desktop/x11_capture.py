@@ -8,6 +8,8 @@ mss used Xlib handles that only worked on the thread that opened them.)
 from __future__ import annotations
 
 import logging
+import select
+import threading
 from collections.abc import Callable
 
 import mss
@@ -102,41 +104,88 @@ class ScreenGrabber:
 
 
 class DamageCounter:
-    """A serial that changes whenever anything on the root window may have changed.
+    """A serial that changes whenever anything on the root window may have changed, and the root
+    window's size, both kept from the events of a connection of its own (so draining them never
+    takes events from the connection the rest of the backend uses).
 
-    Uses its own X connection, so draining DamageNotify events never takes events from the
-    connection the rest of the backend uses. The damage object reports "non-empty": the server
-    sends one event when the damage region goes from empty to non-empty, and we empty it again
-    on every call.
+    The damage object reports "non-empty": the server sends one event when the damage region goes
+    from empty to non-empty, and we empty it again on every call. An event seen in a call may stand
+    for damage that happened after that call's subtract; then the region is non-empty again and no
+    event will come for further damage. So a call that saw events leaves the counter "dirty" and
+    the next call advances it once more. After a change the serial therefore moves on twice, then
+    stays put while the screen is idle.
 
-    An event seen in a call may stand for damage that happened after that call's subtract; then
-    the region is non-empty again and no event will come for further damage. So a call that saw
-    events leaves the counter "dirty" and the next call advances it once more. After a change the
-    serial therefore moves on twice, then stays put while the screen is idle.
+    A call that finds events already received, or is dirty, moves the serial on without asking the
+    server anything: whatever else is on its way can only move it on again. Only a call that would
+    say "unchanged" makes a round trip first, so that every event the server queued before it has
+    arrived (a changing screen costs no round trip, a still one the one it always did); it sends no
+    subtract, as the region is empty already.
+
+    The root's size comes from its ConfigureNotify events (a RandR resize sends one), read with the
+    damage events: no round trip a call. The X server writes a client's events out before a reply
+    it queued later (its list of clients with output pending is in that order), so by the time the
+    client that resized has its answer, the event is in this connection's socket.
     """
 
     def __init__(self, display_name: str) -> None:
         self._display = Display(display_name)
+        self._lock = threading.Lock()
         # The server refuses DAMAGE requests from a client that has not negotiated a version.
         self._display.damage_query_version()
         # python-xlib registers a copy of the DamageNotify class, so events are told apart by code.
         self._notify_code = self._display.query_extension("DAMAGE").first_event + damage.DamageNotifyCode
-        self._damage = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
+        root = self._display.screen().root
+        root.change_attributes(event_mask=X.StructureNotifyMask)
+        self._damage = root.damage_create(damage.DamageReportNonEmpty)
+        geometry = root.get_geometry()  # after selecting ConfigureNotify: no resize falls between
+        self._bounds = Bounds(x=0, y=0, width=geometry.width, height=geometry.height)
         self._serial = 0
+        #: DamageNotify events received and not yet counted by serial().
+        self._unseen = 0
         self._dirty = True  # the first caller has never seen the screen
+        self._readable = select.poll()
+        self._readable.register(self._display.fileno(), select.POLLIN)
+
+    def _drain(self) -> None:
+        """Take in the events received so far (no round trip). python-xlib's own check costs some
+        0.1 ms of Python, so it is made only when the socket has something to read; its queue is
+        empty between calls (every call that fills it drains it)."""
+        if not self._readable.poll(0):
+            return
+        self._take_events()
+
+    def _take_events(self) -> None:
+        while self._display.pending_events():
+            event = self._display.next_event()
+            if event.type == self._notify_code:
+                self._unseen += 1
+            elif event.type == X.ConfigureNotify:
+                self._bounds = Bounds(x=0, y=0, width=event.width, height=event.height)
 
     def serial(self) -> int:
-        self._display.damage_subtract(self._damage, X.NONE, X.NONE)
-        # The round trip makes every event the server queued before it arrive first.
-        self._display.sync()
-        seen = 0
-        while self._display.pending_events():
-            if self._display.next_event().type == self._notify_code:
-                seen += 1
-        if seen or self._dirty:
-            self._serial += 1
-        self._dirty = seen > 0
-        return self._serial
+        with self._lock:
+            self._drain()
+            if self._unseen or self._dirty:
+                # Empty the damage region, so that the next damage sends an event. (Without an
+                # event since the last call, and not dirty, it is empty already.) Damage between
+                # the events read above and this is in the grab that follows.
+                self._display.damage_subtract(self._damage, X.NONE, X.NONE)
+                self._display.flush()
+            else:
+                # The round trip makes every event the server queued before it arrive first.
+                self._display.sync()
+                self._take_events()
+            seen, self._unseen = self._unseen, 0
+            if seen or self._dirty:
+                self._serial += 1
+            self._dirty = seen > 0
+            return self._serial
+
+    def bounds(self) -> Bounds:
+        """The root window's size as its last ConfigureNotify (or the start) gave it."""
+        with self._lock:
+            self._drain()
+            return self._bounds
 
     def fileno(self) -> int:
         """The DAMAGE connection's socket: readable once a DamageNotify (or any reply) is waiting."""

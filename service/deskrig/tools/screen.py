@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import anyio
 from pydantic import BaseModel, Field
 
@@ -92,20 +95,23 @@ def region_target(services: Services, x: int, y: int, width: int, height: int) -
     return CaptureTarget(source="region", region=region)
 
 
-async def capture(services: Services, target: CaptureTarget, options: CaptureOptions) -> ToolResult:
-    metadata, data = await anyio.to_thread.run_sync(services.capture.run, target, options)
+async def capture(
+    services: Services, target: Callable[[], CaptureTarget], options: CaptureOptions
+) -> ToolResult:
+    """Capture what ``target`` (blocking: it asks the desktop) names, both in one worker thread: a
+    thread hop costs about as much as the X round trips it would wrap."""
+    metadata, data = await anyio.to_thread.run_sync(lambda: services.capture.run(target(), options))
     return ToolResult(
         metadata, images=[ImagePart(data, metadata.mime_type)], audit=masking_audit(metadata.pii_masking)
     )
 
 
 async def screenshot_screen(services: Services, call: CallInfo, args: ScreenshotScreenInput) -> ToolResult:
-    target = await anyio.to_thread.run_sync(screen_target, services, args.display_id)
-    return await capture(services, target, args)
+    return await capture(services, functools.partial(screen_target, services, args.display_id), args)
 
 
 async def screenshot_region(services: Services, call: CallInfo, args: ScreenshotRegionInput) -> ToolResult:
-    target = await anyio.to_thread.run_sync(region_target, services, args.x, args.y, args.width, args.height)
+    target = functools.partial(region_target, services, args.x, args.y, args.width, args.height)
     return await capture(services, target, args)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from collections import defaultdict
 
 import anyio
@@ -136,9 +137,7 @@ async def list_apps(services: Services, call: CallInfo, args: NoArguments) -> To
 
 
 async def screenshot_window(services: Services, call: CallInfo, args: ScreenshotWindowInput) -> ToolResult:
-    target = await anyio.to_thread.run_sync(
-        window_target, services, args.window_id, args.window_title, args.include_frame
-    )
+    target = functools.partial(window_target, services, args.window_id, args.window_title, args.include_frame)
     return await capture(services, target, args)
 
 

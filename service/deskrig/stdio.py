@@ -1,0 +1,164 @@
+"""MCP over the process's stdin and stdout, read and written on the event loop.
+
+The MCP SDK's ``mcp.server.stdio.stdio_server`` reads every line and writes and flushes every
+answer through anyio's worker-thread file wrappers: three thread hops a call, most of the per-call
+floor of a stdio server. :func:`stdio_streams` gives ``Server.run`` the same pair of memory object
+streams, but reads and writes the descriptors directly: non-blocking, waiting for them in the event
+loop's selector (a regular file, which a selector cannot wait for, is read and written as it is).
+
+It keeps the SDK transport's contract: one JSON-RPC message per line, UTF-8; a line that is not a
+JSON-RPC message is handed to the server as the exception that says so (the SDK's transport does
+the same, and its server logs it and carries on); end of input ends the read stream, and with it
+``Server.run``; an answer is written whole before the next one, and the server waits while the
+client is not reading (the write stream has no buffer). While serving, fd 0 reads the null
+device and fd 1 writes to stderr, so a child process or a stray ``print`` never reaches the
+protocol; both are put back on the way out.
+
+POSIX only (fcntl, and a selector that waits for pipes): on Windows :mod:`deskrig.serving` serves
+through the SDK's transport. This module is imported before ``initialize`` is answered: it imports
+only the SDK's message types, which the floor imports anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Iterator
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+assert sys.platform != "win32", "POSIX only"  # and for mypy --platform win32: the rest is not checked
+
+log = logging.getLogger(__name__)
+
+#: Bytes asked of stdin per read: a 5 MB ``set_clipboard`` line arrives in a few reads.
+READ_SIZE = 1 << 20
+#: What a pipe is asked to hold (Linux's default for an unprivileged process may go up to 1 MiB;
+#: a pipe starts at 64 KiB): a full-screen screenshot's answer (about 160 kB) then goes in one
+#: write, without waiting for the client to read the first 64 KiB.
+PIPE_SIZE = 1 << 20
+
+ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
+WriteStream = MemoryObjectSendStream[SessionMessage]
+
+
+@contextlib.contextmanager
+def _claimed(std_fd: int, diversion: int) -> Iterator[int]:
+    """Serve the protocol from a non-blocking duplicate of ``std_fd``, and point ``std_fd`` at
+    ``diversion`` meanwhile; put both back on the way out (the flags are shared with whoever else
+    holds the same open file, a terminal's shell for one). A regular file never blocks: it is read
+    and written as it is, without the selector (which cannot wait for one)."""
+    wire = fcntl.fcntl(std_fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    flags = fcntl.fcntl(wire, fcntl.F_GETFL)
+    os.dup2(diversion, std_fd)
+    try:
+        fcntl.fcntl(wire, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        if stat.S_ISFIFO(os.fstat(wire).st_mode) and hasattr(fcntl, "F_SETPIPE_SZ"):
+            with contextlib.suppress(OSError):  # over the system's limit: the pipe stays as it is
+                fcntl.fcntl(wire, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        yield wire
+    finally:
+        fcntl.fcntl(wire, fcntl.F_SETFL, flags)
+        os.dup2(wire, std_fd)
+        os.close(wire)
+
+
+async def _read_chunk(fd: int) -> bytes:
+    while True:
+        try:
+            return os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            await anyio.wait_readable(fd)
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            await anyio.wait_writable(fd)
+
+
+def _parsed(line: bytes | bytearray | str) -> SessionMessage | Exception:
+    """A line's message, or the exception that says why it is none (the SDK's transport hands that
+    on to the server, which logs it). Invalid UTF-8 is read as the SDK's reader reads it: as U+FFFD."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as exc:
+        if isinstance(line, str) or line.isascii():
+            return exc
+        try:
+            line.decode()
+        except UnicodeDecodeError:
+            return _parsed(line.decode(errors="replace"))
+        return exc
+
+
+async def _read_messages(fd: int, messages: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+    """Every line read from ``fd`` to ``messages``, until end of input closes them."""
+    pending = bytearray()
+    async with messages:
+        while chunk := await _read_chunk(fd):
+            start = len(pending)  # no newline before this chunk's first byte
+            pending += chunk
+            end = pending.rfind(b"\n", start)  # the last complete line's end
+            if end < 0:
+                continue
+            lines = pending[:end].split(b"\n")
+            del pending[: end + 1]
+            for line in lines:
+                if line.strip():
+                    await messages.send(_parsed(line))
+        if pending.strip():  # a last line without its newline, as the SDK's reader takes it
+            await messages.send(_parsed(pending))
+
+
+async def _write_messages(fd: int, answers: MemoryObjectReceiveStream[SessionMessage]) -> None:
+    """Every message from ``answers`` to ``fd``, one line each; when the client stops reading
+    (a closed pipe), the rest is dropped: its hang-up on stdin ends the server."""
+    async with answers:
+        async for answer in answers:
+            message = answer.message
+            line = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
+            try:
+                await _write_all(fd, line + b"\n")
+            except BrokenPipeError:
+                log.debug("the stdio client closed its end of stdout; dropping an answer")
+
+
+@contextlib.asynccontextmanager
+async def stdio_streams() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """The server's ends of stdin and stdout, for ``Server.run``, until the block exits. On the way
+    out the answers already handed over are written whole; reading stops."""
+    with contextlib.ExitStack() as claims:
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            stdin = claims.enter_context(_claimed(0, null))
+        finally:
+            os.close(null)
+        stdout = claims.enter_context(_claimed(1, 2))
+        to_server, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+        async with anyio.create_task_group() as tg:
+            reading = anyio.CancelScope()
+
+            async def read_until_stopped() -> None:
+                with reading:
+                    await _read_messages(stdin, to_server)
+
+            tg.start_soon(read_until_stopped)
+            tg.start_soon(_write_messages, stdout, from_server)
+            try:
+                yield read, write
+            finally:
+                reading.cancel()
+                read.close()
+                write.close()  # the writer ends once it has written what it holds
