@@ -23,6 +23,7 @@ from tests.recording.conftest import (
     session,
     video_frames,
 )
+from tests.recording.helpers import STALE_ELEMENT, turns
 
 from deskrig import imaging
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
@@ -51,20 +52,10 @@ ACTION_FIELDS = {
     "timestamp",
     "duration_ms",
 }
-STALE_ELEMENT = {"element": {"snapshot_id": "0123456789ab", "index": 3}}
 #: Every key action.json has, on every backend.
 ACTION_KEYS = ACTION_FIELDS | {"window_id", "window_title", "element", "client_id"}
 #: A recorded click's folder, on every backend.
 CLICK_FOLDER = {*ARTIFACTS, "action.json", "action.sig", "evidence.json"}
-
-
-async def element(s: Session, pid: int, role: str, name: str) -> dict[str, Any]:
-    state = await s.ok("get_app_state", {"pid": pid, "role": role, "name": name})
-    return {"snapshot_id": state["snapshot_id"], "index": state["elements"][0]["index"]}
-
-
-def turns(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.name.startswith("turn-"))
 
 
 def test_recorded_turns_hold_every_documented_file(form_rig: FormRig) -> None:
