@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from PIL import Image
 from tests.polling import poll
 from tests.recording.conftest import (
@@ -29,7 +30,15 @@ from deskrig import imaging
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
 from deskrig.grabs import Grab
 from deskrig.model import Bounds, Point
-from deskrig.recording.turns import Moment, TurnImage, TurnRecord, TurnTree, captured, write_turn
+from deskrig.recording.turns import (
+    Moment,
+    TurnImage,
+    TurnRecord,
+    TurnTree,
+    captured,
+    marked_picture,
+    write_turn,
+)
 
 RED = (255, 0, 0)
 ARTIFACTS = {
@@ -328,3 +337,17 @@ def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
     assert state == {**snapshot.model_dump(mode="json"), "text": snapshot.render_text()}
     assert "Fenêtre" in (folder / "after_state.json").read_text("utf-8")
     assert load_json(folder / "action.json") == action
+
+
+@pytest.mark.parametrize("marker", [(32, 24), (0, 0), (63, 47), (-5, 30), (70, 50), (-19, 10), (200, 200)])
+def test_the_click_marker_drawn_on_a_grab_is_the_one_drawn_on_its_image(marker: tuple[int, int]) -> None:
+    """click.png of a BGRX grab is drawn into the grab's rows around the click (the PNG encoder then
+    deflates only those bands again): the same pixels as the marker drawn on the whole image, at the
+    centre, at the edges, half or wholly outside the frame."""
+    width, height = 64, 48
+    rows = bytes(range(256)) * (width * height * 4 // 256)
+    grab = Grab.from_bgrx(rows, width, height)
+    marked = marked_picture(grab, Point(x=marker[0], y=marker[1]))
+    assert isinstance(marked, Grab) and marked.bgrx is not None
+    assert marked.image().tobytes() == imaging.draw_click_marker(grab.image(), *marker).tobytes()
+    assert grab.bgrx == rows  # before.png's grab is left as it was

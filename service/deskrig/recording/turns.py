@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic_core
+from PIL import Image
 from pydantic import BaseModel, Field
 
 from deskrig import imaging
-from deskrig.grabs import Grab
+from deskrig.grabs import BGRX_PIXEL, Grab
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
@@ -228,12 +229,40 @@ class TurnRecord:
             return unavailable("no_click_point")
         region = shot.evidence.region
         marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
-        image = shot.image.image() if isinstance(shot.image, Grab) else shot.image
-        marked = imaging.draw_click_marker(image, marker.x, marker.y)
-        files["click.png"] = imaging.encode(marked, "png")
+        files["click.png"] = imaging.encode(marked_picture(shot.image, marker), "png")
         return captured(
             source=shot.evidence.source, region=region, marker=marker, pii_masking=shot.evidence.pii_masking
         )
+
+
+#: How far the click marker reaches from its centre, in pixels, each way.
+_MARKER_REACH = max(imaging.MARKER_ARM, imaging.MARKER_RADIUS)
+
+
+def marked_picture(picture: imaging.Picture, marker: Point) -> imaging.Picture:
+    """``picture`` with the click marker centred on ``marker`` (pixels of ``picture``), as
+    :func:`deskrig.imaging.draw_click_marker` draws it. On a BGRX grab only the square the marker
+    covers is drawn, into a copy of the rows: the grab stays BGRX, so the PNG encoder deflates only
+    the bands the marker touched again (before.png's are cached), where a Pillow image of the whole
+    frame is converted and deflated whole (about 3 ms a turn at 1280x800 against 0.5)."""
+    if not isinstance(picture, Grab) or picture.bgrx is None:
+        image = picture.image() if isinstance(picture, Grab) else picture
+        return imaging.draw_click_marker(image, marker.x, marker.y)
+    left, top = max(0, marker.x - _MARKER_REACH), max(0, marker.y - _MARKER_REACH)
+    right = min(picture.width, marker.x + _MARKER_REACH + 1)
+    bottom = min(picture.height, marker.y + _MARKER_REACH + 1)
+    if left >= right or top >= bottom:
+        return picture  # the marker lies wholly outside the picture
+    rows = bytearray(picture.bgrx)
+    span = (right - left) * BGRX_PIXEL
+    starts = [(row * picture.width + left) * BGRX_PIXEL for row in range(top, bottom)]
+    square = Image.frombytes(
+        "RGB", (right - left, bottom - top), b"".join(rows[s : s + span] for s in starts), "raw", "BGRX"
+    )
+    drawn = imaging.draw_click_marker(square, marker.x - left, marker.y - top).tobytes("raw", "BGRX")
+    for line, start in enumerate(starts):
+        rows[start : start + span] = drawn[line * span : (line + 1) * span]
+    return Grab.from_bgrx(rows, picture.width, picture.height)
 
 
 def _entry(turn: str, name: str, data: bytes) -> FileEntry:
