@@ -95,6 +95,9 @@ class RecordingRegistry:
         self._start_lock = threading.Lock()
         self._teardowns: list[threading.Thread] = []
         self._after_tasks: set[asyncio.Task[None]] = set()
+        #: The last action's "after": the next action's "before" where still current (see
+        #: deskrig.recording.moments).
+        self._last_after: Moment | None = None
         #: Signs every turn written, and checks the turns replay_trajectory runs.
         self.signer = TurnSigner.from_settings(settings)
 
@@ -279,13 +282,14 @@ class RecordingRegistry:
             return None
         recordings = self._recordings_for(call.client_id)
         if not recordings:
+            self._last_after = None
             return None
         started = time.perf_counter()
         before = None
         if refused is None:
             target = call.target
             observation = self.observer.observe(target.windows if target is not None else None)
-            before = await capture_moment(observation, self.a11y, target)
+            before = await capture_moment(observation, self.a11y, target, previous=self._last_after)
         return PendingTurn(recordings, spec.name, dict(arguments), before, time.perf_counter() - started)
 
     async def end(
@@ -313,10 +317,11 @@ class RecordingRegistry:
 
     async def _capture_after(self, token: PendingTurn, call: CallInfo, action: dict[str, Any]) -> None:
         try:
-            after = await capture_moment(self.observer.observe(), self.a11y, call.target)
+            after = await capture_moment(self.observer.observe(), self.a11y, call.target, note_seen=True)
         except Exception:  # the task has no caller to report to
             log.exception("capturing the state after %s failed", token.tool)
             return
+        self._last_after = after
         self._hand_over(token, call, action, after)
 
     def _hand_over(

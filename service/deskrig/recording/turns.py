@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 
 from deskrig import imaging
 from deskrig.grabs import BGRX_PIXEL, Grab
-from deskrig.model import Bounds, FileEntry, Point, TurnEvent
+from deskrig.model import Bounds, FileEntry, Point, TurnEvent, WindowInfo
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
@@ -117,6 +117,16 @@ class TurnImage:
 
     image: imaging.Picture | None
     evidence: Evidence
+    _png: bytes | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def png(self) -> bytes | None:
+        """The image as PNG, encoded once: a moment still current at the next action is that
+        action's "before" too (see :mod:`deskrig.recording.moments`), and is not encoded again."""
+        with self._lock:
+            if self._png is None and self.image is not None:
+                self._png = imaging.encode(self.image, "png")
+            return self._png
 
 
 @dataclass
@@ -126,6 +136,15 @@ class TurnTree:
 
     data: Snapshot | dict[str, Any] | None
     evidence: Evidence
+    _serialised: bytes | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def json_bytes(self) -> bytes | None:
+        """What the state file holds, serialised once (as :meth:`TurnImage.png`)."""
+        with self._lock:
+            if self._serialised is None and (data := self.json_data()) is not None:
+                self._serialised = _json(data)
+            return self._serialised
 
     def json_data(self) -> dict[str, Any] | None:
         """What the state file holds: the snapshot's fields and its text rendering."""
@@ -136,12 +155,28 @@ class TurnTree:
         return data
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What a moment was taken under, to tell at the next action whether it is still current."""
+
+    #: The target's (pid, window_id).
+    target: tuple[int | None, int | None]
+    #: The window list the moment was observed with.
+    windows: list[WindowInfo]
+    #: The desktop's damage serial, read before the pixels were grabbed (None: not read).
+    damage_serial: int | None
+    #: The accessibility source's events version, read before the tree was read (None: unknown).
+    events: tuple[int, int] | None
+
+
 @dataclass
 class Moment:
     """The target as it was at one instant: screenshot and accessibility state."""
 
     screenshot: TurnImage
     tree: TurnTree
+    #: None: the moment is not offered to the next action.
+    seen: Seen | None = None
 
 
 def turn_name(number: int) -> str:
@@ -202,13 +237,12 @@ class TurnRecord:
         else:
             for name, moment in zip(STATE_FILES, (self.before, self.after), strict=True):
                 evidence[name] = moment.tree.evidence
-                data = moment.tree.json_data()
-                if data is not None:
-                    files[name] = _json(data)
+                if (state := moment.tree.json_bytes()) is not None:
+                    files[name] = state
             for name, moment in zip(FRAME_FILES, (self.before, self.after), strict=True):
                 evidence[name] = moment.screenshot.evidence
-                if moment.screenshot.image is not None:
-                    files[name] = imaging.encode(moment.screenshot.image, "png")
+                if (png := moment.screenshot.png()) is not None:
+                    files[name] = png
             for alias, source in ALIASES.items():
                 evidence[alias] = evidence[source]
                 if source in files:
@@ -293,10 +327,10 @@ def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | N
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    everything = {**files, **{alias: files[source] for alias, source in links.items()}}
-    return TurnEvent(
-        seq=number, turn=name, files=[_entry(name, n, everything[n]) for n in sorted(everything)]
-    )
+    entries = {file_name: _entry(name, file_name, data) for file_name, data in files.items()}
+    for alias, source in links.items():  # a hard link: its source's size and digest
+        entries[alias] = entries[source].model_copy(update={"path": f"{name}/{alias}"})
+    return TurnEvent(seq=number, turn=name, files=[entries[n] for n in sorted(entries)])
 
 
 def read_turn_event(root: Path, number: int) -> TurnEvent | None:
