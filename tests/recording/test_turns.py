@@ -268,6 +268,56 @@ def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(re
     poll("the 8 turns", lambda: len(turns(out)) == 8, timeout=10)  # written after the video is final
 
 
+def test_an_after_still_current_is_the_next_before_and_a_change_from_outside_is_not_missed(
+    form_rig: FormRig,
+) -> None:
+    """One observation per turn, across turns: with nothing changed between two recorded actions,
+    the second one's before is the first one's after, taken over whole (the same snapshot, the same
+    PNG); after another client types into the form between two recorded actions, the second one's
+    before shows the text, in its state and its image."""
+    out = form_rig.allowed / "carried"
+    entry = form_rig.widget("entry")
+    x, y = entry["x"] - 60, entry["y"] + entry["height"] // 2  # on the "Name" label: no hover effect
+    name_field = {"role": "text", "name": "Name", "pid": form_rig.pid}
+    form_rig.ok("set_value", {"element": name_field, "value": ""})
+    form_rig.ok("move_cursor", {"x": x, "y": y})
+    shots: list[bytes] = []
+
+    def still() -> bool:
+        """The screen shows the same in two screenshots in a row (a row's hover highlight fades out
+        for a while after the pointer left it)."""
+        shots.append(form_rig.call("screenshot_screen", {"format": "png"}).content[0].data)
+        return len(shots) > 1 and shots[-1] == shots[-2]
+
+    poll("the form to stop changing", still)
+
+    async def record() -> None:
+        async with session(form_rig.rig) as recorder, session(form_rig.rig) as other:
+            await recorder.ok("start_recording", {"output_dir": str(out)})
+            await recorder.ok("move_cursor", {"x": x, "y": y})
+            await recorder.ok("move_cursor", {"x": x + 1, "y": y})
+            await other.ok("set_value", {"element": name_field, "value": "from outside"})
+            await recorder.ok("move_cursor", {"x": x + 2, "y": y})
+            await recorder.ok("stop_recording")
+
+    anyio.run(record)
+    first, second, third = turns(out)
+
+    def name_text(folder: Path, name: str) -> str | None:
+        state = load_json(folder / name)
+        return next(e.get("text") for e in state["elements"] if e["role"] == "text" and e["name"] == "Name")
+
+    assert (second / "before_state.json").read_bytes() == (first / "after_state.json").read_bytes()
+    assert (second / "before.png").read_bytes() == (first / "after.png").read_bytes()
+    assert not name_text(second, "after_state.json")
+    assert name_text(third, "before_state.json") == "from outside"
+    assert (
+        load_json(third / "before_state.json")["snapshot_id"]
+        != load_json(second / "after_state.json")["snapshot_id"]
+    )
+    assert (third / "before.png").read_bytes() != (second / "after.png").read_bytes()
+
+
 def test_without_a_recording_from_boot_the_feed_is_404_and_status_has_none(form_rig: FormRig) -> None:
     rig = form_rig.rig
     with httpx.Client(base_url=rig.base, headers={"Authorization": f"Bearer {rig.token}"}) as http:

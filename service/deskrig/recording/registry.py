@@ -265,6 +265,10 @@ class RecordingRegistry:
             candidates = [self.boot, self._sessions.get(client_id)]
         return [r for r in candidates if r is not None and r.active]
 
+    def _recording_any(self) -> bool:
+        with self._lock:
+            return any(r is not None and r.active for r in [self.boot, *self._sessions.values()])
+
     async def settle(self) -> None:
         """Wait for the after-captures still running on this loop (before the next action, or a stop)."""
         loop = asyncio.get_running_loop()
@@ -282,7 +286,8 @@ class RecordingRegistry:
             return None
         recordings = self._recordings_for(call.client_id)
         if not recordings:
-            self._last_after = None
+            if not self._recording_any():
+                self._last_after = None  # nothing to offer it to: let its frame go
             return None
         started = time.perf_counter()
         before = None
