@@ -24,7 +24,7 @@ from tests.recording.conftest import (
     session,
     video_frames,
 )
-from tests.recording.helpers import STALE_ELEMENT, turns
+from tests.recording.helpers import STALE_ELEMENT, element, turns
 
 from deskrig import imaging
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
@@ -316,6 +316,53 @@ def test_an_after_still_current_is_the_next_before_and_a_change_from_outside_is_
         != load_json(second / "after_state.json")["snapshot_id"]
     )
     assert (third / "before.png").read_bytes() != (second / "after.png").read_bytes()
+
+
+RAPID_TURNS = 24
+
+
+def test_rapid_recorded_actions_leave_every_turn_complete_and_in_order(form_rig: FormRig) -> None:
+    """Back to back (each call sent as soon as the last one answered, its after-capture still
+    running) and stopped right after the last: every turn is written, whole, in the order of the
+    actions, alternating between a click by element (the form's check box) and a pointer move."""
+    out = form_rig.allowed / "rapid"
+    x, y = form_rig.widget_center("status")
+
+    async def record(s: Session) -> dict[str, Any]:
+        box = await element(s, form_rig.pid, "check box", "Subscribe")
+        await s.ok("start_recording", {"output_dir": str(out)})
+        for number in range(RAPID_TURNS):
+            if number % 2:
+                await s.ok("move_cursor", {"x": x + number, "y": y})
+            else:
+                await s.ok("click", {"element": box})
+        return await s.ok("stop_recording")
+
+    stopped = in_session(form_rig.rig, record)
+    assert stopped["turns"] == RAPID_TURNS and stopped["last_error"] is None
+    folders = turns(out)
+    assert [p.name for p in folders] == [f"turn-{n:05d}" for n in range(1, RAPID_TURNS + 1)]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    for number, folder in enumerate(folders):
+        action = load_json(folder / "action.json")
+        clicked = number % 2 == 0
+        assert action["tool"] == ("click" if clicked else "move_cursor"), folder.name
+        if not clicked:
+            assert action["arguments"] == {"x": x + number, "y": y}, folder.name
+        expected = CLICK_FOLDER if clicked else CLICK_FOLDER - {"click.png"}
+        assert {p.name for p in folder.iterdir()} == expected, folder.name
+        evidence = load_json(folder / "evidence.json")
+        for name in ("before.png", "after.png", "before_state.json", "after_state.json"):
+            assert evidence[name]["status"] == "captured", (folder.name, name, evidence[name])
+    # Each click toggled the box: its after-state shows the box as the next click's before-state does.
+    checked = [
+        "checked"
+        in next(e for e in load_json(f / "after_state.json")["elements"] if e["name"] == "Subscribe")[
+            "states"
+        ]
+        for f in folders[::2]
+    ]
+    assert checked == [checked[0] if n % 2 == 0 else not checked[0] for n in range(len(checked))]
 
 
 def test_without_a_recording_from_boot_the_feed_is_404_and_status_has_none(form_rig: FormRig) -> None:
