@@ -15,8 +15,10 @@ Two kinds of recording:
 
 Each action is observed once before it (synchronously, ahead of the action, reusing the window
 list its target resolver read) and once after it (right after it), through the same observation
-path as the screenshot tools; the same turn is handed to every recording that wants it; encoding
-and writing happen on the recordings' writer threads, off the event loop.
+path as the screenshot tools; an after-observation still current when the next action starts is
+that action's before-observation (see :mod:`deskrig.recording.moments`). The same turn is handed
+to every recording that wants it; encoding and writing happen on the recordings' writer threads,
+off the event loop.
 """
 
 from __future__ import annotations
