@@ -116,10 +116,14 @@ def _current_image(offer: tuple[Moment, Seen] | None, observation: Observation) 
 async def _current_tree(
     offer: tuple[Moment, Seen] | None, a11y: A11yAccess | None, pid: int | None
 ) -> TurnTree | None:
-    """The offered moment's tree if no accessibility event arrived since it was read."""
+    """The offered moment's tree if no accessibility event arrived since it was read. The app is
+    synced with only when none has arrived yet: with a busy app the fresh read does that."""
     if offer is None or offer[0].tree.data is None or offer[1].events is None:
         return None
-    return offer[0].tree if await _events_version(a11y, pid, sync=True) == offer[1].events else None
+    for sync in (False, True):
+        if await _events_version(a11y, pid, sync=sync) != offer[1].events:
+            return None
+    return offer[0].tree
 
 
 async def _events_version(a11y: A11yAccess | None, pid: int | None, sync: bool) -> tuple[int, int] | None:
