@@ -33,6 +33,7 @@ class CountingSource:
         self.snapshots = SnapshotStore()
         self.whole_reads = 0
         self.events = 0
+        self.name = "Notes"
 
     async def snapshot(self, pid: int, *, max_elements: int | None = 2000, **_: Any) -> Snapshot:
         if max_elements is None or max_elements > 1:
@@ -42,7 +43,7 @@ class CountingSource:
             parent=None,
             depth=0,
             role="frame",
-            name="Notes",
+            name=self.name,
             states=["showing"],
             ref=ElementRef("a", "/0"),
         )
@@ -72,6 +73,11 @@ def _event(world: ScriptedDesktop, source: CountingSource) -> None:
     source.changed()
 
 
+def _renamed(world: ScriptedDesktop, source: CountingSource) -> None:
+    source.name = "Renamed"
+    source.changed()
+
+
 def _move(world: ScriptedDesktop, source: CountingSource) -> None:
     world.move(_notes(world), Bounds(x=160, y=20, width=100, height=100))
 
@@ -88,17 +94,18 @@ Change = Callable[[ScriptedDesktop, CountingSource], None]
 
 
 @pytest.mark.parametrize(
-    ("change", "same_image", "same_tree"),
+    ("change", "same_image", "same_tree", "same_state_file"),
     [
-        (_nothing, True, True),
-        (_paint, False, True),  # the screen changed: the damage serial moved
-        (_event, True, False),  # an accessibility event arrived
-        (_move, False, False),  # the window list is another
+        (_nothing, True, True, True),
+        (_paint, False, True, True),  # the screen changed: the damage serial moved
+        (_event, True, False, True),  # an event arrived, but the tree read anew holds the same
+        (_renamed, True, False, False),  # an event arrived: the tree changed
+        (_move, False, False, False),  # the window list is another: nothing is offered
     ],
-    ids=["nothing", "screen", "tree", "window moved"],
+    ids=["nothing", "screen", "event", "tree", "window moved"],
 )
 def test_the_after_moment_is_the_next_before_only_while_current(
-    change: Change, same_image: bool, same_tree: bool
+    change: Change, same_image: bool, same_tree: bool, same_state_file: bool
 ) -> None:
     world = scripted_world()
     world.add_window("Notes", Bounds(x=150, y=10, width=100, height=100), (30, 190, 60), pid=NOTES_PID)
@@ -127,6 +134,9 @@ def test_the_after_moment_is_the_next_before_only_while_current(
     assert (before.screenshot is after.screenshot) is same_image
     assert (before.tree is after.tree) is same_tree
     assert source.whole_reads == (1 if same_tree else 2)
+    before_file, after_file = before.tree.json_bytes(), after.tree.json_bytes()
+    assert (before_file == after_file) is same_state_file
+    assert before_file is not None and (b"Renamed" in before_file) is (change is _renamed)
     image = before.screenshot.image
     assert image is not None
     colour = (30, 60, 200) if change is _paint else (30, 190, 60)

@@ -17,7 +17,9 @@ takes over its screenshot when the window list is the same and the damage serial
 since (nothing on screen changed), and its tree when the window list is the same and no
 accessibility event has arrived since, once the app has been synced with (every event it sent
 before now has arrived): the same objects, so their PNG and JSON are encoded once and written to
-both turns. Anything else is captured anew.
+both turns. Anything else is captured anew; a tree read anew that holds what the offered one
+held (events that changed nothing, such as an animation's bounds) is written as that one was,
+the comparison made on the writer thread.
 """
 
 from __future__ import annotations
@@ -175,7 +177,13 @@ async def capture_moment(
         images.append(grab_image(observation, target))
 
     async def read() -> TurnTree:
-        return await _current_tree(offer, a11y, pid) or await read_tree(observation, a11y, target)
+        current = await _current_tree(offer, a11y, pid)
+        if current is not None:
+            return current
+        tree = await read_tree(observation, a11y, target)
+        if offer is not None:
+            tree.same_as = offer[0].tree  # the writer compares them (see TurnTree.same_as)
+        return tree
 
     events = await _events_version(a11y, pid, sync=False) if note_seen else None
     async with anyio.create_task_group() as group:

@@ -136,14 +136,22 @@ class TurnTree:
 
     data: Snapshot | dict[str, Any] | None
     evidence: Evidence
+    #: The tree of the moment before this one, when that was offered to it but could not be told
+    #: current without reading this one (an app sends events that change nothing, such as a
+    #: spinner's bounds): where the two hold the same tree, this one's file is that one's.
+    same_as: TurnTree | None = field(default=None, repr=False)
     _serialised: bytes | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def json_bytes(self) -> bytes | None:
         """What the state file holds, serialised once (as :meth:`TurnImage.png`)."""
         with self._lock:
-            if self._serialised is None and (data := self.json_data()) is not None:
-                self._serialised = _json(data)
+            if self._serialised is None:
+                earlier, self.same_as = self.same_as, None
+                if earlier is not None and _same_tree(self.data, earlier.data):
+                    self._serialised = earlier.json_bytes()
+                elif (data := self.json_data()) is not None:
+                    self._serialised = _json(data)
             return self._serialised
 
     def json_data(self) -> dict[str, Any] | None:
@@ -153,6 +161,19 @@ class TurnTree:
         data: dict[str, Any] = self.data.model_dump(mode="json")
         data["text"] = self.data.render_text()
         return data
+
+
+def _same_tree(one: Snapshot | dict[str, Any] | None, other: Snapshot | dict[str, Any] | None) -> bool:
+    """Whether two snapshots hold the same tree (what was read, not when or how fast)."""
+    if one is None or other is None or isinstance(one, dict) or isinstance(other, dict):
+        return False
+    return (one.pid, one.app_name, one.truncated, one.query, one.elements) == (
+        other.pid,
+        other.app_name,
+        other.truncated,
+        other.query,
+        other.elements,
+    )
 
 
 @dataclass(frozen=True)
