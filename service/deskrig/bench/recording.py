@@ -402,10 +402,18 @@ def _throughput(turns: int) -> tuple[float, float]:
     state: dict[str, Any] = {
         "elements": [{"index": i, "role": "push button", "name": f"b{i}"} for i in range(200)]
     }
-    moment = Moment(TurnImage(image, captured(source="screen", region=screen)), TurnTree(state, captured()))
+
+    def moment() -> Moment:
+        """A moment of its own: a moment's PNG and JSON are encoded once, however many turns show it."""
+        return Moment(TurnImage(image, captured(source="screen", region=screen)), TurnTree(state, captured()))
+
     records = [
         TurnRecord(
-            "click", {"tool": "click", "arguments": {"x": 640, "y": 400}}, moment, moment, Point(x=640, y=400)
+            "click",
+            {"tool": "click", "arguments": {"x": 640, "y": 400}},
+            moment(),
+            moment(),
+            Point(x=640, y=400),
         )
         for _ in range(turns)
     ]
