@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests.recording.conftest import FormRig, Session, in_session, load_json
-from tests.recording.test_turns import STALE_ELEMENT, element, turns
+from tests.recording.helpers import STALE_ELEMENT, element, turns
 from tests.server.rigproc import RigProcess, read_events, start_form
 
 

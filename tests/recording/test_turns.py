@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from PIL import Image
 from tests.polling import poll
 from tests.recording.conftest import (
@@ -23,12 +24,21 @@ from tests.recording.conftest import (
     session,
     video_frames,
 )
+from tests.recording.helpers import STALE_ELEMENT, element, turns
 
 from deskrig import imaging
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
 from deskrig.grabs import Grab
 from deskrig.model import Bounds, Point
-from deskrig.recording.turns import Moment, TurnImage, TurnRecord, TurnTree, captured, write_turn
+from deskrig.recording.turns import (
+    Moment,
+    TurnImage,
+    TurnRecord,
+    TurnTree,
+    captured,
+    marked_picture,
+    write_turn,
+)
 
 RED = (255, 0, 0)
 ARTIFACTS = {
@@ -51,20 +61,10 @@ ACTION_FIELDS = {
     "timestamp",
     "duration_ms",
 }
-STALE_ELEMENT = {"element": {"snapshot_id": "0123456789ab", "index": 3}}
 #: Every key action.json has, on every backend.
 ACTION_KEYS = ACTION_FIELDS | {"window_id", "window_title", "element", "client_id"}
 #: A recorded click's folder, on every backend.
 CLICK_FOLDER = {*ARTIFACTS, "action.json", "action.sig", "evidence.json"}
-
-
-async def element(s: Session, pid: int, role: str, name: str) -> dict[str, Any]:
-    state = await s.ok("get_app_state", {"pid": pid, "role": role, "name": name})
-    return {"snapshot_id": state["snapshot_id"], "index": state["elements"][0]["index"]}
-
-
-def turns(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.name.startswith("turn-"))
 
 
 def test_recorded_turns_hold_every_documented_file(form_rig: FormRig) -> None:
@@ -268,6 +268,103 @@ def test_video_matches_wall_time_and_is_finalised_when_the_client_disconnects(re
     poll("the 8 turns", lambda: len(turns(out)) == 8, timeout=10)  # written after the video is final
 
 
+def test_an_after_still_current_is_the_next_before_and_a_change_from_outside_is_not_missed(
+    form_rig: FormRig,
+) -> None:
+    """One observation per turn, across turns: with nothing changed between two recorded actions,
+    the second one's before is the first one's after, taken over whole (the same snapshot, the same
+    PNG); after another client types into the form between two recorded actions, the second one's
+    before shows the text, in its state and its image."""
+    out = form_rig.allowed / "carried"
+    entry = form_rig.widget("entry")
+    x, y = entry["x"] - 60, entry["y"] + entry["height"] // 2  # on the "Name" label: no hover effect
+    name_field = {"role": "text", "name": "Name", "pid": form_rig.pid}
+    form_rig.ok("set_value", {"element": name_field, "value": ""})
+    form_rig.ok("move_cursor", {"x": x, "y": y})
+    shots: list[bytes] = []
+
+    def still() -> bool:
+        """The screen shows the same in two screenshots in a row (a row's hover highlight fades out
+        for a while after the pointer left it)."""
+        shots.append(form_rig.call("screenshot_screen", {"format": "png"}).content[0].data)
+        return len(shots) > 1 and shots[-1] == shots[-2]
+
+    poll("the form to stop changing", still)
+
+    async def record() -> None:
+        async with session(form_rig.rig) as recorder, session(form_rig.rig) as other:
+            await recorder.ok("start_recording", {"output_dir": str(out)})
+            await recorder.ok("move_cursor", {"x": x, "y": y})
+            await recorder.ok("move_cursor", {"x": x + 1, "y": y})
+            await other.ok("set_value", {"element": name_field, "value": "from outside"})
+            await recorder.ok("move_cursor", {"x": x + 2, "y": y})
+            await recorder.ok("stop_recording")
+
+    anyio.run(record)
+    first, second, third = turns(out)
+
+    def name_text(folder: Path, name: str) -> str | None:
+        state = load_json(folder / name)
+        return next(e.get("text") for e in state["elements"] if e["role"] == "text" and e["name"] == "Name")
+
+    assert (second / "before_state.json").read_bytes() == (first / "after_state.json").read_bytes()
+    assert (second / "before.png").read_bytes() == (first / "after.png").read_bytes()
+    assert not name_text(second, "after_state.json")
+    assert name_text(third, "before_state.json") == "from outside"
+    assert (
+        load_json(third / "before_state.json")["snapshot_id"]
+        != load_json(second / "after_state.json")["snapshot_id"]
+    )
+    assert (third / "before.png").read_bytes() != (second / "after.png").read_bytes()
+
+
+RAPID_TURNS = 24
+
+
+def test_rapid_recorded_actions_leave_every_turn_complete_and_in_order(form_rig: FormRig) -> None:
+    """Back to back (each call sent as soon as the last one answered, its after-capture still
+    running) and stopped right after the last: every turn is written, whole, in the order of the
+    actions, alternating between a click by element (the form's check box) and a pointer move."""
+    out = form_rig.allowed / "rapid"
+    x, y = form_rig.widget_center("status")
+
+    async def record(s: Session) -> dict[str, Any]:
+        box = await element(s, form_rig.pid, "check box", "Subscribe")
+        await s.ok("start_recording", {"output_dir": str(out)})
+        for number in range(RAPID_TURNS):
+            if number % 2:
+                await s.ok("move_cursor", {"x": x + number, "y": y})
+            else:
+                await s.ok("click", {"element": box})
+        return await s.ok("stop_recording")
+
+    stopped = in_session(form_rig.rig, record)
+    assert stopped["turns"] == RAPID_TURNS and stopped["last_error"] is None
+    folders = turns(out)
+    assert [p.name for p in folders] == [f"turn-{n:05d}" for n in range(1, RAPID_TURNS + 1)]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    for number, folder in enumerate(folders):
+        action = load_json(folder / "action.json")
+        clicked = number % 2 == 0
+        assert action["tool"] == ("click" if clicked else "move_cursor"), folder.name
+        if not clicked:
+            assert action["arguments"] == {"x": x + number, "y": y}, folder.name
+        expected = CLICK_FOLDER if clicked else CLICK_FOLDER - {"click.png"}
+        assert {p.name for p in folder.iterdir()} == expected, folder.name
+        evidence = load_json(folder / "evidence.json")
+        for name in ("before.png", "after.png", "before_state.json", "after_state.json"):
+            assert evidence[name]["status"] == "captured", (folder.name, name, evidence[name])
+    # Each click toggled the box: its after-state shows the box as the next click's before-state does.
+    checked = [
+        "checked"
+        in next(e for e in load_json(f / "after_state.json")["elements"] if e["name"] == "Subscribe")[
+            "states"
+        ]
+        for f in folders[::2]
+    ]
+    assert checked == [checked[0] if n % 2 == 0 else not checked[0] for n in range(len(checked))]
+
+
 def test_without_a_recording_from_boot_the_feed_is_404_and_status_has_none(form_rig: FormRig) -> None:
     rig = form_rig.rig
     with httpx.Client(base_url=rig.base, headers={"Authorization": f"Bearer {rig.token}"}) as http:
@@ -337,3 +434,17 @@ def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
     assert state == {**snapshot.model_dump(mode="json"), "text": snapshot.render_text()}
     assert "Fenêtre" in (folder / "after_state.json").read_text("utf-8")
     assert load_json(folder / "action.json") == action
+
+
+@pytest.mark.parametrize("marker", [(32, 24), (0, 0), (63, 47), (-5, 30), (70, 50), (-19, 10), (200, 200)])
+def test_the_click_marker_drawn_on_a_grab_is_the_one_drawn_on_its_image(marker: tuple[int, int]) -> None:
+    """click.png of a BGRX grab is drawn into the grab's rows around the click (the PNG encoder then
+    deflates only those bands again): the same pixels as the marker drawn on the whole image, at the
+    centre, at the edges, half or wholly outside the frame."""
+    width, height = 64, 48
+    rows = bytes(range(256)) * (width * height * 4 // 256)
+    grab = Grab.from_bgrx(rows, width, height)
+    marked = marked_picture(grab, Point(x=marker[0], y=marker[1]))
+    assert isinstance(marked, Grab) and marked.bgrx is not None
+    assert marked.image().tobytes() == imaging.draw_click_marker(grab.image(), *marker).tobytes()
+    assert grab.bgrx == rows  # before.png's grab is left as it was

@@ -26,35 +26,15 @@ from tests.recording.conftest import (
     mp4_boxes,
     video_frames,
 )
+from tests.recording.helpers import dark, scripted_world, vault_blocked
 from tests.server.rigproc import DESKRIG, RigProcess, color_app, read_events
 
-from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
-from deskrig.observation import Observer
 from deskrig.recording.session import Recording
 from deskrig.recording.video import HEARTBEAT_SECONDS, VideoRecorder, video_argv
-from deskrig.security import WindowBlocklist
 
 GREEN = "#20c040"
-#: The scripted screen: odd-sized, as a screen may be (the video is cropped to even).
-SCREEN = Bounds(x=0, y=0, width=321, height=241)
-
-
-def scripted_world() -> ScriptedDesktop:
-    """A red "Vault" window (blocked by :func:`vault_blocked`) beside a green "Notes" one."""
-    world = ScriptedDesktop(displays=[("screen", SCREEN)])
-    world.add_window("Vault", Bounds(x=10, y=10, width=100, height=100), (220, 30, 30))
-    world.add_window("Notes", Bounds(x=150, y=10, width=100, height=100), (30, 190, 60))
-    return world
-
-
-def vault_blocked(world: ScriptedDesktop) -> Observer:
-    return Observer(world.open(), WindowBlocklist(["^Vault"]))
-
-
-def dark(pixel: tuple[int, ...]) -> bool:
-    return max(pixel[:3]) <= 24  # H.264 keeps black within a few levels of 0
 
 
 def near(pixel: tuple[int, ...], rgb: tuple[int, int, int]) -> bool:

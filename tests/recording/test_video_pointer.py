@@ -12,7 +12,7 @@ import pytest
 from PIL import Image, ImageChops, ImageStat
 from tests.polling import poll
 from tests.recording.conftest import FormRig, Session, decoded_frames, ffmpeg_writing, in_session
-from tests.recording.test_video import dark, scripted_world, vault_blocked
+from tests.recording.helpers import dark, scripted_world, vault_blocked
 from tests.server.rigproc import RigProcess, color_app, read_events
 
 from deskrig.grabs import BGRX_PIXEL, Grab

@@ -189,6 +189,8 @@ class AddedCost:
     off: Timing
     on: Timing
     added: Timing
+    #: The machine's 1-minute load average when the row was done.
+    load: float
 
     @property
     def met(self) -> bool:
@@ -269,7 +271,7 @@ async def _client_rows(client: str, call: McpCall, rig: BenchRig, runs: int) -> 
         for action in _actions(state, window):
             folder = rig.allowed / f"turns-{len(os.listdir(rig.allowed))}"
             off, on, added = await _added_cost(call, action, folder, runs, pause, rig.pids()["server"])
-            rows.append(AddedCost(client, action.name, pacing, off, on, added))
+            rows.append(AddedCost(client, action.name, pacing, off, on, added, os.getloadavg()[0]))
     return rows
 
 
@@ -309,14 +311,14 @@ def _write_over_mcp(rows: list[AddedCost], runs: int, load: tuple[float, float, 
     )
     out.write(
         "| client | action | pacing | off p50 | off p95 | on p50 | on p95 | added p50 (on − off) "
-        "| paired added p50 | paired added p95 | server CPU per call, off / on | target | met |\n"
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n"
+        "| paired added p50 | paired added p95 | server CPU per call, off / on | load | target | met |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n"
     )
     for row in rows:
         out.write(
             f"| {row.client} | {row.action} | {row.pacing} | {row.off.p50:.1f} | {row.off.p95:.1f} | "
             f"{row.on.p50:.1f} | {row.on.p95:.1f} | {row.on.p50 - row.off.p50:.1f} | {row.added.p50:.1f} | "
-            f"{row.added.p95:.1f} | {row.off.cpu().p50:.1f} / {row.on.cpu().p50:.1f} | "
+            f"{row.added.p95:.1f} | {row.off.cpu().p50:.1f} / {row.on.cpu().p50:.1f} | {row.load:.2f} | "
             f"≤ {ADDED_OVER_MCP_TARGET_MS:g} | {'yes' if row.met else 'NO'} |\n"
         )
     out.flush()
@@ -400,10 +402,18 @@ def _throughput(turns: int) -> tuple[float, float]:
     state: dict[str, Any] = {
         "elements": [{"index": i, "role": "push button", "name": f"b{i}"} for i in range(200)]
     }
-    moment = Moment(TurnImage(image, captured(source="screen", region=screen)), TurnTree(state, captured()))
+
+    def moment() -> Moment:
+        """A moment of its own: a moment's PNG and JSON are encoded once, however many turns show it."""
+        return Moment(TurnImage(image, captured(source="screen", region=screen)), TurnTree(state, captured()))
+
     records = [
         TurnRecord(
-            "click", {"tool": "click", "arguments": {"x": 640, "y": 400}}, moment, moment, Point(x=640, y=400)
+            "click",
+            {"tool": "click", "arguments": {"x": 640, "y": 400}},
+            moment(),
+            moment(),
+            Point(x=640, y=400),
         )
         for _ in range(turns)
     ]

@@ -8,6 +8,18 @@ in a worker thread while the accessibility snapshot is read on the event loop, f
 mirror the tools read too. Both are kept as taken: converting the grab, encoding the PNGs and
 turning the snapshot into JSON happen on the recording's writer thread, after the reply. Failures
 never raise: they become evidence.
+
+**One observation per turn, across turns.** An action's "after" is often still what the next
+action would see before it runs. The after-moment notes what it was taken under (:class:`Seen`):
+the window list, the desktop's damage serial read before its pixels were grabbed, and the
+accessibility events version read before its tree was read. The next action of the same target
+takes over its screenshot when the window list is the same and the damage serial has not moved
+since (nothing on screen changed), and its tree when the window list is the same and no
+accessibility event has arrived since, once the app has been synced with (every event it sent
+before now has arrived): the same objects, so their PNG and JSON are encoded once and written to
+both turns. Anything else is captured anew; a tree read anew that holds what the offered one
+held (events that changed nothing, such as an animation's bounds) is written as that one was,
+the comparison made on the writer thread.
 """
 
 from __future__ import annotations
@@ -16,9 +28,9 @@ import anyio
 
 from deskrig.a11y.access import A11yAccess
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import ActionTarget
+from deskrig.model import ActionTarget, WindowInfo
 from deskrig.observation import Observation
-from deskrig.recording.turns import Moment, TurnImage, TurnTree, captured, unavailable
+from deskrig.recording.turns import Moment, Seen, TurnImage, TurnTree, captured, unavailable
 
 _STATE_CLASSIFICATION = {
     ErrorCode.SECURITY_ERROR: "privacy_suppressed",
@@ -83,16 +95,107 @@ async def read_tree(
     return TurnTree(snapshot, captured(pii_masking=masked))
 
 
+def _target_key(target: ActionTarget | None) -> tuple[int | None, int | None]:
+    return (target.pid, target.window_id) if target is not None else (None, None)
+
+
+def _offered(previous: Moment | None, target: ActionTarget | None) -> tuple[Moment, Seen] | None:
+    """``previous`` and what it was taken under, when it may still be current for ``target``: the
+    same target, and the window list the target resolver read just now is the one it was taken with."""
+    seen = previous.seen if previous is not None else None
+    if previous is None or seen is None or target is None or target.windows is None:
+        return None
+    return (previous, seen) if seen.target == _target_key(target) and seen.windows == target.windows else None
+
+
+def _current_image(offer: tuple[Moment, Seen] | None, observation: Observation) -> TurnImage | None:
+    """Blocking: the offered moment's screenshot if nothing on screen changed since it was grabbed."""
+    if offer is None or offer[0].screenshot.image is None or offer[1].damage_serial is None:
+        return None
+    return offer[0].screenshot if _damage_serial(observation) == offer[1].damage_serial else None
+
+
+async def _current_tree(
+    offer: tuple[Moment, Seen] | None, a11y: A11yAccess | None, pid: int | None
+) -> TurnTree | None:
+    """The offered moment's tree if no accessibility event arrived since it was read. The app is
+    synced with only when none has arrived yet: with a busy app the fresh read does that."""
+    if offer is None or offer[0].tree.data is None or offer[1].events is None:
+        return None
+    for sync in (False, True):
+        if await _events_version(a11y, pid, sync=sync) != offer[1].events:
+            return None
+    return offer[0].tree
+
+
+async def _events_version(a11y: A11yAccess | None, pid: int | None, sync: bool) -> tuple[int, int] | None:
+    """The accessibility events version; with ``sync``, once every event the app with ``pid`` sent
+    before now has arrived (a one-element read of its mirror syncs with it). None when unknown."""
+    if a11y is None or pid is None:
+        return None
+    try:
+        client = await a11y.client()
+        if sync:
+            await client.snapshot(pid, max_elements=1, store=False)
+    except DeskrigError:
+        return None
+    return client.events_version()
+
+
 async def capture_moment(
-    observation: Observation, a11y: A11yAccess | None, target: ActionTarget | None
+    observation: Observation,
+    a11y: A11yAccess | None,
+    target: ActionTarget | None,
+    previous: Moment | None = None,
+    note_seen: bool = False,
 ) -> Moment:
-    """Screenshot (worker thread) and accessibility state (event loop), taken together."""
+    """Screenshot (worker thread) and accessibility state (event loop), taken together; the parts
+    of ``previous`` (the moment taken last) still current are taken over instead (see the module
+    docstring). ``note_seen``: note what the moment was taken under, to offer it to the next action."""
+    offer = _offered(previous, target)
+    pid = target.pid if target is not None else None
+    note_seen = note_seen and target is not None
     images: list[TurnImage] = []
+    #: What the moment is taken under: the window list, then the damage serial, read before the grab.
+    under: list[tuple[list[WindowInfo], int | None]] = []
 
-    async def grab() -> None:
-        images.append(await anyio.to_thread.run_sync(grab_image, observation, target))
+    def grab() -> None:
+        current = _current_image(offer, observation)
+        if current is not None:
+            images.append(current)
+            return
+        if note_seen:
+            try:
+                windows = observation.windows
+            except DeskrigError:
+                pass  # the grab reports it
+            else:
+                # The first read after a change may move the serial once more at the next read,
+                # which would make every after-moment look changed to the next action: read twice.
+                _damage_serial(observation)
+                under.append((windows, _damage_serial(observation)))
+        images.append(grab_image(observation, target))
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(grab)
+    async def read() -> TurnTree:
+        current = await _current_tree(offer, a11y, pid)
+        if current is not None:
+            return current
         tree = await read_tree(observation, a11y, target)
-    return Moment(images[0], tree)
+        if offer is not None:
+            tree.same_as = offer[0].tree  # the writer compares them (see TurnTree.same_as)
+        return tree
+
+    events = await _events_version(a11y, pid, sync=False) if note_seen else None
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, grab)
+        tree = await read()
+    seen = Seen(_target_key(target), under[0][0], under[0][1], events) if under else None
+    return Moment(images[0], tree, seen)
+
+
+def _damage_serial(observation: Observation) -> int | None:
+    """The desktop's damage serial; None when it cannot be read (the capture then says why)."""
+    try:
+        return observation.desktop.damage_serial()
+    except DeskrigError:
+        return None

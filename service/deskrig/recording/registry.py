@@ -15,8 +15,10 @@ Two kinds of recording:
 
 Each action is observed once before it (synchronously, ahead of the action, reusing the window
 list its target resolver read) and once after it (right after it), through the same observation
-path as the screenshot tools; the same turn is handed to every recording that wants it; encoding
-and writing happen on the recordings' writer threads, off the event loop.
+path as the screenshot tools; an after-observation still current when the next action starts is
+that action's before-observation (see :mod:`deskrig.recording.moments`). The same turn is handed
+to every recording that wants it; encoding and writing happen on the recordings' writer threads,
+off the event loop.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ class RecordingRegistry:
         self._start_lock = threading.Lock()
         self._teardowns: list[threading.Thread] = []
         self._after_tasks: set[asyncio.Task[None]] = set()
+        #: The last action's "after": the next action's "before" where still current (see
+        #: deskrig.recording.moments).
+        self._last_after: Moment | None = None
         #: Signs every turn written, and checks the turns replay_trajectory runs.
         self.signer = TurnSigner.from_settings(settings)
 
@@ -262,6 +267,10 @@ class RecordingRegistry:
             candidates = [self.boot, self._sessions.get(client_id)]
         return [r for r in candidates if r is not None and r.active]
 
+    def _recording_any(self) -> bool:
+        with self._lock:
+            return any(r is not None and r.active for r in [self.boot, *self._sessions.values()])
+
     async def settle(self) -> None:
         """Wait for the after-captures still running on this loop (before the next action, or a stop)."""
         loop = asyncio.get_running_loop()
@@ -279,13 +288,15 @@ class RecordingRegistry:
             return None
         recordings = self._recordings_for(call.client_id)
         if not recordings:
+            if not self._recording_any():
+                self._last_after = None  # nothing to offer it to: let its frame go
             return None
         started = time.perf_counter()
         before = None
         if refused is None:
             target = call.target
             observation = self.observer.observe(target.windows if target is not None else None)
-            before = await capture_moment(observation, self.a11y, target)
+            before = await capture_moment(observation, self.a11y, target, previous=self._last_after)
         return PendingTurn(recordings, spec.name, dict(arguments), before, time.perf_counter() - started)
 
     async def end(
@@ -313,10 +324,11 @@ class RecordingRegistry:
 
     async def _capture_after(self, token: PendingTurn, call: CallInfo, action: dict[str, Any]) -> None:
         try:
-            after = await capture_moment(self.observer.observe(), self.a11y, call.target)
+            after = await capture_moment(self.observer.observe(), self.a11y, call.target, note_seen=True)
         except Exception:  # the task has no caller to report to
             log.exception("capturing the state after %s failed", token.tool)
             return
+        self._last_after = after
         self._hand_over(token, call, action, after)
 
     def _hand_over(
