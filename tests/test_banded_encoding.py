@@ -8,13 +8,11 @@ from __future__ import annotations
 import base64
 import gc
 import io
-import os
 import random
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 from playwright.sync_api import Page
+from tests.frames import bgrx_frame, desktop_like, environment, libjpeg_restart_encode
 from tests.polling import poll
-from tests.test_imaging import bgrx_frame, desktop_like
 
 from deskrig import imaging, png, turbojpeg
 from deskrig.grabs import IDLE_RELEASE_S, MAX_CACHED_FRAMES, BandCaches, Grab
@@ -41,27 +39,6 @@ def fresh_caches(monkeypatch: pytest.MonkeyPatch) -> BandCaches[Any]:
     monkeypatch.setattr(turbojpeg, "_band_caches", turbojpeg._band_caches)
     forget_frames()
     return turbojpeg._band_caches
-
-
-@contextmanager
-def environment(name: str, value: str) -> Iterator[None]:
-    """``name`` set while the block runs (TurboJPEG reads its TJ_* variables at every compress)."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
-
-
-def libjpeg_restart_encode(frame: Grab, quality: int) -> bytes:
-    """The whole frame in one libjpeg run with a restart marker after every MCU row."""
-    assert frame.bgrx is not None
-    with environment("TJ_RESTART", "1"):
-        return turbojpeg.encode_bgrx_whole(frame, frame.bgrx, quality)
 
 
 def plain_encode(frame: Grab, quality: int) -> bytes:

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from deskrig.cli import build_parser
 from packaging.utils import canonicalize_name
 from tests.declared import PLATFORM_MODULES, dependencies, extras
+
+from deskrig.cli import build_parser
 
 pytestmark = pytest.mark.slow
 

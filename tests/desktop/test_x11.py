@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from PIL import Image
 from tests.contract import colours_at
+from tests.frames import libjpeg_restart_encode
 from tests.polling import poll
-from tests.test_banded_encoding import libjpeg_restart_encode
 from Xlib import X, Xatom
 from Xlib.display import Display
 from Xlib.protocol import event, rq
