@@ -68,6 +68,8 @@ class AppRef(BaseModel):
 class AccessibilityClient:
     """AT-SPI over one desktop's accessibility bus. Create with :meth:`connect`."""
 
+    name = "AT-SPI"
+
     def __init__(
         self,
         a11y_bus: MessageBus,
