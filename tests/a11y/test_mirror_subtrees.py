@@ -14,10 +14,8 @@ from typing import Any, TypeVar
 from tests.polling import poll
 from tests.toolkits import Capability, needs
 
-from deskrig.a11y import AccessibilityClient
-from deskrig.a11y.connection import AppConnection
-from deskrig.a11y.fetch import fetch_tree
-from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, MirroredTree
+from deskrig.a11y import AccessibilityClient, Snapshot
+from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS
 from deskrig.a11y.tree import Element
 
 from .conftest import A11yDesktop, FormApp
@@ -29,6 +27,8 @@ pytestmark = needs(Capability.A11Y_TREE)
 
 #: Changes per run; the seed is printed so that a failing sequence can be replayed.
 STEPS = 12
+#: A depth no form reaches: a snapshot with a depth limit is fetched whole, never mirrored.
+WHOLE_DEPTH = 1000
 SEED = int(os.environ.get("DESKRIG_MIRROR_SEED", "0")) or random.randrange(1, 2**31)
 
 
@@ -48,13 +48,14 @@ def first_difference(mirrored: list[Element], fetched: list[Element]) -> str | N
 
 
 class Changes:
-    """Changes made to the form, each returning once the app has acted, and the mirror's reads."""
+    """Changes made to the form, each returning once the app has acted, and the mirror's reads
+    (snapshots without a depth limit, which come from the mirror; their ``source`` says whether it
+    had to fetch the whole tree)."""
 
     def __init__(
         self, run: Run[Any], client: AccessibilityClient, form: FormApp, desktop: A11yDesktop
     ) -> None:
         self.run, self.client, self.form, self.desktop = run, client, form, desktop
-        self.app: AppConnection = run(client._app_for_pid(form.pid))
         self.reads = 0
         #: Reads that fetched the whole tree; only where ``whole_fetches_allowed``.
         self.whole_fetches = 0
@@ -62,19 +63,34 @@ class Changes:
         #: Where the mirror differed from a fetch made just after it, read by read.
         self.differences: list[str] = []
 
-    def read(self) -> MirroredTree:
-        """The mirror's tree, which it may fetch whole only where ``whole_fetches_allowed``."""
-        tree: MirroredTree = self.run(self.client._mirrored(self.app, refresh=False))
+    def read(self, refresh: bool = False) -> Snapshot:
+        """The mirror's tree, which it may fetch whole only where ``whole_fetches_allowed``
+        (``refresh``: renewed from a whole fetch, the mirror's first read)."""
+        tree = self.run(
+            self.client.snapshot(
+                self.form.pid, max_elements=MIRROR_MAX_ELEMENTS, refresh=refresh, store=False
+            )
+        )
+        if refresh:
+            return tree
         self.reads += 1
-        self.whole_fetches += tree.refetched
-        assert self.whole_fetches_allowed or not tree.refetched, (
+        refetched = tree.source == "fetch"
+        self.whole_fetches += refetched
+        assert self.whole_fetches_allowed or not refetched, (
             f"seed {SEED}: read {self.reads} fetched the whole tree; {self.differences}"
         )
         return tree
 
+    def fetch(self) -> Snapshot:
+        """The app's tree fetched whole now, past the mirror."""
+        return self.run(
+            self.client.snapshot(
+                self.form.pid, max_depth=WHOLE_DEPTH, max_elements=MIRROR_MAX_ELEMENTS, store=False
+            )
+        )
+
     def fetched_names(self) -> set[str]:
-        fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
-        return {e.name for e in fetched.elements}
+        return {e.name for e in self.fetch().elements}
 
     def matches_a_fresh_fetch(self) -> None:
         """Poll until the mirror equals a whole fetch made just after it: the app may still be laying
@@ -82,8 +98,7 @@ class Changes:
 
         def equal() -> bool:
             mirrored = self.read().elements
-            fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
-            difference = first_difference(mirrored, fetched.elements)
+            difference = first_difference(mirrored, self.fetch().elements)
             if difference is not None:
                 self.differences.append(difference)
             return difference is None
@@ -141,8 +156,7 @@ class Changes:
         self.xdotool("windowmove", window_id, str(to_x), str(to_y))
 
         def moved() -> bool:
-            fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
-            return any(e.depth == 1 and e.bounds not in (None, frame) for e in fetched.elements)
+            return any(e.depth == 1 and e.bounds not in (None, frame) for e in self.fetch().elements)
 
         poll("the window to move", moved, 5)
 
@@ -151,7 +165,7 @@ def test_after_random_changes_the_mirror_equals_a_fresh_fetch(
     run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
 ) -> None:
     changes = Changes(run, client, form, a11y_desktop)
-    run(client._mirrored(changes.app, refresh=True))  # the one whole fetch
+    changes.read(refresh=True)  # the one whole fetch
     rng = random.Random(SEED)
     made = []
     for _ in range(STEPS):
