@@ -8,13 +8,11 @@ from __future__ import annotations
 import base64
 import gc
 import io
-import os
 import random
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,10 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 from playwright.sync_api import Page
-from tests.test_imaging import bgrx_frame, desktop_like
+from tests.frames import bgrx_frame, desktop_like, environment, libjpeg_restart_encode
+from tests.polling import poll
 
 from deskrig import imaging, png, turbojpeg
-from deskrig.grabs import MAX_CACHED_FRAMES, BandCaches, Grab
+from deskrig.grabs import IDLE_RELEASE_S, MAX_CACHED_FRAMES, BandCaches, Grab
 
 
 def forget_frames() -> None:
@@ -40,27 +39,6 @@ def fresh_caches(monkeypatch: pytest.MonkeyPatch) -> BandCaches[Any]:
     monkeypatch.setattr(turbojpeg, "_band_caches", turbojpeg._band_caches)
     forget_frames()
     return turbojpeg._band_caches
-
-
-@contextmanager
-def environment(name: str, value: str) -> Iterator[None]:
-    """``name`` set while the block runs (TurboJPEG reads its TJ_* variables at every compress)."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
-
-
-def libjpeg_restart_encode(frame: Grab, quality: int) -> bytes:
-    """The whole frame in one libjpeg run with a restart marker after every MCU row."""
-    assert frame.bgrx is not None
-    with environment("TJ_RESTART", "1"):
-        return turbojpeg.encode_bgrx_whole(frame, frame.bgrx, quality)
 
 
 def plain_encode(frame: Grab, quality: int) -> bytes:
@@ -222,6 +200,56 @@ def test_one_cache_per_frame_size_and_quality_and_only_the_latest_few(
         frame = bgrx_frame(desktop_like(width, 40))
         assert_exact(imaging.encode(frame, "jpeg", 80), frame, 80)
     assert len(fresh_caches) == MAX_CACHED_FRAMES
+
+
+class FakeTimers:
+    """A clock moved by hand and the release checks ``BandCaches`` asked to have run later."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pending: list[tuple[float, Callable[[], None]]] = []
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.pending.append((self.now + delay, callback))
+
+    def run_due(self) -> None:
+        due = [entry for entry in self.pending if entry[0] <= self.now]
+        self.pending = [entry for entry in self.pending if entry[0] > self.now]
+        for _, callback in due:
+            callback()
+
+
+def test_the_frames_are_let_go_after_an_idle_period_and_the_next_capture_starts_afresh(
+    monkeypatch: pytest.MonkeyPatch, compressed_rows: list[int]
+) -> None:
+    timers = FakeTimers()
+    caches: BandCaches[Any] = BandCaches(
+        turbojpeg.BAND_ROWS, clock=lambda: timers.now, call_later=timers.call_later
+    )
+    monkeypatch.setattr(turbojpeg, "_band_caches", caches)
+    frame = bgrx_frame(desktop_like(64, 48))
+
+    imaging.encode(frame, "jpeg", 80)
+    timers.now = 20.0
+    imaging.encode(frame, "jpeg", 80)  # in use: no band encoded again, no second check asked for
+    assert (len(caches), compressed_rows, [at for at, _ in timers.pending]) == (1, [16] * 3, [IDLE_RELEASE_S])
+    timers.now = IDLE_RELEASE_S
+    timers.run_due()  # used 10 s ago: kept, checked again 30 s after that use
+    assert (len(caches), [at for at, _ in timers.pending]) == (1, [20.0 + IDLE_RELEASE_S])
+    timers.now = 20.0 + IDLE_RELEASE_S
+    timers.run_due()
+    assert (len(caches), timers.pending) == (0, [])  # idle: nothing held, nothing waiting
+
+    encoded = imaging.encode(frame, "jpeg", 80)
+    assert (len(caches), compressed_rows, len(timers.pending)) == (1, [16] * 6, 1)
+    assert_exact(encoded, frame, 80)
+
+
+def test_an_idle_encoder_lets_its_frames_go_on_its_own() -> None:
+    caches: BandCaches[bytes] = BandCaches(16, idle_release_s=0.05)
+    caches.get(64, 48, 80).update(bgrx_frame(desktop_like(64, 48)).bgrx or b"", lambda top, rows: b"part")
+    assert len(caches) == 1
+    poll("the idle frames to be let go", lambda: len(caches) == 0)
 
 
 @pytest.mark.parametrize("fmt", ["jpeg", "png"])

@@ -9,28 +9,13 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image
+from tests.frames import BLUE, PANEL, bgrx_frame, desktop_like
 
 from deskrig import imaging, turbojpeg
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
 from deskrig.model import Bounds
-
-BLUE = (53, 132, 228)
-PANEL = (246, 245, 244)
-
-
-def desktop_like(width: int = 640, height: int = 400) -> Image.Image:
-    """Flat panels, a coloured button, text and a noisy photo patch, like a GTK screen."""
-    image = Image.new("RGB", (width, height), (46, 52, 64))
-    draw = ImageDraw.Draw(image)
-    draw.rectangle((20, 20, width - 20, height - 20), fill=PANEL)
-    draw.rectangle((40, 40, 200, 100), fill=BLUE)
-    for row, y in enumerate(range(120, height - 120, 16)):
-        draw.text((40, y), f"line {row}: the quick brown fox jumps over the lazy dog", fill=(20, 20, 20))
-    noise = Image.frombytes("RGB", (120, 80), random.Random(7).randbytes(120 * 80 * 3))
-    image.paste(noise, (width - 160, height - 120))
-    return image
 
 
 def noise(width: int, height: int, seed: int = 1) -> Image.Image:
@@ -212,13 +197,6 @@ def test_fit_inline_that_cannot_fit_reports_the_smallest_size() -> None:
 
 
 # --- black_out and click marker --------------------------------------------------------------
-
-
-def bgrx_frame(image: Image.Image, seed: int = 3) -> Grab:
-    """``image`` (RGB) as an X11 grab: B, G, R and a padding byte of noise, which must not show."""
-    red, green, blue = image.split()
-    padding = Image.frombytes("L", image.size, random.Random(seed).randbytes(image.width * image.height))
-    return Grab.from_bgrx(bytearray(Image.merge("RGBA", (blue, green, red, padding)).tobytes()), *image.size)
 
 
 @pytest.mark.parametrize("kind", ["bgrx", "image"])

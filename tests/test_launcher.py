@@ -36,16 +36,12 @@ def live_pid() -> Iterator[int]:
     process.wait()
 
 
-def test_a_gone_process_is_not_running(gone_pid: int) -> None:
-    with pytest.raises(DeskrigError) as caught:
-        launcher.terminate(gone_pid)
-    assert caught.value.code is ErrorCode.APP_NOT_RUNNING
-
-
-def test_a_gone_process_is_not_running_when_the_os_says_so_windows_style(
-    gone_pid: int, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("os_answer", ["ProcessLookupError", "Windows-style OSError"])
+def test_a_gone_process_is_not_running(
+    gone_pid: int, os_answer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(os, "kill", windows_kill)
+    if os_answer != "ProcessLookupError":
+        monkeypatch.setattr(os, "kill", windows_kill)
     with pytest.raises(DeskrigError) as caught:
         launcher.terminate(gone_pid)
     assert caught.value.code is ErrorCode.APP_NOT_RUNNING

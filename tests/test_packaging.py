@@ -4,11 +4,17 @@ dev extras, then every module imported and every command line run.
 Only what pyproject.toml declares is there, so an import of a dev-only package (httpx, say) or of
 one that only arrives by accident fails here. pytest joins the wheel in the venv because the
 pytest plugin is for projects that have it; nothing else does.
+
+A package that arrives with a declared one (pydantic_core with pydantic) imports fine in that venv
+too, so the sources' imports are also read and checked against what is declared by name.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -17,23 +23,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
+from tests.declared import PLATFORM_MODULES, dependencies, extras
 
 from deskrig.cli import build_parser
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Modules that call one operating system's own libraries (installed there only, by their
-#: environment markers, or asserting their platform on import), by the ``sys.platform`` they need.
-PLATFORM_MODULES = {
-    "deskrig.desktop.macos_quartz": "darwin",
-    "deskrig.desktop.macos_ax_native": "darwin",
-    "deskrig.desktop.windows": "win32",
-    "deskrig.desktop.windows_api": "win32",
-    "deskrig.desktop.windows_clipboard": "win32",
-    "deskrig.desktop.windows_input": "win32",
-    "deskrig.a11y.windows_uia_native": "win32",
+#: The distributions of modules that install only on another OS (so this one cannot look them up).
+OTHER_OS_DISTRIBUTIONS = {
+    "AppKit": "pyobjc-framework-Cocoa",
+    "Foundation": "pyobjc-framework-Cocoa",
+    "Quartz": "pyobjc-framework-Quartz",
+    "ApplicationServices": "pyobjc-framework-ApplicationServices",
+    "comtypes": "comtypes",
 }
+#: Modules imported from this repository rather than from a distribution.
+REPOSITORY_MODULES = {"pii_content": "the PII fixture app's module (tests/apps), for the privacy benchmark"}
 #: Imports every module of the installed package (``__main__`` modules run their command instead;
 #: another platform's modules are left out).
 IMPORT_ALL = f"""
@@ -114,3 +121,55 @@ def test_the_pytest_plugin_loads(installed: Path, tmp_path: Path) -> None:
     done = run(installed / "bin" / "python", "-m", "pytest", "--help", "-p", "no:cacheprovider")
     assert done.returncode == 0, done.stderr
     assert "--deskrig-image" in done.stdout
+
+
+def third_party_imports(module: ast.Module) -> Iterator[tuple[str, bool]]:
+    """Each third-party top-level module ``module`` imports, and whether on import (not in a
+    function, and not only for type checking)."""
+
+    def walk(node: ast.AST, on_import: bool) -> Iterator[tuple[str, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                names = [alias.name for alias in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                names = [child.module]
+            else:
+                names = []
+            for name in names:
+                top = name.partition(".")[0]
+                if top not in sys.stdlib_module_names and top != "deskrig":
+                    yield top, on_import
+            type_checking = isinstance(child, ast.If) and ast.unparse(child.test) == "TYPE_CHECKING"
+            deferred = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            yield from walk(child, on_import and not (deferred or type_checking))
+
+    yield from walk(module, True)
+
+
+@functools.cache
+def distribution_of(module: str) -> str:
+    installed = importlib.metadata.packages_distributions()
+    (name,) = installed.get(module, [OTHER_OS_DISTRIBUTIONS.get(module, f"<nothing installs {module}>")])
+    return canonicalize_name(name)
+
+
+def test_every_imported_package_is_declared_and_extras_are_imported_when_used() -> None:
+    """A module's third-party imports name declared distributions (imported with another one
+    counts for nothing), and one that only an extra brings is imported in the function using it,
+    so a plain install imports every module."""
+    core = {canonicalize_name(r.name) for r in dependencies()}
+    in_extras = {canonicalize_name(r.name) for reqs in extras().values() for r in reqs} - {"deskrig"}
+    undeclared, extra_on_import = set(), set()
+    for path in sorted((ROOT / "service" / "deskrig").rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        for module, on_import in third_party_imports(ast.parse(path.read_text(), where)):
+            if module in REPOSITORY_MODULES:
+                continue
+            distribution = distribution_of(module)
+            if distribution not in core | in_extras:
+                undeclared.add(f"{where}: {module} ({distribution})")
+            elif distribution not in core and on_import:
+                extra_on_import.add(f"{where}: {module} ({distribution})")
+
+    assert not undeclared, "imported but not declared in pyproject.toml"
+    assert not extra_on_import, "an extra's package imported on import (import it where it is used)"

@@ -21,6 +21,7 @@ changed are encoded again. Comparing a 1280x800 frame band by band with the last
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
@@ -33,6 +34,9 @@ BGRX_PIXEL = 4
 #: screenshot quality and at the live view's, and a window. Each holds one frame's rows (4 MB at
 #: 1280x800) and what was made of its bands.
 MAX_CACHED_FRAMES = 3
+#: Seconds without a capture after which an encoder's frames are let go (up to ~8 MB a process): a
+#: rig left idle holds none, and the first capture after that encodes every band, as the first did.
+IDLE_RELEASE_S = 30.0
 
 Part = TypeVar("Part")
 
@@ -140,14 +144,33 @@ class BandCaches(Generic[Part]):
     """One :class:`BandCache` per frame size and settings, for the :data:`MAX_CACHED_FRAMES` used
     last: a quality or level asked for anew starts from nothing, never from parts made otherwise."""
 
-    def __init__(self, band_rows: int) -> None:
+    def __init__(
+        self,
+        band_rows: int,
+        *,
+        idle_release_s: float = IDLE_RELEASE_S,
+        clock: Callable[[], float] = time.monotonic,
+        call_later: Callable[[float, Callable[[], None]], None] | None = None,
+    ) -> None:
+        """``clock`` and ``call_later(delay, callback)`` (default: a daemon timer thread) time
+        the release of the frames after ``idle_release_s`` without a :meth:`get`."""
         self.band_rows = band_rows
+        self.idle_release_s = idle_release_s
+        self._clock = clock
+        self._call_later = call_later or _call_later
         self._lock = threading.Lock()
         self._caches: OrderedDict[tuple[int, int, Hashable], BandCache[Part]] = OrderedDict()
+        self._used_at = 0.0
+        #: A release check is due: at most one waits at a time, none once the frames are gone.
+        self._release_due = False
 
     def get(self, width: int, height: int, settings: Hashable) -> BandCache[Part]:
         key = (width, height, settings)
         with self._lock:
+            self._used_at = self._clock()
+            if not self._release_due:
+                self._release_due = True
+                self._call_later(self.idle_release_s, self._release_if_idle)
             cache = self._caches.get(key)
             if cache is None:
                 cache = self._caches[key] = BandCache(width, height, self.band_rows, settings)
@@ -163,5 +186,22 @@ class BandCaches(Generic[Part]):
             if self._caches.get(key) is cache:
                 del self._caches[key]
 
+    def _release_if_idle(self) -> None:
+        """Let every frame go once none was asked for in ``idle_release_s``; else check again
+        when that much time has passed since the last."""
+        with self._lock:
+            idle = self._clock() - self._used_at
+            if idle >= self.idle_release_s:
+                self._caches.clear()
+                self._release_due = False
+            else:
+                self._call_later(self.idle_release_s - idle, self._release_if_idle)
+
     def __len__(self) -> int:
         return len(self._caches)
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> None:
+    timer = threading.Timer(delay, callback)
+    timer.daemon = True  # a pending release never keeps the process alive
+    timer.start()

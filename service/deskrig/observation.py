@@ -126,12 +126,9 @@ class Observation:
         every window over ``region``), for the tree detector. ``damage_serial``: the desktop's,
         read before ``frame`` was grabbed from the screen; a masking observation then reuses what
         it found in a capture of the same region under the same serial."""
-        overlapping: list[Bounds] = []
-        if self.blocklist.active:
-            blocked = [w.frame_bounds or w.bounds for w in self.blocklist.blocked(self.windows)]
-            overlapping = [b for b in blocked if b.intersection(region) is not None]
-            if overlapping:
-                frame = imaging.black_out(frame, overlapping, origin=(region.x, region.y))
+        overlapping = [b for b in blocked_areas(self) if b.intersection(region) is not None]
+        if overlapping:
+            frame = imaging.black_out(frame, overlapping, origin=(region.x, region.y))
         # The same serial and the same blackout: the same pixels.
         unchanged = None if damage_serial is None else (damage_serial, tuple(overlapping))
         return self._masked(Pixels(frame, region, len(overlapping)), pids, unchanged)
@@ -195,6 +192,14 @@ class Observation:
             unchanged = None if serial is None else (serial, ())
             return self._masked(Pixels(frame, visible), _pids(window), unchanged)
         return self.window_pixels(window)
+
+
+def blocked_areas(observation: Observation) -> tuple[Bounds, ...]:
+    """The screen areas :meth:`Observation.redact` blacks out: every blocked window with its frame
+    (from the window list the observation already took)."""
+    if not observation.blocklist.active:
+        return ()
+    return tuple(w.frame_bounds or w.bounds for w in observation.blocklist.blocked(observation.windows))
 
 
 def _pids(window: WindowInfo) -> list[int]:

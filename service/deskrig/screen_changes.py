@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from deskrig.errors import DeskrigError
 from deskrig.model import Bounds
-from deskrig.observation import Observation, Observer, Pixels
+from deskrig.observation import Observer, Pixels, blocked_areas
 
 #: Seconds between grabs while the screen changes: at most 30 frames a second.
 FAST_TICK = 1 / 30
@@ -55,14 +55,6 @@ def bgrx_rows(pixels: Pixels) -> bytes | bytearray:
         return rows
     image = pixels.image
     return (image if image.mode == "RGB" else image.convert("RGB")).tobytes("raw", "BGRX")
-
-
-def blocked_areas(observation: Observation) -> tuple[Bounds, ...]:
-    """The areas :meth:`~deskrig.observation.Observation.redact` blacks out: every blocked window
-    with its frame (from the window list it already took)."""
-    if not observation.blocklist.active:
-        return ()
-    return tuple(w.frame_bounds or w.bounds for w in observation.blocklist.blocked(observation.windows))
 
 
 class ScreenChanges:

@@ -246,13 +246,14 @@ def test_what_events_said_changed_before_a_read_is_read_with_the_sync(
     few hundred times a second) is read in one round trip too: the objects that events noted before
     the read began named are read with the sync. Here the button renames its label before a read."""
     bus_name = run(client.snapshot(form.pid)).bus_name
-    mirror = client._mirrors[bus_name]
+    mirror = client.mirror(bus_name)
+    assert mirror is not None
     batches = Batches(monkeypatch)
 
     def read_in_one_round_trip_after_a_rename() -> bool:
         renamed = click_button(run, client, form, run(client.snapshot(form.pid)))
         # Events are taken in while the loop runs.
-        poll("the rename noted", lambda: run(asyncio.sleep(0.02, bool(mirror._changed))), 5)
+        poll("the rename noted", lambda: run(asyncio.sleep(0.02, mirror.changes_noted)), 5)
         snapshot = batches.one_round_trip(run, client, form.pid)
         return snapshot is not None and snapshot.resolve(STATUS).name == renamed
 
@@ -265,9 +266,10 @@ def test_a_failed_read_leaves_what_changed_to_the_next(
 ) -> None:
     """A read takes what the events said changed when it begins; if it fails (its sync, or its
     re-read of what changed), the next read still shows the change."""
-    mirror = client._mirrors[run(client.snapshot(form.pid)).bus_name]
+    mirror = client.mirror(run(client.snapshot(form.pid)).bus_name)
+    assert mirror is not None
     renamed = click_button(run, client, form, run(client.snapshot(form.pid)))
-    poll("the rename noted", lambda: run(asyncio.sleep(0.02, bool(mirror._changed))), 5)
+    poll("the rename noted", lambda: run(asyncio.sleep(0.02, mirror.changes_noted)), 5)
     failure = CallFailed("org.freedesktop.DBus.Error.Failed", "the bus hiccuped")
 
     async def fail(*args: object) -> None:

@@ -18,11 +18,10 @@ import pytest
 from tests.polling import poll
 from tests.toolkits import SYSTEM_PYTHON, Capability, needs
 
-from deskrig.a11y import AccessibilityClient
+from deskrig.a11y import AccessibilityClient, Snapshot
 from deskrig.a11y.connection import AppConnection, Reply, Request
 from deskrig.a11y.events import ObjectEvent
-from deskrig.a11y.fetch import fetch_tree
-from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, MirroredTree
+from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS
 from deskrig.a11y.tree import Element
 
 from .conftest import APPS_DIR, STARTUP_TIMEOUT_S, A11yDesktop, FormApp, wait_until_registered
@@ -34,6 +33,8 @@ pytestmark = needs(Capability.A11Y_TREE)
 
 #: Changes per run; the seed is printed so that a failing sequence can be replayed.
 STEPS = 12
+#: A depth no form reaches: a snapshot with a depth limit is fetched whole, never mirrored.
+WHOLE_DEPTH = 1000
 SEED = int(os.environ.get("DESKRIG_MIRROR_SEED", "0")) or random.randrange(1, 2**31)
 
 
@@ -53,13 +54,14 @@ def first_difference(mirrored: list[Element], fetched: list[Element]) -> str | N
 
 
 class Changes:
-    """Changes made to the form, each returning once the app has acted, and the mirror's reads."""
+    """Changes made to the form, each returning once the app has acted, and the mirror's reads
+    (snapshots without a depth limit, which come from the mirror; their ``source`` says whether it
+    had to fetch the whole tree)."""
 
     def __init__(
         self, run: Run[Any], client: AccessibilityClient, form: FormApp, desktop: A11yDesktop
     ) -> None:
         self.run, self.client, self.form, self.desktop = run, client, form, desktop
-        self.app: AppConnection = run(client._app_for_pid(form.pid))
         self.reads = 0
         #: Reads that fetched the whole tree; only where ``whole_fetches_allowed``.
         self.whole_fetches = 0
@@ -67,19 +69,34 @@ class Changes:
         #: Where the mirror differed from a fetch made just after it, read by read.
         self.differences: list[str] = []
 
-    def read(self) -> MirroredTree:
-        """The mirror's tree, which it may fetch whole only where ``whole_fetches_allowed``."""
-        tree: MirroredTree = self.run(self.client._mirrored(self.app, refresh=False))
+    def read(self, refresh: bool = False) -> Snapshot:
+        """The mirror's tree, which it may fetch whole only where ``whole_fetches_allowed``
+        (``refresh``: renewed from a whole fetch, the mirror's first read)."""
+        tree = self.run(
+            self.client.snapshot(
+                self.form.pid, max_elements=MIRROR_MAX_ELEMENTS, refresh=refresh, store=False
+            )
+        )
+        if refresh:
+            return tree
         self.reads += 1
-        self.whole_fetches += tree.refetched
-        assert self.whole_fetches_allowed or not tree.refetched, (
+        refetched = tree.source == "fetch"
+        self.whole_fetches += refetched
+        assert self.whole_fetches_allowed or not refetched, (
             f"seed {SEED}: read {self.reads} fetched the whole tree; {self.differences}"
         )
         return tree
 
+    def fetch(self) -> Snapshot:
+        """The app's tree fetched whole now, past the mirror."""
+        return self.run(
+            self.client.snapshot(
+                self.form.pid, max_depth=WHOLE_DEPTH, max_elements=MIRROR_MAX_ELEMENTS, store=False
+            )
+        )
+
     def fetched_names(self) -> set[str]:
-        fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
-        return {e.name for e in fetched.elements}
+        return {e.name for e in self.fetch().elements}
 
     def matches_a_fresh_fetch(self) -> None:
         """Poll until the mirror equals a whole fetch made just after it: the app may still be laying
@@ -87,8 +104,7 @@ class Changes:
 
         def equal() -> bool:
             mirrored = self.read().elements
-            fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
-            difference = first_difference(mirrored, fetched.elements)
+            difference = first_difference(mirrored, self.fetch().elements)
             if difference is not None:
                 self.differences.append(difference)
             return difference is None
@@ -146,8 +162,7 @@ class Changes:
         self.xdotool("windowmove", window_id, str(to_x), str(to_y))
 
         def moved() -> bool:
-            fetched = self.run(fetch_tree(self.app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS))
-            return any(e.depth == 1 and e.bounds not in (None, frame) for e in fetched.elements)
+            return any(e.depth == 1 and e.bounds not in (None, frame) for e in self.fetch().elements)
 
         poll("the window to move", moved, 5)
 
@@ -156,7 +171,7 @@ def test_after_random_changes_the_mirror_equals_a_fresh_fetch(
     run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
 ) -> None:
     changes = Changes(run, client, form, a11y_desktop)
-    run(client._mirrored(changes.app, refresh=True))  # the one whole fetch
+    changes.read(refresh=True)  # the one whole fetch
     rng = random.Random(SEED)
     made = []
     for _ in range(STEPS):
@@ -204,8 +219,10 @@ def test_subtrees_fetched_again_together_read_the_cache_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     changes = Changes(run, client, form, a11y_desktop)
-    elements = run(client._mirrored(changes.app, refresh=True)).elements  # the one whole fetch
-    mirror = client._mirrors[changes.app.bus_name]
+    tree = changes.read(refresh=True)  # the one whole fetch
+    elements = tree.elements
+    mirror = client.mirror(tree.bus_name)
+    assert mirror is not None
     # Two subtrees apart (neither inside the other) said to have changed shape at once.
     parents = [e for e in elements if e.depth == 3 and e.child_count > 0]
     first, last = parents[0], parents[-1]
@@ -223,7 +240,7 @@ def test_subtrees_fetched_again_together_read_the_cache_once(
 
     monkeypatch.setattr(AppConnection, "call_many", recorded)
     changes.read()
-    assert asked.count("GetItems") == (1 if mirror._cached else 0)
+    assert asked.count("GetItems") == (1 if mirror.reads_cache else 0)
     monkeypatch.undo()
     changes.matches_a_fresh_fetch()
 
@@ -243,7 +260,7 @@ def test_a_scrolled_viewport_shows_in_the_next_snapshot(
         app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)
         wait_until_registered(runner, client, proc.pid)
         changes = Changes(runner.run, client, app, a11y_desktop)
-        elements = runner.run(client._mirrored(changes.app, refresh=True)).elements  # the one whole fetch
+        elements = changes.read(refresh=True).elements  # the one whole fetch
         pane = next(e.bounds for e in elements if e.role == "scroll pane")
         assert pane is not None
         x, y = pane.x + pane.width // 2, pane.y + pane.height // 2

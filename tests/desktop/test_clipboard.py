@@ -11,7 +11,7 @@ from deskrig.desktop.clipboard import TEXT_MIME
 from deskrig.errors import DeskrigError, ErrorCode
 
 from .forms import Forms
-from .test_input import focus_gtk_entry, send
+from .helpers import focus_gtk_entry, send
 
 
 def test_set_clipboard_then_ctrl_v_pastes_into_the_app(backend: Forms) -> None:

@@ -11,7 +11,7 @@ from Xlib import X
 from deskrig.desktop.held import HeldState
 
 from .forms import Forms
-from .test_input import click_and_wait, refused, send
+from .helpers import click_and_wait, refused, send
 
 ME, OTHER = "alice/s1", "bob/s2"
 

@@ -16,7 +16,7 @@ from deskrig.desktop.sway_xfocus import XwaylandFocus
 
 from .conftest import Desktop
 from .forms import Forms
-from .test_input import focus_gtk_entry, send
+from .helpers import focus_gtk_entry, send
 
 
 def _no_sleeping(seconds: float) -> None:

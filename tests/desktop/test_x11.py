@@ -7,22 +7,25 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
 from tests.contract import colours_at
+from tests.frames import libjpeg_restart_encode
 from tests.polling import poll
-from tests.test_banded_encoding import libjpeg_restart_encode
 from Xlib import X, Xatom
 from Xlib.display import Display
 from Xlib.ext import randr
-from Xlib.protocol import event
+from Xlib.protocol import event, rq
+from Xlib.protocol.display import Display as XlibConnection
 
 from deskrig import imaging
 from deskrig.desktop.base import Desktop as DesktopFacade
-from deskrig.desktop.x11 import X11Backend
+from deskrig.desktop.x11 import LAYOUT_MAX_AGE_S, X11Backend
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.grabs import Grab
 from deskrig.model import Bounds
@@ -45,6 +48,94 @@ def test_displays_are_the_randr_monitors(x11_backend: X11Backend) -> None:
     assert only.name  # Xvfb names its one monitor "screen"
     assert only.bounds == Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
     assert x11_backend.screen_bounds() == only.bounds
+
+
+class SetMonitor(rq.Request):
+    """RandR 1.5's SetMonitor, what ``xrandr --setmonitor`` sends (python-xlib's own cannot pack
+    its monitor)."""
+
+    _request = rq.Struct(
+        rq.Card8("opcode"),
+        rq.Opcode(43),
+        rq.RequestLength(),
+        rq.Window("window"),
+        rq.Card32("name"),
+        rq.Bool("primary"),
+        rq.Bool("automatic"),
+        rq.LengthOf("crtcs", 2),
+        rq.Int16("x"),
+        rq.Int16("y"),
+        rq.Card16("width_in_pixels"),
+        rq.Card16("height_in_pixels"),
+        rq.Card32("width_in_millimeters"),
+        rq.Card32("height_in_millimeters"),
+        rq.List("crtcs", rq.Card32Obj),
+    )
+
+
+def test_the_pointer_is_read_in_one_request(x11_backend: X11Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder reads the pointer up to 30 times a second: the display layout that places it
+    is not read again each time (RandR's monitors are three round trips more)."""
+    caller = threading.get_ident()
+    sent: list[str] = []
+    send = XlibConnection.send_request
+
+    def counted(self: XlibConnection, request: Any, wait_for_response: bool) -> None:
+        if threading.get_ident() == caller:
+            sent.append(type(request).__name__)
+        send(self, request, wait_for_response)
+
+    monkeypatch.setattr(XlibConnection, "send_request", counted)
+    reads, started = 20, time.monotonic()
+    for _ in range(reads):
+        x11_backend.cursor_position()
+    elapsed = time.monotonic() - started
+
+    layout_reads = 1 + int(elapsed // LAYOUT_MAX_AGE_S)  # on a slow machine the layout ages
+    assert sent.count("QueryPointer") == reads
+    assert len(sent) - reads <= layout_reads * 4, sent  # RandR's version, monitors, a name, the root
+
+
+def test_the_pointer_display_follows_monitors_defined_while_running(tmp_path: Path) -> None:
+    """RandR announces no change when monitors are defined (``xrandr --setmonitor``): the pointer's
+    display follows within the layout's age, and at once after ``displays()``."""
+    xvfb, display = start_xvfb(tmp_path)
+    try:
+        impl = X11Backend(display)
+        xlib = Display(display)
+        try:
+            root = xlib.screen().root
+            root.warp_pointer(900, 100)
+            xlib.sync()
+            assert impl.cursor_position().display_id == 1  # the one monitor, the whole screen
+            SetMonitor(
+                display=xlib.display,
+                opcode=xlib.display.get_extension_major("RANDR"),
+                window=root,
+                name=xlib.intern_atom("LEFT"),
+                primary=True,
+                automatic=False,
+                x=0,
+                y=0,
+                width_in_pixels=SCREEN[0] // 2,
+                height_in_pixels=SCREEN[1],
+                width_in_millimeters=0,
+                height_in_millimeters=0,
+                crtcs=[],
+            )
+            xlib.sync()
+
+            # LEFT is the primary now, so display 1; the whole screen's monitor is display 2.
+            poll("the pointer to be on display 2", lambda: impl.cursor_position().display_id == 2)
+            assert [d.bounds.width for d in impl.displays()] == [SCREEN[0] // 2, SCREEN[0]]
+            root.warp_pointer(100, 100)
+            xlib.sync()
+            assert impl.cursor_position().display_id == 1
+        finally:
+            xlib.close()
+            impl.close()
+    finally:
+        stop_process(xvfb)
 
 
 @pytest.mark.parametrize("kind", ["gtk", "tk"])
@@ -425,7 +516,7 @@ def test_backend_reports_no_fallbacks_on_xvfb(x11_backend: X11Backend) -> None:
 FALLBACK_PROBE = """
 import json, sys
 from Xlib.display import Display
-from deskrig.desktop.x11 import X11Backend
+from deskrig.desktop.x11 import LAYOUT_MAX_AGE_S, X11Backend
 from deskrig.model import Bounds
 
 backend = X11Backend(sys.argv[1])

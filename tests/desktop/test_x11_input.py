@@ -20,7 +20,7 @@ from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import TypeReport
 
 from .forms import Forms
-from .test_input import UNICODE, UNICODE_LINE, focus_gtk_entry, focus_tk_field, send
+from .helpers import UNICODE, UNICODE_LINE, focus_gtk_entry, focus_tk_field, send
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from PIL import Image
 
+from deskrig.a11y import macos_ax, windows_uia
 from deskrig.a11y.access import A11yAccess
 from deskrig.a11y.macos_ax import MacAX
 from deskrig.a11y.scripted import ScriptedReader
@@ -213,6 +214,28 @@ async def test_set_value_writes_text_through_the_platform_and_reads_it_back(nati
     assert (operation, value) == (native.app.text_write, "Grace")
     state = await native.ok("get_app_state", {"pid": native.app.pid})
     assert _by_name(state, *native.app.text)["text"] == "Grace"
+
+
+#: How each platform's reader marks the element with the keyboard focus, and finds it by address.
+FOCUSED = {"ax": {"focused": True}, "uia": {"HasKeyboardFocus": True}}
+NODE_AT = {"ax": macos_ax.node_at, "uia": windows_uia.node_at}
+
+
+async def test_typed_text_is_read_back_through_the_platforms_own_accessibility(native: NativeTools) -> None:
+    text = native.element(native.app.text)
+    await native.ok("set_value", {"element": text, "value": "Grace"})  # what the app shows once typed
+    ((pid, address, _, _),) = native.reader.performed
+    with native.reader.editing(pid) as tree:
+        NODE_AT[native.app.prefix](tree, address).update(FOCUSED[native.app.prefix])
+
+    typed = await native.ok("type_text", {"element": text, "text": "Grace"})
+
+    assert typed["effect"] == "confirmed"
+    api = {"ax": "the AX API", "uia": "UI Automation"}[native.app.prefix]
+    assert (
+        typed["evidence"][-1]
+        == f"the focused element's text contains the typed text (read back through {api})"
+    )
 
 
 async def test_set_value_sets_a_slider_within_its_range(native: NativeTools) -> None:

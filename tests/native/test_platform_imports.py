@@ -3,7 +3,7 @@
 Simulated on any OS: in a fresh interpreter, the modules of every distribution pyproject.toml's
 environment markers leave out on that platform are made unimportable, then every module of the
 package is imported but for the Linux-only ones (the rig runner, the benchmarks, the X11 and Sway
-backends) and other platforms' native modules (tests/test_packaging.py: PLATFORM_MODULES).
+backends) and other platforms' native modules (tests/declared.py: PLATFORM_MODULES).
 """
 
 from __future__ import annotations
@@ -11,14 +11,10 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
-import tomllib
-from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
-from tests.test_packaging import PLATFORM_MODULES
+from tests.declared import PLATFORM_MODULES, dependencies
 
-ROOT = Path(__file__).resolve().parents[2]
 #: What runs on Linux only, and why.
 LINUX_ONLY = {
     "deskrig.rig": "the rig runner starts Xvfb or sway (`deskrig rig run` is Linux-only)",
@@ -45,11 +41,9 @@ print("\\n".join(failed))
 
 def absent_on(platform: str) -> set[str]:
     """The dependencies whose environment markers leave them out on ``platform``."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = [Requirement(spec) for spec in project["dependencies"]]
     return {
         r.name.lower()
-        for r in requirements
+        for r in dependencies()
         if r.marker is not None and not r.marker.evaluate({"sys_platform": platform})
     }
 

@@ -1,4 +1,5 @@
-"""Polling and inspection helpers shared by the orchestrator tests."""
+"""Helpers shared by the orchestrator tests: polling and inspection, the command line in a
+subprocess, and user test modules run with the pytest plugin."""
 
 from __future__ import annotations
 
@@ -171,3 +172,93 @@ def httpx_alive(url: str) -> bool:
     except httpx.HTTPError:
         return False
     return True
+
+
+#: A user's test module for the pytest plugin (run by :func:`run_user_tests`).
+USER_TESTS = """
+import anyio
+import pytest
+
+SHARED = []
+
+
+async def click(rig, x, y):
+    async with rig.client() as client:
+        result = await client.call_tool("click", {"x": x, "y": y})
+        assert not result.is_error
+
+
+def test_passes(deskrig_rig):
+    anyio.run(click, deskrig_rig, 10, 10)
+    assert deskrig_rig.mcp_url.startswith("http://127.0.0.1:")
+
+
+def test_fails(deskrig_rig):
+    anyio.run(click, deskrig_rig, 20, 20)
+    assert False, "deliberately"
+
+
+@pytest.mark.deskrig(scope="session", video=False)
+def test_shared_first(deskrig_rig):
+    SHARED.append(deskrig_rig.id)
+
+
+@pytest.mark.deskrig(scope="session", video=False)
+def test_shared_second(deskrig_rig):
+    SHARED.append(deskrig_rig.id)
+    assert SHARED[0] == SHARED[1]
+"""
+
+
+#: Each test asks the plugin for the session spec it would start, and checks its backend.
+BACKEND_TESTS = """
+import pytest
+
+from deskrig.pytest_fixtures import PluginOptions
+
+
+def backend(request):
+    spec, _ = PluginOptions.from_config(request.config).request(request.node)
+    return spec.backend
+
+
+def test_from_the_option(request):
+    assert backend(request) == "sway"
+
+
+@pytest.mark.deskrig(backend="x11")
+def test_the_marker_wins(request):
+    assert backend(request) == "x11"
+
+
+@pytest.mark.deskrig(backend="wayland")
+def test_a_bad_marker_backend(request):
+    backend(request)
+"""
+
+
+def run_user_tests(
+    tmp_path: Path, source: str, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """pytest in a subprocess on ``source`` (as test_user.py), with the installed plugin."""
+    (tmp_path / "test_user.py").write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_user.py", *args],
+        cwd=tmp_path,
+        env={**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state")},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def deskrig(tmp_path: Path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    """``deskrig *args`` in a subprocess, its state under ``tmp_path``, ``env`` added."""
+    environ = {**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state"), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "deskrig.cli", *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

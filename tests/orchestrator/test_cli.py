@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.orchestrator.helpers import deskrig
 
 from deskrig.cli import build_parser
 from deskrig.cli_errors import cli_error_line
@@ -90,17 +88,6 @@ def test_a_bad_variable_is_one_clear_error() -> None:
         apply_environment(args, {"DESKRIG_MAX_SESSIONS": "many"})
     assert raised.value.code is ErrorCode.INVALID_ARGUMENT
     assert raised.value.message == "$DESKRIG_MAX_SESSIONS='many' is not valid: want a whole number"
-
-
-def deskrig(tmp_path: Path, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state"), **env}
-    return subprocess.run(
-        [sys.executable, "-m", "deskrig.cli", *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.mark.parametrize(

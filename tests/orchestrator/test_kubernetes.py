@@ -19,8 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from tests.orchestrator.apiserver import serving
-from tests.orchestrator.helpers import eventually, labels_of
-from tests.orchestrator.test_cli import deskrig
+from tests.orchestrator.helpers import deskrig, eventually, labels_of
 
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.orchestrator.core import Orchestrator

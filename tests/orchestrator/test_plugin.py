@@ -2,78 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import docker
 import pytest
-from tests.orchestrator.helpers import turn_folders
+from tests.orchestrator.helpers import BACKEND_TESTS, USER_TESTS, run_user_tests, turn_folders
 
 from deskrig.orchestrator.runtime import LABEL_LEASE, LABEL_MANAGED
-
-USER_TESTS = """
-import anyio
-import pytest
-
-SHARED = []
-
-
-async def click(rig, x, y):
-    async with rig.client() as client:
-        result = await client.call_tool("click", {"x": x, "y": y})
-        assert not result.is_error
-
-
-def test_passes(deskrig_rig):
-    anyio.run(click, deskrig_rig, 10, 10)
-    assert deskrig_rig.mcp_url.startswith("http://127.0.0.1:")
-
-
-def test_fails(deskrig_rig):
-    anyio.run(click, deskrig_rig, 20, 20)
-    assert False, "deliberately"
-
-
-@pytest.mark.deskrig(scope="session", video=False)
-def test_shared_first(deskrig_rig):
-    SHARED.append(deskrig_rig.id)
-
-
-@pytest.mark.deskrig(scope="session", video=False)
-def test_shared_second(deskrig_rig):
-    SHARED.append(deskrig_rig.id)
-    assert SHARED[0] == SHARED[1]
-"""
-
-
-#: Each test asks the plugin for the session spec it would start, and checks its backend.
-BACKEND_TESTS = """
-import pytest
-
-from deskrig.pytest_fixtures import PluginOptions
-
-
-def backend(request):
-    spec, _ = PluginOptions.from_config(request.config).request(request.node)
-    return spec.backend
-
-
-def test_from_the_option(request):
-    assert backend(request) == "sway"
-
-
-@pytest.mark.deskrig(backend="x11")
-def test_the_marker_wins(request):
-    assert backend(request) == "x11"
-
-
-@pytest.mark.deskrig(backend="wayland")
-def test_a_bad_marker_backend(request):
-    backend(request)
-"""
 
 #: One test on a real rig under sway: its display is sway's headless output, its window the app's.
 SWAY_RIG_TEST = """
@@ -92,21 +28,6 @@ def test_the_rig_runs_sway(deskrig_rig):
     displays, titles = anyio.run(desktop, deskrig_rig)
     assert displays == ["HEADLESS-1"] and "deskrig GTK example" in titles
 """
-
-
-def run_user_tests(
-    tmp_path: Path, source: str, *args: str, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    """pytest in a subprocess on ``source`` (as test_user.py), with the installed plugin."""
-    (tmp_path / "test_user.py").write_text(source)
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_user.py", *args],
-        cwd=tmp_path,
-        env={**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state")},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.mark.parametrize("given_by", ["flag", "ini"])

@@ -23,7 +23,7 @@ import httpx2
 import pytest
 from docker.errors import ImageNotFound
 from tests.orchestrator.conftest import RIG_IMAGE
-from tests.orchestrator.test_cli import deskrig
+from tests.orchestrator.helpers import deskrig
 from tests.polling import poll
 
 from deskrig.errors import ConfigError

@@ -13,8 +13,7 @@ from typing import get_args
 import anyio
 import pytest
 from pydantic import ValidationError
-from tests.orchestrator.helpers import eventually, labels_of
-from tests.orchestrator.test_plugin import BACKEND_TESTS, run_user_tests
+from tests.orchestrator.helpers import BACKEND_TESTS, eventually, labels_of, run_user_tests
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.core import Orchestrator

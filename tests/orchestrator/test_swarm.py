@@ -13,9 +13,16 @@ from typing import Any
 import anyio
 import docker
 import pytest
-from tests.orchestrator.helpers import Cli, clicks, eventually, kill_hard, turn_folders
+from tests.orchestrator.helpers import (
+    USER_TESTS,
+    Cli,
+    clicks,
+    eventually,
+    kill_hard,
+    run_user_tests,
+    turn_folders,
+)
 from tests.orchestrator.runtimes import RIG_IMAGE, ensure_swarm
-from tests.orchestrator.test_plugin import USER_TESTS, run_user_tests
 from tests.polling import poll
 
 from deskrig.errors import ErrorCode

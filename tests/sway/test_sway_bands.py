@@ -8,9 +8,9 @@ import io
 
 from PIL import Image
 from tests.desktop.conftest import FixtureApp
+from tests.frames import libjpeg_restart_encode
 from tests.polling import poll
 from tests.sway.conftest import COLOR, window_of
-from tests.test_banded_encoding import libjpeg_restart_encode
 
 from deskrig import imaging
 from deskrig.desktop import Desktop

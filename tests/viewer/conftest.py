@@ -12,6 +12,7 @@ The rig stays up for the tests of its live ``/view``; the video is finalised (``
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from tests.polling import poll
-from tests.server.rigproc import FormRig, start_form
+from tests.server.rigproc import DESKRIG, FormRig, start_form
 
 T = TypeVar("T")
 #: Seconds between the recorded turns, so each has its own place in the video.
@@ -84,3 +85,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordedSessi
         yield session
     finally:
         form.rig.stop()
+
+
+def deskrig(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed ``deskrig`` command line (``deskrig view``, ``deskrig export`` ...)."""
+    return subprocess.run([*DESKRIG, *args], capture_output=True, text=True, timeout=120)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
-from tests.viewer.conftest import RecordedSession
-from tests.viewer.test_report import deskrig
+from tests.viewer.conftest import RecordedSession, deskrig
 
 
 def test_jsonl_has_one_line_per_turn_with_its_images_and_a11y_diff(

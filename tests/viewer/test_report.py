@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageChops, ImageStat
 from playwright.sync_api import Page, expect
 from tests.browser import keep_screenshot
-from tests.server.rigproc import DESKRIG
-from tests.viewer.conftest import RecordedSession
-
-
-def deskrig(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DESKRIG, *args], capture_output=True, text=True, timeout=120)
-
+from tests.viewer.conftest import RecordedSession, deskrig
 
 Box = tuple[float, float, float, float]
 WHOLE: Box = (0.0, 0.0, 1.0, 1.0)

@@ -75,6 +75,8 @@ class AppRef(BaseModel):
 class AccessibilityClient:
     """AT-SPI over one desktop's accessibility bus. Create with :meth:`connect`."""
 
+    name = "AT-SPI"
+
     def __init__(
         self,
         a11y_bus: MessageBus,
@@ -278,6 +280,10 @@ class AccessibilityClient:
         received (before the first tree read, or after the feed was lost). Any thread may ask."""
         events = self.events
         return (events.generation, events.received) if events.subscribed else None
+
+    def mirror(self, bus_name: str) -> AppMirror | None:
+        """The live mirror of the app at ``bus_name``; None before its first read."""
+        return self._mirrors.get(bus_name)
 
     async def _mirrored(self, app: AppConnection, *, refresh: bool) -> MirroredTree:
         """The app's mirrored tree, current as of now (see :mod:`deskrig.a11y.events`)."""

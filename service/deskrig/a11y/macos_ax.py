@@ -300,6 +300,7 @@ class MacAX:
     """The AX API as a :class:`~deskrig.a11y.source.NativePlatform`: operations are AX action
     names (AXPress ...) and ``AXValue`` for a value write."""
 
+    name = "the AX API"
     prefix = "ax"
     positional_refs = True  # references are child indices
 

@@ -117,6 +117,17 @@ class AppMirror:
         self._held: list[ObjectEvent] | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def reads_cache(self) -> bool:
+        """Whether the whole fetch, and so every subtree fetched again, read the app's cache
+        (Cache.GetItems; Qt's bridge has none)."""
+        return self._cached
+
+    @property
+    def changes_noted(self) -> bool:
+        """Whether events have noted changes that the next read corrects."""
+        return bool(self._changed)
+
     def note(self, event: ObjectEvent) -> None:
         """Record what ``event`` says changed; the tree is corrected when next read."""
         if ElementRef(self.bus_name, event.path) not in self._index:

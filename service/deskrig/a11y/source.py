@@ -46,6 +46,8 @@ NATIVE_MAX_ELEMENTS = 5000
 class AccessibilitySource(Protocol):
     """An app's accessibility tree, and actions on its elements, on one platform."""
 
+    #: The platform's accessibility API, as evidence names it: "AT-SPI", "the AX API" ...
+    name: str
     #: Where snapshots are kept for ``{snapshot_id, index}`` targets (the owner's store).
     snapshots: SnapshotStore
 
@@ -143,6 +145,8 @@ class NativeReader(Protocol):
 class NativePlatform(Protocol):
     """A platform's mapping of its readers' dicts to the element model (pure: tested anywhere)."""
 
+    #: The accessibility API, as evidence names it (the source's :attr:`AccessibilitySource.name`).
+    name: str
     #: An element's ``ref.bus_name`` is ``f"{prefix}:{pid}"``.
     prefix: str
     #: True when a reference is the element's position (AX: child indices), which another
@@ -184,6 +188,7 @@ class NativeTreeSource:
         timeout_s: float = NATIVE_TIMEOUT_S,
     ) -> None:
         self.platform = platform
+        self.name = platform.name
         self.snapshots = SnapshotStore()
         self._open_reader = open_reader
         self._reader: NativeReader | None = None

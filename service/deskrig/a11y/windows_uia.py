@@ -314,6 +314,7 @@ class WindowsUIA:
     scaling: the reader runs per-monitor DPI aware, so UIA reports the physical pixels the
     Windows backend's coordinates are."""
 
+    name = "UI Automation"
     prefix = "uia"
     positional_refs = False  # references are runtime ids
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -48,6 +49,11 @@ log = logging.getLogger(__name__)
 
 #: RandR 1.5 (X.Org 1.18, 2015) added monitors; an older server counts as one display.
 RANDR_MONITORS = (1, 5)
+#: Seconds the display layout that places the pointer (:meth:`X11Backend.cursor_position`) is
+#: kept: the recorder reads the pointer up to 30 times a second, and RandR's monitors cost three
+#: round trips more than the pointer's one. RandR sends no event when monitors are defined
+#: (``xrandr --setmonitor``), so the layout is read again this often, and by every ``displays()``.
+LAYOUT_MAX_AGE_S = 1.0
 
 #: X resource ids are 29-bit numbers; anything else cannot name a window.
 MAX_XID = (1 << 29) - 1
@@ -82,6 +88,8 @@ class X11Backend(DesktopBackend):
             self.note("windows", "no X-Resource extension: pids of apps without _NET_WM_PID are unknown")
         self._windows = WindowLister(self._display)
         self._has_randr = has("RANDR")
+        #: The last ``displays()`` and the monotonic time it was read.
+        self._layout: tuple[float, list[DisplayInfo]] = (-LAYOUT_MAX_AGE_S, [])
         self._composited = self._redirect_toplevels()
         self.window_capture_method = "composite" if self._composited else "screen"
         self._grabber = ScreenGrabber(self._display_name, self._display, self.note)
@@ -107,10 +115,12 @@ class X11Backend(DesktopBackend):
             name, bounds, _ = monitors[0]
             monitors[0] = (name, bounds, True)
         monitors.sort(key=lambda monitor: not monitor[2])  # the primary first, stable otherwise
-        return [
+        displays = [
             DisplayInfo(id=number, name=name, bounds=bounds, primary=primary, scale=1.0)
             for number, (name, bounds, primary) in enumerate(monitors, start=FIRST_DISPLAY_ID)
         ]
+        self._layout = (time.monotonic(), displays)
+        return displays
 
     def screen_bounds(self) -> Bounds:
         with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot read the screen size"):
@@ -149,7 +159,10 @@ class X11Backend(DesktopBackend):
         with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot read the pointer"):
             pointer = self._root.query_pointer()
         x, y = int(pointer.root_x), int(pointer.root_y)
-        display_id = next((d.id for d in self.displays() if d.bounds.contains(x, y)), None)
+        read_at, displays = self._layout
+        if time.monotonic() - read_at >= LAYOUT_MAX_AGE_S:
+            displays = self.displays()
+        display_id = next((d.id for d in displays if d.bounds.contains(x, y)), None)
         return CursorPosition(x=x, y=y, display_id=display_id)
 
     def activate_window(self, window_id: int) -> None:

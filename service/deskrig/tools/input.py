@@ -231,10 +231,11 @@ def _normalize(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-async def _focused_text(services: Services, pid: int) -> Element | None:
+async def _focused_text(services: Services, pid: int) -> tuple[str, Element | None]:
+    """The name of the platform's accessibility API, and the focused element if it has text."""
     client = await a11y_of(services).client()
     element = await client.focused_element(pid)
-    return element if element is not None and element.text is not None else None
+    return client.name, element if element is not None and element.text is not None else None
 
 
 async def type_text(services: Services, call: CallInfo, args: TypeTextInput) -> ToolResult:
@@ -256,10 +257,12 @@ async def type_text(services: Services, call: CallInfo, args: TypeTextInput) -> 
     if target.pid is not None and services.a11y is not None:
         wanted = _normalize(args.text)
         seen: list[str] = []
+        read_through = ""
 
         async def landed() -> bool:
+            nonlocal read_through
             try:
-                element = await _focused_text(services, target.pid)  # type: ignore[arg-type]
+                read_through, element = await _focused_text(services, target.pid)  # type: ignore[arg-type]
             except DeskrigError:
                 return False
             if element is None:
@@ -269,7 +272,9 @@ async def type_text(services: Services, call: CallInfo, args: TypeTextInput) -> 
 
         if await poll_until(landed, READ_BACK_TIMEOUT_S):
             effect = "confirmed"
-            evidence.append("the focused element's text contains the typed text (read back through AT-SPI)")
+            evidence.append(
+                f"the focused element's text contains the typed text (read back through {read_through})"
+            )
         else:
             evidence.append(
                 "could not read the typed text back" + (f"; the focused text is {seen[0]!r}" if seen else "")

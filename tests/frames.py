@@ -1,0 +1,58 @@
+"""Frames the encoding tests make and encode: screen-like images, as X11 grabs, and libjpeg's
+own encoding of a whole frame to compare banded JPEGs with."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from PIL import Image, ImageDraw
+
+from deskrig import turbojpeg
+from deskrig.grabs import Grab
+
+BLUE = (53, 132, 228)
+PANEL = (246, 245, 244)
+
+
+def desktop_like(width: int = 640, height: int = 400) -> Image.Image:
+    """Flat panels, a coloured button, text and a noisy photo patch, like a GTK screen."""
+    image = Image.new("RGB", (width, height), (46, 52, 64))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((20, 20, width - 20, height - 20), fill=PANEL)
+    draw.rectangle((40, 40, 200, 100), fill=BLUE)
+    for row, y in enumerate(range(120, height - 120, 16)):
+        draw.text((40, y), f"line {row}: the quick brown fox jumps over the lazy dog", fill=(20, 20, 20))
+    noise = Image.frombytes("RGB", (120, 80), random.Random(7).randbytes(120 * 80 * 3))
+    image.paste(noise, (width - 160, height - 120))
+    return image
+
+
+def bgrx_frame(image: Image.Image, seed: int = 3) -> Grab:
+    """``image`` (RGB) as an X11 grab: B, G, R and a padding byte of noise, which must not show."""
+    red, green, blue = image.split()
+    padding = Image.frombytes("L", image.size, random.Random(seed).randbytes(image.width * image.height))
+    return Grab.from_bgrx(bytearray(Image.merge("RGBA", (blue, green, red, padding)).tobytes()), *image.size)
+
+
+@contextmanager
+def environment(name: str, value: str) -> Iterator[None]:
+    """``name`` set while the block runs (TurboJPEG reads its TJ_* variables at every compress)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
+def libjpeg_restart_encode(frame: Grab, quality: int) -> bytes:
+    """The whole frame in one libjpeg run with a restart marker after every MCU row."""
+    assert frame.bgrx is not None
+    with environment("TJ_RESTART", "1"):
+        return turbojpeg.encode_bgrx_whole(frame, frame.bgrx, quality)
