@@ -20,7 +20,14 @@ from tests.polling import poll
 
 from deskrig.client import connect
 from deskrig.orchestrator.reaper import host_id
-from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, LABEL_SESSION, managed_labels, rig_labels
+from deskrig.orchestrator.runtime import (
+    LABEL_LEASE,
+    LABEL_MANAGED,
+    LABEL_ORCHESTRATOR,
+    LABEL_SESSION,
+    managed_labels,
+    rig_labels,
+)
 from deskrig.orchestrator.service import ServiceState, read_state
 
 T = TypeVar("T")
@@ -262,3 +269,32 @@ def deskrig(tmp_path: Path, *args: str, timeout: float = 60, **env: str) -> subp
         text=True,
         timeout=timeout,
     )
+
+
+def services_of(client: docker.DockerClient, **labels: str) -> list[dict[str, Any]]:
+    """Deskrig's services (with ``labels``), by one list call (see runtimes.container_names)."""
+    wanted = {LABEL_MANAGED: "1", **labels}
+    found: list[dict[str, Any]] = client.api.services(
+        filters={"label": [f"{k}={v}" for k, v in wanted.items()]}
+    )
+    return found
+
+
+def leftovers_under(client: docker.DockerClient, state_dir: Path) -> list[str]:
+    """Services, task containers and secrets of the orchestrators whose leases were in ``state_dir``."""
+    services = [s["Spec"]["Name"] for s in services_of(client) if under(s["Spec"]["Labels"], state_dir)]
+    tasks = [
+        entry["Names"][0]
+        for entry in client.api.containers(all=True, filters={"label": LABEL_LEASE})
+        if under(entry["Labels"], state_dir)
+    ]
+    secrets = [
+        s["Spec"]["Name"]
+        for s in client.api.secrets(filters={"label": LABEL_LEASE})
+        if under(s["Spec"]["Labels"], state_dir)
+    ]
+    return services + tasks + secrets
+
+
+def under(labels: dict[str, str], state_dir: Path) -> bool:
+    return labels.get(LABEL_LEASE, "").startswith(str(state_dir))

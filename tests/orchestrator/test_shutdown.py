@@ -13,9 +13,8 @@ from pathlib import Path
 import anyio
 import docker
 import pytest
-from tests.orchestrator.helpers import Cli, clicks, containers, turn_folders
+from tests.orchestrator.helpers import Cli, clicks, containers, leftovers_under, turn_folders
 from tests.orchestrator.runtimes import RIG_IMAGE, ensure_swarm
-from tests.orchestrator.test_swarm import leftovers_under
 from tests.polling import poll
 
 from deskrig.orchestrator.models import SessionSpec, SessionState

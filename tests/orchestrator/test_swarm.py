@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import docker
@@ -19,7 +18,9 @@ from tests.orchestrator.helpers import (
     clicks,
     eventually,
     kill_hard,
+    leftovers_under,
     run_user_tests,
+    services_of,
     turn_folders,
 )
 from tests.orchestrator.runtimes import RIG_IMAGE, ensure_swarm
@@ -63,38 +64,9 @@ def active_nodes(client: docker.DockerClient) -> int:
     )
 
 
-def services_of(client: docker.DockerClient, **labels: str) -> list[dict[str, Any]]:
-    """Deskrig's services (with ``labels``), by one list call (see runtimes.container_names)."""
-    wanted = {LABEL_MANAGED: "1", **labels}
-    found: list[dict[str, Any]] = client.api.services(
-        filters={"label": [f"{k}={v}" for k, v in wanted.items()]}
-    )
-    return found
-
-
 def secrets_of(client: docker.DockerClient, session_id: str) -> list[str]:
     """The ids of the session's secrets."""
     return [secret["ID"] for secret in client.api.secrets(filters={"label": f"{LABEL_SESSION}={session_id}"})]
-
-
-def leftovers_under(client: docker.DockerClient, state_dir: Path) -> list[str]:
-    """Services, task containers and secrets of the orchestrators whose leases were in ``state_dir``."""
-    services = [s["Spec"]["Name"] for s in services_of(client) if under(s["Spec"]["Labels"], state_dir)]
-    tasks = [
-        entry["Names"][0]
-        for entry in client.api.containers(all=True, filters={"label": LABEL_LEASE})
-        if under(entry["Labels"], state_dir)
-    ]
-    secrets = [
-        s["Spec"]["Name"]
-        for s in client.api.secrets(filters={"label": LABEL_LEASE})
-        if under(s["Spec"]["Labels"], state_dir)
-    ]
-    return services + tasks + secrets
-
-
-def under(labels: dict[str, str], state_dir: Path) -> bool:
-    return labels.get(LABEL_LEASE, "").startswith(str(state_dir))
 
 
 @pytest.mark.anyio
