@@ -10,13 +10,14 @@ import subprocess
 
 import pytest
 from tests.desktop.conftest import FixtureApp
+from tests.polling import poll
 from tests.server.rigproc import DESKRIG
 from tests.sway.conftest import COLOR, window_of
 from tests.sway.swayproc import SwaySession
 
 from deskrig.desktop import Desktop, choose_backend, open_desktop
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import Bounds, Point
+from deskrig.model import Bounds, Point, WindowInfo
 
 
 def test_auto_picks_sway_when_its_sockets_are_set_and_x11_otherwise() -> None:
@@ -45,14 +46,17 @@ def test_the_headless_output_is_the_one_primary_display(sway_desktop: Desktop) -
 def test_windows_are_sways_views_with_app_id_pid_and_tiled_bounds(
     sway_desktop: Desktop, color_app: FixtureApp, form_app: FixtureApp
 ) -> None:
-    color, form = window_of(sway_desktop, color_app), window_of(sway_desktop, form_app)
+    halves = {Bounds(x=0, y=0, width=640, height=800), Bounds(x=640, y=0, width=640, height=800)}
+
+    def tiled() -> tuple[WindowInfo, WindowInfo] | None:
+        # Listed one after the other, the first may be read before sway tiled the second beside it.
+        pair = window_of(sway_desktop, color_app), window_of(sway_desktop, form_app)
+        return pair if {w.bounds for w in pair} == halves else None
+
+    color, form = poll("the two windows tiled side by side", tiled)
     assert (color.title, color.app) == ("sway-color", "gtk_color.py")
     assert (form.title, form.app) == ("sway-form", "gtk_form.py")
     # Tiled side by side, no borders: the two halves of the screen, and nothing else listed.
-    assert {color.bounds, form.bounds} == {
-        Bounds(x=0, y=0, width=640, height=800),
-        Bounds(x=640, y=0, width=640, height=800),
-    }
     windows = sway_desktop.windows()
     assert sorted(w.z_order for w in windows) == list(range(len(windows)))
     assert [w.focused for w in windows].count(True) == 1
