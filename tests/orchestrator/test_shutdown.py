@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import docker
@@ -17,7 +18,7 @@ from tests.orchestrator.helpers import Cli, clicks, containers, leftovers_under,
 from tests.orchestrator.runtimes import RIG_IMAGE, ensure_swarm
 from tests.polling import poll
 
-from deskrig.orchestrator.models import SessionSpec, SessionState
+from deskrig.orchestrator.models import SessionInfo, SessionSpec, SessionState
 from deskrig.orchestrator.runtime import LABEL_LEASE
 from deskrig.orchestrator.service import ServiceClient, ServiceState, read_state
 from deskrig.orchestrator.state import read_session_record
@@ -137,14 +138,23 @@ def test_a_signal_stops_every_session_removes_the_rigs_and_exits_0(
     poll("no rig left", lambda: leftovers_under(docker_client, cli.state_dir) == [], timeout=60)
 
 
-def test_a_second_signal_exits_at_once(
-    docker_client: docker.DockerClient, cli: Cli, serve: Callable[[str], Serving]
-) -> None:
+def paused_rig(
+    docker_client: docker.DockerClient, serve: Callable[[str], Serving]
+) -> tuple[Serving, SessionInfo, Any]:
+    """A docker orchestrator serving one session whose rig is paused: it answers nothing, so
+    finalizing its recording waits out stop_timeout (20 s)."""
     serving = serve("docker")
     with serving.api() as api:
         session = api.start(SessionSpec(image=RIG_IMAGE, name="lifecycle"))
     (rig,) = containers(docker_client, session=session.id)
-    rig.pause()  # its recording cannot be finalized: the stop waits out stop_timeout (20 s)
+    rig.pause()
+    return serving, session, rig
+
+
+def test_a_second_signal_exits_at_once(
+    docker_client: docker.DockerClient, cli: Cli, serve: Callable[[str], Serving]
+) -> None:
+    serving, _, rig = paused_rig(docker_client, serve)
 
     serving.proc.send_signal(signal.SIGTERM)
     poll("the shutdown to begin", lambda: "stopping its sessions" in serving.log.read_text())
@@ -158,11 +168,7 @@ def test_a_second_signal_exits_at_once(
 def test_a_hung_rig_holds_the_stop_up_to_the_stop_timeout_then_goes(
     docker_client: docker.DockerClient, cli: Cli, serve: Callable[[str], Serving]
 ) -> None:
-    serving = serve("docker")
-    with serving.api() as api:
-        session = api.start(SessionSpec(image=RIG_IMAGE, name="lifecycle"))
-    (rig,) = containers(docker_client, session=session.id)
-    rig.pause()  # it answers nothing: finalizing its recording waits out stop_timeout (20 s)
+    serving, session, _ = paused_rig(docker_client, serve)
 
     serving.proc.send_signal(signal.SIGTERM)
     assert serving.proc.wait(timeout=SHUTDOWN_BOUND_S) == 0, serving.log.read_text()
