@@ -31,6 +31,7 @@ from tests.server.rigproc import DESKRIG, RigProcess, color_app, read_events
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
+from deskrig.recording import video as video_module
 from deskrig.recording.session import Recording
 from deskrig.recording.video import HEARTBEAT_SECONDS, VideoRecorder, video_argv
 
@@ -137,6 +138,30 @@ def test_a_screen_that_changes_size_ends_the_video_there_and_says_so(tmp_path: P
         observer.desktop.close()
     assert mp4_boxes(video.path)[-1] == "mfra"  # finished cleanly, not cut off
     assert {frame.size for frame in decoded_frames(video.path)} == {(320, 240)}
+
+
+def test_a_slow_ffmpeg_start_is_an_error_only_until_the_file_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start that gave up waiting for ffmpeg's file says so, and stops saying so once ffmpeg
+    has written it: the video records after all."""
+    slow = tmp_path / "ffmpeg"
+    slow.write_text('#!/bin/sh\nsleep 1\nexec ffmpeg "$@"\n')
+    slow.chmod(0o755)
+    monkeypatch.setattr(video_module, "START_TIMEOUT", 0.2)
+    world = scripted_world()
+    observer = vault_blocked(world)
+    recorder = VideoRecorder(observer, tmp_path / "recording.mp4", binary=str(slow))
+    try:
+        recorder.start()
+        assert recorder.last_error is not None and recorder.last_error.endswith("still waiting")
+        poll("the error gone once the file is written", lambda: recorder.last_error is None, timeout=20)
+        assert recorder.path.stat().st_size > 0 and recorder.first_frame_at is not None
+        assert recorder.stop() == 0 and recorder.last_error is None
+    finally:
+        recorder.stop()
+        observer.desktop.close()
+    assert decoded_frames(recorder.path)
 
 
 def test_ffmpeg_failing_at_start_up_is_a_recording_error_with_its_diagnostic(tmp_path: Path) -> None:

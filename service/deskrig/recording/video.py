@@ -160,6 +160,8 @@ class VideoRecorder:
         #: it (:meth:`_note_input_start`); else when ffmpeg first wrote the file.
         self.first_frame_at: float | None = None
         self.stopped_at: float | None = None
+        #: The ``last_error`` of a start that gave up waiting for the file, until ffmpeg writes it.
+        self._still_waiting: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -214,7 +216,9 @@ class VideoRecorder:
                 log.info("recording video of the %dx%d screen to %s", *first.size, self.path)
                 return
             time.sleep(0.02)
-        self.last_error = f"ffmpeg has not written {self.path} after {START_TIMEOUT:g} s; still waiting"
+        self.last_error = self._still_waiting = (
+            f"ffmpeg has not written {self.path} after {START_TIMEOUT:g} s; still waiting"
+        )
 
     def _launch(self, argv: list[str]) -> subprocess.Popen[bytes]:
         """In the spawner thread (see the module's docstring)."""
@@ -295,7 +299,24 @@ class VideoRecorder:
             return False
         self.frames_written += 1
         self.pointer_drawn_at = pointer
+        if self._still_waiting is not None:
+            self._written_at_last()
         return True
+
+    def _written_at_last(self) -> None:
+        """In the pump, after a start that gave up waiting: once ffmpeg has written the file, the
+        video records after all, and ``last_error`` no longer says it does not."""
+        try:
+            if self.path.stat().st_size == 0:
+                return
+        except OSError:  # not created yet
+            return
+        if self.last_error == self._still_waiting:
+            self.last_error = None
+        self._still_waiting = None
+        if self.first_frame_at is None:
+            self.first_frame_at = time.time()
+        log.info("video %s: ffmpeg has written the file after a slow start", self.path)
 
     def _resized(self, size: tuple[int, int], now: tuple[int, int]) -> None:
         """The screen is another size than the video: end the video here, cleanly, and say so."""
