@@ -4,6 +4,7 @@ screen changing size, and a stdio client hanging up mid-recording."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -225,6 +226,44 @@ def test_a_sigkilled_rig_leaves_a_decodable_video_and_no_ffmpeg(tmp_path: Path) 
         rig.stop(signal.SIGKILL)
     poll("ffmpeg gone with the rig (its death signal)", lambda: not ffmpeg_writing(video), timeout=15)
     assert ffprobe_duration(video) > 1.0
+
+
+def test_an_ffmpeg_that_ignores_sigterm_is_gone_with_the_rig(tmp_path: Path) -> None:
+    """The death signal cannot be caught: an ffmpeg stuck in its SIGTERM handling (seen with ffmpeg
+    5) must not outlive a SIGKILLed rig. The stand-in ignores SIGTERM and outlives its input."""
+    bin_dir, pid_file = tmp_path / "bin", tmp_path / "ffmpeg.pid"
+    path = path_without(bin_dir)
+    stand_in = bin_dir / "ffmpeg"
+    stand_in.write_text(
+        "#!/bin/sh\ntrap '' TERM\necho $$ > \"$FFMPEG_PID_FILE\"\n"
+        'for arg; do case $arg in *.mp4) out=$arg;; esac; done\ncat > "$out"\nexec sleep 600\n'
+    )
+    stand_in.chmod(0o755)
+    log = tmp_path / "app.log"
+    video = tmp_path / "boot" / "recording.mp4"
+    rig = RigProcess(
+        app=color_app("Stubborn ffmpeg", GREEN, log, pos="100,120"),
+        extra=["--record", str(video.parent), "--record-video"],
+        env={"PATH": path, "FFMPEG_PID_FILE": str(pid_file)},
+    ).start(tmp_path)
+    try:
+        pid = int(poll("the stand-in started", lambda: pid_file.exists() and pid_file.read_text().strip()))
+        poll("frames written", lambda: video.exists() and video.stat().st_size > 0)
+    finally:
+        rig.stop(signal.SIGKILL)
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+
+    try:
+        poll("the stand-in gone with the rig", gone, timeout=15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_ffmpeg_reads_raw_frames_stamped_with_the_wall_clock_into_a_fragmented_mp4(tmp_path: Path) -> None:
