@@ -230,11 +230,11 @@ class VideoRecorder:
             stderr=subprocess.PIPE,
             bufsize=0,  # a frame goes to ffmpeg in one write, not through a second buffer
             start_new_session=True,
-            # PR_SET_PDEATHSIG is Linux's; Windows' subprocess takes no preexec_fn at all. SIGKILL:
-            # ffmpeg 5 has been seen to deadlock handling SIGTERM once its input had ended (five
+            # PR_SET_PDEATHSIG is Linux's; Windows' subprocess takes no preexec_fn at all. SIGKILL
+            # (KILL_SIGNAL off Windows): ffmpeg 5 has been seen to deadlock handling SIGTERM once its input had ended (five
             # threads in futex waits for minutes, the file held open), and a rig that died can do
             # nothing about it. The fragmented mp4 decodes up to its last whole fragment.
-            preexec_fn=die_with_parent(signal.SIGKILL) if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent(KILL_SIGNAL) if sys.platform == "linux" else None,
         )
 
     def _pointer(self) -> tuple[int, int] | None:
