@@ -23,16 +23,20 @@ _SINGULAR = {"pods": "pod", "secrets": "secret", "services": "service"}
 
 
 class ApiServer:
-    """Serves ``fake`` at ``url``; ``requests`` holds every (method, path, query, content type)."""
+    """Serves ``fake`` at ``url``; ``requests`` holds every (method, path, query, content type), and
+    ``accepts`` the ``Accept`` header of each."""
 
     def __init__(self, fake: FakeCoreV1Api) -> None:
         self.fake = fake
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []
+        self.accepts: list[str] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def _dispatch(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+    def _dispatch(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, accept: str
+    ) -> tuple[int, Any]:
         match = _PATH.match(path)
         if match is None:
             return 404, {"kind": "Status", "code": 404, "message": f"no route {path}"}
@@ -42,7 +46,9 @@ class ApiServer:
         selector = query.get("labelSelector", [""])[0]
         calls: dict[tuple[str, bool], Callable[[], Any]] = {
             ("POST", False): lambda: getattr(fake, f"create_namespaced_{one}")(ns, body),
-            ("GET", False): lambda: getattr(fake, f"list_namespaced_{one}")(ns, label_selector=selector),
+            ("GET", False): lambda: getattr(fake, f"list_namespaced_{one}")(
+                ns, label_selector=selector, _headers={"Accept": accept}
+            ),
             ("GET", True): lambda: (
                 fake.read_namespaced_pod_log(
                     name,
@@ -85,7 +91,9 @@ class ApiServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 api.requests.append((self.command, url.path, query, self.headers.get("Content-Type", "")))
-                status, answer = api._dispatch(self.command, url.path, query, body)
+                accept = self.headers.get("Accept", "")
+                api.accepts.append(accept)
+                status, answer = api._dispatch(self.command, url.path, query, body, accept)
                 text = answer if isinstance(answer, str) else json.dumps(answer)
                 data = text.encode()
                 self.send_response(status)

@@ -31,13 +31,14 @@ from deskrig.orchestrator.kubernetes_objects import (
     Endpoint,
     RigPodSettings,
     manifests,
+    owned_by,
     rig_pod,
     rig_service,
     token_secret,
 )
 from deskrig.orchestrator.kubernetes_runtime import KubernetesRuntime, kubernetes_runtime
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
-from deskrig.orchestrator.reaper import EXPIRY_GRACE, Reaper
+from deskrig.orchestrator.reaper import EXPIRY_GRACE, LEFTOVER_GRACE, Reaper
 from deskrig.orchestrator.runtime import LABEL_LEASE, RigRequest, managed_labels
 
 pytestmark = pytest.mark.anyio
@@ -197,11 +198,21 @@ def test_the_registry_prefix_names_the_pods_image(config: OrchestratorConfig) ->
     assert pod["spec"]["containers"][0]["image"] == "localhost:5000/deskrig/rig:latest"
 
 
+def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(resource, verb) pairs that RBAC ``rules`` allow."""
+    return {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
+
+
+def assert_calls_granted(fake: FakeCoreV1Api, endpoint: Endpoint) -> None:
+    """Every call the runtime made is one the manifests' Role grants."""
+    rules = RUNTIME_RULES + (NODE_PORT_RULES if endpoint == "node-port" else [])
+    assert {(resource, verb) for verb, resource in fake.calls} <= granted(rules)
+
+
 def test_the_role_grants_only_what_the_runtime_uses() -> None:
     (role,) = [obj for obj in manifests("img") if obj["kind"] == "Role"]
     assert role["rules"] == RUNTIME_RULES
-    granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
-    assert ("secrets", "get") not in granted and ("secrets", "list") not in granted
+    assert ("secrets", "get") not in granted(role["rules"])  # listed by their metadata only
 
 
 def test_manifests_command_prints_valid_yaml_without_a_yaml_library(tmp_path: Path) -> None:
@@ -289,10 +300,7 @@ async def test_start_ready_endpoint_labels_stop(
     assert left(fake) == {}
     assert not (await runtime.status(handle)).running
     await runtime.destroy(handle)  # already gone: not an error
-    # Every call is one the manifests' Role grants.
-    rules = RUNTIME_RULES + (NODE_PORT_RULES if endpoint == "node-port" else [])
-    granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
-    assert {(resource, verb) for verb, resource in fake.calls} <= granted
+    assert_calls_granted(fake, endpoint)
 
 
 async def test_ready_waits_for_the_app(runtime: KubernetesRuntime, fake: FakeCoreV1Api) -> None:
@@ -345,6 +353,88 @@ async def test_reaper_removes_orphans_by_label(runtime: KubernetesRuntime, fake:
     reaped = {r.handle.name: r.reason for r in await reaper.sweep()}
     assert set(reaped) == {orphan.name, expired.name}
     assert left(fake)["pods"] == [mine.name]
+
+
+def leave_token_secret(fake: FakeCoreV1Api, rig: RigRequest, *, age: float = 0.0) -> str:
+    """The rig's token Secret as the runtime creates it, without its Pod (the create died there)."""
+    secret = fake.create_namespaced_secret(NAMESPACE, token_secret(rig, NAMESPACE))
+    fake.backdate("secrets", secret.metadata.name, age)
+    return str(secret.metadata.name)
+
+
+def rig_request(owner: str, session: str, **labels: Any) -> RigRequest:
+    return RigRequest(session, "img", None, {"DESKRIG_TOKEN": "t"}, labels_of(owner, session, **labels))
+
+
+async def test_the_reaper_removes_the_token_secret_of_a_create_that_died(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api, endpoint: Endpoint
+) -> None:
+    """The API went away between the Secret and the Pod, so the create could not remove its
+    Secret either: nothing owns it. The reaper takes it once it is older than a create in flight
+    can be, whoever made it; a younger one, one its Pod still has to take over, a live rig's, one
+    that names an owner and anything without deskrig's labels stay."""
+    elsewhere = {"host": "another-host"}  # whose orchestrator's lease no reaper here can judge
+    fake.refuse("create", "pods", 500)
+    fake.refuse("delete", "secrets", 500)
+    with pytest.raises(DeskrigError):
+        await runtime.create(rig_request("o2", "sdied", **elsewhere))
+    fake.refusals.clear()
+    (died,) = left(fake)["secrets"]
+    fake.backdate("secrets", died, LEFTOVER_GRACE + 5)
+    young = leave_token_secret(fake, rig_request("o2", "syoung", **elsewhere), age=LEFTOVER_GRACE - 60)
+    # Between the Pod's create and the Secret's hand-over: the Pod exists, so the Secret is its.
+    handing = rig_request("o2", "shanding", **elsewhere)
+    handing_secret = leave_token_secret(fake, handing, age=LEFTOVER_GRACE + 5)
+    fake.create_namespaced_pod(NAMESPACE, rig_pod(handing, OrchestratorConfig(), RigPodSettings(NAMESPACE)))
+    live = await runtime.create(rig_request("o1", "slive"))
+    fake.backdate("secrets", f"{live.name}-token", LEFTOVER_GRACE + 5)
+    # Owned by another object: the garbage collector's, which removes it with its owner.
+    owned = leave_token_secret(fake, rig_request("o2", "sowned", **elsewhere), age=LEFTOVER_GRACE + 5)
+    owner = {"metadata": {"ownerReferences": owned_by(fake.pod(live.name))}}
+    fake.patch_namespaced_secret(owned, NAMESPACE, owner)
+    unlabelled = token_secret(rig_request("o2", "sforeign", **elsewhere), NAMESPACE)
+    unlabelled["metadata"]["labels"] = {"app": "not-deskrig"}
+    fake.create_namespaced_secret(NAMESPACE, unlabelled)
+    fake.backdate("secrets", unlabelled["metadata"]["name"], LEFTOVER_GRACE + 5)
+    fake.calls.clear()
+
+    reaped = await Reaper(runtime, "o1", lambda: {"slive"}).sweep()
+    assert [(r.handle.name, r.handle.session_id) for r in reaped] == [("deskrig-sdied", "sdied")]
+    assert "never finished" in reaped[0].reason
+    assert left(fake)["secrets"] == sorted(
+        [young, handing_secret, f"{live.name}-token", owned, "deskrig-sforeign-token"]
+    )
+    assert (await runtime.status(live)).running
+    assert_calls_granted(fake, endpoint)
+
+
+async def test_a_leftover_is_judged_by_its_labels_as_a_rig_is(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api
+) -> None:
+    """Before its grace is over: a dead orchestrator's on this host (its lease gone) goes at once;
+    a create this orchestrator still has in flight stays."""
+    leave_token_secret(fake, rig_request("o2", "sdead"))
+    in_flight = leave_token_secret(fake, rig_request("o1", "sstarting"))
+    reaped = await Reaper(runtime, "o1", lambda: {"sstarting"}).sweep()
+    assert [r.handle.name for r in reaped] == ["deskrig-sdead"]
+    assert "orchestrator o2 is gone" in reaped[0].reason
+    assert left(fake)["secrets"] == [in_flight]
+
+
+async def test_without_the_right_to_list_secrets_the_reaper_still_reaps_rigs(
+    runtime: KubernetesRuntime, fake: FakeCoreV1Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An orchestrator under an older Role (no list on secrets) keeps working, saying what it
+    cannot do."""
+    orphan = await runtime.create(rig_request("o2", "sorphan"))
+    leftover = leave_token_secret(
+        fake, rig_request("o2", "sdead", host="another-host"), age=LEFTOVER_GRACE + 5
+    )
+    fake.refuse("list", "secrets", 403)
+    reaped = await Reaper(runtime, "o1", set).sweep()
+    assert [r.handle.name for r in reaped] == [orphan.name]
+    assert left(fake) == {"secrets": [leftover]}
+    assert "leftover token Secrets are not reaped" in caplog.text
 
 
 async def test_a_pod_that_cannot_start_is_removed_with_its_objects(config: OrchestratorConfig) -> None:

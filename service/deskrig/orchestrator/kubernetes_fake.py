@@ -12,7 +12,10 @@ What makes it faithful where it matters:
   references), and a stand-in rig answers on ``<pod IP>:8765`` (pod IPs are loopback addresses,
   127.77.x.y) with the rig's Host check and bearer token, so readiness and endpoints are tested
   over real HTTP; a NodePort Service gets a node port on 127.0.0.1 that reaches the same rig;
-- the garbage collector: deleting a pod deletes what names it in ``ownerReferences``.
+- the garbage collector: deleting a pod deletes what names it in ``ownerReferences``;
+- every object's ``creationTimestamp``, which :meth:`backdate` moves back (an object left from
+  before); a list asked for as ``PartialObjectMetadataList`` (the ``Accept`` header) answers
+  metadata only, as the API server does.
 
 Every call is recorded as ``(verb, resource)`` in :attr:`FakeCoreV1Api.calls`, for checking the
 runtime's calls against the RBAC Role of ``deskrig k8s manifests``; :meth:`refuse` makes chosen
@@ -43,8 +46,17 @@ _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 NODE_IP = "127.0.0.1"
 
 
+TIMESTAMP = "%Y-%m-%dT%H:%M:%SZ"
+#: The ``Accept`` type that asks a list for its objects' metadata only.
+METADATA_LIST = "as=PartialObjectMetadataList"
+
+
+def _timestamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime(TIMESTAMP)
+
+
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime(TIMESTAMP)
 
 
 def _api_exception(status: int, reason: str) -> Exception:
@@ -212,6 +224,12 @@ class FakeCoreV1Api:
         }
         self._terminate(name, status, 137, "Error")
 
+    def backdate(self, resource: str, name: str, seconds: float) -> None:
+        """The object was created ``seconds`` earlier than it was."""
+        meta = next(obj["metadata"] for (_, n), obj in self.objects[resource].items() if n == name)
+        created = datetime.strptime(meta["creationTimestamp"], TIMESTAMP).replace(tzinfo=UTC)
+        meta["creationTimestamp"] = _timestamp(created.timestamp() - seconds)
+
     def finish_deletion(self, name: str) -> None:
         """A gracefully deleted pod's grace period ends: it goes, and what it owns with it."""
         self._delete("pods", self.pod(name)["metadata"]["namespace"], name)
@@ -337,6 +355,16 @@ class FakeCoreV1Api:
         secret = self._get("secrets", namespace, name)
         secret["metadata"].update(body.get("metadata") or {})
         return self._answer(secret, "V1Secret")
+
+    def list_namespaced_secret(
+        self, namespace: str, label_selector: str = "", _headers: dict[str, str] | None = None, **_: Any
+    ) -> Any:
+        self._record("list", "secrets")
+        items = self._list("secrets", namespace, label_selector)
+        if METADATA_LIST in (_headers or {}).get("Accept", ""):
+            meta = {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata"}
+            items = [{**meta, "metadata": secret["metadata"]} for secret in items]
+        return self._answer({"items": items}, "V1SecretList")
 
     def delete_namespaced_secret(self, name: str, namespace: str, **_: Any) -> None:
         self._record("delete", "secrets")

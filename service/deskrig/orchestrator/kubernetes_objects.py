@@ -36,6 +36,7 @@ Endpoint = Literal["pod-ip", "node-port"]
 #: The rig's container name in its pod (logs are read from it).
 RIG_CONTAINER = "rig"
 TOKEN_KEY = "token"
+TOKEN_SECRET_SUFFIX = "-token"
 #: Environment variables the kubelet fills from the downward API, named in DESKRIG_ALLOWED_HOSTS
 #: as ``$(NAME)``: clients reach the rig by the pod's or the node's IP, so its Host header is one.
 POD_IP_VAR = "DESKRIG_POD_IP"
@@ -99,7 +100,22 @@ def rig_name(request: RigRequest) -> str:
 
 
 def token_secret_name(pod_name: str) -> str:
-    return f"{pod_name}-token"
+    return pod_name + TOKEN_SECRET_SUFFIX
+
+
+def ownerless_token_secrets(secrets: list[Manifest], rig_names: set[str]) -> dict[str, Manifest]:
+    """The rig token Secrets among ``secrets`` (named as :func:`token_secret_name` names them) that
+    name no owner and whose rig is not among ``rig_names`` (the pods that exist), by the name of
+    that rig: what a create that died before handing its Secret to its Pod left. An owned Secret
+    is the garbage collector's, which removes it with its pod."""
+    leftovers = {}
+    for secret in secrets:
+        meta = secret.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        rig = name.removesuffix(TOKEN_SECRET_SUFFIX)
+        if name.endswith(TOKEN_SECRET_SUFFIX) and not meta.get("ownerReferences") and rig not in rig_names:
+            leftovers[rig] = secret
+    return leftovers
 
 
 #: The downward-API variables that tell an in-cluster orchestrator its own pod.
@@ -250,7 +266,10 @@ def rig_service(request: RigRequest, namespace: str) -> Manifest:
 RUNTIME_RULES: list[Manifest] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "patch", "delete"]},
+    # list: the reaper finds the token Secrets of creates that died before their Pod owned them,
+    # asking for their metadata only (the Role cannot say so: with patch, which answers the whole
+    # object, it could already read a Secret it can name).
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "list", "patch", "delete"]},
 ]
 NODE_PORT_RULES: list[Manifest] = [
     {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "list", "delete"]},

@@ -5,6 +5,15 @@ the pod spec), the Pod (``kubernetes_objects.rig_pod``), and, for an orchestrato
 cluster, a NodePort Service. The Secret and Service name the Pod as their owner, so the cluster's
 garbage collector removes them with it even when no orchestrator is left to.
 
+The Secret comes first (the pod reads it when its container starts) and is handed to the Pod
+once that exists: an orchestrator that dies in between leaves a Secret that nothing owns.
+:meth:`KubernetesRuntime.list_leftovers` lists those (no owner, no pod of theirs) for the reaper,
+which removes them as it removes rigs, and whoever made them once older than
+``reaper.LEFTOVER_GRACE``. The other order (the Pod first, its Secret created owned by it) would
+leave no such window, but a kubelet that reached the container before the Secret existed would
+fail that sync (CreateContainerConfigError) and retry only after its pod worker's back-off, 10 to
+15 s, on the path from request to ready; the window costs a sweep instead.
+
 How the orchestrator reaches a rig (``RigPodSettings.endpoint``): in the cluster, by the pod's IP
 (pod IPs are routable between pods; no Service needed); outside it, by the NodePort Service on the
 node that runs the pod (``http://<hostIP>:<nodePort>``). ``auto`` picks by where the orchestrator
@@ -24,6 +33,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -38,6 +48,7 @@ from deskrig.orchestrator.kubernetes_objects import (
     is_dns_label,
     owned_by,
     owner_from_environment,
+    ownerless_token_secrets,
     rig_name,
     rig_pod,
     rig_service,
@@ -47,6 +58,7 @@ from deskrig.orchestrator.kubernetes_objects import (
 )
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, OrchestratorConfig
+from deskrig.orchestrator.reaper import Leftover
 from deskrig.orchestrator.runtime import LABEL_SESSION, ContainerState, RigHandle, RigRequest
 from deskrig.orchestrator.waits import wait_until_ready
 
@@ -69,6 +81,9 @@ START_TIMEOUT = 300.0
 POLL_INTERVAL = 0.5
 #: What every ``runtime.LABEL_*`` name starts with: the annotations that are a rig's labels.
 LABEL_PREFIX = "io.deskrig."
+#: How the runtime lists Secrets: their metadata only (names, labels, owners, creation times),
+#: never the tokens in them; a server without that form answers the plain list.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 def _api_error(exc: Exception, doing: str) -> DeskrigError:
@@ -406,8 +421,8 @@ class KubernetesRuntime:
             if pod["metadata"].get("deletionTimestamp"):
                 continue  # being deleted (its grace period): gone, as far as sessions go
             handle = self._handle(pod, "")
-            if any(handle.labels.get(key) != value for key, value in labels.items()):
-                continue  # a pair the selector could not carry (an annotation only)
+            if not _carries(handle, labels):
+                continue
             status = pod.get("status") or {}
             if settings.endpoint == "pod-ip":
                 endpoint = _url(status.get("podIP", ""), RIG_PORT)
@@ -416,6 +431,38 @@ class KubernetesRuntime:
                 endpoint = _url(status.get("hostIP", ""), port) if port else ""
             handles.append(RigHandle(handle.id, handle.name, endpoint, handle.labels))
         return handles
+
+    async def list_leftovers(self, labels: dict[str, str]) -> list[Leftover]:
+        """Token Secrets carrying ``labels`` that no Pod owns and whose Pod does not exist (see the
+        module docstring); the runtime's :meth:`destroy` of their handle removes them."""
+        return await anyio.to_thread.run_sync(self._list_leftovers, labels)
+
+    def _list_leftovers(self, labels: dict[str, str]) -> list[Leftover]:
+        label_selector = selector(labels)
+        namespace = self._core()[1].namespace
+        try:  # before the pods: a Secret made after this listing is not judged now
+            secrets = self._call(
+                "list rig token Secrets",
+                lambda api: api.list_namespaced_secret(
+                    namespace, label_selector=label_selector, _headers={"Accept": METADATA_ONLY}
+                ),
+            )
+        except DeskrigError as exc:
+            if (exc.details or {}).get("status") != 403:
+                raise
+            log.warning("%s: leftover token Secrets are not reaped; %s", exc.message, exc.remediation)
+            return []
+        pods = self._call(
+            "list rig pods", lambda api: api.list_namespaced_pod(namespace, label_selector=label_selector)
+        )
+        rigs = {pod["metadata"]["name"] for pod in self._plain(pods).get("items") or []}
+        leftovers = []
+        for rig, secret in ownerless_token_secrets(self._plain(secrets).get("items") or [], rigs).items():
+            meta = secret["metadata"]
+            handle = self._handle({"metadata": {**meta, "name": rig}}, "")
+            if _carries(handle, labels):
+                leftovers.append(Leftover(handle, _epoch(meta.get("creationTimestamp"))))
+        return leftovers
 
     async def close(self) -> None:
         api, self._api, self._settings = self._api, None, None
@@ -432,6 +479,21 @@ def kubernetes_runtime(config: OrchestratorConfig, **options: Any) -> Kubernetes
     if owner is not None and "settings" not in options:
         options["settings"] = RigPodSettings(owner=owner)
     return KubernetesRuntime(config, **options)
+
+
+def _carries(handle: RigHandle, labels: dict[str, str]) -> bool:
+    """Whether the rig carries every pair of ``labels``, those the selector could not carry (an
+    annotation only) too."""
+    return all(handle.labels.get(key) == value for key, value in labels.items())
+
+
+def _epoch(timestamp: object) -> float:
+    """An object's creationTimestamp (as the client serialises it) in epoch seconds; now when it
+    has none, so that an object of unknown age counts as new."""
+    try:
+        return datetime.fromisoformat(str(timestamp)).timestamp()
+    except ValueError:
+        return time.time()
 
 
 def _url(host: str, port: int | None) -> str:

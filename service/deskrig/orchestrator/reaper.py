@@ -5,6 +5,10 @@ A rig is reaped when
 - it belongs to this orchestrator but no live session of it claims it;
 - it belongs to another orchestrator on this host whose lease is gone.
 
+A runtime whose create makes an object before the rig itself (Kubernetes: the token Secret, then
+the Pod that owns it) also lists what a crash between the two leaves (:class:`Leftover`): judged
+as rigs are, and besides, whoever made it, once older than :data:`LEFTOVER_GRACE`.
+
 The lease is an exclusive ``flock`` on ``<state_dir>/leases/<orchestrator id>.lock``, held for the
 orchestrator's lifetime; every rig names its owner's lease file in a label. The kernel drops the
 lock when the process dies, even by SIGKILL, so a restarted orchestrator (or any other on the
@@ -21,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from deskrig.orchestrator.runtime import (
     LABEL_EXPIRES,
@@ -37,6 +42,14 @@ log = logging.getLogger("deskrig.orchestrator.reaper")
 
 #: An expired rig's owner gets this long to stop it itself before the reaper does.
 EXPIRY_GRACE = 60.0
+#: How old a :class:`Leftover` must be before it goes whoever made it. A live orchestrator's
+#: create holds one for a single API call (create the Pod) before the rig owns it, so this only
+#: needs to outlast a slow call (the API server gives up on a request after 60 s) plus the skew
+#: between the orchestrator's clock and the API server's, which stamps the creation time.
+#: Ten minutes covers both many times over; keeping a dead create's token secret that long costs
+#: nothing, since no rig of it runs to accept the token. A create that still lost its secret would
+#: fail cleanly (its pod cannot start without it) rather than leave anything.
+LEFTOVER_GRACE = 600.0
 
 
 def host_id() -> str:
@@ -103,16 +116,38 @@ class Reaped:
     reason: str
 
 
+@dataclass(frozen=True)
+class Leftover:
+    """What a rig's create made before the rig, without the rig: an orchestrator died between the
+    two (or is between them now). ``handle`` names the rig it was made for, with its labels, so
+    that ``Runtime.destroy`` removes it; ``created_at``: epoch seconds, by the runtime's clock."""
+
+    handle: RigHandle
+    created_at: float
+
+
+@runtime_checkable
+class LeavesLeftovers(Protocol):
+    """A runtime whose create can leave a :class:`Leftover` (the others have nothing to list)."""
+
+    async def list_leftovers(self, labels: dict[str, str]) -> list[Leftover]:
+        """Every leftover carrying all of ``labels``."""
+        ...
+
+
 class Reaper:
     def __init__(
         self,
         runtime: Runtime,
         orchestrator_id: str,
         live_sessions: Callable[[], set[str]],
+        *,
+        leftover_grace: float = LEFTOVER_GRACE,
     ) -> None:
         self.runtime = runtime
         self.orchestrator_id = orchestrator_id
         self.live_sessions = live_sessions
+        self.leftover_grace = leftover_grace
         self.host = host_id()
         #: Dead orchestrators whose rigs this one took over (their rigs still carry their id).
         self.adopted_owners: set[str] = set()
@@ -136,11 +171,24 @@ class Reaper:
             return f"orphan: its orchestrator {owner} is gone"
         return None
 
+    def leftover_verdict(self, leftover: Leftover, now: float) -> str | None:
+        """Why ``leftover`` should go, or None to leave it: as a rig would, or for its age."""
+        age = now - leftover.created_at
+        if age > self.leftover_grace:
+            return f"leftover of a create that never finished, {age:.0f} s old"
+        return self.verdict(leftover.handle, now)
+
     async def sweep(self) -> list[Reaped]:
         reaped = []
         now = time.time()
-        for handle in await self.runtime.list_by_label(managed_labels()):
-            reason = self.verdict(handle, now)
+        judged = [
+            (handle, self.verdict(handle, now))
+            for handle in await self.runtime.list_by_label(managed_labels())
+        ]
+        if isinstance(self.runtime, LeavesLeftovers):
+            leftovers = await self.runtime.list_leftovers(managed_labels())
+            judged += [(leftover.handle, self.leftover_verdict(leftover, now)) for leftover in leftovers]
+        for handle, reason in judged:
             if reason is None:
                 continue
             log.warning("reaping %s (session %s): %s", handle.name, handle.session_id, reason)
