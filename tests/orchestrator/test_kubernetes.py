@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -36,7 +38,7 @@ from deskrig.orchestrator.kubernetes_objects import (
     rig_service,
     token_secret,
 )
-from deskrig.orchestrator.kubernetes_runtime import KubernetesRuntime, kubernetes_runtime
+from deskrig.orchestrator.kubernetes_runtime import METADATA_ONLY, KubernetesRuntime, kubernetes_runtime
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import EXPIRY_GRACE, LEFTOVER_GRACE, Reaper
 from deskrig.orchestrator.runtime import LABEL_LEASE, RigRequest, managed_labels
@@ -435,6 +437,77 @@ async def test_without_the_right_to_list_secrets_the_reaper_still_reaps_rigs(
     assert [r.handle.name for r in reaped] == [orphan.name]
     assert left(fake) == {"secrets": [leftover]}
     assert "leftover token Secrets are not reaped" in caplog.text
+
+
+#: An orchestrator's create in a process of its own, the cluster named by ``$KUBECONFIG``.
+CREATE_IN_A_PROCESS = """
+import json, sys, anyio
+from deskrig.orchestrator.kubernetes_runtime import kubernetes_runtime
+from deskrig.orchestrator.models import OrchestratorConfig
+from deskrig.orchestrator.runtime import RigRequest
+session, labels = sys.argv[1], json.loads(sys.argv[2])
+runtime = kubernetes_runtime(OrchestratorConfig(), endpoint="pod-ip")
+anyio.run(runtime.create, RigRequest(session, "img", None, {"DESKRIG_TOKEN": "t"}, labels))
+"""
+
+
+async def test_an_orchestrator_killed_between_secret_and_pod_leaves_nothing_after_a_sweep(
+    config: OrchestratorConfig, fake: FakeCoreV1Api, tmp_path: Path
+) -> None:
+    """The crash for real: an orchestrator process, through the official client over HTTP, is
+    SIGKILLed as its Pod's create arrives (which the "API server" then drops). Its Secret is
+    left, owned by nothing; the next orchestrator's sweep on this host removes it (its owner's
+    lease is gone), listing Secrets by their metadata only."""
+    from kubernetes import client
+
+    with serving(fake) as server:
+        kubeconfig = tmp_path / "kubeconfig"
+        context = {"cluster": "fake", "user": "orchestrator", "namespace": NAMESPACE}
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+                    "users": [{"name": "orchestrator", "user": {"token": "t"}}],
+                    "contexts": [{"name": "fake", "context": context}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        labels = labels_of("odead", "skilled", lease=tmp_path / "state" / "leases" / "odead.lock")
+        orchestrator = subprocess.Popen(
+            [sys.executable, "-c", CREATE_IN_A_PROCESS, "skilled", json.dumps(labels)],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        )
+
+        def killed() -> None:
+            orchestrator.kill()
+            orchestrator.wait()
+            raise ConnectionAbortedError("its orchestrator died before the Pod's create arrived")
+
+        fake.on_call("create", "pods", killed)
+        try:
+            assert await anyio.to_thread.run_sync(orchestrator.wait, 60) == -signal.SIGKILL
+        finally:
+            orchestrator.kill()
+        assert left(fake) == {"secrets": ["deskrig-skilled-token"]}
+        configuration = client.Configuration()
+        configuration.host = server.url
+        api = client.CoreV1Api(client.ApiClient(configuration))
+        runtime = KubernetesRuntime(config, api=api, namespace=NAMESPACE, endpoint="pod-ip")
+        try:
+            reaped = await Reaper(runtime, "onext", set).sweep()
+        finally:
+            await runtime.close()
+    assert [r.handle.name for r in reaped] == ["deskrig-skilled"]
+    assert left(fake) == {}
+    secret_lists = [
+        accept
+        for (method, path, _, _), accept in zip(server.requests, server.accepts, strict=True)
+        if method == "GET" and path.endswith("/secrets")
+    ]
+    assert secret_lists == [METADATA_ONLY]
 
 
 async def test_a_pod_that_cannot_start_is_removed_with_its_objects(config: OrchestratorConfig) -> None:

@@ -19,7 +19,8 @@ What makes it faithful where it matters:
 
 Every call is recorded as ``(verb, resource)`` in :attr:`FakeCoreV1Api.calls`, for checking the
 runtime's calls against the RBAC Role of ``deskrig k8s manifests``; :meth:`refuse` makes chosen
-calls fail as a server would (403 Forbidden, 500). Tests script pods with
+calls fail as a server would (403 Forbidden, 500), and :meth:`on_call` runs a test's action as a
+chosen call arrives. Tests script pods with
 :meth:`run`, :meth:`crash`, :meth:`exceed_deadline`, :meth:`wait`, :meth:`unschedulable`,
 :meth:`set_ready`, :meth:`vanish`, and graceful deletion (``graceful``, :meth:`finish_deletion`).
 """
@@ -150,6 +151,8 @@ class FakeCoreV1Api:
         self.app_ready = True
         #: Calls the "API server" refuses: (verb, resource) -> HTTP status, see :meth:`refuse`.
         self.refusals: dict[tuple[str, str], int] = {}
+        #: What runs as a call arrives, before the "API server" acts on it: see :meth:`on_call`.
+        self.arrivals: dict[tuple[str, str], Callable[[], None]] = {}
         self._rigs: dict[str, _StandInRig] = {}
         self._node_ports: dict[str, _StandInRig] = {}
         self._ips = (f"127.77.{n // 250}.{n % 250 + 2}" for n in itertools.count())
@@ -289,8 +292,16 @@ class FakeCoreV1Api:
         """Calls of ``verb`` on ``resource`` fail with ``status`` (403: RBAC does not allow it)."""
         self.refusals[(verb, resource)] = status
 
+    def on_call(self, verb: str, resource: str, action: Callable[[], None]) -> None:
+        """``action()`` runs as each call of ``verb`` on ``resource`` arrives (a test kills its
+        caller there); when it raises, the call is not carried out and fails with that error."""
+        self.arrivals[(verb, resource)] = action
+
     def _record(self, verb: str, resource: str) -> None:
         self.calls.append((verb, resource))
+        arrival = self.arrivals.get((verb, resource))
+        if arrival is not None:
+            arrival()
         status = self.refusals.get((verb, resource))
         if status is not None:
             raise _api_exception(
