@@ -1,5 +1,5 @@
 """The Kubernetes runtime against a real cluster: start, ready, endpoint, labels, stop, reaping
-orphans, a crashed app, the pod's deadline.
+orphans and the token Secrets of creates that died, a crashed app, the pod's deadline.
 
 Runs whenever ``KUBECONFIG`` names a cluster; skipped otherwise, and only for that reason: no
 Kubernetes server can be installed on the machines this project's CI runs on, so there the
@@ -12,10 +12,12 @@ The nodes must be able to pull the rig image: ``deskrig images push --registry H
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -25,9 +27,10 @@ from tests.orchestrator.helpers import labels_of
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.core import Orchestrator
-from deskrig.orchestrator.kubernetes_runtime import KubernetesRuntime, kubernetes_runtime
+from deskrig.orchestrator.kubernetes_objects import RigPodSettings, token_secret
+from deskrig.orchestrator.kubernetes_runtime import KubernetesRuntime, kubernetes_runtime, load_core_api
 from deskrig.orchestrator.models import OrchestratorConfig, SessionSpec, SessionState
-from deskrig.orchestrator.reaper import Reaper
+from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR, LABEL_SESSION, RigRequest, managed_labels
 
 pytestmark = [
@@ -62,16 +65,22 @@ async def runtime(cluster_config: OrchestratorConfig) -> AsyncIterator[Kubernete
         start_timeout=START_TIMEOUT,
     )
     yield rt
-    for handle in await rt.list_by_label(
-        {**managed_labels(), LABEL_ORCHESTRATOR: "k8s-test"}
-    ):  # a failed test's
+    ours = {**managed_labels(), LABEL_ORCHESTRATOR: "k8s-test"}
+    leftovers = [leftover.handle for leftover in await rt.list_leftovers(ours)]
+    for handle in [*await rt.list_by_label(ours), *leftovers]:  # a failed test's
         await rt.destroy(handle)
     await rt.close()
 
 
-def rig(session: str, command: list[str] | None = None, expires_at: float | None = None) -> RigRequest:
+def rig(
+    session: str,
+    command: list[str] | None = None,
+    expires_at: float | None = None,
+    lease: Path | None = None,
+) -> RigRequest:
     env = {"DESKRIG_TOKEN": "cluster-test", "DESKRIG_ALLOWED_HOSTS": "127.0.0.1,localhost"}
-    return RigRequest(session, IMAGE, command, env, labels_of("k8s-test", session, expires_at=expires_at))
+    labels = labels_of("k8s-test", session, expires_at=expires_at, lease=lease)
+    return RigRequest(session, IMAGE, command, env, labels)
 
 
 async def test_a_session_starts_serves_and_stops(
@@ -99,6 +108,70 @@ async def test_the_reaper_removes_a_dead_orchestrators_rig(runtime: KubernetesRu
     reaped = await Reaper(runtime, "someone-else", set).sweep()
     assert handle.name in {r.handle.name for r in reaped}
     assert await runtime.list_by_label(managed_labels("sorphan1")) == []  # terminating pods are gone
+
+
+class DiesBeforeThePod:
+    """The cluster's API as an orchestrator sees it that dies as it would send its Pod: the Secret
+    reaches the cluster, nothing after it does (nor the create's own clean-up)."""
+
+    def __init__(self, api: Any) -> None:
+        self._api = api
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+    def create_namespaced_pod(self, *args: object, **kwargs: object) -> None:
+        raise ConnectionAbortedError("the orchestrator died here")
+
+    delete_namespaced_secret = create_namespaced_pod
+
+
+async def test_the_reaper_removes_the_token_secret_of_a_create_that_died(
+    cluster_config: OrchestratorConfig, runtime: KubernetesRuntime, tmp_path: Path
+) -> None:
+    """A Secret whose Pod never came goes: at once when its orchestrator on this host is dead,
+    whoever made it once older than the grace (none here); until then one made elsewhere stays,
+    and a live rig's and one without deskrig's labels always do."""
+    api, _, context_namespace = load_core_api()
+    namespace = (
+        os.environ.get("DESKRIG_TEST_K8S_NAMESPACE") or context_namespace or RigPodSettings().namespace
+    )
+    dying = KubernetesRuntime(
+        cluster_config, api=DiesBeforeThePod(api), namespace=namespace, endpoint="pod-ip"
+    )
+    dead_here = labels_of("k8s-test", "sleftover1")
+    made_elsewhere = labels_of("k8s-test", "sleftover2", host="another-host")
+    unlabelled = token_secret(RigRequest("sforeign1", IMAGE, None, {"DESKRIG_TOKEN": "t"}, {}), namespace)
+    with contextlib.ExitStack() as stack:
+
+        @stack.callback
+        def remove_unlabelled() -> None:
+            with contextlib.suppress(Exception):  # not made, or gone already
+                api.delete_namespaced_secret(unlabelled["metadata"]["name"], namespace)
+
+        for labels in (dead_here, made_elsewhere):
+            request = RigRequest(labels[LABEL_SESSION], IMAGE, None, {"DESKRIG_TOKEN": "t"}, labels)
+            with pytest.raises(DeskrigError):
+                await dying.create(request)
+        api.create_namespaced_secret(namespace, unlabelled)
+        living = Lease(tmp_path, "k8s-test")  # the live rig's orchestrator, on this host
+        living.acquire()
+        stack.callback(living.release)
+        live = await runtime.create(rig("slive1", lease=living.path.resolve()))
+
+        def reaper(**options: float) -> Reaper:
+            return Reaper(runtime, "k8s-reaper", set, **options)
+
+        reaped = {r.handle.name for r in await reaper().sweep()}
+        assert "deskrig-sleftover1" in reaped and "deskrig-sleftover2" not in reaped
+        # Without a grace, once the API server's clock (the creation time's) has moved on.
+        with anyio.fail_after(30):
+            while "deskrig-sleftover2" not in {r.handle.name for r in await reaper(leftover_grace=0).sweep()}:
+                await anyio.sleep(1)
+        names = {secret.metadata.name for secret in api.list_namespaced_secret(namespace).items}
+        assert not names & {"deskrig-sleftover1-token", "deskrig-sleftover2-token"}
+        assert {f"{live.name}-token", unlabelled["metadata"]["name"]} <= names
+        assert (await runtime.status(live)).running
 
 
 async def test_a_crashed_app_fails_the_pod_with_its_code(runtime: KubernetesRuntime) -> None:
