@@ -30,6 +30,7 @@ class ApiServer:
         self.fake = fake
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []
         self.accepts: list[str] = []
+        self._lock = threading.Lock()  # a request's entries at the same index of both lists
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -90,9 +91,10 @@ class ApiServer:
                 query = parse_qs(url.query)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
-                api.requests.append((self.command, url.path, query, self.headers.get("Content-Type", "")))
                 accept = self.headers.get("Accept", "")
-                api.accepts.append(accept)
+                with api._lock:
+                    api.requests.append((self.command, url.path, query, self.headers.get("Content-Type", "")))
+                    api.accepts.append(accept)
                 status, answer = api._dispatch(self.command, url.path, query, body, accept)
                 text = answer if isinstance(answer, str) else json.dumps(answer)
                 data = text.encode()

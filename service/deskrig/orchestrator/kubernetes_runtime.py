@@ -179,6 +179,8 @@ class KubernetesRuntime:
         self._start_timeout = start_timeout
         self._base_settings = settings or RigPodSettings()
         self._settings: RigPodSettings | None = None
+        #: Whether the log said once that a Role without list on secrets leaves leftovers.
+        self._said_secrets_unlisted = False
 
     # --- the API ---------------------------------------------------------------------------------
 
@@ -450,7 +452,9 @@ class KubernetesRuntime:
         except DeskrigError as exc:
             if (exc.details or {}).get("status") != 403:
                 raise
-            log.warning("%s: leftover token Secrets are not reaped; %s", exc.message, exc.remediation)
+            if not self._said_secrets_unlisted:
+                self._said_secrets_unlisted = True
+                log.warning("%s: leftover token Secrets are not reaped. %s", exc.message, exc.remediation)
             return []
         pods = self._call(
             "list rig pods", lambda api: api.list_namespaced_pod(namespace, label_selector=label_selector)
@@ -461,7 +465,8 @@ class KubernetesRuntime:
             meta = secret["metadata"]
             handle = self._handle({"metadata": {**meta, "name": rig}}, "")
             if _carries(handle, labels):
-                leftovers.append(Leftover(handle, _epoch(meta.get("creationTimestamp"))))
+                created = _epoch(meta.get("creationTimestamp"))
+                leftovers.append(Leftover(f"Secret {meta['name']}", handle, created))
         return leftovers
 
     async def close(self) -> None:

@@ -119,9 +119,11 @@ class Reaped:
 @dataclass(frozen=True)
 class Leftover:
     """What a rig's create made before the rig, without the rig: an orchestrator died between the
-    two (or is between them now). ``handle`` names the rig it was made for, with its labels, so
-    that ``Runtime.destroy`` removes it; ``created_at``: epoch seconds, by the runtime's clock."""
+    two (or is between them now). ``what`` says what it is (``Secret deskrig-s1-token``);
+    ``handle`` names the rig it was made for, with its labels, so that ``Runtime.destroy`` removes
+    it; ``created_at``: epoch seconds, by the API server's clock."""
 
+    what: str
     handle: RigHandle
     created_at: float
 
@@ -172,11 +174,14 @@ class Reaper:
         return None
 
     def leftover_verdict(self, leftover: Leftover, now: float) -> str | None:
-        """Why ``leftover`` should go, or None to leave it: as a rig would, or for its age."""
+        """Why ``leftover`` should go, or None to leave it: for its age, or as its rig would."""
         age = now - leftover.created_at
-        if age > self.leftover_grace:
-            return f"leftover of a create that never finished, {age:.0f} s old"
-        return self.verdict(leftover.handle, now)
+        reason = (
+            f"{age:.0f} s old, older than a create in flight can be"
+            if age > self.leftover_grace
+            else self.verdict(leftover.handle, now)
+        )
+        return reason and f"{leftover.what}, left without its rig: {reason}"
 
     async def sweep(self) -> list[Reaped]:
         reaped = []
