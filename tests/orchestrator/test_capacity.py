@@ -68,8 +68,10 @@ async def test_idle_timeout_stops_a_quiet_session_and_activity_postpones_it(
         info = await orchestrator.start(SessionSpec(image=rig_image, record=False, idle_timeout=3.0))
         assert info.mcp_url and info.token
         await anyio.sleep(2.0)  # part of the idle period passes, then activity resets it
-        await call(info.mcp_url, info.token, "list_windows", {})
+        # Before the call: the rig dates its activity when the call arrives, and under load the
+        # answer can come back well after that.
         active_at = time.time()
+        await call(info.mcp_url, info.token, "list_windows", {})
         ended = await eventually(
             "the idle timeout",
             lambda: (s := orchestrator.get(info.id)).state is SessionState.STOPPED and s,

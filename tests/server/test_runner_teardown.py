@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -19,10 +20,17 @@ from tests.server.rigproc import DESKRIG, RigProcess, free_port
 from deskrig.rig import EXIT_DISPLAY_LOST
 
 
-def _rig_processes(display: str) -> list[int]:
-    """Pids of live processes that belong to the rig on ``display`` (by env or by Xvfb argv), in
-    this pid namespace: a rig in a container numbers its displays on its own."""
-    found = []
+def _boot_ticks() -> float:
+    """Now, in the clock of /proc/<pid>/stat's start times (ticks since boot)."""
+    return float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")
+
+
+def _rig_processes(display: str, started_before: float = math.inf) -> dict[int, str]:
+    """pid -> command of live processes that belong to the rig on ``display`` (by env or by Xvfb
+    argv), in this pid namespace (a rig in a container numbers its displays on its own), started
+    before ``started_before`` (boot ticks): once a rig has ended, another rig (a test run beside
+    this one) may take its display number."""
+    found = {}
     own_namespace = os.readlink("/proc/self/ns/pid")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -35,13 +43,23 @@ def _rig_processes(display: str) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if stat.split(")")[-1].split()[0] == "Z":
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] == "Z" or int(fields[19]) > started_before:  # state; starttime (field 22)
             continue
         if f"DISPLAY={display}".encode() in environ or (
             b"Xvfb" in cmdline[0] and display.encode() in cmdline
         ):
-            found.append(int(entry.name))
+            found[int(entry.name)] = stat[stat.index("(") + 1 : stat.rindex(")")]
     return found
+
+
+def assert_none_left(display: str) -> None:
+    """Within 10 s, no process of the rig that ran on ``display`` (which has ended) is alive."""
+    ended = _boot_ticks()
+    try:
+        poll("no stray processes", lambda: not _rig_processes(display, ended), timeout=10)
+    except AssertionError:
+        raise AssertionError(f"still alive: {_rig_processes(display, ended)}") from None
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -50,7 +68,7 @@ def test_signal_tears_everything_down(tmp_path: Path, sig: int) -> None:
     display = rig.display
     assert _rig_processes(display)
     assert rig.stop(sig) == 0
-    poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+    assert_none_left(display)
 
 
 #: What the runner logs when the display server dies, by backend.
@@ -74,7 +92,7 @@ def test_display_death_stops_the_runner_cleanly(tmp_path: Path, app: list[str], 
         rig.stop()
     stderr = rig.stderr()
     assert "Traceback" not in stderr and DISPLAY_LOST_LOG[backend] in stderr, stderr
-    poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+    assert_none_left(display)
     poll("no stray processes", lambda: not live_rig_processes(str(runtime_dir)), timeout=10)
     assert not Path(runtime_dir).exists()
 
@@ -102,7 +120,7 @@ def test_sigterm_tears_down_a_rig_whose_display_is_wedged(tmp_path: Path) -> Non
         assert rig.stop(timeout=40) == 0
         call.join(timeout=10)
         assert results == [True]
-        poll("no stray processes", lambda: not _rig_processes(details["display"]), timeout=10)
+        assert_none_left(details["display"])
         assert "Traceback" not in rig.stderr()
     finally:  # on failure: the others die with the runner, but a stopped Xvfb only by SIGKILL
         if rig.proc is not None and rig.proc.poll() is None:
@@ -120,7 +138,7 @@ import pathlib; p=pathlib.Path({str(marker)!r}); [time.sleep(0.05) for _ in iter
     marker.touch()
     assert rig.proc is not None
     assert rig.proc.wait(timeout=30) == 7
-    poll("no stray processes", lambda: not _rig_processes(display), timeout=10)
+    assert_none_left(display)
 
 
 def test_app_dying_at_startup_reports_status_and_stderr(tmp_path: Path) -> None:
