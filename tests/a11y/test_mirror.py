@@ -8,8 +8,10 @@ import asyncio
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -128,6 +130,42 @@ def test_an_event_gap_fetches_the_tree_again(
 
     renamed = click_button(run, client, form, after_gap)
     assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed
+
+
+def accessibility_bus_daemon(a11y_desktop: A11yDesktop) -> int:
+    """The pid of the accessibility bus's dbus-daemon, which the desktop's AT-SPI launcher started."""
+    launcher = a11y_desktop.processes[0].pid
+    children = [
+        int(pid)
+        for task in Path(f"/proc/{launcher}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    return next(pid for pid in children if b"dbus-daemon" in Path(f"/proc/{pid}/cmdline").read_bytes())
+
+
+def test_a_change_whose_events_are_still_on_their_way_is_in_the_next_snapshot(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    """A read syncs with the app over the bus its events travel on, so the events the app sent
+    before the read are applied even when they arrive after the read's own calls (which the app
+    answers peer to peer): the mirror never serves a tree older than a fetch would. Here the bus
+    daemon is stopped while the form renames its label, and resumed while the read waits."""
+    button = run(client.snapshot(form.pid)).resolve(BUTTON).bounds
+    assert button is not None
+    daemon = accessibility_bus_daemon(a11y_desktop)
+    count = len(form.events("button")) + 1
+    os.kill(daemon, signal.SIGSTOP)
+    resume = threading.Timer(0.5, os.kill, (daemon, signal.SIGCONT))
+    try:
+        x, y = button.x + button.width // 2, button.y + button.height // 2
+        xdotool(a11y_desktop, "mousemove", str(x), str(y), "click", "1")  # no D-Bus call
+        form.wait_for_event("button", lambda e: e["count"] == count)  # renamed; its events held up
+        resume.start()
+        after = run(client.snapshot(form.pid))
+    finally:
+        resume.cancel()
+        os.kill(daemon, signal.SIGCONT)
+    assert after.resolve(STATUS).name == f"clicked {count}"
 
 
 def test_a_moved_window_moves_its_elements(
