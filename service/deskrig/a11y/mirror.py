@@ -130,17 +130,17 @@ class AppMirror:
 
     def note(self, event: ObjectEvent) -> None:
         """Record what ``event`` says changed; the tree is corrected when next read."""
-        if ElementRef(self.bus_name, event.path) not in self._index:
+        index = self._index.get(ElementRef(self.bus_name, event.path))
+        if index is None:
             # Not in the tree (a cell renderer, an off-screen row): its change does not show in
             # it. A new object comes with its parent's ChildrenChanged.
             if self._held is not None:
                 self._held.append(event)
             return
         self._newest_event_at = event.at
-        reshapes = (event.member == "StateChanged" and event.detail in _SHAPE_STATES) or self._scrolls(event)
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
-        elif reshapes:
+        elif self._reshapes_parent(event, index):
             self._reshaped[event.path] = True
         elif len(self._changed) >= BURST_LIMIT:
             self._whole_fetch_due = True
@@ -149,17 +149,26 @@ class AppMirror:
                 self._changed.get(event.path, True) and event.member == "BoundsChanged"
             )
 
-    def _scrolls(self, event: ObjectEvent) -> bool:
-        """Whether ``event`` is a scroll bar's value changing (of an object in the tree): the pane it
+    def _reshapes_parent(self, event: ObjectEvent, index: int) -> bool:
+        """Whether ``event``, about the element at ``index``, changes its parent's subtree: the
+        element shown, hidden or removed, or a scroll bar's value changing. The pane a scroll bar
         scrolls then shows another part of its content, and GTK reports nothing else (a viewport
         moves its content without laying it out again: no new bounds, no showing or hidden)."""
-        if event.member != "PropertyChange" or event.detail != "accessible-value" or self._tree is None:
-            return False
-        return self._tree.elements[self._index[ElementRef(self.bus_name, event.path)]].role == "scroll bar"
+        if event.member == "StateChanged":
+            return event.detail in _SHAPE_STATES
+        assert self._tree is not None  # an element in the index is in the tree
+        return (
+            event.member == "PropertyChange"
+            and event.detail == "accessible-value"
+            and self._tree.elements[index].role == "scroll bar"
+        )
 
     def forget(self) -> None:
-        """Drop the tree: the next read fetches it again."""
+        """Drop the tree: the next read fetches it again. The events that arrive while it does
+        are held for the tree it stores, as in any fetch: noted against the dropped one, a scroll
+        bar's value change could not be told from another element's."""
         self._tree = None
+        self._index = {}
 
     async def read(
         self, app: AppConnection, sync: Callable[[], Awaitable[None]], generation: Callable[[], int]
