@@ -19,7 +19,10 @@ from tests.polling import poll
 from tests.toolkits import Capability, needs
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
+from deskrig.a11y import mirror as mirror_module
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
+from deskrig.a11y.events import ObjectEvent
+from deskrig.a11y.fetch import FetchedTree
 from deskrig.a11y.mirror import AppMirror
 from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
@@ -321,3 +324,45 @@ def test_a_failed_read_leaves_what_changed_to_the_next(
         run(client.snapshot(form.pid))
     monkeypatch.undo()
     assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed
+
+
+def test_an_event_noted_after_a_fetch_does_not_age_the_newest_event(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``newest_event_age_ms`` is the age of the newest event the tree reflects. An event about an
+    object that a subtree fetched again adds, which came in while that fetch ran (it is held until
+    the fetched tree holds its object), is noted after newer events: it does not make the newest
+    older."""
+    known = {e.ref for e in run(client.snapshot(form.pid)).elements}
+    mirror = client.mirror(run(client.snapshot(form.pid)).bus_name)
+    assert mirror is not None
+    add_rows(form, 1)
+
+    def quiet() -> bool:
+        received = client.events.received
+        run(asyncio.sleep(0.1))  # events are taken in while the loop runs
+        return client.events.received == received
+
+    poll("the form to stop sending events", quiet, 5)
+    subtree_fetch = mirror_module.fetch_subtrees
+    newest: list[float] = []
+
+    async def with_events_meanwhile(app: AppConnection, roots: list[str], **options: Any) -> Any:
+        fetched = await subtree_fetch(app, roots, **options)
+        added = next(
+            e
+            for tree in fetched
+            if isinstance(tree, FetchedTree)
+            for e in tree.elements
+            if e.ref not in known
+        )
+        newest.append(time.monotonic())
+        for path, at in ((added.ref.path, newest[0] - 10), (next(iter(known)).path, newest[0])):
+            mirror.note(ObjectEvent(app.bus_name, path, "PropertyChange", "accessible-description", at))
+        return fetched
+
+    monkeypatch.setattr(mirror_module, "fetch_subtrees", with_events_meanwhile)
+    assert run(client.snapshot(form.pid)).source == "mirror", "the list's subtree was fetched again"
+    monkeypatch.undo()
+    age = run(client.snapshot(form.pid)).newest_event_age_ms
+    assert age is not None and age <= (time.monotonic() - newest[0]) * 1000

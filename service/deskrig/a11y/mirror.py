@@ -137,7 +137,8 @@ class AppMirror:
             if self._held is not None:
                 self._held.append(event)
             return
-        self._newest_event_at = event.at
+        if self._newest_event_at is None or event.at > self._newest_event_at:  # held ones come late
+            self._newest_event_at = event.at
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
         elif self._reshapes_parent(event, index):
