@@ -395,3 +395,39 @@ def test_an_event_noted_after_a_fetch_does_not_age_the_newest_event(
     monkeypatch.undo()
     age = run(client.snapshot(form.pid)).newest_event_age_ms
     assert age is not None and age <= (time.monotonic() - newest[0]) * 1000
+
+
+def test_an_element_renamed_while_a_read_syncs_shows_its_new_name(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a read asks with its sync may predate an event noted during the sync: the status
+    label, noted changed before the read (so its node is read with the sync), is renamed after its
+    node was read and before the sync returns; the read shows the new name."""
+    snapshot = run(client.snapshot(form.pid))
+    mirror = client.mirror(snapshot.bus_name)
+    assert mirror is not None
+    status, button = snapshot.resolve(STATUS), snapshot.resolve(BUTTON)
+    mirror.note(
+        ObjectEvent(snapshot.bus_name, status.ref.path, "PropertyChange", "accessible-description", 0.0)
+    )
+    count = len(form.events("button")) + 1
+    nodes_read = asyncio.Event()
+    read_nodes, sync = mirror_module.fetch_nodes, client.events.sync
+
+    async def nodes_then_flag(app: AppConnection, keys: Sequence[ElementRef]) -> Any:
+        try:
+            return await read_nodes(app, keys)
+        finally:
+            nodes_read.set()
+
+    async def rename_then_sync(bus_name: str) -> None:
+        await nodes_read.wait()
+        await client.element_action(button, "click")
+        await asyncio.to_thread(form.wait_for_event, "button", lambda e: e["count"] == count)
+        await sync(bus_name)
+
+    monkeypatch.setattr(mirror_module, "fetch_nodes", nodes_then_flag)
+    monkeypatch.setattr(client.events, "sync", rename_then_sync)
+    renamed = run(client.snapshot(form.pid)).resolve(STATUS).name
+    monkeypatch.undo()
+    assert renamed == f"clicked {count}"
