@@ -20,6 +20,7 @@ from tests.polling import poll
 from tests.toolkits import SYSTEM_PYTHON, Capability, needs
 
 from deskrig.a11y import AccessibilityClient, Snapshot
+from deskrig.a11y import constants as c
 from deskrig.a11y import mirror as mirror_module
 from deskrig.a11y.connection import AppConnection, Reply, Request
 from deskrig.a11y.events import ObjectEvent
@@ -313,3 +314,42 @@ def test_a_scroll_while_the_tree_is_fetched_afresh_shows_in_the_next_snapshot(
         changes.read(refresh=True)
         monkeypatch.undo()
         changes.matches_a_fresh_fetch()
+
+
+def test_a_window_moved_while_a_subtree_is_fetched_again_is_not_moved_twice(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read takes the windows' extents with its sync; the subtree it then fetches again may be
+    read after the window moved, at the new place. The next read must not move that subtree with
+    the window once more: it fetches the window's subtree again instead."""
+    changes = Changes(run, client, form, a11y_desktop)
+    elements = changes.read(refresh=True).elements  # the one whole fetch
+    mirror = client.mirror(elements[0].ref.bus_name)
+    assert mirror is not None
+    frame = next(e for e in elements if e.depth == 1 and e.bounds is not None)
+    at = frame.bounds
+    assert at is not None
+    parent = next(e for e in elements if e.depth >= 2 and e.child_count > 0 and e.bounds is not None)
+    mirror.note(ObjectEvent(parent.ref.bus_name, parent.ref.path, "ChildrenChanged", "add", time.monotonic()))
+    (window_id,) = changes.xdotool("search", "--sync", "--onlyvisible", "--pid", str(form.pid)).split()[:1]
+    subtree_fetch = mirror_module.fetch_subtrees
+    extents = Request(frame.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+
+    async def moved_meanwhile(app: AppConnection, roots: list[str], **options: Any) -> Any:
+        changes.xdotool("windowmove", window_id, str(at.x + 40), str(at.y + 30))
+        deadline = time.monotonic() + 5
+        while (await app.call_many([extents]))[0] == [
+            (frame.bounds.x, frame.bounds.y, frame.bounds.width, frame.bounds.height)
+        ]:
+            assert time.monotonic() < deadline, "the window did not move"
+            await asyncio.sleep(0.02)
+        return await subtree_fetch(app, roots, **options)
+
+    monkeypatch.setattr(mirror_module, "fetch_subtrees", moved_meanwhile)
+    changes.read()
+    monkeypatch.undo()
+    changes.matches_a_fresh_fetch()
