@@ -87,6 +87,9 @@ class MirroredTree:
     notes: tuple[str, ...] = ()
     #: True when this read fetched the whole tree.
     refetched: bool = False
+    #: True when this read found the tree changed where no event said it had (a moved window, a
+    #: list's rows or a focused element's text that the toolkit did not report).
+    changed_unannounced: bool = False
 
 
 class AppMirror:
@@ -245,6 +248,7 @@ class AppMirror:
         reshaped, self._reshaped = self._reshaped, {}
         during, self._changed = self._changed, {}
         changed = _merged(pending, during)
+        announced, read_elements = bool(changed or reshaped), tree.elements
         unreported = ahead.unreported
         spans = self._subtree_spans(tree, reshaped, unreported.differing)
         if spans is None:
@@ -278,7 +282,10 @@ class AppMirror:
             tree, read_later = patched
         if spans or read_later:
             await self._check_windows_held_still(app, unreported.extents)
-        return replace(tree, refetched=False)
+        # A tree left as it was keeps its list of elements (see _patch).
+        return replace(
+            tree, refetched=False, changed_unannounced=not announced and tree.elements is not read_elements
+        )
 
     def _ref(self, path: str) -> ElementRef:
         return ElementRef(self.bus_name, path)
