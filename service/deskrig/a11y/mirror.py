@@ -38,7 +38,10 @@ What a read asks the app whatever the events say (the unreported-change checks, 
 elements' nodes, and their details as their mirrored nodes call for them) is asked while the sync
 is on its way, and so is what the events noted before the read began named: a read costs one round
 trip for all of it. Only what an event noted during the sync names, and an element whose node
-changed meanwhile (other interfaces, shown or hidden), is described again after it.
+changed meanwhile (other interfaces, shown or hidden), is described again after it. A read that
+finds the tree changed where no event said so tells (:attr:`MirroredTree.changed_unannounced`),
+so that the client's events version, which readers trust to tell them a tree may have changed
+(the recorder, the PII masker), moves with it.
 """
 
 from __future__ import annotations
