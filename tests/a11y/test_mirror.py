@@ -8,8 +8,10 @@ import asyncio
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -17,7 +19,10 @@ from tests.polling import poll
 from tests.toolkits import Capability, needs
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
+from deskrig.a11y import mirror as mirror_module
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
+from deskrig.a11y.events import ObjectEvent
+from deskrig.a11y.fetch import FetchedTree
 from deskrig.a11y.mirror import AppMirror
 from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
@@ -130,7 +135,43 @@ def test_an_event_gap_fetches_the_tree_again(
     assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed
 
 
-def test_a_moved_window_moves_its_elements(
+def accessibility_bus_daemon(a11y_desktop: A11yDesktop) -> int:
+    """The pid of the accessibility bus's dbus-daemon, which the desktop's AT-SPI launcher started."""
+    launcher = a11y_desktop.processes[0].pid
+    children = [
+        int(pid)
+        for task in Path(f"/proc/{launcher}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    return next(pid for pid in children if b"dbus-daemon" in Path(f"/proc/{pid}/cmdline").read_bytes())
+
+
+def test_a_change_whose_events_are_still_on_their_way_is_in_the_next_snapshot(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    """A read syncs with the app over the bus its events travel on, so the events the app sent
+    before the read are applied even when they arrive after the read's own calls (which the app
+    answers peer to peer): the mirror never serves a tree older than a fetch would. Here the bus
+    daemon is stopped while the form renames its label, and resumed while the read waits."""
+    button = run(client.snapshot(form.pid)).resolve(BUTTON).bounds
+    assert button is not None
+    daemon = accessibility_bus_daemon(a11y_desktop)
+    count = len(form.events("button")) + 1
+    os.kill(daemon, signal.SIGSTOP)
+    resume = threading.Timer(0.5, os.kill, (daemon, signal.SIGCONT))
+    try:
+        x, y = button.x + button.width // 2, button.y + button.height // 2
+        xdotool(a11y_desktop, "mousemove", str(x), str(y), "click", "1")  # no D-Bus call
+        form.wait_for_event("button", lambda e: e["count"] == count)  # renamed; its events held up
+        resume.start()
+        after = run(client.snapshot(form.pid))
+    finally:
+        resume.cancel()
+        os.kill(daemon, signal.SIGCONT)
+    assert after.resolve(STATUS).name == f"clicked {count}"
+
+
+def test_a_moved_window_moves_its_elements_and_the_events_version(
     run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
 ) -> None:
     before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
@@ -140,9 +181,11 @@ def test_a_moved_window_moves_its_elements(
     frame = run(client.snapshot(form.pid)).elements[1].bounds
     assert frame is not None
     to_x, to_y = frame.x + 40, frame.y + 30
+    version = client.events_version()
     move = ["xdotool", "windowmove", window.stdout.split()[0], str(to_x), str(to_y)]
     subprocess.run(move, env=a11y_desktop.env, check=True)
-    # Only the window reports new bounds; every element in it has moved on the screen.
+    # No element reports new bounds (GTK and Qt report no event at all); every element in the
+    # window has moved on the screen.
     expected = (before.x + 40, before.y + 30)
     poll(
         f"the entry at {expected}",
@@ -151,6 +194,8 @@ def test_a_moved_window_moves_its_elements(
         ),
         5,
     )
+    # What tells its readers (the recorder, the PII masker) that a tree may have changed.
+    assert client.events_version() != version, "a change no event announced changes the events version"
 
 
 def xdotool(a11y_desktop: A11yDesktop, *args: str) -> None:
@@ -188,6 +233,35 @@ def test_focus_moved_by_keyboard_shows_in_the_next_snapshot(
     assert mirrored.source == "mirror"
     assert focused_ref(mirrored) == focused_ref(fetched)
     assert [e.states for e in mirrored.elements] == [e.states for e in fetched.elements]
+
+
+def test_text_typed_into_the_focused_entry_shows_without_an_event(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The focused element is read again on every read, whatever the events say: a toolkit may
+    not report text typed into it (Qt's text view did not, for keys typed through XTEST). Here
+    every event about the entry is dropped, as from such a toolkit."""
+    entry = focus_entry(run, client, form, a11y_desktop)
+    note = AppMirror.note
+
+    def unreported(mirror: AppMirror, event: ObjectEvent) -> None:
+        if event.path != entry.ref.path:
+            note(mirror, event)
+
+    monkeypatch.setattr(AppMirror, "note", unreported)
+    text = f"keyed {int(time.monotonic() * 1000) % 100000}"
+    xdotool(a11y_desktop, "key", "ctrl+a", "BackSpace")
+    xdotool(a11y_desktop, "type", "--delay", "5", text)
+    poll(
+        "the app to take the typed text",
+        lambda: run(client.snapshot(form.pid, max_depth=1000)).resolve(ENTRY).text == text,
+        5,
+    )
+    assert run(client.snapshot(form.pid)).resolve(ENTRY).text == text
 
 
 class Batches:
@@ -283,3 +357,81 @@ def test_a_failed_read_leaves_what_changed_to_the_next(
         run(client.snapshot(form.pid))
     monkeypatch.undo()
     assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed
+
+
+def test_an_event_noted_after_a_fetch_does_not_age_the_newest_event(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``newest_event_age_ms`` is the age of the newest event the tree reflects. An event about an
+    object that a subtree fetched again adds, which came in while that fetch ran (it is held until
+    the fetched tree holds its object), is noted after newer events: it does not make the newest
+    older."""
+    known = {e.ref for e in run(client.snapshot(form.pid)).elements}
+    mirror = client.mirror(run(client.snapshot(form.pid)).bus_name)
+    assert mirror is not None
+    add_rows(form, 1)
+
+    def quiet() -> bool:
+        received = client.events.received
+        run(asyncio.sleep(0.1))  # events are taken in while the loop runs
+        return client.events.received == received
+
+    poll("the form to stop sending events", quiet, 5)
+    subtree_fetch = mirror_module.fetch_subtrees
+    newest: list[float] = []
+
+    async def with_events_meanwhile(app: AppConnection, roots: list[str], **options: Any) -> Any:
+        fetched = await subtree_fetch(app, roots, **options)
+        added = next(
+            e
+            for tree in fetched
+            if isinstance(tree, FetchedTree)
+            for e in tree.elements
+            if e.ref not in known
+        )
+        newest.append(time.monotonic())
+        for path, at in ((added.ref.path, newest[0] - 10), (next(iter(known)).path, newest[0])):
+            mirror.note(ObjectEvent(app.bus_name, path, "PropertyChange", "accessible-description", at))
+        return fetched
+
+    monkeypatch.setattr(mirror_module, "fetch_subtrees", with_events_meanwhile)
+    assert run(client.snapshot(form.pid)).source == "mirror", "the list's subtree was fetched again"
+    monkeypatch.undo()
+    age = run(client.snapshot(form.pid)).newest_event_age_ms
+    assert age is not None and age <= (time.monotonic() - newest[0]) * 1000
+
+
+def test_an_element_renamed_while_a_read_syncs_shows_its_new_name(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a read asks with its sync may predate an event noted during the sync: the status
+    label, noted changed before the read (so its node is read with the sync), is renamed after its
+    node was read and before the sync returns; the read shows the new name."""
+    snapshot = run(client.snapshot(form.pid))
+    mirror = client.mirror(snapshot.bus_name)
+    assert mirror is not None
+    status, button = snapshot.resolve(STATUS), snapshot.resolve(BUTTON)
+    mirror.note(
+        ObjectEvent(snapshot.bus_name, status.ref.path, "PropertyChange", "accessible-description", 0.0)
+    )
+    count = len(form.events("button")) + 1
+    nodes_read = asyncio.Event()
+    read_nodes, sync = mirror_module.fetch_nodes, client.events.sync
+
+    async def nodes_then_flag(app: AppConnection, keys: Sequence[ElementRef]) -> Any:
+        try:
+            return await read_nodes(app, keys)
+        finally:
+            nodes_read.set()
+
+    async def rename_then_sync(bus_name: str) -> None:
+        await nodes_read.wait()
+        await client.element_action(button, "click")
+        await asyncio.to_thread(form.wait_for_event, "button", lambda e: e["count"] == count)
+        await sync(bus_name)
+
+    monkeypatch.setattr(mirror_module, "fetch_nodes", nodes_then_flag)
+    monkeypatch.setattr(client.events, "sync", rename_then_sync)
+    renamed = run(client.snapshot(form.pid)).resolve(STATUS).name
+    monkeypatch.undo()
+    assert renamed == f"clicked {count}"

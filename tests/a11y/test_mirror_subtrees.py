@@ -5,12 +5,13 @@ tree equals a fresh whole fetch element by element, and no change made it fetch 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,8 +20,11 @@ from tests.polling import poll
 from tests.toolkits import SYSTEM_PYTHON, Capability, needs
 
 from deskrig.a11y import AccessibilityClient, Snapshot
+from deskrig.a11y import constants as c
+from deskrig.a11y import mirror as mirror_module
 from deskrig.a11y.connection import AppConnection, Reply, Request
 from deskrig.a11y.events import ObjectEvent
+from deskrig.a11y.fetch import FetchedTree
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS
 from deskrig.a11y.tree import Element
 
@@ -245,12 +249,12 @@ def test_subtrees_fetched_again_together_read_the_cache_once(
     changes.matches_a_fresh_fetch()
 
 
-def test_a_scrolled_viewport_shows_in_the_next_snapshot(
-    runner: asyncio.Runner, client: AccessibilityClient, a11y_desktop: A11yDesktop, tmp_path: Path
-) -> None:
-    """GTK reports neither the new bounds nor the showing state of what a scrolled viewport moves;
-    the scroll bar's value change has the pane's subtree fetched again."""
-    log_path = tmp_path / "events.jsonl"
+@contextlib.contextmanager
+def viewport(
+    runner: asyncio.Runner, client: AccessibilityClient, a11y_desktop: A11yDesktop, log_dir: Path
+) -> Iterator[FormApp]:
+    """The GTK viewport fixture app (tests/apps/gtk_viewport.py), running and registered."""
+    log_path = log_dir / "events.jsonl"
     log_path.touch()
     proc = a11y_desktop.launch(
         [SYSTEM_PYTHON, str(APPS_DIR / "gtk_viewport.py"), "--log", str(log_path)], stderr=subprocess.DEVNULL
@@ -259,13 +263,93 @@ def test_a_scrolled_viewport_shows_in_the_next_snapshot(
         app = FormApp(proc=proc, log_path=log_path)
         app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)
         wait_until_registered(runner, client, proc.pid)
-        changes = Changes(runner.run, client, app, a11y_desktop)
-        elements = changes.read(refresh=True).elements  # the one whole fetch
-        pane = next(e.bounds for e in elements if e.role == "scroll pane")
-        assert pane is not None
-        x, y = pane.x + pane.width // 2, pane.y + pane.height // 2
-        changes.xdotool("mousemove", str(x), str(y), "click", "--repeat", "3", "--delay", "30", "5")
-        app.wait_for_event("scrolled", lambda e: e["value"] > 0)
-        changes.matches_a_fresh_fetch()
+        yield app
     finally:
         a11y_desktop.stop(proc)
+
+
+def scroll_down(changes: Changes, elements: list[Element]) -> None:
+    """Wheel the viewport's pane down, once the app says it scrolled."""
+    pane = next(e.bounds for e in elements if e.role == "scroll pane")
+    assert pane is not None
+    x, y = pane.x + pane.width // 2, pane.y + pane.height // 2
+    scrolled = len(changes.form.events("scrolled"))
+    changes.xdotool("mousemove", str(x), str(y), "click", "--repeat", "3", "--delay", "30", "5")
+    poll("the pane to scroll", lambda: len(changes.form.events("scrolled")) > scrolled, 5)
+
+
+def test_a_scrolled_viewport_shows_in_the_next_snapshot(
+    runner: asyncio.Runner, client: AccessibilityClient, a11y_desktop: A11yDesktop, tmp_path: Path
+) -> None:
+    """GTK reports neither the new bounds nor the showing state of what a scrolled viewport moves;
+    the scroll bar's value change has the pane's subtree fetched again."""
+    with viewport(runner, client, a11y_desktop, tmp_path) as app:
+        changes = Changes(runner.run, client, app, a11y_desktop)
+        scroll_down(changes, changes.read(refresh=True).elements)  # after the one whole fetch
+        changes.matches_a_fresh_fetch()
+
+
+def test_a_scroll_while_the_tree_is_fetched_afresh_shows_in_the_next_snapshot(
+    runner: asyncio.Runner,
+    client: AccessibilityClient,
+    a11y_desktop: A11yDesktop,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refresh drops the mirrored tree and fetches it whole; the fetch may read the pane before
+    the scroll that a value change arriving meanwhile reports, so that change too has the pane's
+    subtree fetched again at the next read."""
+    with viewport(runner, client, a11y_desktop, tmp_path) as app:
+        changes = Changes(runner.run, client, app, a11y_desktop)
+        elements = changes.read(refresh=True).elements
+        whole_fetch = mirror_module.fetch_tree
+
+        async def scrolled_meanwhile(fetched_from: AppConnection, **limits: Any) -> FetchedTree:
+            fetched = await whole_fetch(fetched_from, **limits)
+            scroll_down(changes, elements)
+            await client.events.sync(fetched_from.bus_name)  # its events arrive while the fetch runs
+            return fetched
+
+        monkeypatch.setattr(mirror_module, "fetch_tree", scrolled_meanwhile)
+        changes.read(refresh=True)
+        monkeypatch.undo()
+        changes.matches_a_fresh_fetch()
+
+
+def test_a_window_moved_while_a_subtree_is_fetched_again_is_not_moved_twice(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read takes the windows' extents with its sync; the subtree it then fetches again may be
+    read after the window moved, at the new place. The next read must not move that subtree with
+    the window once more: it fetches the window's subtree again instead."""
+    changes = Changes(run, client, form, a11y_desktop)
+    elements = changes.read(refresh=True).elements  # the one whole fetch
+    mirror = client.mirror(elements[0].ref.bus_name)
+    assert mirror is not None
+    frame = next(e for e in elements if e.depth == 1 and e.bounds is not None)
+    at = frame.bounds
+    assert at is not None
+    parent = next(e for e in elements if e.depth >= 2 and e.child_count > 0 and e.bounds is not None)
+    mirror.note(ObjectEvent(parent.ref.bus_name, parent.ref.path, "ChildrenChanged", "add", time.monotonic()))
+    (window_id,) = changes.xdotool("search", "--sync", "--onlyvisible", "--pid", str(form.pid)).split()[:1]
+    subtree_fetch = mirror_module.fetch_subtrees
+    extents = Request(frame.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+
+    async def moved_meanwhile(app: AppConnection, roots: list[str], **options: Any) -> Any:
+        changes.xdotool("windowmove", window_id, str(at.x + 40), str(at.y + 30))
+        deadline = time.monotonic() + 5
+        while (await app.call_many([extents]))[0] == [
+            (frame.bounds.x, frame.bounds.y, frame.bounds.width, frame.bounds.height)
+        ]:
+            assert time.monotonic() < deadline, "the window did not move"
+            await asyncio.sleep(0.02)
+        return await subtree_fetch(app, roots, **options)
+
+    monkeypatch.setattr(mirror_module, "fetch_subtrees", moved_meanwhile)
+    changes.read()
+    monkeypatch.undo()
+    changes.matches_a_fresh_fetch()

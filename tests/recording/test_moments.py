@@ -17,26 +17,42 @@ from deskrig.a11y.access import A11yAccess
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
 from deskrig.desktop.scripted import ScriptedDesktop
+from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import ActionTarget, Bounds
 from deskrig.observation import Observer
-from deskrig.recording.moments import capture_moment
-from deskrig.recording.turns import Moment
+from deskrig.recording import moments
+from deskrig.recording.moments import capture_moment, grab_image
+from deskrig.recording.turns import Moment, TurnImage, unavailable
 from deskrig.security import WindowBlocklist
 
 NOTES_PID = 4242
+NOTES_BOUNDS = Bounds(x=150, y=10, width=100, height=100)
+NOTES_COLOUR = (30, 190, 60)
+DRAFT_COLOUR = (200, 180, 40)
 
 
 class CountingSource:
-    """An app's tree whose reads and events are counted: ``changed`` is an event arriving."""
+    """An app's tree whose reads and events are counted: ``changed`` is an event arriving. An app
+    that ``renames_in_flight`` has renamed its window and sent the event, which arrives only once
+    the app is synced with (a one-element read syncs, as the real mirror's read does)."""
 
     def __init__(self) -> None:
         self.snapshots = SnapshotStore()
         self.whole_reads = 0
         self.events = 0
         self.name = "Notes"
+        self.renames_in_flight = False
+        #: Whole reads to fail before one succeeds (the app did not answer).
+        self.failing_reads = 0
 
     async def snapshot(self, pid: int, *, max_elements: int | None = 2000, **_: Any) -> Snapshot:
+        if self.renames_in_flight:
+            self.renames_in_flight = False
+            _renamed(self)
         if max_elements is None or max_elements > 1:
+            if self.failing_reads:
+                self.failing_reads -= 1
+                raise DeskrigError(ErrorCode.A11Y_UNAVAILABLE, "the app did not answer")
             self.whole_reads += 1
         element = Element(
             index=0,
@@ -65,6 +81,11 @@ class CountingSource:
         self.events += 1
 
 
+def _renamed(source: CountingSource) -> None:
+    source.name = "Renamed"
+    source.changed()
+
+
 def _paint(world: ScriptedDesktop, source: CountingSource) -> None:
     world.paint(_notes(world), (30, 60, 200))
 
@@ -73,9 +94,12 @@ def _event(world: ScriptedDesktop, source: CountingSource) -> None:
     source.changed()
 
 
-def _renamed(world: ScriptedDesktop, source: CountingSource) -> None:
-    source.name = "Renamed"
-    source.changed()
+def _rename(world: ScriptedDesktop, source: CountingSource) -> None:
+    _renamed(source)
+
+
+def _rename_in_flight(world: ScriptedDesktop, source: CountingSource) -> None:
+    source.renames_in_flight = True
 
 
 def _move(world: ScriptedDesktop, source: CountingSource) -> None:
@@ -87,10 +111,44 @@ def _nothing(world: ScriptedDesktop, source: CountingSource) -> None:
 
 
 def _notes(world: ScriptedDesktop) -> int:
-    return next(w.id for w in world.windows() if w.title == "Notes")
+    return next(w.id for w in world.windows() if w.title == "Notes" and w.pid == NOTES_PID)
 
 
 Change = Callable[[ScriptedDesktop, CountingSource], None]
+
+
+class Scene:
+    """The scripted desktop with the Notes app's window, its counting tree, and the recorder's
+    captures of it."""
+
+    def __init__(self) -> None:
+        self.world = scripted_world()
+        self.world.add_window("Notes", NOTES_BOUNDS, NOTES_COLOUR, pid=NOTES_PID)
+        self.world.add_window(
+            "Draft", Bounds(x=150, y=130, width=100, height=100), DRAFT_COLOUR, pid=NOTES_PID
+        )
+        self.observer = Observer(self.world.open(), WindowBlocklist([]))
+        self.source = CountingSource()
+
+        async def opened() -> Any:
+            return self.source
+
+        self.a11y = A11yAccess(opened)
+
+    def target(self, title: str = "Notes") -> ActionTarget:
+        """As the target resolver hands it over: with the window list it read just now."""
+        windows = self.observer.desktop.windows()
+        window = next(w for w in windows if w.title == title and w.pid == NOTES_PID)
+        return ActionTarget(pid=NOTES_PID, window_id=window.id, window_title=window.title, windows=windows)
+
+    async def after(self) -> Moment:
+        """An action's after-moment, noting what it was taken under."""
+        return await capture_moment(self.observer.observe(), self.a11y, self.target(), note_seen=True)
+
+    async def before(self, after: Moment, title: str = "Notes") -> Moment:
+        """The next action's before-moment, offered ``after``."""
+        aimed = self.target(title)
+        return await capture_moment(self.observer.observe(aimed.windows), self.a11y, aimed, previous=after)
 
 
 @pytest.mark.parametrize(
@@ -99,45 +157,69 @@ Change = Callable[[ScriptedDesktop, CountingSource], None]
         (_nothing, True, True, True),
         (_paint, False, True, True),  # the screen changed: the damage serial moved
         (_event, True, False, True),  # an event arrived, but the tree read anew holds the same
-        (_renamed, True, False, False),  # an event arrived: the tree changed
+        (_rename, True, False, False),  # an event arrived: the tree changed
+        (_rename_in_flight, True, False, False),  # its event arrives when the app is synced with
         (_move, False, False, False),  # the window list is another: nothing is offered
     ],
-    ids=["nothing", "screen", "event", "tree", "window moved"],
+    ids=["nothing", "screen", "event", "tree", "event in flight", "window moved"],
 )
 def test_the_after_moment_is_the_next_before_only_while_current(
     change: Change, same_image: bool, same_tree: bool, same_state_file: bool
 ) -> None:
-    world = scripted_world()
-    world.add_window("Notes", Bounds(x=150, y=10, width=100, height=100), (30, 190, 60), pid=NOTES_PID)
-    observer = Observer(world.open(), WindowBlocklist([]))
-    source = CountingSource()
-
-    async def opened() -> Any:
-        return source
-
-    a11y = A11yAccess(opened)
-
-    def target() -> ActionTarget:
-        """As the target resolver hands it over: with the window list it read just now."""
-        windows = observer.desktop.windows()
-        notes = next(w for w in windows if w.title == "Notes")
-        return ActionTarget(pid=NOTES_PID, window_id=notes.id, window_title=notes.title, windows=windows)
+    scene = Scene()
 
     async def two_turns() -> tuple[Moment, Moment]:
-        after = await capture_moment(observer.observe(), a11y, target(), note_seen=True)
-        change(world, source)
-        aimed = target()
-        before = await capture_moment(observer.observe(aimed.windows), a11y, aimed, previous=after)
-        return after, before
+        after = await scene.after()
+        change(scene.world, scene.source)
+        return after, await scene.before(after)
 
     after, before = anyio.run(two_turns)
     assert (before.screenshot is after.screenshot) is same_image
     assert (before.tree is after.tree) is same_tree
-    assert source.whole_reads == (1 if same_tree else 2)
+    assert scene.source.whole_reads == (1 if same_tree else 2)
     before_file, after_file = before.tree.json_bytes(), after.tree.json_bytes()
     assert (before_file == after_file) is same_state_file
-    assert before_file is not None and (b"Renamed" in before_file) is (change is _renamed)
+    renamed = change in (_rename, _rename_in_flight)
+    assert before_file is not None and (b"Renamed" in before_file) is renamed
     image = before.screenshot.image
     assert image is not None
-    colour = (30, 60, 200) if change is _paint else (30, 190, 60)
+    colour = (30, 60, 200) if change is _paint else NOTES_COLOUR
     assert image.image().getpixel((50, 50)) == colour
+
+
+def test_an_after_moment_is_offered_to_an_action_on_the_same_window_only() -> None:
+    """The next action aims at another window of the same app, nothing having changed: its
+    before-moment is that window's, taken anew."""
+    scene = Scene()
+
+    async def two_turns() -> tuple[Moment, Moment]:
+        after = await scene.after()
+        return after, await scene.before(after, "Draft")
+
+    after, before = anyio.run(two_turns)
+    assert before.screenshot is not after.screenshot and before.tree is not after.tree
+    image = before.screenshot.image
+    assert image is not None and image.image().getpixel((50, 50)) == DRAFT_COLOUR
+
+
+@pytest.mark.parametrize("failed", ["screenshot", "tree"])
+def test_a_part_the_after_moment_failed_to_take_is_taken_anew(
+    failed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing changed between two actions, but the after-moment's screenshot (or tree) could not
+    be had: the next before-moment does not carry the failure over, it takes that part anew."""
+    scene = Scene()
+    if failed == "tree":
+        scene.source.failing_reads = 1
+    else:
+        grabs = [lambda *_: TurnImage(None, unavailable("capture_failed", "the grab failed")), grab_image]
+        monkeypatch.setattr(moments, "grab_image", lambda *args: grabs.pop(0)(*args))
+
+    async def two_turns() -> tuple[Moment, Moment]:
+        after = await scene.after()
+        return after, await scene.before(after)
+
+    after, before = anyio.run(two_turns)
+    assert (after.screenshot.image is None) is (failed == "screenshot")
+    assert (after.tree.data is None) is (failed == "tree")
+    assert before.screenshot.image is not None and before.tree.data is not None

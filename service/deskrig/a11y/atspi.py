@@ -88,6 +88,8 @@ class AccessibilityClient:
         self._timeout_s = timeout_s
         self._apps: dict[str, AppConnection] = {}  # by unique name on the a11y bus
         self._mirrors: dict[str, AppMirror] = {}  # likewise
+        #: Reads that found a tree changed where no event said it had (see events_version).
+        self._unannounced_changes = 0
         self.events = EventFeed(a11y_bus, self._on_event)
         self.snapshots = store if store is not None else SnapshotStore()
         self.diagnostics: list[Diagnostic] = []
@@ -276,10 +278,12 @@ class AccessibilityClient:
         return await self._on_screen(pid, mirrored.elements)
 
     def events_version(self) -> tuple[int, int] | None:
-        """Changes when an AT-SPI event arrives or the feed is renewed; None while no events are
-        received (before the first tree read, or after the feed was lost). Any thread may ask."""
+        """Changes when an AT-SPI event arrives, when a read finds a tree changed where no event
+        said it had (toolkits do not report everything: see :mod:`deskrig.a11y.mirror`), or when
+        the feed is renewed; None while no events are received (before the first tree read, or
+        after the feed was lost). Any thread may ask."""
         events = self.events
-        return (events.generation, events.received) if events.subscribed else None
+        return (events.generation, events.received + self._unannounced_changes) if events.subscribed else None
 
     def mirror(self, bus_name: str) -> AppMirror | None:
         """The live mirror of the app at ``bus_name``; None before its first read."""
@@ -295,6 +299,7 @@ class AccessibilityClient:
         if refresh:
             mirror.forget()
         tree = await mirror.read(app, lambda: self.events.sync(app.bus_name), lambda: self.events.generation)
+        self._unannounced_changes += tree.changed_unannounced
         if tree.refetched:
             for note in tree.notes:
                 self._note(f"pid {app.pid}: {note}")

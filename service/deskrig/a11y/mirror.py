@@ -38,7 +38,10 @@ What a read asks the app whatever the events say (the unreported-change checks, 
 elements' nodes, and their details as their mirrored nodes call for them) is asked while the sync
 is on its way, and so is what the events noted before the read began named: a read costs one round
 trip for all of it. Only what an event noted during the sync names, and an element whose node
-changed meanwhile (other interfaces, shown or hidden), is described again after it.
+changed meanwhile (other interfaces, shown or hidden), is described again after it. A read that
+finds the tree changed where no event said so tells (:attr:`MirroredTree.changed_unannounced`),
+so that the client's events version, which readers trust to tell them a tree may have changed
+(the recorder, the PII masker), moves with it.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from deskrig.a11y import constants as c
 from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
@@ -57,6 +61,8 @@ from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtrees, fe
 from deskrig.a11y.nodes import RawNode, fetch_nodes
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.a11y.walk import SiblingSteps
+
+T = TypeVar("T")
 
 #: The most elements a mirror holds; a request for more is fetched directly.
 MIRROR_MAX_ELEMENTS = 5000
@@ -84,6 +90,9 @@ class MirroredTree:
     notes: tuple[str, ...] = ()
     #: True when this read fetched the whole tree.
     refetched: bool = False
+    #: True when this read found the tree changed where no event said it had (a moved window, a
+    #: list's rows or a focused element's text that the toolkit did not report).
+    changed_unannounced: bool = False
 
 
 class AppMirror:
@@ -130,17 +139,18 @@ class AppMirror:
 
     def note(self, event: ObjectEvent) -> None:
         """Record what ``event`` says changed; the tree is corrected when next read."""
-        if ElementRef(self.bus_name, event.path) not in self._index:
+        index = self._index.get(self._ref(event.path))
+        if index is None:
             # Not in the tree (a cell renderer, an off-screen row): its change does not show in
             # it. A new object comes with its parent's ChildrenChanged.
             if self._held is not None:
                 self._held.append(event)
             return
-        self._newest_event_at = event.at
-        reshapes = (event.member == "StateChanged" and event.detail in _SHAPE_STATES) or self._scrolls(event)
+        if self._newest_event_at is None or event.at > self._newest_event_at:  # held ones come late
+            self._newest_event_at = event.at
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
-        elif reshapes:
+        elif self._reshapes_parent(event, index):
             self._reshaped[event.path] = True
         elif len(self._changed) >= BURST_LIMIT:
             self._whole_fetch_due = True
@@ -149,17 +159,26 @@ class AppMirror:
                 self._changed.get(event.path, True) and event.member == "BoundsChanged"
             )
 
-    def _scrolls(self, event: ObjectEvent) -> bool:
-        """Whether ``event`` is a scroll bar's value changing (of an object in the tree): the pane it
+    def _reshapes_parent(self, event: ObjectEvent, index: int) -> bool:
+        """Whether ``event``, about the element at ``index``, changes its parent's subtree: the
+        element shown, hidden or removed, or a scroll bar's value changing. The pane a scroll bar
         scrolls then shows another part of its content, and GTK reports nothing else (a viewport
         moves its content without laying it out again: no new bounds, no showing or hidden)."""
-        if event.member != "PropertyChange" or event.detail != "accessible-value" or self._tree is None:
-            return False
-        return self._tree.elements[self._index[ElementRef(self.bus_name, event.path)]].role == "scroll bar"
+        if event.member == "StateChanged":
+            return event.detail in _SHAPE_STATES
+        assert self._tree is not None  # an element in the index is in the tree
+        return (
+            event.member == "PropertyChange"
+            and event.detail == "accessible-value"
+            and self._tree.elements[index].role == "scroll bar"
+        )
 
     def forget(self) -> None:
-        """Drop the tree: the next read fetches it again."""
+        """Drop the tree: the next read fetches it again. The events that arrive while it does
+        are held for the tree it stores, as in any fetch: noted against the dropped one, a scroll
+        bar's value change could not be told from another element's."""
         self._tree = None
+        self._index = {}
 
     async def read(
         self, app: AppConnection, sync: Callable[[], Awaitable[None]], generation: Callable[[], int]
@@ -168,92 +187,111 @@ class AppMirror:
         called is noted; ``generation``: the event feed's, read after the sync (a change means a gap)."""
         async with self._lock:
             tree = self._tree
-            # What the events noted before this read say changed, and the focused elements, are
-            # read again with the sync (their nodes where they changed more than bounds, their
-            # details as their mirrored nodes call for them); what an event noted during the sync
-            # is about is read again after it.
             pending, self._changed = self._changed, {}
-            focused = [ElementRef(self.bus_name, path) for path in self._focused] if tree is not None else []
-            ahead = [*focused]
-            if tree is not None:
-                ahead += [
-                    key
-                    for key in (ElementRef(self.bus_name, path) for path in pending)
-                    if key in self._index and key not in focused
-                ]
-            described = [key for key in ahead if key in focused or not pending[key.path]]
             try:
-                # Every one is awaited before a failure of any is raised.
-                synced, unreported, fresh_nodes, fresh_details = await asyncio.gather(
-                    sync(),
-                    self._unreported_change(app) if tree is not None else _nothing_unreported(),
-                    fetch_nodes(app, described),
-                    read_details(app, [tree.nodes[self._index[key]] for key in ahead] if tree else []),
-                    return_exceptions=True,
-                )
-                if isinstance(synced, BaseException):
-                    raise synced
-                if isinstance(unreported, BaseException):
-                    raise unreported
-                if isinstance(fresh_nodes, BaseException):
-                    raise fresh_nodes
-                if isinstance(fresh_details, BaseException):
-                    raise fresh_details
+                ahead = await self._read_with_sync(app, sync, tree, pending)
             except BaseException:
                 # A failed read changes nothing: what the events said changed is still to be read.
                 self._changed = _merged(pending, self._changed)
                 raise
             try:
                 current = generation()
-                if tree is None or current != self._generation or self._whole_fetch_due or unreported is None:
+                if tree is None or current != self._generation or self._whole_fetch_due or ahead is None:
                     return await self._fetch(app, current)
-                reshaped, self._reshaped = self._reshaped, {}
-                during, self._changed = self._changed, {}
-                changed = _merged(pending, during)
-                spans = self._subtree_spans(tree, reshaped, unreported.differing)
-                if spans is None:
-                    return await self._fetch(app, current)
-                if unreported.moved:
-                    tree = self._moved(tree, unreported.moved)
-                refetched: set[ElementRef] = set()
-                if spans:
-                    spliced = await self._splice(app, tree, spans)
-                    if spliced is None:
-                        return await self._fetch(app, current)
-                    tree, refetched = spliced
-                    # What changed in the subtrees before they were fetched again is in them.
-                    changed = {
-                        path: only
-                        for path, only in changed.items()
-                        if ElementRef(self.bus_name, path) not in refetched
-                    }
-                self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
-                # What was read with the sync may predate an event noted meanwhile: only the others are used.
-                fetched = {
-                    key: node
-                    for key, node in zip(described, fresh_nodes, strict=True)
-                    if key.path not in during and key not in refetched and key in self._index
-                }
-                for key in fetched:  # typed text: a toolkit may not report every change
-                    changed[key.path] = False
-                read_ahead = {
-                    key: details
-                    for key, details in zip(ahead, fresh_details, strict=True)
-                    if key.path not in during and key not in refetched and key in self._index
-                }
-                read_later = False
-                if changed:
-                    patched = await self._patch(app, tree, changed, fetched, read_ahead)
-                    if patched is None:
-                        return await self._fetch(app, current)
-                    tree, read_later = patched
-                if spans or read_later:
-                    await self._check_windows_held_still(app, unreported.extents)
-                return replace(tree, refetched=False)
+                corrected = await self._corrected(app, tree, pending, ahead)
+                return corrected if corrected is not None else await self._fetch(app, current)
             except BaseException:
                 # What this read took from the events to correct is noted nowhere now.
                 self._whole_fetch_due = True
                 raise
+
+    async def _read_with_sync(
+        self,
+        app: AppConnection,
+        sync: Callable[[], Awaitable[None]],
+        tree: MirroredTree | None,
+        pending: dict[str, bool],
+    ) -> ReadAhead | None:
+        """Sync with the app and, on the way, ask it what a read asks whatever the events say, and
+        what those noted before the read (``pending``) name: the focused elements' nodes and
+        details, the nodes of the elements noted changed more than their bounds, the details of
+        every element noted. None when there is no tree to correct, or a list or window did not
+        answer (see :meth:`_unreported_change`). Every request is answered before a failure of
+        any is raised."""
+        if tree is None:
+            await sync()
+            return None
+        focused = [self._ref(path) for path in self._focused]
+        noted = [key for key in map(self._ref, pending) if key in self._index and key not in focused]
+        detailed = [*focused, *noted]
+        redescribed = [*focused, *(key for key in noted if not pending[key.path])]
+        synced, unreported, nodes, details = await asyncio.gather(
+            sync(),
+            self._unreported_change(app),
+            fetch_nodes(app, redescribed),
+            read_details(app, [tree.nodes[self._index[key]] for key in detailed]),
+            return_exceptions=True,
+        )
+        _raise_failure(synced)
+        unreported = _raise_failure(unreported)
+        nodes, details = _raise_failure(nodes), _raise_failure(details)
+        if unreported is None:
+            return None
+        return ReadAhead(
+            unreported,
+            dict(zip(redescribed, nodes, strict=True)),
+            dict(zip(detailed, details, strict=True)),
+        )
+
+    async def _corrected(
+        self, app: AppConnection, tree: MirroredTree, pending: dict[str, bool], ahead: ReadAhead
+    ) -> MirroredTree | None:
+        """``tree`` corrected for what the events noted (``pending`` before the read, the rest
+        during its sync) and ``ahead`` found; None when only a whole fetch will do."""
+        reshaped, self._reshaped = self._reshaped, {}
+        during, self._changed = self._changed, {}
+        changed = _merged(pending, during)
+        announced, read_elements = bool(changed or reshaped), tree.elements
+        unreported = ahead.unreported
+        spans = self._subtree_spans(tree, reshaped, unreported.differing)
+        if spans is None:
+            return None
+        if unreported.moved:
+            tree = self._moved(tree, unreported.moved)
+        refetched: set[ElementRef] = set()
+        if spans:
+            spliced = await self._splice(app, tree, spans)
+            if spliced is None:
+                return None
+            tree, refetched = spliced
+            # What changed in the subtrees before they were fetched again is in them.
+            changed = {path: only for path, only in changed.items() if self._ref(path) not in refetched}
+        self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
+
+        def still_current(key: ElementRef) -> bool:
+            """Whether what was read of ``key`` with the sync still holds: no event noted during
+            the sync names it, and it was not fetched again since."""
+            return key.path not in during and key not in refetched and key in self._index
+
+        nodes_ahead = {key: node for key, node in ahead.nodes.items() if still_current(key)}
+        details_ahead = {key: read for key, read in ahead.details.items() if still_current(key)}
+        for key in nodes_ahead:  # typed text: a toolkit may not report every change
+            changed[key.path] = False
+        read_later = False
+        if changed:
+            patched = await self._patch(app, tree, changed, nodes_ahead, details_ahead)
+            if patched is None:
+                return None
+            tree, read_later = patched
+        if spans or read_later:
+            await self._check_windows_held_still(app, unreported.extents)
+        # A tree left as it was keeps its list of elements (see _patch).
+        return replace(
+            tree, refetched=False, changed_unannounced=not announced and tree.elements is not read_elements
+        )
+
+    def _ref(self, path: str) -> ElementRef:
+        return ElementRef(self.bus_name, path)
 
     async def _check_windows_held_still(self, app: AppConnection, extents: list[Reply]) -> None:
         """Keep ``extents`` (read as this read began) as each window's, once the elements read
@@ -294,7 +332,7 @@ class AppMirror:
     def _note_held(self, held: list[ObjectEvent]) -> None:
         """Note the events held while a fetch ran that are about objects in the tree it stored."""
         for event in held:
-            if ElementRef(self.bus_name, event.path) in self._index:
+            if self._ref(event.path) in self._index:
                 self.note(event)
 
     def _store(self, tree: MirroredTree) -> None:
@@ -349,7 +387,7 @@ class AppMirror:
         order; None when the whole tree is to be fetched instead."""
         roots = set(differing)
         for path, its_parent in reshaped.items():
-            index = self._index.get(ElementRef(self.bus_name, path))
+            index = self._index.get(self._ref(path))
             if index is None:
                 continue  # not in the tree (reported while the last fetch ran, which left it out)
             parent = tree.elements[index].parent if its_parent else index
@@ -449,19 +487,22 @@ class AppMirror:
         app: AppConnection,
         tree: MirroredTree,
         changed: dict[str, bool],
-        fetched: dict[ElementRef, RawNode | CallFailed],
-        read_ahead: dict[ElementRef, Details],
+        nodes_ahead: dict[ElementRef, RawNode | CallFailed],
+        details_ahead: dict[ElementRef, Details],
     ) -> tuple[MirroredTree, bool] | None:
         """``tree`` with the ``changed`` objects described again, and whether anything was read
-        from the app for it (besides ``fetched`` and ``read_ahead``); None when only a fetch will do.
+        from the app for it (besides ``nodes_ahead`` and ``details_ahead``); None when only a fetch will do.
 
         An object whose only change is its bounds keeps its node (role, name, states) and has just
         its details read again; the others are described from scratch (from their node in
-        ``fetched`` and their details in ``read_ahead`` where those were read during the sync)."""
+        ``nodes_ahead`` and their details in ``details_ahead`` where those were read with the sync)."""
         # Objects reported while the last fetch ran that it did not add are not in the tree.
-        keys = [key for key in (ElementRef(self.bus_name, path) for path in changed) if key in self._index]
-        redescribe = [key for key in keys if not changed[key.path] and key not in fetched]
-        fresh_nodes = {**fetched, **dict(zip(redescribe, await fetch_nodes(app, redescribe), strict=True))}
+        keys = [key for key in map(self._ref, changed) if key in self._index]
+        redescribe = [key for key in keys if not changed[key.path] and key not in nodes_ahead]
+        fresh_nodes = {
+            **nodes_ahead,
+            **dict(zip(redescribe, await fetch_nodes(app, redescribe), strict=True)),
+        }
         old = [tree.elements[self._index[key]] for key in keys]
         nodes = list(tree.nodes)
         kept = []
@@ -477,10 +518,10 @@ class AppMirror:
         elements = list(tree.elements)
         renamed = False
         read_later = bool(redescribe) or not all(
-            answered_by(app, node, read_ahead.get(node.key)) for node, *_ in kept
+            answered_by(app, node, details_ahead.get(node.key)) for node, *_ in kept
         )
         differs = False
-        for fresh, element in zip(await describe_many(app, kept, read_ahead=read_ahead), old, strict=True):
+        for fresh, element in zip(await describe_many(app, kept, read_ahead=details_ahead), old, strict=True):
             fresh.index = element.index
             if fresh != element:
                 elements[element.index] = fresh
@@ -515,8 +556,21 @@ class Unreported:
     extents: list[Reply]
 
 
-async def _nothing_unreported() -> Unreported | None:
-    return Unreported([], {}, [])
+@dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """What a read asked the app with its sync: what changed unreported, and the nodes and
+    details of the elements it read again (by the nodes the mirror holds)."""
+
+    unreported: Unreported
+    nodes: dict[ElementRef, RawNode | CallFailed]
+    details: dict[ElementRef, Details]
+
+
+def _raise_failure(result: T | BaseException) -> T:
+    """``result``, or its failure raised (of an ``asyncio.gather(..., return_exceptions=True)``)."""
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def _merged(earlier: dict[str, bool], later: dict[str, bool]) -> dict[str, bool]:

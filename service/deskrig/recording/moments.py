@@ -24,6 +24,8 @@ the comparison made on the writer thread.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import anyio
 
 from deskrig.a11y.access import A11yAccess
@@ -99,33 +101,43 @@ def _target_key(target: ActionTarget | None) -> tuple[int | None, int | None]:
     return (target.pid, target.window_id) if target is not None else (None, None)
 
 
-def _offered(previous: Moment | None, target: ActionTarget | None) -> tuple[Moment, Seen] | None:
-    """``previous`` and what it was taken under, when it may still be current for ``target``: the
-    same target, and the window list the target resolver read just now is the one it was taken with."""
+@dataclass(frozen=True)
+class _Offer:
+    """The moment taken last, offered to the one taken now, and what it was taken under."""
+
+    moment: Moment
+    seen: Seen
+
+
+def _offered(previous: Moment | None, target: ActionTarget | None) -> _Offer | None:
+    """``previous``, when it may still be current for ``target``: the same target, and the window
+    list the target resolver read just now is the one it was taken with."""
     seen = previous.seen if previous is not None else None
-    if previous is None or seen is None or target is None or target.windows is None:
+    if previous is None or seen is None or target is None:
         return None
-    return (previous, seen) if seen.target == _target_key(target) and seen.windows == target.windows else None
+    return (
+        _Offer(previous, seen)
+        if seen.target == _target_key(target) and seen.windows == target.windows
+        else None
+    )
 
 
-def _current_image(offer: tuple[Moment, Seen] | None, observation: Observation) -> TurnImage | None:
+def _current_image(offer: _Offer | None, observation: Observation) -> TurnImage | None:
     """Blocking: the offered moment's screenshot if nothing on screen changed since it was grabbed."""
-    if offer is None or offer[0].screenshot.image is None or offer[1].damage_serial is None:
+    if offer is None or offer.moment.screenshot.image is None or offer.seen.damage_serial is None:
         return None
-    return offer[0].screenshot if _damage_serial(observation) == offer[1].damage_serial else None
+    return offer.moment.screenshot if _damage_serial(observation) == offer.seen.damage_serial else None
 
 
-async def _current_tree(
-    offer: tuple[Moment, Seen] | None, a11y: A11yAccess | None, pid: int | None
-) -> TurnTree | None:
+async def _current_tree(offer: _Offer | None, a11y: A11yAccess | None, pid: int | None) -> TurnTree | None:
     """The offered moment's tree if no accessibility event arrived since it was read. The app is
     synced with only when none has arrived yet: with a busy app the fresh read does that."""
-    if offer is None or offer[0].tree.data is None or offer[1].events is None:
+    if offer is None or offer.moment.tree.data is None or offer.seen.events is None:
         return None
     for sync in (False, True):
-        if await _events_version(a11y, pid, sync=sync) != offer[1].events:
+        if await _events_version(a11y, pid, sync=sync) != offer.seen.events:
             return None
-    return offer[0].tree
+    return offer.moment.tree
 
 
 async def _events_version(a11y: A11yAccess | None, pid: int | None, sync: bool) -> tuple[int, int] | None:
@@ -156,8 +168,7 @@ async def capture_moment(
     pid = target.pid if target is not None else None
     note_seen = note_seen and target is not None
     images: list[TurnImage] = []
-    #: What the moment is taken under: the window list, then the damage serial, read before the grab.
-    under: list[tuple[list[WindowInfo], int | None]] = []
+    under: list[tuple[list[WindowInfo], int | None] | None] = []
 
     def grab() -> None:
         current = _current_image(offer, observation)
@@ -165,15 +176,7 @@ async def capture_moment(
             images.append(current)
             return
         if note_seen:
-            try:
-                windows = observation.windows
-            except DeskrigError:
-                pass  # the grab reports it
-            else:
-                # The first read after a change may move the serial once more at the next read,
-                # which would make every after-moment look changed to the next action: read twice.
-                _damage_serial(observation)
-                under.append((windows, _damage_serial(observation)))
+            under.append(_taken_under(observation))
         images.append(grab_image(observation, target))
 
     async def read() -> TurnTree:
@@ -182,15 +185,28 @@ async def capture_moment(
             return current
         tree = await read_tree(observation, a11y, target)
         if offer is not None:
-            tree.same_as = offer[0].tree  # the writer compares them (see TurnTree.same_as)
+            tree.same_as = offer.moment.tree  # the writer compares them (see TurnTree.same_as)
         return tree
 
     events = await _events_version(a11y, pid, sync=False) if note_seen else None
     async with anyio.create_task_group() as group:
         group.start_soon(anyio.to_thread.run_sync, grab)
         tree = await read()
-    seen = Seen(_target_key(target), under[0][0], under[0][1], events) if under else None
+    seen = Seen(_target_key(target), *under[0], events) if under and under[0] is not None else None
     return Moment(images[0], tree, seen)
+
+
+def _taken_under(observation: Observation) -> tuple[list[WindowInfo], int | None] | None:
+    """Blocking: the window list and the damage serial, read just before a grab; None when the
+    window list cannot be read (the grab then says why)."""
+    try:
+        windows = observation.windows
+    except DeskrigError:
+        return None
+    # The first read after a change may move the serial once more at the next read, which would
+    # make every after-moment look changed to the next action: read twice.
+    _damage_serial(observation)
+    return windows, _damage_serial(observation)
 
 
 def _damage_serial(observation: Observation) -> int | None:
