@@ -294,7 +294,8 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
     the MCP SDK's client, as an agent's host would call, and in bare JSON-RPC lines."""
     screen = desktop.screen_bounds()
     argv = [str(Path(sys.executable).parent / "deskrig"), "serve", "--stdio", "--display", display]
-    env = {**os.environ, "DISPLAY": display}
+    # A fast round of 300 runs makes more than the default 600 captures a minute on one server.
+    env = {**os.environ, "DISPLAY": display, "DESKRIG_MAX_CAPTURES_PER_MINUTE": "1000000"}
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)  # the venv's, like the tests
     cached = 0
     raw = _RawStdio(argv, env)
