@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import mcp_types as types
+import orjson
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
@@ -133,13 +134,23 @@ async def _read_messages(fd: int, messages: MemoryObjectSendStream[SessionMessag
             await messages.send(_parsed(pending))
 
 
+def message_line(message: types.JSONRPCMessage) -> bytes:
+    """``message`` as one line of JSON, without its newline: dumped to JSON data by pydantic (as
+    the SDK's transport dumps it), written out by orjson, which copies a 200 kB base64 image in
+    10 µs where pydantic-core's writer takes 127 µs to check it byte by byte. The bytes are the
+    same; pydantic-core writes what orjson refuses (an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+    except orjson.JSONEncodeError:
+        return message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
+
+
 async def _write_messages(fd: int, answers: MemoryObjectReceiveStream[SessionMessage]) -> None:
     """Every message from ``answers`` to ``fd``, one line each; when the client stops reading
     (a closed pipe), the rest is dropped: its hang-up on stdin ends the server."""
     async with answers:
         async for answer in answers:
-            message = answer.message
-            line = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
+            line = message_line(answer.message)
             try:
                 await _write_line(fd, line)
             except BrokenPipeError:
