@@ -242,9 +242,10 @@ from deskrig.cli import main
 deskrig.serving._stdio_streams = stdio_server
 sys.exit(main(sys.argv[1:]))
 """
-#: The same figures before deskrig had its own stdio transport and read the screen's bounds and
-#: damage from events (issue 12's last stop, load 1.5): SDK client / bare JSON-RPC client, p50 ms.
-BASELINE_MS = {"png": (7.7, 7.1), "jpeg": (7.7, 6.5), "floor": (3.5, 2.6)}
+#: The same figures at the end of issue 12's last stop (23, quiet: load 0.8), with deskrig's own
+#: stdio transport and before quick steps ran on the event loop, base64 and the answer's JSON went
+#: to SIMD writers and the damage serial was read off the socket: SDK client / bare JSON-RPC, p50 ms.
+BASELINE_MS = {"png": (6.16, 5.53), "jpeg": (6.23, 5.35), "floor": (2.75, 2.12)}
 
 
 def _pillow_path(frame: Grab, fmt: str) -> bytes:
