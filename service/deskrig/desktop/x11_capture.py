@@ -122,6 +122,55 @@ DAMAGE_SUBTRACT = 3
 ROUND_TRIP_TIMEOUT_S = 10.0
 
 
+class XUnits:
+    """What an X server sends on one connection, whole: events, errors and replies (with their
+    extra data), in the order they came, read off its socket. ``unparsed``: bytes already read
+    from the socket by whoever used it before (python-xlib's unparsed tail)."""
+
+    def __init__(self, connection: socket.socket, unparsed: bytes = b"") -> None:
+        self._socket = connection
+        self._received = bytearray(unparsed)
+        self._readable = select.poll()
+        self._readable.register(connection.fileno(), select.POLLIN)
+
+    def send(self, request: bytes) -> None:
+        self._socket.sendall(request)
+
+    def readable(self, timeout_ms: int = 0) -> bool:
+        """Whether the socket has something to read within ``timeout_ms``."""
+        return bool(self._readable.poll(timeout_ms))
+
+    def receive(self) -> list[bytes]:
+        """Read what the socket holds (it must be readable): every unit now whole, in order. A
+        unit's first byte says what it is (the top bit: an event sent by SendEvent)."""
+        try:
+            data = self._socket.recv(1 << 16)
+        except OSError as exc:
+            raise BackendError(ErrorCode.CAPTURE_FAILED, f"the X connection failed: {exc}") from exc
+        if not data:
+            raise BackendError(ErrorCode.CAPTURE_FAILED, "the X server closed the connection")
+        received = self._received
+        received += data
+        units = []
+        start = 0
+        while len(received) - start >= X_UNIT:
+            size = X_UNIT
+            if received[start] & 0x7F in (X_REPLY, X_GENERIC_EVENT):
+                size += 4 * struct.unpack_from("=I", received, start + 4)[0]
+            if len(received) - start < size:
+                break
+            units.append(bytes(received[start : start + size]))
+            start += size
+        del received[:start]
+        return units
+
+    def fileno(self) -> int:
+        return self._socket.fileno()
+
+    def close(self) -> None:
+        self._socket.close()
+
+
 class DamageCounter:
     """A serial that changes whenever anything on the root window may have changed, and the root
     window's size, both kept from the events of a connection of its own (so draining them never
@@ -175,10 +224,8 @@ class DamageCounter:
         while self._display.pending_events():
             if self._display.next_event().type == self._notify_code:
                 self._unseen += 1
-        self._received = bytearray(self._display.display.data_recv or b"")
-        self._socket = socket.socket(fileno=os.dup(self._display.fileno()))
-        self._readable = select.poll()
-        self._readable.register(self._socket.fileno(), select.POLLIN)
+        connection = socket.socket(fileno=os.dup(self._display.fileno()))
+        self._wire = XUnits(connection, self._display.display.data_recv or b"")
         # After selecting ConfigureNotify: no resize falls between; one that comes before the
         # answer is older than it, one after it is read after it.
         geometry = self._round_trip(struct.pack("=BxHI", GET_GEOMETRY, 2, root.id))
@@ -186,55 +233,37 @@ class DamageCounter:
         self._bounds = Bounds(x=0, y=0, width=width, height=height)
 
     def _receive(self) -> bytes | None:
-        """Read what the socket holds (it must be readable) and take in every whole event; the
-        reply among them (to the one request in flight that has one), if any."""
-        try:
-            data = self._socket.recv(1 << 16)
-        except OSError as exc:
-            raise BackendError(
-                ErrorCode.CAPTURE_FAILED, f"the X server's DAMAGE connection failed: {exc}"
-            ) from exc
-        if not data:
-            raise BackendError(ErrorCode.CAPTURE_FAILED, "the X server closed the DAMAGE connection")
-        received = self._received
-        received += data
+        """Take in every event the socket holds (it must be readable); the reply among them (to
+        the one request in flight that has one), if any."""
         reply = None
-        start = 0
-        while len(received) - start >= X_UNIT:
-            kind = received[start] & 0x7F  # the top bit: sent by SendEvent
-            size = X_UNIT
-            if kind in (X_REPLY, X_GENERIC_EVENT):
-                size += 4 * struct.unpack_from("=I", received, start + 4)[0]
-            if len(received) - start < size:
-                break
+        for unit in self._wire.receive():
+            kind = unit[0] & 0x7F
             if kind == X_REPLY:
-                reply = bytes(received[start : start + size])
+                reply = unit
             elif kind == X_ERROR:
                 # Only a DamageSubtract can fail here (its damage gone): never claim "unchanged".
-                log.warning("X error %d on the DAMAGE connection", received[start + 1])
+                log.warning("X error %d on the DAMAGE connection", unit[1])
                 self._dirty = True
             elif kind == self._notify_code:
                 self._unseen += 1
             elif kind == X.ConfigureNotify:
-                width, height = struct.unpack_from("=HH", received, start + 20)
+                width, height = struct.unpack_from("=HH", unit, 20)
                 self._bounds = Bounds(x=0, y=0, width=width, height=height)
-            start += size
-        del received[:start]
         return reply
 
     def _drain(self) -> None:
         """Take in the events received so far (no round trip)."""
-        while self._readable.poll(0):
+        while self._wire.readable():
             self._receive()
 
     def _round_trip(self, request: bytes = GET_INPUT_FOCUS) -> bytes:
         """Send ``request`` (one with a reply) and read up to its reply, which it returns: every
         event the server queued before it has arrived then."""
-        self._socket.sendall(request)
+        self._wire.send(request)
         deadline = time.monotonic() + ROUND_TRIP_TIMEOUT_S
         while True:
             wait_ms = max(0, round((deadline - time.monotonic()) * 1000))
-            if not self._readable.poll(wait_ms):
+            if not self._wire.readable(wait_ms):
                 raise BackendError(
                     ErrorCode.CAPTURE_FAILED, f"the X server did not answer in {ROUND_TRIP_TIMEOUT_S:g} s"
                 )
@@ -249,7 +278,7 @@ class DamageCounter:
                 # Empty the damage region, so that the next damage sends an event. (Without an
                 # event since the last call, and not dirty, it is empty already.) Damage between
                 # the events read above and this is in the grab that follows.
-                self._socket.sendall(self._subtract)
+                self._wire.send(self._subtract)
             else:
                 self._round_trip()
             seen, self._unseen = self._unseen, 0
@@ -266,8 +295,8 @@ class DamageCounter:
 
     def fileno(self) -> int:
         """The DAMAGE connection's socket: readable once a DamageNotify (or any reply) is waiting."""
-        return self._socket.fileno()
+        return self._wire.fileno()
 
     def close(self) -> None:
-        self._socket.close()
+        self._wire.close()
         close_display(self._display, "DAMAGE")
