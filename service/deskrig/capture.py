@@ -133,6 +133,18 @@ class CapturePipeline:
         self._lock = threading.Lock()
         self._cache: tuple[object, int, _Encoded] | None = None
 
+    def is_quick(self, options: CaptureOptions) -> bool:
+        """Whether a screen area captured with ``options`` takes a few milliseconds at most and
+        runs on any thread: an encoder that encodes only the changed bands, unscaled; no file to
+        write; no personal data to mask (OCR, and the tree detector asks the event loop from a
+        worker thread)."""
+        return (
+            imaging.normalize_format(options.format) in imaging.BAND_ENCODED
+            and options.max_width is None
+            and options.save_dir is None
+            and not self._observer.masks(options.mask_pii)
+        )
+
     def run(
         self, target: CaptureTarget, options: CaptureOptions, save_file: Path | None = None
     ) -> tuple[ScreenshotMetadata, bytes]:

@@ -49,6 +49,9 @@ from deskrig.png import encode_png, has_alpha
 
 SUPPORTED_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
 DEFAULT_QUALITY: dict[ImageFormat, int] = {"jpeg": 80, "webp": 80}
+#: Formats whose encoders take a frame band by band and encode only the bands that changed since
+#: the last frame (:mod:`deskrig.png`, :mod:`deskrig.turbojpeg`): a few ms even when all changed.
+BAND_ENCODED: frozenset[ImageFormat] = frozenset({"png", "jpeg"})
 MIME_TYPES: dict[ImageFormat, str] = {
     "png": "image/png",
     "jpeg": "image/jpeg",

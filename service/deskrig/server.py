@@ -8,7 +8,6 @@ with the traceback kept in the server log. :func:`deskrig.errors.tool_error` rea
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import logging
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+import pybase64
 import pydantic_core
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -175,6 +175,8 @@ class DeskrigServer:
         self.tools: dict[str, AnyTool] = {spec.name: spec for spec in specs}
         #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
         self.last_activity = time.time()
+        #: Served to one client (stdio): quick blocking steps run on the event loop (CallInfo.one_client).
+        self.one_client = False
         self.mcp: Server[Any] = mcp_server(self.list_tools, self.call_tool)
         # A stateless (2026-07-28) tools/call has its Mcp-Param-* headers checked against the tool's
         # input schema; without this the SDK runs the whole tools/list handler for it, and dumps
@@ -231,7 +233,7 @@ class DeskrigServer:
     async def call(self, spec: AnyTool, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:
         """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises
         but a cancellation, which is observed and audited (CANCELLED) before it propagates."""
-        call = replace(call, via=self)
+        call = replace(call, via=self, one_client=self.one_client)
         self.last_activity = time.time()
         started = time.perf_counter()
         result: ToolResult | None = None
@@ -342,9 +344,10 @@ class DeskrigServer:
         # against 0.77 for the model's JSON parsed back and 2.1 for json.dumps.
         structured = self._leaving(result.structured.model_dump(mode="json", exclude_none=spec.omit_none))
         text = pydantic_core.to_json(structured).decode()
+        # pybase64 (SIMD): 6 µs for a 150 kB JPEG, against 300 µs for the standard library's.
         content: list[types.ContentBlock] = [
             types.ImageContent(
-                type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type
+                type="image", data=pybase64.b64encode_as_string(image.data), mime_type=image.mime_type
             )
             for image in result.images
         ]
@@ -352,7 +355,7 @@ class DeskrigServer:
             types.EmbeddedResource(
                 type="resource",
                 resource=types.BlobResourceContents(
-                    uri=part.uri, mime_type=part.mime_type, blob=base64.b64encode(part.data).decode("ascii")
+                    uri=part.uri, mime_type=part.mime_type, blob=pybase64.b64encode_as_string(part.data)
                 ),
             )
             for part in result.resources

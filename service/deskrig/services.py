@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel
@@ -31,6 +32,7 @@ from deskrig.security import SecurityContext
 
 Profile = Literal["default", "acs"]
 InputT = TypeVar("InputT", bound=BaseModel)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -82,10 +84,24 @@ class CallInfo:
     disconnected: Callable[[], Awaitable[bool]] | None = None
     #: The call path this call came in by, for a tool that runs other tools (replay_trajectory).
     via: CallPath | None = None
+    #: The transport serves one client (stdio): a quick blocking step (:func:`run_blocking`) runs
+    #: on the event loop, which has nothing else to serve meanwhile, without a worker thread.
+    one_client: bool = False
 
     @property
     def client_id(self) -> str:
         return self.client.key
+
+
+async def run_blocking(call: CallInfo, work: Callable[[], T], *, quick: bool = True) -> T:
+    """``work()``, which blocks (X calls, encoding): in a worker thread, or, when ``quick`` (a few
+    milliseconds at most, and never waiting for the event loop) and the call's transport serves one
+    client, right here. The hop cost the event loop about 0.13 ms of CPU a call (measured in a
+    stdio server under load) and the client a thread wake-up; over HTTP, other clients' calls go
+    on while the thread works."""
+    if quick and call.one_client:
+        return work()
+    return await anyio.to_thread.run_sync(work)
 
 
 def client_of(ctx: ServerRequestContext[Any, Any]) -> ClientRef:

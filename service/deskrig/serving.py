@@ -192,6 +192,7 @@ def serve(
     HTTP serves on ``listener``, bound beforehand by :func:`deskrig.guard.bind_listener`."""
     try:
         if listener is None:
+            server.one_client = True
             anyio.run(_serve_stdio, server.mcp, stop)
         else:
             anyio.run(_serve_http, server, transport, listener, tokens, readiness, stop)
@@ -312,6 +313,7 @@ class DeferredServer:
                     try:
                         self._specs.result()  # the tools, imported by _build
                         self._server = self._build_server(desktop)
+                        self._server.one_client = True
                     except BaseException:
                         desktop.close()
                         raise

@@ -8,8 +8,12 @@ mss used Xlib handles that only worked on the thread that opened them.)
 from __future__ import annotations
 
 import logging
+import os
 import select
+import socket
+import struct
 import threading
+import time
 from collections.abc import Callable
 
 import mss
@@ -103,6 +107,70 @@ class ScreenGrabber:
             self._mss = None
 
 
+#: Every X event, error and reply starts with 32 bytes; a reply's (and a generic event's) CARD32 at
+#: byte 4 counts the 4-byte units that follow.
+X_UNIT = 32
+X_ERROR, X_REPLY, X_GENERIC_EVENT = 0, 1, 35
+#: GetInputFocus: the smallest request with a reply, sent for a round trip (as XSync does).
+GET_INPUT_FOCUS = struct.pack("=BxH", 43, 1)
+#: GetGeometry's opcode: the root's size, with the reply's width and height at bytes 16 and 18.
+GET_GEOMETRY = 14
+#: DAMAGE's minor opcode for DamageSubtract (damage, repair, parts: 16 bytes with its header).
+DAMAGE_SUBTRACT = 3
+#: How long a round trip may take before the X server is taken for stuck (a python-xlib sync
+#: would wait forever).
+ROUND_TRIP_TIMEOUT_S = 10.0
+
+
+class XUnits:
+    """What an X server sends on one connection, whole: events, errors and replies (with their
+    extra data), in the order they came, read off its socket. ``unparsed``: bytes already read
+    from the socket by whoever used it before (python-xlib's unparsed tail)."""
+
+    def __init__(self, connection: socket.socket, unparsed: bytes = b"") -> None:
+        self._socket = connection
+        self._received = bytearray(unparsed)
+        self._readable = select.poll()
+        self._readable.register(connection.fileno(), select.POLLIN)
+
+    def send(self, request: bytes) -> None:
+        self._socket.sendall(request)
+
+    def readable(self, timeout_ms: int = 0) -> bool:
+        """Whether the socket has something to read within ``timeout_ms``."""
+        return bool(self._readable.poll(timeout_ms))
+
+    def receive(self) -> list[bytes]:
+        """Read what the socket holds (it must be readable): every unit now whole, in order. A
+        unit's first byte says what it is (the top bit: an event sent by SendEvent)."""
+        try:
+            data = self._socket.recv(1 << 16)
+        except OSError as exc:
+            raise BackendError(ErrorCode.CAPTURE_FAILED, f"the X connection failed: {exc}") from exc
+        if not data:
+            raise BackendError(ErrorCode.CAPTURE_FAILED, "the X server closed the connection")
+        received = self._received
+        received += data
+        units = []
+        start = 0
+        while len(received) - start >= X_UNIT:
+            size = X_UNIT
+            if received[start] & 0x7F in (X_REPLY, X_GENERIC_EVENT):
+                size += 4 * struct.unpack_from("=I", received, start + 4)[0]
+            if len(received) - start < size:
+                break
+            units.append(bytes(received[start : start + size]))
+            start += size
+        del received[:start]
+        return units
+
+    def fileno(self) -> int:
+        return self._socket.fileno()
+
+    def close(self) -> None:
+        self._socket.close()
+
+
 class DamageCounter:
     """A serial that changes whenever anything on the root window may have changed, and the root
     window's size, both kept from the events of a connection of its own (so draining them never
@@ -125,6 +193,11 @@ class DamageCounter:
     damage events: no round trip a call. The X server writes a client's events out before a reply
     it queued later (its list of clients with output pending is in that order), so by the time the
     client that resized has its answer, the event is in this connection's socket.
+
+    python-xlib sets the connection up; after that the counter speaks the protocol itself: it
+    sends one fixed DamageSubtract or GetInputFocus and reads 32-byte events off the socket.
+    python-xlib's request and event objects cost some 0.15 ms of Python a call on a changing
+    screen, and every screenshot, video frame and live-view frame reads the serial.
     """
 
     def __init__(self, display_name: str) -> None:
@@ -132,35 +205,71 @@ class DamageCounter:
         self._lock = threading.Lock()
         # The server refuses DAMAGE requests from a client that has not negotiated a version.
         self._display.damage_query_version()
-        # python-xlib registers a copy of the DamageNotify class, so events are told apart by code.
-        self._notify_code = self._display.query_extension("DAMAGE").first_event + damage.DamageNotifyCode
+        extension = self._display.query_extension("DAMAGE")
+        self._notify_code = extension.first_event + damage.DamageNotifyCode
         root = self._display.screen().root
         root.change_attributes(event_mask=X.StructureNotifyMask)
-        self._damage = root.damage_create(damage.DamageReportNonEmpty)
-        geometry = root.get_geometry()  # after selecting ConfigureNotify: no resize falls between
-        self._bounds = Bounds(x=0, y=0, width=geometry.width, height=geometry.height)
+        damage_id = root.damage_create(damage.DamageReportNonEmpty)
+        self._display.sync()
+        self._subtract = struct.pack(
+            "=BBHIII", extension.major_opcode, DAMAGE_SUBTRACT, 4, damage_id, X.NONE, X.NONE
+        )
         self._serial = 0
         #: DamageNotify events received and not yet counted by serial().
         self._unseen = 0
         self._dirty = True  # the first caller has never seen the screen
-        self._readable = select.poll()
-        self._readable.register(self._display.fileno(), select.POLLIN)
+        self._bounds = Bounds(x=0, y=0, width=0, height=0)
+        # From here on the socket is ours: what python-xlib queued or holds unparsed is taken over
+        # (its ConfigureNotify events are older than the geometry asked for below).
+        while self._display.pending_events():
+            if self._display.next_event().type == self._notify_code:
+                self._unseen += 1
+        connection = socket.socket(fileno=os.dup(self._display.fileno()))
+        self._wire = XUnits(connection, self._display.display.data_recv or b"")
+        # After selecting ConfigureNotify: no resize falls between; one that comes before the
+        # answer is older than it, one after it is read after it.
+        geometry = self._round_trip(struct.pack("=BxHI", GET_GEOMETRY, 2, root.id))
+        width, height = struct.unpack_from("=HH", geometry, 16)
+        self._bounds = Bounds(x=0, y=0, width=width, height=height)
+
+    def _receive(self) -> bytes | None:
+        """Take in every event the socket holds (it must be readable); the reply among them (to
+        the one request in flight that has one), if any."""
+        reply = None
+        for unit in self._wire.receive():
+            kind = unit[0] & 0x7F
+            if kind == X_REPLY:
+                reply = unit
+            elif kind == X_ERROR:
+                # Only a DamageSubtract can fail here (its damage gone): never claim "unchanged".
+                log.warning("X error %d on the DAMAGE connection", unit[1])
+                self._dirty = True
+            elif kind == self._notify_code:
+                self._unseen += 1
+            elif kind == X.ConfigureNotify:
+                width, height = struct.unpack_from("=HH", unit, 20)
+                self._bounds = Bounds(x=0, y=0, width=width, height=height)
+        return reply
 
     def _drain(self) -> None:
-        """Take in the events received so far (no round trip). python-xlib's own check costs some
-        0.1 ms of Python, so it is made only when the socket has something to read; its queue is
-        empty between calls (every call that fills it drains it)."""
-        if not self._readable.poll(0):
-            return
-        self._take_events()
+        """Take in the events received so far (no round trip)."""
+        while self._wire.readable():
+            self._receive()
 
-    def _take_events(self) -> None:
-        while self._display.pending_events():
-            event = self._display.next_event()
-            if event.type == self._notify_code:
-                self._unseen += 1
-            elif event.type == X.ConfigureNotify:
-                self._bounds = Bounds(x=0, y=0, width=event.width, height=event.height)
+    def _round_trip(self, request: bytes = GET_INPUT_FOCUS) -> bytes:
+        """Send ``request`` (one with a reply) and read up to its reply, which it returns: every
+        event the server queued before it has arrived then."""
+        self._wire.send(request)
+        deadline = time.monotonic() + ROUND_TRIP_TIMEOUT_S
+        while True:
+            wait_ms = max(0, round((deadline - time.monotonic()) * 1000))
+            if not self._wire.readable(wait_ms):
+                raise BackendError(
+                    ErrorCode.CAPTURE_FAILED, f"the X server did not answer in {ROUND_TRIP_TIMEOUT_S:g} s"
+                )
+            reply = self._receive()
+            if reply is not None:
+                return reply
 
     def serial(self) -> int:
         with self._lock:
@@ -169,12 +278,9 @@ class DamageCounter:
                 # Empty the damage region, so that the next damage sends an event. (Without an
                 # event since the last call, and not dirty, it is empty already.) Damage between
                 # the events read above and this is in the grab that follows.
-                self._display.damage_subtract(self._damage, X.NONE, X.NONE)
-                self._display.flush()
+                self._wire.send(self._subtract)
             else:
-                # The round trip makes every event the server queued before it arrive first.
-                self._display.sync()
-                self._take_events()
+                self._round_trip()
             seen, self._unseen = self._unseen, 0
             if seen or self._dirty:
                 self._serial += 1
@@ -189,8 +295,8 @@ class DamageCounter:
 
     def fileno(self) -> int:
         """The DAMAGE connection's socket: readable once a DamageNotify (or any reply) is waiting."""
-        fd: int = self._display.fileno()
-        return fd
+        return self._wire.fileno()
 
     def close(self) -> None:
+        self._wire.close()
         close_display(self._display, "DAMAGE")

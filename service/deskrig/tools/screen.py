@@ -5,14 +5,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import anyio
 from pydantic import BaseModel, Field
 
 from deskrig.capture import CaptureOptions, CaptureTarget, ScreenshotMetadata
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, CursorPosition, DisplayInfo, ScreenSize
 from deskrig.privacy import masking_audit
-from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec
+from deskrig.services import AnyTool, CallInfo, ImagePart, Services, ToolResult, ToolSpec, run_blocking
 
 #: display_id 0: every display together (mss's monitor 0), the same as no display_id.
 ALL_DISPLAYS = 0
@@ -49,17 +48,17 @@ class ScreenshotRegionInput(CaptureOptions, RegionArguments):
 
 
 async def list_displays(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
-    displays = await anyio.to_thread.run_sync(services.desktop.displays)
+    displays = await run_blocking(call, services.desktop.displays)
     return ToolResult(DisplayList(displays=displays))
 
 
 async def get_screen_size(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
-    bounds = await anyio.to_thread.run_sync(services.desktop.screen_bounds)
+    bounds = await run_blocking(call, services.desktop.screen_bounds)
     return ToolResult(ScreenSize(width=bounds.width, height=bounds.height))
 
 
 async def get_cursor_position(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
-    return ToolResult(await anyio.to_thread.run_sync(services.desktop.cursor_position))
+    return ToolResult(await run_blocking(call, services.desktop.cursor_position))
 
 
 def find_display(displays: list[DisplayInfo], display_id: int) -> DisplayInfo:
@@ -96,23 +95,31 @@ def region_target(services: Services, x: int, y: int, width: int, height: int) -
 
 
 async def capture(
-    services: Services, target: Callable[[], CaptureTarget], options: CaptureOptions
+    services: Services,
+    call: CallInfo,
+    target: Callable[[], CaptureTarget],
+    options: CaptureOptions,
+    *,
+    screen_area: bool = True,
 ) -> ToolResult:
-    """Capture what ``target`` (blocking: it asks the desktop) names, both in one worker thread: a
-    thread hop costs about as much as the X round trips it would wrap."""
-    metadata, data = await anyio.to_thread.run_sync(lambda: services.capture.run(target(), options))
+    """Capture what ``target`` (blocking: it asks the desktop) names, both in one worker thread (a
+    thread hop costs about as much as the X round trips it would wrap), or none where a screen area
+    is captured quickly (:func:`run_blocking`). A window's pixels may wait for windows to be hidden
+    and redrawn (``screen_area=False``): always in a thread."""
+    quick = screen_area and services.capture.is_quick(options)
+    metadata, data = await run_blocking(call, lambda: services.capture.run(target(), options), quick=quick)
     return ToolResult(
         metadata, images=[ImagePart(data, metadata.mime_type)], audit=masking_audit(metadata.pii_masking)
     )
 
 
 async def screenshot_screen(services: Services, call: CallInfo, args: ScreenshotScreenInput) -> ToolResult:
-    return await capture(services, functools.partial(screen_target, services, args.display_id), args)
+    return await capture(services, call, functools.partial(screen_target, services, args.display_id), args)
 
 
 async def screenshot_region(services: Services, call: CallInfo, args: ScreenshotRegionInput) -> ToolResult:
     target = functools.partial(region_target, services, args.x, args.y, args.width, args.height)
-    return await capture(services, target, args)
+    return await capture(services, call, target, args)
 
 
 TOOLS: list[AnyTool] = [

@@ -138,7 +138,7 @@ async def list_apps(services: Services, call: CallInfo, args: NoArguments) -> To
 
 async def screenshot_window(services: Services, call: CallInfo, args: ScreenshotWindowInput) -> ToolResult:
     target = functools.partial(window_target, services, args.window_id, args.window_title, args.include_frame)
-    return await capture(services, target, args)
+    return await capture(services, call, target, args, screen_area=False)
 
 
 TOOLS: list[AnyTool] = [
