@@ -4,13 +4,18 @@ sway drew before the capture was asked for, and every change deskrig itself made
 The tests' own Wayland client takes plain screen copies, which sway hands over at its next commit:
 once one shows a change, sway has drawn it, and the desktop's capture asked for after that must
 show it too. Each change is made while the desktop holds a frame from before it (its previous
-capture kept the watch armed).
+capture kept the watch armed). A watch that lost its proof (two frames faster than it could ask
+again) proves a still screen again by itself, with nothing drawn.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from tests.desktop.conftest import FixtureApp
@@ -111,15 +116,28 @@ def test_a_capture_right_after_a_move_shows_the_pointer_where_it_went(
 
 
 @pytest.fixture
-def brief_hold(sway: SwaySession, monkeypatch: pytest.MonkeyPatch) -> Iterator[Desktop]:
-    """A desktop of its own (the session's is watched by the live screen for good) whose captures
-    keep the frames held for a moment only."""
-    monkeypatch.setattr(sway_damage, "HOLD_SECONDS", 0.5)
+def own_desktop(sway: SwaySession, monkeypatch: pytest.MonkeyPatch) -> Iterator[Desktop]:
+    """A desktop of its own, with a damage watch of its own (the session's is watched by the live
+    screen for good)."""
     for name, value in sway.env.items():
         monkeypatch.setenv(name, value)
     desktop = open_desktop("sway")
     yield desktop
     desktop.close()
+
+
+@pytest.fixture
+def brief_hold(own_desktop: Desktop, monkeypatch: pytest.MonkeyPatch) -> Desktop:
+    """A desktop of its own whose captures keep the frames held for a moment only."""
+    monkeypatch.setattr(sway_damage, "HOLD_SECONDS", 0.5)
+    return own_desktop
+
+
+def _watch(desktop: Desktop) -> sway_damage.DamageWatch:
+    """The desktop's damage watch (its first capture starts it)."""
+    watch = desktop._backend._damage  # type: ignore[attr-defined]
+    assert isinstance(watch, sway_damage.DamageWatch)
+    return watch
 
 
 def test_an_idle_desktop_gives_the_held_frames_back_and_captures_again_after(
@@ -128,8 +146,7 @@ def test_an_idle_desktop_gives_the_held_frames_back_and_captures_again_after(
     window = window_of(brief_hold, color_app)
     inside = Bounds(x=window.bounds.x + 10, y=window.bounds.y + 10, width=40, height=40)
     assert brief_hold.grab(inside).image().getcolors() == [(40 * 40, COLOR)]
-    watch = brief_hold._backend._damage  # type: ignore[attr-defined]
-    assert isinstance(watch, sway_damage.DamageWatch)
+    watch = _watch(brief_hold)
     poll("the frames held", lambda: any(o.held for o in watch._outputs.values()))
     poll("the copies given back", lambda: not watch._outputs, timeout=10)
     # Back from idle on a still screen: the first capture copies afresh, and a plain copy makes
@@ -137,3 +154,66 @@ def test_an_idle_desktop_gives_the_held_frames_back_and_captures_again_after(
     assert brief_hold.grab(inside).image().getcolors() == [(40 * 40, COLOR)]
     poll("a frame held again", lambda: any(o.held and o.covered for o in watch._outputs.values()))
     assert brief_hold.grab(inside).image().getcolors() == [(40 * 40, COLOR)]
+
+
+@contextmanager
+def _stalled(watch: sway_damage.DamageWatch, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The watch's thread held at the top of its loop, where it asks for copies: sway's events
+    wait in its socket until the block ends."""
+    stalled, resume = threading.Event(), threading.Event()
+    tend = watch._tend
+
+    def held_up() -> float | None:
+        stalled.set()
+        resume.wait()
+        return tend()
+
+    monkeypatch.setattr(watch, "_tend", held_up)
+    watch._wake()  # the thread goes round its loop: into the hold-up
+    try:
+        poll("the watch's thread held up", stalled.is_set)
+        yield
+    finally:
+        resume.set()
+
+
+def test_the_watch_covers_the_output_again_by_itself_on_a_still_screen(
+    own_desktop: Desktop, color_app: FixtureApp, observer: WaylandConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two frames sway draws before the watch can ask again (a loaded machine) leave the output
+    uncovered: neither its held frame nor a still damage serial proves anything then. On a still
+    screen no damaged copy completes to cover it again, so the watch must, with nothing drawn."""
+    window = window_of(own_desktop, color_app)
+    output = _output(own_desktop)
+    own_desktop.grab(own_desktop.screen_bounds())  # a capture: the watch holds frames
+    watch = _watch(own_desktop)
+    poll(
+        "every copy armed and the output covered",
+        lambda: (
+            watch._outputs
+            and all(o.covered and all(c.armed for c in o.copies) for o in watch._outputs.values())
+        ),
+    )
+    left_uncovered: list[bool] = []
+    completed = watch._completed
+
+    def seen(watched: Any, copy: Any, *when: int) -> None:
+        completed(watched, copy, *when)
+        left_uncovered.append(not watched.covered)
+
+    monkeypatch.setattr(watch, "_completed", seen)
+    spots = [(window.bounds.x + 10 + 2 * CURSOR_BOX * n, window.bounds.y + 10) for n in range(2)]
+    with _stalled(watch, monkeypatch):
+        for spot in spots:  # two frames: each completes one of the copies armed before
+            own_desktop.with_input(lambda device, spot=spot: device.move(*spot))
+            _drawn(observer, output, spot)  # sway has drawn the move
+    poll("a completion that found no other copy armed", lambda: any(left_uncovered))
+
+    def still_serial() -> int | None:
+        serial = watch.ended()
+        return serial if serial is not None and watch.ended() == serial else None
+
+    poll("a still damage serial, nothing drawn since", still_serial, timeout=10)
+    box = Bounds(x=spots[-1][0], y=spots[-1][1], width=CURSOR_BOX, height=CURSOR_BOX)
+    held = poll("a held frame", lambda: watch.latest(output, box, -math.inf))
+    assert held.image().tobytes() == observer.grab(output, box).image().tobytes()

@@ -29,9 +29,21 @@ when a copy completes, another one was already armed, every later damaged commit
 too, until the armed ones run out: the output is *covered*. A capture sends a sync; when it comes
 back, every completion for commits before the capture was asked for has arrived. If the output is
 still covered and nothing completed since the held frame, no commit after it brought damage: the
-held frame shows every frame sway drew before the request. A completion while no other copy was
-armed (two damaged commits before the thread could ask again) leaves the output uncovered until
-the next completion with one armed: captures then take a fresh copy, as without the watch.
+held frame shows every frame sway drew before the request.
+
+A completion while no other copy was armed (two damaged commits before the thread could ask again)
+leaves the output uncovered: a commit that brought damage before the copies asked again reached
+sway completes one only at sway's next commit, which a sync does not wait for, so an armed copy
+proves nothing yet, and captures take a fresh copy, as without the watch. On a still screen there
+is no next damaged commit, so the thread does not wait for one: once every damaged copy is armed
+again, it asks a *plain* copy, which completes at sway's next commit whatever the damage (asking
+for any copy makes sway draw a frame). That completion covers the output like any other: a
+damaged copy armed when a copy completes was in sway's hands at that commit, so the commit left
+this client no damage (the completing copy took it, or the armed one did, and then its completion
+comes next, before any sync's answer: sway sends both while handling the one commit), and the
+next damaged commit completes the armed copy. So coverage comes back by itself, for one frame
+sway draws. The same plain copy first seeds the held frame after a pause in watching, when
+wlroots still keeps this client's damage and no damaged copy would complete on a still screen.
 
 Why this rather than a faster output: a headless output at 240 Hz cut the wait to a quarter
 (click and screenshot 4.8x faster than swaymsg + grim, not the 5x asked; screen PNG 6.1 ms) but
@@ -114,9 +126,10 @@ class _Held:
 @dataclass
 class _Output:
     copies: list[_Copy] = field(default_factory=lambda: [_Copy() for _ in range(COPIES_PER_OUTPUT)])
-    #: A plain copy asked while there is no held frame. After a pause in watching, wlroots still
-    #: keeps this client's damage, so on a still screen no damaged copy would ever complete.
-    seed: _Copy = field(default_factory=lambda: _Copy(with_damage=False))
+    #: A plain copy, asked while the output is not covered once every damaged copy is armed: it
+    #: completes at sway's next commit whatever the damage, which covers the output again on a
+    #: still screen, where no damaged copy would complete (see the module's proof).
+    plain: _Copy = field(default_factory=lambda: _Copy(with_damage=False))
     held: _Held | None = None
     #: Every damaged commit since ``held`` was drawn has completed a copy (see the module's proof).
     covered: bool = False
@@ -260,8 +273,8 @@ class DamageWatch:
             for copy in watched.copies:
                 if copy.frame is None:
                     self._ask_copy(watched, copy, proxy)
-            if watched.held is None and watched.seed.frame is None:
-                self._ask_copy(watched, watched.seed, proxy)
+            if not watched.covered and watched.plain.frame is None and all(c.armed for c in watched.copies):
+                self._ask_copy(watched, watched.plain, proxy)
         return min(waits, default=None)
 
     def _ask_copy(self, watched: _Output, copy: _Copy, proxy: Any) -> None:
@@ -284,7 +297,8 @@ class DamageWatch:
 
     def _completed(self, watched: _Output, copy: _Copy, sec_hi: int, sec_lo: int, nsec: int) -> None:
         assert copy.buffer is not None  # sway completes only a copy it was given a buffer for
-        # A seed is never counted as armed: only damaged copies wait for damage.
+        # A damaged copy armed now was in sway's hands at this commit (the module's proof); the
+        # plain copy never counts, as it waits for no damage.
         watched.covered = any(other.armed for other in watched.copies if other is not copy)
         if watched.held is not None:
             watched.spare.append(watched.held.buffer)
@@ -345,7 +359,7 @@ class DamageWatch:
             os.write(self._notify, b"d")
 
     def _release_output(self, watched: _Output) -> None:
-        for copy in [*watched.copies, watched.seed]:
+        for copy in [*watched.copies, watched.plain]:
             if copy.frame is not None:
                 self._forget(copy)
             if copy.buffer is not None:
