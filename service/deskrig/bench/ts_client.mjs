@@ -4,7 +4,7 @@
 //   argv[2]: the SDK's package directory (…/node_modules/@modelcontextprotocol/sdk)
 //   stdin, first line: {"transport": "http", "url": …} or {"transport": "stdio", "command": …, "args": […], "env": {…}}
 //   stdout, first line: {"tools": [names of the tools whose outputSchema the Client cached a validator for]}
-//   then per stdin line {"tool": …, "arguments": {…}}: {"ms": …, "check_ms": …} or {"error": …}
+//   then per stdin line {"tool": …, "arguments": {…}}: {"ms", "check_ms", "valid", "from_cache"} or {"error"}
 // callTool checks structuredContent against the outputSchema only for tools listTools cached
 // (ajv, compiled there), so the driver lists the tools first and refuses a tool without one.
 import { readFileSync } from 'node:fs';
