@@ -1,6 +1,6 @@
 """`scripts/bench actions`' get_app_state comparison in one round against a real rig: the pyatspi
 walk, the bare JSON-RPC client (session and stateless calls) and mcp.Client (with and without its
-output schema check) all answer, and each is set against the walk."""
+output schema check) and the TypeScript SDK's Client all answer, and each is set against the walk."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def test_one_round_of_get_app_state_against_the_pyatspi_walk() -> None:
         "get_app_state",
         "get_app_state over MCP/HTTP",
     }
-    assert len(compared) == 4  # in process, bare client (session, stateless), mcp.Client
+    # in process, bare client (session, stateless), mcp.Client, the TypeScript SDK's Client
+    assert len(compared) == 5
     assert all(row.timing.p50 > 0 for row in rows)
     assert [row.timing.name for row in rows if row.timing.name.endswith(", CPU")] == [
         "get_app_state over MCP/HTTP, bare JSON-RPC client, CPU",

@@ -15,6 +15,7 @@ import anyio
 import mcp_types as types
 from mcp_types import methods
 
+from deskrig.bench import ts_client
 from deskrig.bench.over_http import BareMcp, serving
 from deskrig.bench.stats import (
     Row,
@@ -36,6 +37,8 @@ from deskrig.tools import CallInfo, ToolResult
 from deskrig.tools.targets import a11y_of
 
 SYSTEM_PYTHON = "/usr/bin/python3"
+TS_APP_STATE = "get_app_state over MCP/HTTP, TypeScript SDK Client (Node 22; checks the result against the outputSchema, ajv)"
+TS_FLOOR = "per-call floor: get_screen_size over MCP/HTTP, TypeScript SDK Client"
 TEXT_100 = ("The quick brown fox jumps over the lazy dog. " * 3)[:100]
 
 #: A pyatspi walk of one app's tree (role, name, states, extents per node), once per line read
@@ -117,12 +120,33 @@ async def _skip_output_check(name: str, result: types.CallToolResult) -> None:
     """Stands in for ``ClientSession.validate_tool_result``: what ``mcp.Client`` costs without it."""
 
 
-def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -> tuple[Timing, list[Timing]]:
-    """The pyatspi walk, then get_app_state through a bare JSON-RPC client and through
-    ``mcp.Client`` with and without its output schema check (and each one's per-call floor), one
-    after the other in every round."""
+def _over_mcp(
+    server: DeskrigServer, env: dict[str, str], pid: int, runs: int
+) -> tuple[Timing, list[Timing], list[Timing]]:
+    """The pyatspi walk, then get_app_state through a bare JSON-RPC client, through
+    ``mcp.Client`` with and without its output schema check and through the TypeScript SDK's
+    ``Client`` (and each one's per-call floor), one after the other in every round. Last, the
+    TypeScript client's rows, as Node timed them (none where it cannot run)."""
     arguments = {"pid": pid}
-    with serving(server) as url, BareMcp(url) as bare, BareMcp(url, stateless=True) as stateless:
+    with (
+        serving(server) as url,
+        BareMcp(url) as bare,
+        BareMcp(url, stateless=True) as stateless,
+        contextlib.ExitStack() as stack,
+    ):
+        ts = (
+            None
+            if ts_client.missing()
+            else stack.enter_context(ts_client.TsClient(ts_client.HttpTarget(url=url)))
+        )
+        ts_cases = (
+            []
+            if ts is None
+            else [
+                (TS_APP_STATE, ts.case(TS_APP_STATE, "get_app_state", arguments)),
+                (TS_FLOOR, ts.case(TS_FLOOR, "get_screen_size", {})),
+            ]
+        )
 
         async def run(walker: PyatspiWalker) -> list[Timing]:
             async with connect(url) as client, connect(url) as unchecked:
@@ -163,6 +187,7 @@ def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -
                             "get_app_state over MCP/HTTP, bare JSON-RPC client, stateless (2026-07-28) calls",
                             awaitable(lambda: stateless.call("get_app_state", arguments)),
                         ),
+                        *ts_cases,
                     ],
                     runs,
                 )
@@ -175,7 +200,21 @@ def _over_mcp(server: DeskrigServer, env: dict[str, str], pid: int, runs: int) -
     # The walker's own clock: neither the pipe nor the Python start-up is the peer's cost.
     warmup = len(walker.samples_ms) - runs
     peer = Timing(f"peer: pyatspi walk ({walker.nodes} nodes)", walker.samples_ms[warmup:])
-    return peer, timings[1:]
+    # Node's own clock, for the same reason.
+    ts_timings = (
+        []
+        if ts is None
+        else [
+            ts.timing(TS_APP_STATE, runs, TS_APP_STATE),
+            ts.check_timing(
+                TS_APP_STATE,
+                runs,
+                "of which the TypeScript Client's outputSchema check (ajv), run again in Node",
+            ),
+            ts.timing(TS_FLOOR, runs, TS_FLOOR),
+        ]
+    )
+    return peer, timings[1 : len(timings) - len(ts_cases)], ts_timings
 
 
 def app_state_rows(runs: int) -> list[Row]:
@@ -211,7 +250,7 @@ def app_state_rows(runs: int) -> list[Row]:
             checked = _output_check(server, anyio.run(call_tool, server, "get_app_state", {"pid": pid}), runs)
             parsed = _result_parse(server, pid, runs)
             parts = _breakdown(server, pid, runs)
-            peer, (bare, bare_floor, sdk, sdk_floor, unchecked, bare_stateless) = _over_mcp(
+            peer, (bare, bare_floor, sdk, sdk_floor, unchecked, bare_stateless), ts_timings = _over_mcp(
                 server, {**os.environ, **rig.env}, pid, runs
             )
     return [
@@ -233,6 +272,7 @@ def app_state_rows(runs: int) -> list[Row]:
         Row(unchecked.cpu()),
         Row(parsed),
         Row(sdk_floor),
+        *(Row(timing, peer, 20.0) if timing.name == TS_APP_STATE else Row(timing) for timing in ts_timings),
     ]
 
 
@@ -367,3 +407,5 @@ def _input(runs: int) -> list[Row]:
 def run(runs: int) -> None:
     rows = app_state_rows(runs) + _input(runs)
     print_table(f"actions vs peers ({runs} runs, load average {os.getloadavg()[0]:.1f})", rows)
+    if absent := ts_client.missing():
+        print(f"\nget_app_state through the TypeScript SDK's Client: {absent}")

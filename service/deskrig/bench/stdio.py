@@ -43,6 +43,7 @@ from PIL import Image
 
 import deskrig
 from deskrig import imaging
+from deskrig.bench import ts_client
 from deskrig.bench.capture import DEMO_APP
 from deskrig.bench.reliability_rig import INITIALIZE
 from deskrig.bench.stats import Timing, awaitable, measure_interleaved
@@ -301,6 +302,12 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
     cached = 0
     raw = _RawStdio(argv, env)
     sdk_transport = _RawStdio([sys.executable, "-c", ON_THE_SDK_TRANSPORT, *argv[1:]], env)
+    # The TypeScript SDK's Client spawning the same server (where Node and the SDK are installed).
+    ts = (
+        None
+        if ts_client.missing()
+        else ts_client.TsClient(ts_client.StdioTarget(command=argv[0], args=argv[1:], env=env))
+    )
 
     async def run() -> list[Timing]:
         nonlocal cached
@@ -319,6 +326,7 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
                     "sdk floor",
                     awaitable(functools.partial(sdk_transport.call, "sdk floor", "get_screen_size", {})),
                 ),
+                *([] if ts is None else [("ts floor", ts.case("ts floor", "get_screen_size", {}))]),
             ]
             # The spawned servers' cases first, then the in-process ones, whose old Pillow path
             # (tens of ms of CPU, megabytes allocated and freed) would otherwise come just before
@@ -339,6 +347,11 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
                             )
                         ),
                     ),
+                    *(
+                        []
+                        if ts is None
+                        else [(f"ts {fmt}", ts.case(f"ts {fmt}", "screenshot_screen", arguments))]
+                    ),
                 ]
             for fmt in STDIO_TARGETS_MS:
                 for name, encode in (("new", imaging.encode), ("old", _pillow_path)):
@@ -351,6 +364,8 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
     finally:
         raw.peer.close()
         sdk_transport.peer.close()
+        if ts is not None:
+            ts.close()
 
     def ms(name: str) -> str:
         return f"{timings[name].p50:.2f}"
@@ -381,8 +396,38 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
         )
     lines.append(
         "\nscreenshots served from the unchanged-screen cache: "
-        f"{cached + raw.cached + sdk_transport.cached} of {6 * (runs + 2)}"
+        f"{cached + raw.cached + sdk_transport.cached + (0 if ts is None else ts.cached)} of "
+        f"{(6 if ts is None else 8) * (runs + 2)}"
     )
+    return lines + _ts_rows(ts, timings, runs)
+
+
+def _ts_rows(ts: ts_client.TsClient | None, timings: dict[str, Timing], runs: int) -> list[str]:
+    """The same calls through the TypeScript SDK's Client (Node's clock around each awaited
+    ``callTool``), measured in the same rounds, beside the Python clients' figures."""
+    title = "\n#### the same run through the TypeScript SDK's Client (Node 22; ajv checks each result)\n"
+    if ts is None:
+        return [title, str(ts_client.missing())]
+
+    def ms(series: str) -> Timing:
+        return ts.timing(series, runs, series)
+
+    floor = ms("ts floor")
+    lines = [
+        title,
+        "| format | MCP stdio, TypeScript SDK Client, p50 (p95) | of which its outputSchema check | "
+        "target | met | MCP stdio, SDK client (Python), same run | bare JSON-RPC, same run | floor: "
+        "get_screen_size, TypeScript SDK Client, p50 (p95) |",
+        "|---|---:|---:|---:|:-:|---:|---:|---:|",
+    ]
+    for fmt, target in STDIO_TARGETS_MS.items():
+        shot = ms(f"ts {fmt}")
+        check = ts.check_timing(f"ts {fmt}", runs, "check").p50
+        lines.append(
+            f"| {fmt} | {shot.p50:.2f} ({shot.p95:.2f}) | {check:.3f} | {target:g} | "
+            f"{'yes' if shot.p50 <= target else 'NO'} | {timings[f'stdio {fmt}'].p50:.2f} | "
+            f"{timings[f'raw {fmt}'].p50:.2f} | {floor.p50:.2f} ({floor.p95:.2f}) |"
+        )
     return lines
 
 
