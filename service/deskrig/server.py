@@ -173,7 +173,8 @@ class DeskrigServer:
         self.services = services
         specs = tools if tools is not None else tools_for_profile(services.settings.tool_profile)
         self.tools: dict[str, AnyTool] = {spec.name: spec for spec in specs}
-        #: Monotonic time of the last tool call; the orchestrator's idle timeout reads it.
+        #: Epoch time of the last tool call (wall clock: the orchestrator compares it with its own
+        #: clock, outside the container, for the idle timeout).
         self.last_activity = time.time()
         #: Served to one client (stdio): quick blocking steps run on the event loop (CallInfo.one_client).
         self.one_client = False

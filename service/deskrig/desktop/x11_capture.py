@@ -20,6 +20,7 @@ import mss
 from PIL import _imaging as pillow_core  # block caching has no other Python API
 from Xlib import X
 from Xlib.display import Display
+from Xlib.error import ConnectionClosedError
 from Xlib.ext import damage
 
 from deskrig.desktop.x11_conn import close_display
@@ -143,12 +144,14 @@ class XUnits:
     def receive(self) -> list[bytes]:
         """Read what the socket holds (it must be readable): every unit now whole, in order. A
         unit's first byte says what it is (the top bit: an event sent by SendEvent)."""
+        # A lost connection is python-xlib's ConnectionClosedError, as on every other connection
+        # of the backend: the desktop reports it as DISPLAY_NOT_FOUND (the display is gone).
         try:
             data = self._socket.recv(1 << 16)
         except OSError as exc:
-            raise BackendError(ErrorCode.CAPTURE_FAILED, f"the X connection failed: {exc}") from exc
+            raise ConnectionClosedError(f"the X server ({exc})") from exc
         if not data:
-            raise BackendError(ErrorCode.CAPTURE_FAILED, "the X server closed the connection")
+            raise ConnectionClosedError("the X server")
         received = self._received
         received += data
         units = []
