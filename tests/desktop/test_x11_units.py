@@ -64,14 +64,15 @@ def test_bytes_read_before_are_taken_first() -> None:
         server.close()
 
 
+@pytest.mark.parametrize("use", ["receive", "send"])
 def test_a_closed_connection_is_python_xlibs_connection_closed(
-    server_and_units: tuple[socket.socket, XUnits],
+    server_and_units: tuple[socket.socket, XUnits], use: str
 ) -> None:
     """As on the backend's other connections, so that the desktop says DISPLAY_NOT_FOUND."""
     server, units = server_and_units
     server.close()
     with pytest.raises(ConnectionClosedError):
-        units.receive()
+        units.receive() if use == "receive" else units.send(b"\x2b\x00\x01\x00")
 
 
 def test_requests_reach_the_server_as_sent(server_and_units: tuple[socket.socket, XUnits]) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import textwrap
 from dataclasses import replace
 from typing import Any
@@ -408,4 +409,4 @@ def run(runs: int) -> None:
     rows = app_state_rows(runs) + _input(runs)
     print_table(f"actions vs peers ({runs} runs, load average {os.getloadavg()[0]:.1f})", rows)
     if absent := ts_client.missing():
-        print(f"\nget_app_state through the TypeScript SDK's Client: {absent}")
+        sys.stdout.write(f"\nget_app_state through the TypeScript SDK's Client: {absent}\n")

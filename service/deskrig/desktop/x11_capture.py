@@ -135,7 +135,10 @@ class XUnits:
         self._readable.register(connection.fileno(), select.POLLIN)
 
     def send(self, request: bytes) -> None:
-        self._socket.sendall(request)
+        try:
+            self._socket.sendall(request)
+        except OSError as exc:  # the server went away between a read and this write
+            raise ConnectionClosedError(f"the X server ({exc})") from exc
 
     def readable(self, timeout_ms: int = 0) -> bool:
         """Whether the socket has something to read within ``timeout_ms``."""
