@@ -73,9 +73,9 @@ class SetMonitor(rq.Request):
     )
 
 
-def test_the_pointer_is_read_in_one_request(x11_backend: X11Backend, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The recorder reads the pointer up to 30 times a second: the display layout that places it
-    is not read again each time (RandR's monitors are three round trips more)."""
+@pytest.fixture
+def sent_requests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the X requests python-xlib sends from the test's thread, in order."""
     caller = threading.get_ident()
     sent: list[str] = []
     send = XlibConnection.send_request
@@ -86,6 +86,13 @@ def test_the_pointer_is_read_in_one_request(x11_backend: X11Backend, monkeypatch
         send(self, request, wait_for_response)
 
     monkeypatch.setattr(XlibConnection, "send_request", counted)
+    return sent
+
+
+def test_the_pointer_is_read_in_one_request(x11_backend: X11Backend, sent_requests: list[str]) -> None:
+    """The recorder reads the pointer up to 30 times a second: the display layout that places it
+    is not read again each time."""
+    sent = sent_requests
     reads, started = 20, time.monotonic()
     for _ in range(reads):
         x11_backend.cursor_position()
@@ -93,7 +100,17 @@ def test_the_pointer_is_read_in_one_request(x11_backend: X11Backend, monkeypatch
 
     layout_reads = 1 + int(elapsed // LAYOUT_MAX_AGE_S)  # on a slow machine the layout ages
     assert sent.count("QueryPointer") == reads
-    assert len(sent) - reads <= layout_reads * 4, sent  # RandR's version, monitors, a name, the root
+    assert len(sent) - reads <= layout_reads, sent  # RandR's monitors
+
+
+def test_the_display_layout_is_one_request(x11_backend: X11Backend, sent_requests: list[str]) -> None:
+    """RandR's version and the monitors' names are asked once per connection: each ``displays()``
+    after the first is one GetMonitors."""
+    first = x11_backend.displays()
+    sent_requests.clear()
+    for _ in range(3):
+        assert x11_backend.displays() == first
+    assert sent_requests == ["GetMonitors"] * 3
 
 
 def test_the_pointer_display_follows_monitors_defined_while_running(tmp_path: Path) -> None:

@@ -87,7 +87,10 @@ class X11Backend(DesktopBackend):
         if not has("X-Resource"):
             self.note("windows", "no X-Resource extension: pids of apps without _NET_WM_PID are unknown")
         self._windows = WindowLister(self._display)
-        self._has_randr = has("RANDR")
+        # RandR's version and an atom's name cannot change while the connection lives: asked once,
+        # so a layout read is one GetMonitors (the pointer's display reads it every second).
+        self._has_randr_monitors = has("RANDR") and self._randr_version() >= RANDR_MONITORS
+        self._monitor_names: dict[int, str] = {}
         #: The last ``displays()`` and the monotonic time it was read.
         self._layout: tuple[float, list[DisplayInfo]] = (-LAYOUT_MAX_AGE_S, [])
         self._composited = self._redirect_toplevels()
@@ -106,7 +109,7 @@ class X11Backend(DesktopBackend):
 
     def displays(self) -> list[DisplayInfo]:
         with self._translated(ErrorCode.DISPLAY_NOT_FOUND, "cannot read the display layout"):
-            monitors = self._randr_monitors() if self._has_randr else []
+            monitors = self._randr_monitors() if self._has_randr_monitors else []
             if not monitors:
                 self._note_once("displays", "RandR reports no monitors; the whole screen is one display")
                 monitors = [("screen", self._root_bounds(), True)]
@@ -303,13 +306,20 @@ class X11Backend(DesktopBackend):
         finally:
             pixmap.free()
 
-    def _randr_monitors(self) -> list[tuple[str, Bounds, bool]]:
+    def _randr_version(self) -> tuple[int, int]:
         version = self._display.xrandr_query_version()
-        if (version.major_version, version.minor_version) < RANDR_MONITORS:
-            return []
+        return version.major_version, version.minor_version
+
+    def _monitor_name(self, atom: int) -> str:
+        name = self._monitor_names.get(atom)
+        if name is None:
+            name = self._monitor_names[atom] = self._display.get_atom_name(atom)
+        return name
+
+    def _randr_monitors(self) -> list[tuple[str, Bounds, bool]]:
         return [
             (
-                self._display.get_atom_name(monitor.name),
+                self._monitor_name(monitor.name),
                 Bounds(
                     x=monitor.x, y=monitor.y, width=monitor.width_in_pixels, height=monitor.height_in_pixels
                 ),
