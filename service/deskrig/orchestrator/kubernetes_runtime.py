@@ -118,7 +118,7 @@ def _not_found(exc: Exception) -> bool:
 
 def load_core_api() -> tuple[Any, bool, str | None]:
     """``(CoreV1Api, in_cluster, namespace of the kubeconfig context)``, configured the usual way:
-    in-cluster service account, else ``$KUBECONFIG`` / ``~/.kube/config``."""
+    in-cluster service account, else ``$KUBECONFIG`` (as set when called) / ``~/.kube/config``."""
     try:
         from kubernetes import client
         from kubernetes import config as kube_config
@@ -134,9 +134,11 @@ def load_core_api() -> tuple[Any, bool, str | None]:
         return client.CoreV1Api(), True, None
     except config.ConfigException:
         pass
+    # KUBECONFIG as it is now: the client's default is the value it had when it was imported.
+    kubeconfig = os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
-        config.load_kube_config()
-        _, context = config.list_kube_config_contexts()
+        config.load_kube_config(config_file=kubeconfig)
+        _, context = config.list_kube_config_contexts(config_file=kubeconfig)
     except (config.ConfigException, OSError) as exc:
         raise DeskrigError(
             ErrorCode.RUNTIME_UNAVAILABLE,
