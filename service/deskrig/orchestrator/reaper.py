@@ -6,8 +6,10 @@ A rig is reaped when
 - it belongs to another orchestrator on this host whose lease is gone.
 
 A runtime whose create makes an object before the rig itself (Kubernetes: the token Secret, then
-the Pod that owns it) also lists what a crash between the two leaves (:class:`Leftover`): judged
-as rigs are, and besides, whoever made it, once older than :data:`LEFTOVER_GRACE`.
+the Pod that owns it; swarm: the token secret, then the service that mounts it) also lists what a
+crash between the two leaves (:class:`Leftover`): judged as rigs are, and besides, whoever made
+it, once older than :data:`LEFTOVER_GRACE` (else one made on another host whose maker never comes
+back, and which carries no expiry, would stay forever).
 
 The lease is an exclusive ``flock`` on ``<state_dir>/leases/<orchestrator id>.lock``, held for the
 orchestrator's lifetime; every rig names its owner's lease file in a label. The kernel drops the
@@ -24,6 +26,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -126,6 +129,16 @@ class Leftover:
     what: str
     handle: RigHandle
     created_at: float
+
+
+def created_epoch(timestamp: object) -> float:
+    """A creation time as an API gives it (ISO 8601: Kubernetes' ``creationTimestamp``, the
+    engine's ``CreatedAt``, to the nanosecond) in epoch seconds; now when there is none, so that
+    an object of unknown age counts as new."""
+    try:
+        return datetime.fromisoformat(str(timestamp)).timestamp()
+    except ValueError:
+        return time.time()
 
 
 @runtime_checkable
