@@ -54,6 +54,10 @@ needs_a_kubelet = pytest.mark.skipif(
 #: The fake's namespace, as its kubeconfig context names it.
 FAKE_NAMESPACE = "rigs"
 IMAGE = os.environ.get("DESKRIG_TEST_K8S_IMAGE", RIG_IMAGE)
+#: How the tests reach rigs (the fake's pods answer either way), and their namespace (default:
+#: the kubeconfig context's).
+ENDPOINT = os.environ.get("DESKRIG_TEST_K8S_ENDPOINT", "node-port")
+TEST_NAMESPACE = os.environ.get("DESKRIG_TEST_K8S_NAMESPACE") or None
 #: Pulling the rig image onto a node the first time takes a while.
 START_TIMEOUT = 600.0
 
@@ -87,12 +91,11 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCor
 async def runtime(
     cluster_config: OrchestratorConfig, cluster: FakeCoreV1Api | None
 ) -> AsyncIterator[KubernetesRuntime]:
-    endpoint = os.environ.get("DESKRIG_TEST_K8S_ENDPOINT", "node-port")
-    assert endpoint in ("pod-ip", "node-port")
+    assert ENDPOINT in ("pod-ip", "node-port")
     rt = kubernetes_runtime(
         cluster_config,
-        namespace=os.environ.get("DESKRIG_TEST_K8S_NAMESPACE"),
-        endpoint=endpoint,
+        namespace=TEST_NAMESPACE,
+        endpoint=ENDPOINT,
         start_timeout=START_TIMEOUT,
     )
     yield rt
@@ -114,14 +117,29 @@ def rig(
     return RigRequest(session, IMAGE, command, env, labels)
 
 
+def cluster_api() -> tuple[Any, str]:
+    """The cluster's CoreV1Api, loaded as the runtime loads it, and the tests' namespace."""
+    api, _, context_namespace = load_core_api()
+    return api, TEST_NAMESPACE or context_namespace or RigPodSettings().namespace
+
+
 async def test_a_session_starts_serves_and_stops(
     cluster_config: OrchestratorConfig, runtime: KubernetesRuntime
 ) -> None:
+    """Its Secret (and its NodePort Service) name its Pod as their owner, for the garbage collector."""
     async with Orchestrator(cluster_config, runtime) as orchestrator:
         info = await orchestrator.start(SessionSpec(image=IMAGE))
         assert info.state is SessionState.READY and info.mcp_url and info.token
         (handle,) = await runtime.list_by_label(managed_labels(info.id))
         assert handle.labels[LABEL_SESSION] == info.id
+        api, namespace = cluster_api()
+        pod = api.read_namespaced_pod(handle.name, namespace)
+        owned = [api.read_namespaced_secret(f"{handle.name}-token", namespace)]
+        if ENDPOINT == "node-port":
+            owned.append(api.read_namespaced_service(handle.name, namespace))
+        for obj in owned:
+            owners = [(ref.kind, ref.name, ref.uid) for ref in obj.metadata.owner_references]
+            assert owners == [("Pod", handle.name, pod.metadata.uid)], obj.metadata.name
         base = info.mcp_url.removesuffix("/mcp")
         async with httpx2.AsyncClient() as http:
             assert (await http.get(f"{base}/readyz")).status_code == 200
@@ -173,10 +191,7 @@ async def test_the_reaper_removes_the_token_secret_of_a_create_that_died(
     """A Secret whose Pod never came goes: at once when its orchestrator on this host is dead,
     whoever made it once older than the grace (none here); until then one made elsewhere stays,
     and a live rig's and one without deskrig's labels always do."""
-    api, _, context_namespace = load_core_api()
-    namespace = (
-        os.environ.get("DESKRIG_TEST_K8S_NAMESPACE") or context_namespace or RigPodSettings().namespace
-    )
+    api, namespace = cluster_api()
     dying = KubernetesRuntime(
         cluster_config, api=DiesBeforeThePod(api), namespace=namespace, endpoint="pod-ip"
     )
