@@ -46,12 +46,13 @@ log = logging.getLogger("deskrig.orchestrator.reaper")
 #: An expired rig's owner gets this long to stop it itself before the reaper does.
 EXPIRY_GRACE = 60.0
 #: How old a :class:`Leftover` must be before it goes whoever made it. A live orchestrator's
-#: create holds one for a single API call (create the Pod) before the rig owns it, so this only
-#: needs to outlast a slow call (the API server gives up on a request after 60 s) plus the skew
-#: between the orchestrator's clock and the API server's, which stamps the creation time.
-#: Ten minutes covers both many times over; keeping a dead create's token secret that long costs
-#: nothing, since no rig of it runs to accept the token. A create that still lost its secret would
-#: fail cleanly (its pod cannot start without it) rather than leave anything.
+#: create holds one for a single API call (create the Pod, or the swarm service) before the rig
+#: owns or mounts it, so this only needs to outlast a slow call (the API server gives up on a
+#: request after 60 s, the Docker SDK's client too) plus the skew between the orchestrator's clock
+#: and the server's, which stamps the creation time. Ten minutes covers both many times over;
+#: keeping a dead create's token secret that long costs nothing, since no rig of it runs to accept
+#: the token. A create that still lost its secret would fail cleanly (its pod cannot start without
+#: it; the swarm refuses a service whose secret is gone) rather than leave anything.
 LEFTOVER_GRACE = 600.0
 
 
