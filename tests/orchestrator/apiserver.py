@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -124,3 +125,19 @@ def serving(fake: FakeCoreV1Api) -> Iterator[ApiServer]:
     finally:
         api.server.shutdown()
         api.server.server_close()
+
+
+def write_kubeconfig(path: Path, server_url: str, namespace: str) -> Path:
+    """A kubeconfig whose current context is the API server at ``server_url`` and ``namespace``,
+    as ``kubectl config`` writes one (JSON is YAML); the client loads it from ``KUBECONFIG``."""
+    context = {"cluster": "fake", "user": "orchestrator", "namespace": namespace}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server_url}}],
+        "users": [{"name": "orchestrator", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": context}],
+        "current-context": "fake",
+    }
+    path.write_text(json.dumps(config))
+    return path

@@ -16,6 +16,7 @@ import anyio
 import anyio.abc
 import docker
 import httpx
+import kubernetes_validate
 from tests.polling import poll
 
 from deskrig.client import connect
@@ -31,6 +32,13 @@ from deskrig.orchestrator.runtime import (
 from deskrig.orchestrator.service import ServiceState, read_state
 
 T = TypeVar("T")
+#: The Kubernetes version whose schemas every object the Kubernetes runtime renders must match.
+K8S_VERSION = "1.37.0"
+
+
+def validate(obj: dict[str, Any]) -> None:
+    """``obj`` against the Kubernetes schemas, strict: an unknown or misspelt field fails too."""
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
 async def eventually(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:

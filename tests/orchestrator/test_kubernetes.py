@@ -20,8 +20,8 @@ import anyio
 import kubernetes_validate
 import pytest
 import yaml
-from tests.orchestrator.apiserver import serving
-from tests.orchestrator.helpers import deskrig, eventually, labels_of
+from tests.orchestrator.apiserver import serving, write_kubeconfig
+from tests.orchestrator.helpers import deskrig, eventually, labels_of, validate
 
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.orchestrator.core import Orchestrator
@@ -45,17 +45,11 @@ from deskrig.orchestrator.runtime import LABEL_LEASE, RigRequest, managed_labels
 
 pytestmark = pytest.mark.anyio
 
-K8S_VERSION = "1.37.0"
 NAMESPACE = "rigs"
 TOKEN = "s3cret-token-value"
 ORCHESTRATOR_POD = {
     "metadata": {"name": "deskrig-orchestrator-7d9f-x2", "uid": "0f4c3a5e-1d2b-4c6d-9e8f-0a1b2c3d4e5f"}
 }
-
-
-def validate(obj: dict[str, Any]) -> None:
-    """Strict: an unknown or misspelt field fails too."""
-    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
 def request(
@@ -463,20 +457,7 @@ async def test_an_orchestrator_killed_between_secret_and_pod_leaves_nothing_afte
     from kubernetes import client
 
     with serving(fake) as server:
-        kubeconfig = tmp_path / "kubeconfig"
-        context = {"cluster": "fake", "user": "orchestrator", "namespace": NAMESPACE}
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-                    "users": [{"name": "orchestrator", "user": {"token": "t"}}],
-                    "contexts": [{"name": "fake", "context": context}],
-                    "current-context": "fake",
-                }
-            )
-        )
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url, NAMESPACE)
         labels = labels_of("odead", "skilled", lease=tmp_path / "state" / "leases" / "odead.lock")
         orchestrator = subprocess.Popen(
             [sys.executable, "-c", CREATE_IN_A_PROCESS, "skilled", json.dumps(labels)],

@@ -1,5 +1,7 @@
 """A swarm token secret left without its service (its orchestrator died between creating the two)
-is found and removed by the reaper, on the test engine's swarm; a live owner's secret stays."""
+is found and removed by the reaper, on the test engine's swarm: at once when its orchestrator on
+this host is dead, whoever made it once older than the grace; a live owner's secret stays, and
+one a service mounts always does."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import docker
 import pytest
+from docker.types import SecretReference, ServiceMode
+from tests.orchestrator.conftest import RIG_IMAGE
 from tests.orchestrator.helpers import labels_of
 from tests.orchestrator.runtimes import ensure_swarm
 
@@ -67,3 +71,37 @@ async def test_the_reaper_removes_a_token_secret_whose_service_never_came(
         assert len(session_secrets(docker_client, live_owners)) == 1
     finally:
         living.release()
+
+
+@pytest.mark.anyio
+async def test_a_token_secret_made_elsewhere_goes_once_older_than_the_grace_unless_mounted(
+    docker_client: docker.DockerClient,
+    config: OrchestratorConfig,
+    make_secret: Callable[[dict[str, str]], str],
+) -> None:
+    """Made by an orchestrator on another host, with no expiry: nothing here can tell that its
+    maker is dead, so only its age can; a secret some service mounts is in use, whatever its age
+    and whoever's service that is (the engine would refuse to remove it)."""
+    tag = secrets.token_hex(3)
+    elsewhere = make_secret(labels_of("oleftover-elsewhere", f"selsewhere{tag}", host="another-host"))
+    mounted = make_secret(labels_of("oleftover-elsewhere", f"smounted{tag}", host="another-host"))
+    (mounted_id,) = session_secrets(docker_client, mounted)
+    service = docker_client.services.create(  # not a rig: no labels, no task (zero replicas)
+        RIG_IMAGE,
+        name=f"deskrig-test-mounts-{tag}",
+        mode=ServiceMode("replicated", replicas=0),
+        secrets=[SecretReference(mounted_id, f"deskrig-{mounted}-tokens")],
+    )
+    try:
+        runtime = SwarmRuntime(config.model_copy(update={"runtime": "swarm"}), docker_client)
+
+        async def reaped(**options: float) -> set[str]:
+            swept = await Reaper(runtime, "oleftover-reaper", set, **options).sweep()
+            return {r.handle.session_id for r in swept} & {elsewhere, mounted}
+
+        assert await reaped() == set()  # younger than the grace
+        assert await reaped(leftover_grace=0) == {elsewhere}
+        assert session_secrets(docker_client, elsewhere) == []
+        assert session_secrets(docker_client, mounted) == [mounted_id]
+    finally:
+        service.remove()

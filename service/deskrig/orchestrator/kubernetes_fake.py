@@ -1,5 +1,5 @@
 """An in-memory stand-in for the part of the ``kubernetes`` client's ``CoreV1Api`` that the
-Kubernetes runtime calls, shipped with it (as ``memory_runtime`` ships with the interface): the
+Kubernetes runtime calls (and the reads of single objects a test looks at), shipped with it (as ``memory_runtime`` ships with the interface): the
 runtime's logic runs on the objects it really renders, without a cluster.
 
 What makes it faithful where it matters:
@@ -377,6 +377,10 @@ class FakeCoreV1Api:
             items = [{**meta, "metadata": secret["metadata"]} for secret in items]
         return self._answer({"items": items}, "V1SecretList")
 
+    def read_namespaced_secret(self, name: str, namespace: str, **_: Any) -> Any:
+        self._record("get", "secrets")
+        return self._answer(self._get("secrets", namespace, name), "V1Secret")
+
     def delete_namespaced_secret(self, name: str, namespace: str, **_: Any) -> None:
         self._record("delete", "secrets")
         self._delete("secrets", namespace, name)
@@ -429,6 +433,10 @@ class FakeCoreV1Api:
             self._node_ports[service["metadata"]["name"]] = node_port
             service["spec"]["ports"][0]["nodePort"] = node_port.server.server_address[1]
         return self._answer(service, "V1Service")
+
+    def read_namespaced_service(self, name: str, namespace: str, **_: Any) -> Any:
+        self._record("get", "services")
+        return self._answer(self._get("services", namespace, name), "V1Service")
 
     def list_namespaced_service(self, namespace: str, label_selector: str = "", **_: Any) -> Any:
         self._record("list", "services")

@@ -33,7 +33,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -58,7 +57,7 @@ from deskrig.orchestrator.kubernetes_objects import (
 )
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, OrchestratorConfig
-from deskrig.orchestrator.reaper import Leftover
+from deskrig.orchestrator.reaper import Leftover, created_epoch
 from deskrig.orchestrator.runtime import LABEL_SESSION, ContainerState, RigHandle, RigRequest
 from deskrig.orchestrator.waits import wait_until_ready
 
@@ -118,7 +117,7 @@ def _not_found(exc: Exception) -> bool:
 
 def load_core_api() -> tuple[Any, bool, str | None]:
     """``(CoreV1Api, in_cluster, namespace of the kubeconfig context)``, configured the usual way:
-    in-cluster service account, else ``$KUBECONFIG`` / ``~/.kube/config``."""
+    in-cluster service account, else ``$KUBECONFIG`` (as set when called) / ``~/.kube/config``."""
     try:
         from kubernetes import client
         from kubernetes import config as kube_config
@@ -134,9 +133,11 @@ def load_core_api() -> tuple[Any, bool, str | None]:
         return client.CoreV1Api(), True, None
     except config.ConfigException:
         pass
+    # KUBECONFIG as it is now: the client's default is the value it had when it was imported.
+    kubeconfig = os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
-        config.load_kube_config()
-        _, context = config.list_kube_config_contexts()
+        config.load_kube_config(config_file=kubeconfig)
+        _, context = config.list_kube_config_contexts(config_file=kubeconfig)
     except (config.ConfigException, OSError) as exc:
         raise DeskrigError(
             ErrorCode.RUNTIME_UNAVAILABLE,
@@ -465,7 +466,7 @@ class KubernetesRuntime:
             meta = secret["metadata"]
             handle = self._handle({"metadata": {**meta, "name": rig}}, "")
             if _carries(handle, labels):
-                created = _epoch(meta.get("creationTimestamp"))
+                created = created_epoch(meta.get("creationTimestamp"))
                 leftovers.append(Leftover(f"Secret {meta['name']}", handle, created))
         return leftovers
 
@@ -490,15 +491,6 @@ def _carries(handle: RigHandle, labels: dict[str, str]) -> bool:
     """Whether the rig carries every pair of ``labels``, those the selector could not carry (an
     annotation only) too."""
     return all(handle.labels.get(key) == value for key, value in labels.items())
-
-
-def _epoch(timestamp: object) -> float:
-    """An object's creationTimestamp (as the client serialises it) in epoch seconds; now when it
-    has none, so that an object of unknown age counts as new."""
-    try:
-        return datetime.fromisoformat(str(timestamp)).timestamp()
-    except ValueError:
-        return time.time()
 
 
 def _url(host: str, port: int | None) -> str:

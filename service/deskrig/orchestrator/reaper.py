@@ -6,8 +6,10 @@ A rig is reaped when
 - it belongs to another orchestrator on this host whose lease is gone.
 
 A runtime whose create makes an object before the rig itself (Kubernetes: the token Secret, then
-the Pod that owns it) also lists what a crash between the two leaves (:class:`Leftover`): judged
-as rigs are, and besides, whoever made it, once older than :data:`LEFTOVER_GRACE`.
+the Pod that owns it; swarm: the token secret, then the service that mounts it) also lists what a
+crash between the two leaves (:class:`Leftover`): judged as rigs are, and besides, whoever made
+it, once older than :data:`LEFTOVER_GRACE` (else one made on another host whose maker never comes
+back, and which carries no expiry, would stay forever).
 
 The lease is an exclusive ``flock`` on ``<state_dir>/leases/<orchestrator id>.lock``, held for the
 orchestrator's lifetime; every rig names its owner's lease file in a label. The kernel drops the
@@ -24,6 +26,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -43,12 +46,13 @@ log = logging.getLogger("deskrig.orchestrator.reaper")
 #: An expired rig's owner gets this long to stop it itself before the reaper does.
 EXPIRY_GRACE = 60.0
 #: How old a :class:`Leftover` must be before it goes whoever made it. A live orchestrator's
-#: create holds one for a single API call (create the Pod) before the rig owns it, so this only
-#: needs to outlast a slow call (the API server gives up on a request after 60 s) plus the skew
-#: between the orchestrator's clock and the API server's, which stamps the creation time.
-#: Ten minutes covers both many times over; keeping a dead create's token secret that long costs
-#: nothing, since no rig of it runs to accept the token. A create that still lost its secret would
-#: fail cleanly (its pod cannot start without it) rather than leave anything.
+#: create holds one for a single API call (create the Pod, or the swarm service) before the rig
+#: owns or mounts it, so this only needs to outlast a slow call (the API server gives up on a
+#: request after 60 s, the Docker SDK's client too) plus the skew between the orchestrator's clock
+#: and the server's, which stamps the creation time. Ten minutes covers both many times over;
+#: keeping a dead create's token secret that long costs nothing, since no rig of it runs to accept
+#: the token. A create that still lost its secret would fail cleanly (its pod cannot start without
+#: it; the swarm refuses a service whose secret is gone) rather than leave anything.
 LEFTOVER_GRACE = 600.0
 
 
@@ -126,6 +130,16 @@ class Leftover:
     what: str
     handle: RigHandle
     created_at: float
+
+
+def created_epoch(timestamp: object) -> float:
+    """A creation time as an API gives it (ISO 8601: Kubernetes' ``creationTimestamp``, the
+    engine's ``CreatedAt``, to the nanosecond) in epoch seconds; now when there is none, so that
+    an object of unknown age counts as new."""
+    try:
+        return datetime.fromisoformat(str(timestamp)).timestamp()
+    except ValueError:
+        return time.time()
 
 
 @runtime_checkable

@@ -21,8 +21,9 @@ rig's tokens file, readable by the rig user only (mode 0400, uid 1000: the rig r
 file others may read, and a secret's default is 0444 root): in the service's environment, anyone
 who may inspect services would read it. The secret carries the rig's labels and is created just
 before its service: an orchestrator that dies in between leaves a secret alone, which
-:meth:`SwarmRuntime.list_by_label` lists as a rig without a service, so the reaper judges and
-removes it like any rig.
+:meth:`SwarmRuntime.list_leftovers` lists (no service of its session, none mounting it) for the
+reaper, which removes it as it removes rigs, and whoever made it once older than
+``reaper.LEFTOVER_GRACE``, as Kubernetes' token Secrets.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from deskrig.orchestrator.docker_backend import (
 from deskrig.orchestrator.images import image_reference
 from deskrig.orchestrator.mirror import ArtifactMirror
 from deskrig.orchestrator.models import RIG_PORT, RIG_UID, OrchestratorConfig, rig_scratch_dirs
+from deskrig.orchestrator.reaper import Leftover, created_epoch
 from deskrig.orchestrator.runtime import (
     LABEL_LEASE,
     LABEL_ORCHESTRATOR,
@@ -217,20 +219,34 @@ def published_port(task: dict[str, Any]) -> int | None:
     return None
 
 
-def _secrets_without_service(secrets: list[dict[str, Any]], served: set[str]) -> list[RigHandle]:
-    """Token secrets whose session has no service (see the module's docstring), as rigs without an
-    endpoint: their id is the service's name, which :meth:`SwarmRuntime.destroy` finds gone and
-    then removes the secret; the same ``list_by_label`` filter found both, so one listing says."""
+def label_filter(labels: dict[str, str]) -> dict[str, list[str]]:
+    """The engine's list filter for what carries every pair of ``labels``."""
+    return {"label": [f"{key}={value}" for key, value in labels.items()]}
+
+
+def secrets_in_use(services: list[dict[str, Any]]) -> set[str]:
+    """The ids of the secrets ``services`` mount: the engine refuses to remove those."""
+    return {
+        reference["SecretID"]
+        for service in services
+        for reference in service["Spec"].get("TaskTemplate", {}).get("ContainerSpec", {}).get("Secrets") or []
+    }
+
+
+def secrets_without_service(secrets: list[dict[str, Any]], services: list[dict[str, Any]]) -> list[Leftover]:
+    """Token secrets that no service mounts and whose session has no service (see the module's
+    docstring), as leftovers whose handle's id is the service's name, which
+    :meth:`SwarmRuntime.destroy` finds gone and then removes the secret; ``services``: all of them."""
+    served = {(service["Spec"].get("Labels") or {}).get(LABEL_SESSION) for service in services}
+    used = secrets_in_use(services)
     leftovers = []
     for secret in secrets:
         labels = dict(secret["Spec"].get("Labels") or {})
         session_id = labels.get(LABEL_SESSION, "")
-        if session_id and session_id not in served:
-            leftovers.append(
-                RigHandle(
-                    id=service_name(session_id), name=secret["Spec"]["Name"], endpoint="", labels=labels
-                )
-            )
+        if session_id and session_id not in served and secret["ID"] not in used:
+            name = secret["Spec"]["Name"]
+            handle = RigHandle(id=service_name(session_id), name=name, endpoint="", labels=labels)
+            leftovers.append(Leftover(f"secret {name}", handle, created_epoch(secret.get("CreatedAt"))))
     return leftovers
 
 
@@ -421,7 +437,7 @@ class SwarmRuntime:
     def _remove_secrets(self, session_id: str) -> None:
         """The session's token secret, once no service uses it."""
         try:
-            for secret in self._docker().api.secrets(filters={"label": f"{LABEL_SESSION}={session_id}"}):
+            for secret in self._docker().api.secrets(filters=label_filter({LABEL_SESSION: session_id})):
                 self._docker().api.remove_secret(secret["ID"])
         except NotFound:
             return
@@ -432,11 +448,10 @@ class SwarmRuntime:
         return await anyio.to_thread.run_sync(self._list_by_label, labels)
 
     def _list_by_label(self, labels: dict[str, str]) -> list[RigHandle]:
-        # Four calls whatever the number of rigs: the services, the secrets, every running task, the nodes.
-        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+        # Three calls whatever the number of rigs: the services, every running task, the nodes.
+        filters = label_filter(labels)
         try:
             services = self._docker().api.services(filters=filters)
-            secrets = self._docker().api.secrets(filters=filters)
             running = self._docker().api.tasks(filters={"desired-state": "running"}) if services else []
             hosts = self._node_hosts() if services else {}
         except ENGINE_ERRORS as exc:
@@ -451,7 +466,21 @@ class SwarmRuntime:
             )
             for service in services
         ]
-        return rigs + _secrets_without_service(secrets, {rig.session_id for rig in rigs})
+        return rigs
+
+    async def list_leftovers(self, labels: dict[str, str]) -> list[Leftover]:
+        """Token secrets carrying ``labels`` left without their service (see the module docstring);
+        the runtime's :meth:`destroy` of their handle removes them."""
+        return await anyio.to_thread.run_sync(self._list_leftovers, labels)
+
+    def _list_leftovers(self, labels: dict[str, str]) -> list[Leftover]:
+        filters = label_filter(labels)
+        try:  # before the services: a secret made after this listing is not judged now
+            secrets = self._docker().api.secrets(filters=filters)
+            services = self._docker().api.services() if secrets else []
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+        return secrets_without_service(secrets, services)
 
     async def close(self) -> None:
         if self._client is not None:
