@@ -17,7 +17,8 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   whose screen bounds all changed); a list that differs from the mirror has its parent's subtree
   fetched again (GTK reports no change of the viewport around a scrolled list), a window that
   changed size its own, and the elements of a window that only moved are moved with it (or, if it
-  moved while elements in it were read, fetched again on the next read).
+  moved while elements in it were read, fetched again on the next read: the windows' extents are
+  read again after what the read asks with its sync, and after what it reads later).
   The focused element, which takes typed text, is described again on every read (in a rig, Qt's
   text view did not report text typed through XTEST);
 - a scroll bar's value change: the subtree of the pane it scrolls (a GTK viewport moves what it
@@ -26,8 +27,10 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged
   (one that arrives while a fetch runs is noted once the fetched tree holds its object);
 - a change under the application itself (a window opened or closed), more subtrees than
-  targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of more changes than a targeted
-  re-read is worth, a tree the last fetch truncated, a splice that would make the tree hold an object twice
+  targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of changes to more objects than a
+  targeted re-read is worth (:data:`BURST_LIMIT`, each object counted once), a top-level element
+  that gained or lost its extents (the windows watched are the whole fetch's), a tree the last
+  fetch truncated, a splice that would make the tree hold an object twice
   or more than :data:`MIRROR_MAX_ELEMENTS`, or an event gap (the subscription was lost or
   renewed), or a read that failed after taking what the events said changed: the whole tree is
   fetched again (a read whose first round trip fails leaves what changed to the next read).
@@ -39,8 +42,9 @@ elements' nodes, and their details as their mirrored nodes call for them) is ask
 is on its way, and so is what the events noted before the read began named: a read costs one round
 trip for all of it. Only what an event noted during the sync names, and an element whose node
 changed meanwhile (other interfaces, shown or hidden), is described again after it. A read that
-finds the tree changed where no event said so tells (:attr:`MirroredTree.changed_unannounced`),
-so that the client's events version, which readers trust to tell them a tree may have changed
+finds the tree changed where no event said so, or fetches it whole and finds it other than the
+tree it held (which events may not have announced either), tells
+(:attr:`MirroredTree.changed_unannounced`), so that the client's events version, which readers trust to tell them a tree may have changed
 (the recorder, the PII masker), moves with it.
 """
 
