@@ -44,8 +44,8 @@ trip for all of it. Only what an event noted during the sync names, and an eleme
 changed meanwhile (other interfaces, shown or hidden), is described again after it. A read that
 finds the tree changed where no event said so, or fetches it whole and finds it other than the
 tree it held (which events may not have announced either), tells
-(:attr:`MirroredTree.changed_unannounced`), so that the client's events version, which readers trust to tell them a tree may have changed
-(the recorder, the PII masker), moves with it.
+(:attr:`MirroredTree.changed_unannounced`), so that the client's events version, which readers
+trust to tell them a tree may have changed (the recorder, the PII masker), moves with it.
 """
 
 from __future__ import annotations
@@ -315,9 +315,10 @@ class AppMirror:
         return ElementRef(self.bus_name, path)
 
     async def _check_windows_held_still(self, app: AppConnection) -> None:
-        """Keep each window's extents (read as this read began) once the elements read since
-        are read: a window that moved meanwhile may have had them read at either place, so its
-        subtree is fetched again on the next read instead of moved."""
+        """Keep each window's extents (read as this read began, and again after what it read with
+        its sync) once the elements read since are read: a window that moved meanwhile may have
+        had them read at either place, so its subtree is fetched again on the next read instead
+        of moved."""
         self._window_extents = _held_still(self._window_extents, await app.call_many(self._window_requests))
 
     async def _fetch(self, app: AppConnection, generation: int) -> MirroredTree:
@@ -549,13 +550,13 @@ class AppMirror:
                 elements[element.index] = fresh
                 differs = True
                 renamed = renamed or (fresh.role, fresh.name) != (element.role, element.name)
-        if not self._watches_the_same_windows(tree, elements):
-            return None  # a top-level element gained or lost its extents (the Component interface)
         if not differs:
             # Most reads: the focused element, described again, is as it was: the tree and its
             # indices stand. Its node is kept, as the next read's details are asked by it.
             self._tree = replace(tree, nodes=nodes, newest_event_at=self._newest_event_at)
             return self._tree, read_later
+        if not self._watches_the_same_windows(tree, elements):
+            return None  # a top-level element gained or lost its extents (the Component interface)
         patched = MirroredTree(
             _with_paths(elements) if renamed else elements,
             nodes,
