@@ -477,32 +477,51 @@ def test_a_change_only_a_whole_fetch_finds_moves_the_events_version(
     assert client.events_version() != version, "the change the fetch served moved the events version"
 
 
-def test_a_window_that_loses_its_extents_has_the_tree_fetched_whole(
-    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+def without_component(node: RawNode) -> RawNode:
+    return replace(node, interfaces=node.interfaces - {"Component"})
+
+
+@pytest.mark.parametrize("extents", ["lost", "gained"])
+def test_a_window_that_loses_or_gains_its_extents_has_the_tree_fetched_whole(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch, extents: str
 ) -> None:
     """The mirror watches the extents of every top-level element that has them (the Component
-    interface). A top-level element described again without them (here its node is read without
-    Component) changes which windows are watched: the read fetches the whole tree (it raised
-    ValueError from the windows-held-still check, which paired the extents read before with
-    those of fewer windows), and the next read is the mirror's again."""
+    interface). A top-level element described again without them, or with them where it had none
+    (here its node is read without Component, or the whole fetch had none), changes which windows
+    are watched: the read fetches the whole tree (it raised ValueError from the windows-held-still
+    check, which paired the extents of the windows watched before with those of the others), and
+    the next read is the mirror's again."""
     snapshot = run(client.snapshot(form.pid))
+    frame = next(e for e in snapshot.elements if e.depth == 1 and e.has_interface("Component"))
+    if extents == "gained":
+        whole_fetch = mirror_module.fetch_tree
+
+        async def frame_without_component(app: AppConnection, **limits: Any) -> FetchedTree:
+            fetched = await whole_fetch(app, **limits)
+            at = next(e.index for e in fetched.elements if e.ref == frame.ref)
+            fetched.elements[at].interfaces.remove("Component")
+            fetched.elements[at].bounds = None
+            fetched.nodes[at] = without_component(fetched.nodes[at])
+            return fetched
+
+        monkeypatch.setattr(mirror_module, "fetch_tree", frame_without_component)
+        run(client.snapshot(form.pid, refresh=True))
+        monkeypatch.undo()
+    else:
+        read_nodes = mirror_module.fetch_nodes
+
+        async def frame_read_without_component(
+            app: AppConnection, keys: Sequence[ElementRef]
+        ) -> list[RawNode | CallFailed]:
+            return [
+                without_component(node) if isinstance(node, RawNode) and node.key == frame.ref else node
+                for node in await read_nodes(app, keys)
+            ]
+
+        monkeypatch.setattr(mirror_module, "fetch_nodes", frame_read_without_component)
     mirror = client.mirror(snapshot.bus_name)
     assert mirror is not None
-    frame = next(e for e in snapshot.elements if e.depth == 1 and e.has_interface("Component"))
-    mirror.note(
-        ObjectEvent(snapshot.bus_name, frame.ref.path, "PropertyChange", "accessible-description", 0.0)
-    )
-    read_nodes = mirror_module.fetch_nodes
-
-    async def without_component(app: AppConnection, keys: Sequence[ElementRef]) -> list[RawNode | CallFailed]:
-        return [
-            replace(node, interfaces=node.interfaces - {"Component"})
-            if isinstance(node, RawNode) and node.key == frame.ref
-            else node
-            for node in await read_nodes(app, keys)
-        ]
-
-    monkeypatch.setattr(mirror_module, "fetch_nodes", without_component)
+    note_changed(mirror, [frame])
     assert run(client.snapshot(form.pid)).source == "fetch"
     monkeypatch.undo()
     poll("a read from the mirror", lambda: run(client.snapshot(form.pid)).source == "mirror", 5)
