@@ -71,6 +71,13 @@ def settles_in_the_mirror(run: Run[Any], client: AccessibilityClient, form: Form
     poll("a snapshot from the mirror", lambda: run(client.snapshot(form.pid)).source == "mirror", 5)
 
 
+def quiet(run: Run[Any], client: AccessibilityClient) -> bool:
+    """Whether no event arrived for a tenth of a second (events are taken in while the loop runs)."""
+    received = client.events.received
+    run(asyncio.sleep(0.1))
+    return client.events.received == received
+
+
 def test_an_unchanged_app_is_read_from_the_mirror(
     run: Run[Any], client: AccessibilityClient, form: FormApp
 ) -> None:
@@ -178,14 +185,8 @@ def test_a_moved_window_moves_its_elements_and_the_events_version(
 ) -> None:
     before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
     assert before is not None
-    xdotool = ["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(form.pid)]
-    window = subprocess.run(xdotool, env=a11y_desktop.env, capture_output=True, text=True, check=True)
-    frame = run(client.snapshot(form.pid)).elements[1].bounds
-    assert frame is not None
-    to_x, to_y = frame.x + 40, frame.y + 30
     version = client.events_version()
-    move = ["xdotool", "windowmove", window.stdout.split()[0], str(to_x), str(to_y)]
-    subprocess.run(move, env=a11y_desktop.env, check=True)
+    move_window_by(run, client, form, a11y_desktop, 40, 30)
     # No element reports new bounds (GTK and Qt report no event at all); every element in the
     # window has moved on the screen.
     expected = (before.x + 40, before.y + 30)
@@ -202,6 +203,18 @@ def test_a_moved_window_moves_its_elements_and_the_events_version(
 
 def xdotool(a11y_desktop: A11yDesktop, *args: str) -> None:
     subprocess.run(["xdotool", *args], env=a11y_desktop.env, check=True)
+
+
+def move_window_by(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop, dx: int, dy: int
+) -> None:
+    """Move the form's window ``dx``, ``dy`` from where the mirror has it (Qt reports nothing of
+    the elements in it moving, GTK the new bounds of a few)."""
+    search = ["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(form.pid)]
+    window = subprocess.run(search, env=a11y_desktop.env, capture_output=True, text=True, check=True)
+    frame = run(client.snapshot(form.pid)).elements[1].bounds
+    assert frame is not None
+    xdotool(a11y_desktop, "windowmove", window.stdout.split()[0], str(frame.x + dx), str(frame.y + dy))
 
 
 def focused_ref(snapshot: Snapshot) -> ElementRef | None:
@@ -372,13 +385,7 @@ def test_an_event_noted_after_a_fetch_does_not_age_the_newest_event(
     mirror = client.mirror(run(client.snapshot(form.pid)).bus_name)
     assert mirror is not None
     add_rows(form, 1)
-
-    def quiet() -> bool:
-        received = client.events.received
-        run(asyncio.sleep(0.1))  # events are taken in while the loop runs
-        return client.events.received == received
-
-    poll("the form to stop sending events", quiet, 5)
+    poll("the form to stop sending events", lambda: quiet(run, client), 5)
     subtree_fetch = mirror_module.fetch_subtrees
     newest: list[float] = []
 
@@ -439,13 +446,6 @@ def test_an_element_renamed_while_a_read_syncs_shows_its_new_name(
     assert renamed == f"clicked {count}"
 
 
-def quiet(run: Run[Any], client: AccessibilityClient) -> bool:
-    """Whether no event arrived for a tenth of a second (events are taken in while the loop runs)."""
-    received = client.events.received
-    run(asyncio.sleep(0.1))
-    return client.events.received == received
-
-
 def test_a_change_only_a_whole_fetch_finds_moves_the_events_version(
     run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
 ) -> None:
@@ -454,16 +454,7 @@ def test_a_change_only_a_whole_fetch_finds_moves_the_events_version(
     recorder takes an after-tree over as the next before on it), moves with it."""
     before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
     assert before is not None
-    window = subprocess.run(
-        ["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(form.pid)],
-        env=a11y_desktop.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()[0]
-    frame = run(client.snapshot(form.pid)).elements[1].bounds
-    assert frame is not None
-    xdotool(a11y_desktop, "windowmove", window, str(frame.x + 30), str(frame.y + 20))
+    move_window_by(run, client, form, a11y_desktop, 30, 20)
 
     def moved_past_the_mirror() -> bool:
         fetched = run(client.snapshot(form.pid, max_depth=1000, store=False)).resolve(ENTRY).bounds
