@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
 from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import FetchedTree
 from deskrig.a11y.mirror import AppMirror
+from deskrig.a11y.nodes import RawNode
 from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.errors import DeskrigError
@@ -67,6 +69,13 @@ def settles_in_the_mirror(run: Run[Any], client: AccessibilityClient, form: Form
     """Once the app stops changing (it lays rows out a frame after adding them), the tree is read
     from the mirror, not fetched again."""
     poll("a snapshot from the mirror", lambda: run(client.snapshot(form.pid)).source == "mirror", 5)
+
+
+def quiet(run: Run[Any], client: AccessibilityClient) -> bool:
+    """Whether no event arrived for a tenth of a second (events are taken in while the loop runs)."""
+    received = client.events.received
+    run(asyncio.sleep(0.1))
+    return client.events.received == received
 
 
 def test_an_unchanged_app_is_read_from_the_mirror(
@@ -176,14 +185,8 @@ def test_a_moved_window_moves_its_elements_and_the_events_version(
 ) -> None:
     before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
     assert before is not None
-    xdotool = ["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(form.pid)]
-    window = subprocess.run(xdotool, env=a11y_desktop.env, capture_output=True, text=True, check=True)
-    frame = run(client.snapshot(form.pid)).elements[1].bounds
-    assert frame is not None
-    to_x, to_y = frame.x + 40, frame.y + 30
     version = client.events_version()
-    move = ["xdotool", "windowmove", window.stdout.split()[0], str(to_x), str(to_y)]
-    subprocess.run(move, env=a11y_desktop.env, check=True)
+    move_window_by(run, client, form, a11y_desktop, 40, 30)
     # No element reports new bounds (GTK and Qt report no event at all); every element in the
     # window has moved on the screen.
     expected = (before.x + 40, before.y + 30)
@@ -200,6 +203,18 @@ def test_a_moved_window_moves_its_elements_and_the_events_version(
 
 def xdotool(a11y_desktop: A11yDesktop, *args: str) -> None:
     subprocess.run(["xdotool", *args], env=a11y_desktop.env, check=True)
+
+
+def move_window_by(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop, dx: int, dy: int
+) -> None:
+    """Move the form's window ``dx``, ``dy`` from where the mirror has it (Qt reports nothing of
+    the elements in it moving, GTK the new bounds of a few)."""
+    search = ["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(form.pid)]
+    window = subprocess.run(search, env=a11y_desktop.env, capture_output=True, text=True, check=True)
+    frame = run(client.snapshot(form.pid)).elements[1].bounds
+    assert frame is not None
+    xdotool(a11y_desktop, "windowmove", window.stdout.split()[0], str(frame.x + dx), str(frame.y + dy))
 
 
 def focused_ref(snapshot: Snapshot) -> ElementRef | None:
@@ -370,13 +385,7 @@ def test_an_event_noted_after_a_fetch_does_not_age_the_newest_event(
     mirror = client.mirror(run(client.snapshot(form.pid)).bus_name)
     assert mirror is not None
     add_rows(form, 1)
-
-    def quiet() -> bool:
-        received = client.events.received
-        run(asyncio.sleep(0.1))  # events are taken in while the loop runs
-        return client.events.received == received
-
-    poll("the form to stop sending events", quiet, 5)
+    poll("the form to stop sending events", lambda: quiet(run, client), 5)
     subtree_fetch = mirror_module.fetch_subtrees
     newest: list[float] = []
 
@@ -435,3 +444,150 @@ def test_an_element_renamed_while_a_read_syncs_shows_its_new_name(
     renamed = run(client.snapshot(form.pid)).resolve(STATUS).name
     monkeypatch.undo()
     assert renamed == f"clicked {count}"
+
+
+def test_a_change_only_a_whole_fetch_finds_moves_the_events_version(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop
+) -> None:
+    """A whole fetch (here a refresh) may be what first serves a change no event announced (a
+    moved window): the events version, which readers trust to say a tree may have changed (the
+    recorder takes an after-tree over as the next before on it), moves with it."""
+    before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
+    assert before is not None
+    move_window_by(run, client, form, a11y_desktop, 30, 20)
+
+    def moved_past_the_mirror() -> bool:
+        fetched = run(client.snapshot(form.pid, max_depth=1000, store=False)).resolve(ENTRY).bounds
+        return fetched is not None and (fetched.x, fetched.y) == (before.x + 30, before.y + 20)
+
+    poll("the entry moved, in a fetch past the mirror", moved_past_the_mirror, 5)
+    poll("the form to stop sending events", lambda: quiet(run, client), 5)
+    version = client.events_version()
+    refreshed = run(client.snapshot(form.pid, refresh=True)).resolve(ENTRY).bounds
+    assert refreshed is not None and (refreshed.x, refreshed.y) == (before.x + 30, before.y + 20)
+    assert client.events_version() != version, "the change the fetch served moved the events version"
+
+
+def without_component(node: RawNode) -> RawNode:
+    return replace(node, interfaces=node.interfaces - {"Component"})
+
+
+@pytest.mark.parametrize("extents", ["lost", "gained"])
+def test_a_window_that_loses_or_gains_its_extents_has_the_tree_fetched_whole(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch, extents: str
+) -> None:
+    """The mirror watches the extents of every top-level element that has them (the Component
+    interface). A top-level element described again without them, or with them where it had none
+    (here its node is read without Component, or the whole fetch had none), changes which windows
+    are watched: the read fetches the whole tree (it raised ValueError from the windows-held-still
+    check, which paired the extents of the windows watched before with those of the others), and
+    the next read is the mirror's again."""
+    snapshot = run(client.snapshot(form.pid))
+    frame = next(e for e in snapshot.elements if e.depth == 1 and e.has_interface("Component"))
+    if extents == "gained":
+        whole_fetch = mirror_module.fetch_tree
+
+        async def frame_without_component(app: AppConnection, **limits: Any) -> FetchedTree:
+            fetched = await whole_fetch(app, **limits)
+            at = next(e.index for e in fetched.elements if e.ref == frame.ref)
+            fetched.elements[at].interfaces.remove("Component")
+            fetched.elements[at].bounds = None
+            fetched.nodes[at] = without_component(fetched.nodes[at])
+            return fetched
+
+        monkeypatch.setattr(mirror_module, "fetch_tree", frame_without_component)
+        run(client.snapshot(form.pid, refresh=True))
+        monkeypatch.undo()
+    else:
+        read_nodes = mirror_module.fetch_nodes
+
+        async def frame_read_without_component(
+            app: AppConnection, keys: Sequence[ElementRef]
+        ) -> list[RawNode | CallFailed]:
+            return [
+                without_component(node) if isinstance(node, RawNode) and node.key == frame.ref else node
+                for node in await read_nodes(app, keys)
+            ]
+
+        monkeypatch.setattr(mirror_module, "fetch_nodes", frame_read_without_component)
+    mirror = client.mirror(snapshot.bus_name)
+    assert mirror is not None
+    note_changed(mirror, [frame])
+    assert run(client.snapshot(form.pid)).source == "fetch"
+    monkeypatch.undo()
+    poll("a read from the mirror", lambda: run(client.snapshot(form.pid)).source == "mirror", 5)
+
+
+def note_changed(mirror: AppMirror, elements: Sequence[Element], times: int = 1) -> None:
+    """Note a property change of each of ``elements``, ``times`` over."""
+    for _ in range(times):
+        for element in elements:
+            mirror.note(
+                ObjectEvent(
+                    element.ref.bus_name, element.ref.path, "PropertyChange", "accessible-description", 0.0
+                )
+            )
+
+
+@pytest.mark.parametrize(
+    ("objects", "events_each", "whole_fetch"),
+    [(3, 4, False), (4, 1, True)],
+    ids=["duplicates count once", "more objects than the limit"],
+)
+def test_the_burst_limit_counts_changed_objects(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    monkeypatch: pytest.MonkeyPatch,
+    objects: int,
+    events_each: int,
+    whole_fetch: bool,
+) -> None:
+    """More changed objects than the burst limit (3 here) fetch the whole tree, in one bulk fetch,
+    rather than re-read each; several events about one object count it once."""
+    monkeypatch.setattr(mirror_module, "BURST_LIMIT", 3)
+    settles_in_the_mirror(run, client, form)
+    poll("the form to stop sending events", lambda: quiet(run, client), 5)
+    snapshot = run(client.snapshot(form.pid))
+    mirror = client.mirror(snapshot.bus_name)
+    assert mirror is not None
+    labels = [e for e in snapshot.elements if e.role == "label" and e.depth > 1][:objects]
+    assert len(labels) == objects
+    note_changed(mirror, labels, events_each)
+    assert run(client.snapshot(form.pid)).source == ("fetch" if whole_fetch else "mirror")
+
+
+def test_changes_inside_a_subtree_fetched_again_are_not_read_again(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An element noted changed inside a subtree that the read fetches again is in the fetched
+    subtree as it is now: it is not described again after the fetch."""
+    settles_in_the_mirror(run, client, form)
+    snapshot = run(client.snapshot(form.pid))
+    mirror = client.mirror(snapshot.bus_name)
+    assert mirror is not None
+    elements = snapshot.elements
+    parent = next(e for e in elements if e.depth >= 2 and e.child_count > 0 and e.bounds is not None)
+    child = next(e for e in elements if e.parent == parent.index and not e.has_state("focused"))
+    mirror.note(ObjectEvent(parent.ref.bus_name, parent.ref.path, "ChildrenChanged", "add", 0.0))
+    note_changed(mirror, [child])
+    subtree_fetch, call_many = mirror_module.fetch_subtrees, AppConnection.call_many
+    fetched: list[bool] = []
+    asked_after: list[Request] = []
+
+    async def flagged(app: AppConnection, roots: list[str], **options: Any) -> Any:
+        try:
+            return await subtree_fetch(app, roots, **options)
+        finally:
+            fetched.append(True)
+
+    async def recorded(connection: AppConnection, requests: Sequence[Request]) -> list[Reply]:
+        if fetched:
+            asked_after.extend(requests)
+        return await call_many(connection, requests)
+
+    monkeypatch.setattr(mirror_module, "fetch_subtrees", flagged)
+    monkeypatch.setattr(AppConnection, "call_many", recorded)
+    assert run(client.snapshot(form.pid)).source == "mirror"
+    assert fetched, "the parent's subtree was fetched again"
+    assert [r.member for r in asked_after if r.path == child.ref.path] == []

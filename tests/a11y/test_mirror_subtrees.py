@@ -25,7 +25,7 @@ from deskrig.a11y import mirror as mirror_module
 from deskrig.a11y.connection import AppConnection, Reply, Request
 from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import FetchedTree
-from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS
+from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror
 from deskrig.a11y.tree import Element
 
 from .conftest import APPS_DIR, STARTUP_TIMEOUT_S, A11yDesktop, FormApp, wait_until_registered
@@ -352,4 +352,61 @@ def test_a_window_moved_while_a_subtree_is_fetched_again_is_not_moved_twice(
     monkeypatch.setattr(mirror_module, "fetch_subtrees", moved_meanwhile)
     changes.read()
     monkeypatch.undo()
+    changes.matches_a_fresh_fetch()
+
+
+def test_a_window_moved_while_elements_are_read_with_the_sync_is_not_moved_twice(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read asks for the windows' extents and, in the same round trip, the details of the
+    elements events noted changed (their screen bounds among them). A window that moves between
+    the two has those elements read at its new place while its extents say the old one: the next
+    read must not move them with the window once more. Here the window moves just before the app
+    is asked for a noted label's details; requests the read sends after those wait for them, as
+    an app answers its requests in order. The events that arrive meanwhile are dropped, as from a
+    toolkit that reports nothing of a move (Qt; GTK reports new bounds for some of the widgets,
+    which has the read check afterwards that the window held still)."""
+    changes = Changes(run, client, form, a11y_desktop)
+    elements = changes.read(refresh=True).elements  # the one whole fetch
+    mirror = client.mirror(elements[0].ref.bus_name)
+    assert mirror is not None
+    frame = next(e for e in elements if e.depth == 1 and e.bounds is not None)
+    at = frame.bounds
+    assert at is not None
+    label = next(e for e in elements if e.role == "label" and e.bounds is not None and e.depth >= 2)
+    mirror.note(ObjectEvent(label.ref.bus_name, label.ref.path, "BoundsChanged", "", 0.0))
+    (window_id,) = changes.xdotool("search", "--sync", "--onlyvisible", "--pid", str(form.pid)).split()[:1]
+    call_many = AppConnection.call_many
+    # GTK places a widget anew a little after its window moved: the label's own extents are watched.
+    extents = Request(label.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+    moved: list[asyncio.Future[None]] = []
+
+    async def move_window(app: AppConnection) -> None:
+        before = await call_many(app, [extents])
+        await asyncio.to_thread(changes.xdotool, "windowmove", window_id, str(at.x + 40), str(at.y + 30))
+        deadline = time.monotonic() + 5
+        while await call_many(app, [extents]) == before:
+            assert time.monotonic() < deadline, "the label did not move"
+            await asyncio.sleep(0.02)
+
+    async def moved_before_the_details(app: AppConnection, requests: Sequence[Request]) -> list[Reply]:
+        if not moved and any(r.path == label.ref.path and r.member == "GetExtents" for r in requests):
+            moved.append(asyncio.get_running_loop().create_future())
+            try:
+                await move_window(app)
+            finally:
+                moved[0].set_result(None)
+        elif moved:
+            await moved[0]  # sent after the details: answered after them
+        return await call_many(app, requests)
+
+    monkeypatch.setattr(AppMirror, "note", lambda *_: None)
+    monkeypatch.setattr(AppConnection, "call_many", moved_before_the_details)
+    changes.read()
+    monkeypatch.undo()
+    assert moved, "the label's details were read with the sync"
     changes.matches_a_fresh_fetch()

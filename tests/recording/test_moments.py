@@ -223,3 +223,51 @@ def test_a_part_the_after_moment_failed_to_take_is_taken_anew(
     assert (after.screenshot.image is None) is (failed == "screenshot")
     assert (after.tree.data is None) is (failed == "tree")
     assert before.screenshot.image is not None and before.tree.data is not None
+
+
+class LateSerial:
+    """The scripted desktop's damage serial as X11's DAMAGE reports it: a change may move the
+    serial once more at the read after the first one that saw it. Counts the reads."""
+
+    def __init__(self, world: ScriptedDesktop) -> None:
+        self._read = world.damage_serial
+        self._last = self._read()
+        self._owed = False
+        self.serial = 0
+        self.reads = 0
+
+    def __call__(self) -> int:
+        now = self._read()
+        self.reads += 1
+        if self._owed or now != self._last:
+            self.serial += 1
+        self._owed, self._last = now != self._last, now
+        return self.serial
+
+
+def test_a_screen_change_reported_late_still_offers_the_after_screenshot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The after-moment of an action that changed the screen reads the damage serial twice before
+    its grab, so a serial that moves once more after a change does not make every after-moment
+    look changed to the next action: with nothing changed since, the next before-moment grabs
+    nothing."""
+    scene = Scene()
+    serial = LateSerial(scene.world)
+    monkeypatch.setattr(scene.world, "damage_serial", serial)
+    grabs: list[TurnImage] = []
+
+    def counted(*args: Any) -> TurnImage:
+        grabs.append(grab_image(*args))
+        return grabs[-1]
+
+    monkeypatch.setattr(moments, "grab_image", counted)
+
+    async def two_turns() -> tuple[Moment, Moment]:
+        _paint(scene.world, scene.source)  # the action's change
+        after = await scene.after()
+        return after, await scene.before(after)
+
+    after, before = anyio.run(two_turns)
+    assert serial.reads >= 3, "the serial was read before the grab and by the next action"
+    assert len(grabs) == 1 and before.screenshot is after.screenshot

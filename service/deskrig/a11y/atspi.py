@@ -279,7 +279,8 @@ class AccessibilityClient:
 
     def events_version(self) -> tuple[int, int] | None:
         """Changes when an AT-SPI event arrives, when a read finds a tree changed where no event
-        said it had (toolkits do not report everything: see :mod:`deskrig.a11y.mirror`), or when
+        said it had or fetches one whole that differs from the one it held (toolkits do not report
+        everything: see :mod:`deskrig.a11y.mirror`), or when
         the feed is renewed; None while no events are received (before the first tree read, or
         after the feed was lost). Any thread may ask."""
         events = self.events

@@ -17,7 +17,8 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   whose screen bounds all changed); a list that differs from the mirror has its parent's subtree
   fetched again (GTK reports no change of the viewport around a scrolled list), a window that
   changed size its own, and the elements of a window that only moved are moved with it (or, if it
-  moved while elements in it were read, fetched again on the next read).
+  moved while elements in it were read, fetched again on the next read: the windows' extents are
+  read again after what the read asks with its sync, and after what it reads later).
   The focused element, which takes typed text, is described again on every read (in a rig, Qt's
   text view did not report text typed through XTEST);
 - a scroll bar's value change: the subtree of the pane it scrolls (a GTK viewport moves what it
@@ -26,8 +27,10 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   ignored: it does not show in the tree, and a new object comes with its parent's ChildrenChanged
   (one that arrives while a fetch runs is noted once the fetched tree holds its object);
 - a change under the application itself (a window opened or closed), more subtrees than
-  targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of more changes than a targeted
-  re-read is worth, a tree the last fetch truncated, a splice that would make the tree hold an object twice
+  targeted re-fetches are worth (:data:`SUBTREE_LIMIT`), a burst of changes to more objects than a
+  targeted re-read is worth (:data:`BURST_LIMIT`, each object counted once), a top-level element
+  that gained or lost its extents (the windows watched are the whole fetch's), a tree the last
+  fetch truncated, a splice that would make the tree hold an object twice
   or more than :data:`MIRROR_MAX_ELEMENTS`, or an event gap (the subscription was lost or
   renewed), or a read that failed after taking what the events said changed: the whole tree is
   fetched again (a read whose first round trip fails leaves what changed to the next read).
@@ -39,9 +42,10 @@ elements' nodes, and their details as their mirrored nodes call for them) is ask
 is on its way, and so is what the events noted before the read began named: a read costs one round
 trip for all of it. Only what an event noted during the sync names, and an element whose node
 changed meanwhile (other interfaces, shown or hidden), is described again after it. A read that
-finds the tree changed where no event said so tells (:attr:`MirroredTree.changed_unannounced`),
-so that the client's events version, which readers trust to tell them a tree may have changed
-(the recorder, the PII masker), moves with it.
+finds the tree changed where no event said so, or fetches it whole and finds it other than the
+tree it held (which events may not have announced either), tells
+(:attr:`MirroredTree.changed_unannounced`), so that the client's events version, which readers
+trust to tell them a tree may have changed (the recorder, the PII masker), moves with it.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -91,7 +95,8 @@ class MirroredTree:
     #: True when this read fetched the whole tree.
     refetched: bool = False
     #: True when this read found the tree changed where no event said it had (a moved window, a
-    #: list's rows or a focused element's text that the toolkit did not report).
+    #: list's rows or a focused element's text that the toolkit did not report), or fetched it
+    #: whole and found it other than the tree stored before (or none was).
     changed_unannounced: bool = False
 
 
@@ -118,6 +123,9 @@ class AppMirror:
         #: Objects whose subtree changed shape: path -> True when it is its parent's subtree.
         self._reshaped: dict[str, bool] = {}
         self._whole_fetch_due = False
+        #: The elements of the tree stored last, kept when it is dropped: a whole fetch that finds
+        #: them changed tells, as no event may have said so.
+        self._served: list[Element] | None = None
         #: Whether the whole fetch described the objects from the app's cache (subtrees are described alike).
         self._cached = False
         self._newest_event_at: float | None = None
@@ -152,7 +160,8 @@ class AppMirror:
             self._reshaped.setdefault(event.path, False)
         elif self._reshapes_parent(event, index):
             self._reshaped[event.path] = True
-        elif len(self._changed) >= BURST_LIMIT:
+        elif event.path not in self._changed and len(self._changed) >= BURST_LIMIT:
+            # Counted in objects, not events: an object noted again costs its re-read nothing more.
             self._whole_fetch_due = True
         else:
             self._changed[event.path] = (
@@ -225,22 +234,27 @@ class AppMirror:
         noted = [key for key in map(self._ref, pending) if key in self._index and key not in focused]
         detailed = [*focused, *noted]
         redescribed = [*focused, *(key for key in noted if not pending[key.path])]
-        synced, unreported, nodes, details = await asyncio.gather(
+        # Sent in this order, so answered in it: the windows' extents are read before and after
+        # the elements read ahead, whose bounds are in screen coordinates.
+        synced, unreported, nodes, details, extents_after = await asyncio.gather(
             sync(),
             self._unreported_change(app),
             fetch_nodes(app, redescribed),
             read_details(app, [tree.nodes[self._index[key]] for key in detailed]),
+            app.call_many(self._window_requests),
             return_exceptions=True,
         )
         _raise_failure(synced)
         unreported = _raise_failure(unreported)
         nodes, details = _raise_failure(nodes), _raise_failure(details)
+        extents_after = _raise_failure(extents_after)
         if unreported is None:
             return None
         return ReadAhead(
             unreported,
             dict(zip(redescribed, nodes, strict=True)),
             dict(zip(detailed, details, strict=True)),
+            extents_after,
         )
 
     async def _corrected(
@@ -266,7 +280,9 @@ class AppMirror:
             tree, refetched = spliced
             # What changed in the subtrees before they were fetched again is in them.
             changed = {path: only for path, only in changed.items() if self._ref(path) not in refetched}
-        self._window_extents = list(unreported.extents)  # the windows' subtrees were moved to them
+        # The windows' subtrees were moved to their extents; one that moved while the elements
+        # read ahead were read may have them at either place (see _check_windows_held_still).
+        self._window_extents = _held_still(unreported.extents, ahead.extents_after)
 
         def still_current(key: ElementRef) -> bool:
             """Whether what was read of ``key`` with the sync still holds: no event noted during
@@ -284,23 +300,26 @@ class AppMirror:
                 return None
             tree, read_later = patched
         if spans or read_later:
-            await self._check_windows_held_still(app, unreported.extents)
+            await self._check_windows_held_still(app)
         # A tree left as it was keeps its list of elements (see _patch).
         return replace(
             tree, refetched=False, changed_unannounced=not announced and tree.elements is not read_elements
         )
 
+    def _watches_the_same_windows(self, tree: MirroredTree, elements: list[Element]) -> bool:
+        """Whether ``elements`` (``tree`` changed) have the windows of ``tree``: the windows' extents
+        are watched from the whole fetch on, each by its place in the list of windows."""
+        return [elements[i].ref for i in _windows(elements)] == [tree.elements[i].ref for i in self._windows]
+
     def _ref(self, path: str) -> ElementRef:
         return ElementRef(self.bus_name, path)
 
-    async def _check_windows_held_still(self, app: AppConnection, extents: list[Reply]) -> None:
-        """Keep ``extents`` (read as this read began) as each window's, once the elements read
-        since are read: a window that moved meanwhile may have had them read at either place,
-        so its subtree is fetched again on the next read instead of moved."""
-        now = await app.call_many(self._window_requests)
-        self._window_extents = [
-            before if after == before else None for before, after in zip(extents, now, strict=True)
-        ]
+    async def _check_windows_held_still(self, app: AppConnection) -> None:
+        """Keep each window's extents (read as this read began, and again after what it read with
+        its sync) once the elements read since are read: a window that moved meanwhile may have
+        had them read at either place, so its subtree is fetched again on the next read instead
+        of moved."""
+        self._window_extents = _held_still(self._window_extents, await app.call_many(self._window_requests))
 
     async def _fetch(self, app: AppConnection, generation: int) -> MirroredTree:
         self._changed.clear()
@@ -323,6 +342,9 @@ class AppMirror:
             None,
             tuple(fetched.notes),
             refetched=True,
+            # A fetch may be what finds a change no event announced (a list that did not answer,
+            # a refresh): whatever it serves that differs tells, so readers see the tree changed.
+            changed_unannounced=fetched.elements != self._served,
         )
         self._store(tree)
         self._note_held(held)
@@ -337,6 +359,7 @@ class AppMirror:
 
     def _store(self, tree: MirroredTree) -> None:
         self._tree = tree
+        self._served = tree.elements
         self._index = {e.ref: e.index for e in tree.elements}
         self._focused = [e.ref.path for e in tree.elements if e.has_state("focused")]
         lists = {e.index: e for e in tree.elements if e.has_state(_MANAGES_DESCENDANTS)}
@@ -473,8 +496,8 @@ class AppMirror:
             keep(old)
         if len(elements) > MIRROR_MAX_ELEMENTS or len({e.ref for e in elements}) != len(elements):
             return None  # too big, or an object moved into a subtree from elsewhere
-        if [elements[i].ref for i in _windows(elements)] != [tree.elements[i].ref for i in self._windows]:
-            return None  # a window's extents are watched from the whole fetch on
+        if not self._watches_the_same_windows(tree, elements):
+            return None
         spliced = MirroredTree(
             _with_paths(elements), nodes, False, tree.fetched_at, self._newest_event_at, tree.notes
         )
@@ -532,6 +555,8 @@ class AppMirror:
             # indices stand. Its node is kept, as the next read's details are asked by it.
             self._tree = replace(tree, nodes=nodes, newest_event_at=self._newest_event_at)
             return self._tree, read_later
+        if not self._watches_the_same_windows(tree, elements):
+            return None  # a top-level element gained or lost its extents (the Component interface)
         patched = MirroredTree(
             _with_paths(elements) if renamed else elements,
             nodes,
@@ -564,6 +589,8 @@ class ReadAhead:
     unreported: Unreported
     nodes: dict[ElementRef, RawNode | CallFailed]
     details: dict[ElementRef, Details]
+    #: Every window's extents read again after those nodes and details.
+    extents_after: list[Reply]
 
 
 def _raise_failure(result: T | BaseException) -> T:
@@ -577,6 +604,12 @@ def _merged(earlier: dict[str, bool], later: dict[str, bool]) -> dict[str, bool]
     """The changed objects of both (path -> only its bounds changed): an object keeps its node
     only when every event about it said just its bounds changed."""
     return {path: earlier.get(path, True) and later.get(path, True) for path in {**earlier, **later}}
+
+
+def _held_still(before: Sequence[Reply | None], after: Sequence[Reply]) -> list[Reply | None]:
+    """Each window's extents ``before``, or None (its subtree to be fetched again at the next read)
+    where it moved before ``after`` was read."""
+    return [extents if extents == now else None for extents, now in zip(before, after, strict=True)]
 
 
 def _windows(elements: list[Element]) -> list[int]:
