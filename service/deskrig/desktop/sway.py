@@ -60,7 +60,7 @@ class PointerState:
     x: int = 0
     y: int = 0
     drawn_change_at: float = 0.0
-    #: Where a button was last pressed (None: never, or a key went down since).
+    #: Where a button was last pressed (None: never, or Shift+F10 or the Menu key went down since).
     pressed_at: Point | None = None
 
 
