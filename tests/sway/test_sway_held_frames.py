@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -217,3 +218,36 @@ def test_the_watch_covers_the_output_again_by_itself_on_a_still_screen(
     box = Bounds(x=spots[-1][0], y=spots[-1][1], width=CURSOR_BOX, height=CURSOR_BOX)
     held = poll("a held frame", lambda: watch.latest(output, box, -math.inf))
     assert held.image().tobytes() == observer.grab(output, box).image().tobytes()
+
+
+def test_a_held_frame_showing_a_change_stamped_after_it_serves_again_after_one_fresh_copy(
+    own_desktop: Desktop, color_app: FixtureApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sway may draw a change in the moment before the desktop stamps it (its thread wakes after
+    sway answered): the held frame shows the change, dated before it. One capture takes a fresh
+    copy, which proves the held frame still the screen; the captures after it are served from
+    that frame, not each from a fresh copy until the screen next changes."""
+    window = window_of(own_desktop, color_app)
+    inside = Bounds(x=window.bounds.x + 10, y=window.bounds.y + 10, width=40, height=40)
+    own_desktop.grab(inside)  # a capture: the watch holds frames
+    watch = _watch(own_desktop)
+    poll(
+        "a frame held on a covered output", lambda: any(o.held and o.covered for o in watch._outputs.values())
+    )
+    backend = own_desktop._backend  # type: ignore[attr-defined]
+    fresh: list[object] = []
+    grab = backend._wayland.grab
+
+    def counted(*args: Any) -> Any:
+        fresh.append(args)
+        return grab(*args)
+
+    monkeypatch.setattr(backend._wayland, "grab", counted)
+    # A change sway has drawn already (nothing moves, so no damage follows), stamped after it.
+    backend._pointer.drawn_change_at = time.monotonic()
+
+    captures = [own_desktop.grab(inside).image().getcolors() for _ in range(4)]
+
+    assert captures == [[(40 * 40, COLOR)]] * 4
+    # One fresh copy (none if anything else drew a frame since: that frame is dated after the stamp).
+    assert len(fresh) <= 1
