@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +33,8 @@ from deskrig.model import Bounds
 CHANGES = 40
 #: The pointer's picture fits in this box from its hot spot (the default cursor theme).
 CURSOR_BOX = 32
+#: How long no copy ends before the screen counts as still (a caret blinks twice a second).
+STILL_SECONDS = 0.6
 
 
 def _wayland_socket(session: SwaySession) -> str:
@@ -217,3 +220,47 @@ def test_the_watch_covers_the_output_again_by_itself_on_a_still_screen(
     box = Bounds(x=spots[-1][0], y=spots[-1][1], width=CURSOR_BOX, height=CURSOR_BOX)
     held = poll("a held frame", lambda: watch.latest(output, box, -math.inf))
     assert held.image().tobytes() == observer.grab(output, box).image().tobytes()
+
+
+def _still(watch: sway_damage.DamageWatch) -> bool:
+    """Whether the watch holds a covered frame of every output and no copy ends for a while."""
+    ended = watch._ended
+    if not watch._outputs or not all(o.held and o.covered for o in watch._outputs.values()):
+        return False
+    deadline = time.monotonic() + STILL_SECONDS
+    while time.monotonic() < deadline and watch._ended == ended:
+        time.sleep(0.01)
+    return watch._ended == ended
+
+
+def test_a_held_frame_showing_a_change_stamped_after_it_serves_again_after_one_fresh_copy(
+    own_desktop: Desktop, color_app: FixtureApp, observer: WaylandConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sway may draw a change in the moment before the desktop stamps it (its thread wakes after
+    sway answered): the held frame shows the change, dated before it. One capture takes a fresh
+    copy, which proves the held frame still the screen; the captures after it are served from
+    that frame, not each from a fresh copy until the screen next changes."""
+    window = window_of(own_desktop, color_app)
+    inside = Bounds(x=window.bounds.x + 10, y=window.bounds.y + 10, width=40, height=40)
+    own_desktop.activate_window(window.id)  # no other app's caret blinks; the pointer stays put
+    own_desktop.grab(inside)  # a capture: the watch holds frames
+    watch = _watch(own_desktop)
+    poll("a still screen: covered frames held, no copy ending", lambda: _still(watch))
+    backend = own_desktop._backend  # type: ignore[attr-defined]
+    fresh: list[object] = []
+    grab = backend._wayland.grab
+
+    def counted(*args: Any) -> Any:
+        fresh.append(args)
+        return grab(*args)
+
+    monkeypatch.setattr(backend._wayland, "grab", counted)
+    # A change sway has drawn already (nothing moves, so no damage follows), stamped after it.
+    backend._pointer.drawn_change_at = time.monotonic()
+    ended = watch._ended
+
+    captures = [own_desktop.grab(inside).image().tobytes() for _ in range(4)]
+
+    assert captures == [observer.grab(_output(own_desktop), inside).image().tobytes()] * 4
+    # One fresh copy (none if anything else drew a frame since: that frame is dated after the stamp).
+    assert len(fresh) <= 1, f"{len(fresh)} fresh copies; copies ended meanwhile: {watch._ended - ended}"

@@ -175,13 +175,30 @@ def sway_shows(scene: Scene, app: FixtureApp) -> tuple[Bounds, bool] | None:
     return None if view is None else (content_bounds(view), bool(view["focused"]))
 
 
+def drawn_at_its_size(scene: Scene, app: FixtureApp, colour: tuple[int, int, int]) -> bool:
+    """Whether ``app``'s window shows ``colour`` in its bottom-right corner where sway shows the
+    window: the client has drawn (committed) at the size sway last gave it."""
+    shown = sway_shows(scene, app)
+    if shown is None:
+        return False
+    corner = Bounds(x=shown[0].right - 8, y=shown[0].bottom - 8, width=8, height=8)
+    cursor = scene.desktop.cursor_position()
+    inside = CursorPosition(x=cursor.x - corner.x, y=cursor.y - corner.y)
+    return colours(scene.desktop.capture(corner), inside) == {colour}
+
+
 def test_the_window_list_shows_every_change_sway_has_made_at_once(
     scene: Scene, extra: list[FixtureApp]
 ) -> None:
     """Whatever sway shows before a listing starts is in it, never a listing from before: sway
     1.7 sends no IPC event for a move, a resize or an output's new mode, so a list kept from its
     events would fail this (one did, at the move). Each change is awaited as sway shows it to a
-    connection of the test's own, then the desktop is listed once, without polling."""
+    connection of the test's own, then the desktop is listed once, without polling.
+
+    The new window is floated and resized only once its client has drawn at the size of its tile:
+    a commit at that size arriving after the resize (the client was slow to answer the tile's
+    configure, as under load) is taken by sway 1.7 as the floating window's own new size, so sway
+    itself would show the resize, then the tile's size again (a listing between is right)."""
     app = launch_color_app(scene.sway, scene.sway.runtime_dir, "gtk", BLUE, (300, 200), title="fresh")
     extra.append(app)
 
@@ -194,6 +211,7 @@ def test_the_window_list_shows_every_change_sway_has_made_at_once(
 
     opened = listed_once("the new window", lambda shown: shown is not None)
     assert opened is not None
+    poll("the new window drawn at its tile's size", lambda: drawn_at_its_size(scene, app, BLUE))
     placed = Bounds(x=120, y=90, width=360, height=240)
     run_commands(
         scene.sway, f"[con_id={opened.id}] floating enable, resize set {placed.width} {placed.height}"

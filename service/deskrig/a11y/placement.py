@@ -20,9 +20,10 @@ their title. GTK 3 reports a popup relative to the GDK window it was anchored to
   last pressed minus where GTK says the popup is gives its origin; unless the popup did not fit
   there (the compositor then flips or slides it), or that press cannot have opened it (the
   offset would lie outside the window): its elements' bounds are then unknown, never wrong.
-  The press is also not the opener's when a key went down after it (the desktop forgets it: the
-  keyboard may have opened the menu), or while a submenu of the menu is open (listed under its
-  item, placed from the same origin): the last press may be the click that opened the submenu.
+  The press is also not the opener's when a key that opens a context menu (Shift+F10, the Menu
+  key) went down after it (the desktop forgets it), or while a submenu of the menu is open
+  (listed under its item, placed from the same origin): the last press may be the click that
+  opened the submenu.
 """
 
 from __future__ import annotations

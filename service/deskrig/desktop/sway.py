@@ -60,7 +60,7 @@ class PointerState:
     x: int = 0
     y: int = 0
     drawn_change_at: float = 0.0
-    #: Where a button was last pressed (None: never, or a key went down since).
+    #: Where a button was last pressed (None: never, or Shift+F10 or the Menu key went down since).
     pressed_at: Point | None = None
 
 
@@ -362,9 +362,16 @@ class SwayBackend(DesktopBackend):
         """The piece as sway last drew it when that is the screen now and shows our own changes
         (the damage watch's held frame), else as sway draws it next."""
         watch = self._damage_watch()
+        if watch is None:
+            return self._wayland.grab(piece.output, piece.local)
         drawn_change_at = max(self._pointer.drawn_change_at, self._drawn_change_at)
-        held = watch.latest(piece.output, piece.local, drawn_change_at) if watch is not None else None
-        return held if held is not None else self._wayland.grab(piece.output, piece.local)
+        held = watch.latest(piece.output, piece.local, drawn_change_at)
+        if held is not None:
+            return held
+        asked_at = time.monotonic()
+        fresh = self._wayland.grab(piece.output, piece.local)
+        watch.confirm(piece.output, asked_at)  # the held frame may show our changes after all
+        return fresh
 
     @staticmethod
     def _pieces(tree: dict[str, Any], region: Bounds) -> tuple[Bounds, list[_Piece]]:

@@ -82,6 +82,15 @@ _TOP_KEYCODE = _LAST_KEYCODE
 #: How many keys the keymap holds: the keycodes from 9 up to, not including, the top one.
 _MAX_KEYS = _TOP_KEYCODE - _FIRST_KEYCODE - 1
 _TEXT_KEYS = {"\n": "Return", "\r": "Return", "\t": "Tab"}
+_SHIFT_MASK = _MODIFIER_MASKS["Shift_L"]
+
+
+def _opens_context_menu(key: str, mask: int) -> bool:
+    """Whether ``key`` pressed with the modifiers of ``mask`` is one toolkits bind to open a
+    context menu at the keyboard focus: the Menu key, Shift+F10 (GTK's "popup-menu" key bindings,
+    Qt's keyboard context menu event). Other modifiers with Shift are counted too: no toolkit
+    needs them, and a popup placed from a stale press would be wrong rather than unknown."""
+    return key == "Menu" or (key == "F10" and bool(mask & _SHIFT_MASK))
 
 
 def _with_shift_level(symbol: str) -> str:
@@ -309,11 +318,14 @@ class SwayInput:
         if self._held_mask:
             self._keyboard.modifiers(self._held_mask, 0, 0, 0)
 
-    def _key_down(self, code: int) -> None:
-        """Press a key. A key may open a popup at the keyboard focus (Shift+F10, the Menu key, an
-        arrow into a submenu), so the last button press no longer says where a popup opened."""
+    def _key_down(self, key: str, code: int, mask: int) -> None:
+        """Press ``key`` (its ``code``) with the modifiers of ``mask`` down. A key that opens a
+        context menu at the keyboard focus means the last button press no longer says where a
+        popup opened; any other key leaves it (a menu the press opened stays where it was: keys
+        move its highlight, open a submenu, which placement tells apart, or close it)."""
         self._keyboard.key(self._now(), code, _PRESSED)
-        self._pointer_state.pressed_at = None
+        if _opens_context_menu(key, mask):
+            self._pointer_state.pressed_at = None
 
     @contextmanager
     def _holding(self, keys: Sequence[str]) -> Iterator[None]:
@@ -325,7 +337,7 @@ class SwayInput:
         mask = self._held_mask
         try:
             for key, code in zip(keys, codes, strict=True):
-                self._key_down(code)
+                self._key_down(key, code, mask)
                 mask |= _MODIFIER_MASKS.get(key, 0)
                 pressed.append((code, mask))
                 self._keyboard.modifiers(mask, 0, 0, 0)
@@ -452,7 +464,7 @@ class SwayInput:
         """Press one key and leave it down (a modifier also sets its state bit)."""
         with self._delivering("key_down"):
             code = self._codes([key])[0]
-            self._key_down(code)
+            self._key_down(key, code, self._held_mask)
             self._held_keys[key] = code
             self._held_mask |= _MODIFIER_MASKS.get(key, 0)
             self._keyboard.modifiers(self._held_mask, 0, 0, 0)
@@ -486,8 +498,8 @@ class SwayInput:
                     # After _codes: sway ends the connection for a modifier state sent before the
                     # keyboard's first keymap (typing as the first key event of a rig did that).
                     self._keyboard.modifiers(0, 0, 0, 0)
-                for code in codes:
-                    self._key_down(code)
+                for key, code in zip(chunk, codes, strict=True):
+                    self._key_down(key, code, 0)
                     self._keyboard.key(self._now(), code, _RELEASED)
                     if delay_ms:
                         self._wayland.roundtrip()
