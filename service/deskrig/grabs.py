@@ -15,11 +15,19 @@ A screen mostly stays as it was between two captures (a spinner, a caret, a cloc
 dozen pixels), so the encoders work in horizontal bands of rows and remember, per frame size, the
 last frame's rows and what they made of each band (:class:`BandCaches`): only the bands whose rows
 changed are encoded again. Comparing a 1280x800 frame band by band with the last one takes about
-0.3 ms (``bytearray == memoryview`` is a ``memcmp``).
+0.3 ms (``bytearray == memoryview`` is a ``memcmp``), up to 0.7 ms with the frames out of the CPU's
+caches, as they are between two screenshots.
+
+A grabber that compares its grabs itself (:class:`KeptFrames`, X11's shared-memory grabs) spares
+the encoders that pass: its frames carry a :class:`FrameHistory`, which says which bands changed
+from any recent frame of the region to any other, and a cache whose last frame is in the same
+history encodes just those bands, without keeping or comparing rows of its own.
 """
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -30,6 +38,15 @@ from PIL import Image, ImageColor
 
 #: Bytes per pixel of a BGRX frame.
 BGRX_PIXEL = 4
+#: Pixel rows per band, for the encoders (one JPEG MCU row at 4:2:0) and the grabbers' histories.
+BAND_ROWS = 16
+#: Grabs a :class:`FrameHistory` remembers the changed bands of: a cache whose last frame is older
+#: compares rows again.
+HISTORY_LENGTH = 64
+#: Buffers :class:`KeptFrames` keeps per region: the newest frame, and one more to write the next
+#: grab into while a caller still holds the newest (the unchanged-screen cache does, until the next
+#: capture replaces it).
+KEPT_BUFFERS = 2
 #: Frames an encoder keeps, one per size and settings, the most recently used: the screen at the
 #: screenshot quality and at the live view's, and a window. Each holds one frame's rows (4 MB at
 #: 1280x800) and what was made of its bands.
@@ -44,9 +61,16 @@ Part = TypeVar("Part")
 class Grab:
     """Pixels of one capture: BGRX rows as grabbed, or a Pillow image. Never modified in place."""
 
-    __slots__ = ("_bgrx", "_image", "height", "width")
+    __slots__ = ("_bgrx", "_image", "height", "lineage", "width")
 
-    def __init__(self, width: int, height: int, bgrx: bytes | bytearray | None, image: Image.Image | None):
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        bgrx: bytes | bytearray | None,
+        image: Image.Image | None,
+        lineage: Lineage | None = None,
+    ):
         if (bgrx is None) == (image is None):
             raise ValueError("a frame holds either BGRX rows or a Pillow image")
         if bgrx is not None and len(bgrx) != width * height * BGRX_PIXEL:
@@ -55,11 +79,14 @@ class Grab:
         self.height = height
         self._bgrx = bgrx
         self._image = image
+        #: Where the frame stands in its grabber's :class:`FrameHistory`, if it has one.
+        self.lineage = lineage
 
     @classmethod
-    def from_bgrx(cls, data: bytes | bytearray, width: int, height: int) -> Grab:
-        """A frame of 32-bit little-endian X pixels (B, G, R, padding), rows without gaps."""
-        return cls(width, height, data, None)
+    def from_bgrx(cls, data: bytes | bytearray, width: int, height: int, lineage: Lineage | None = None) -> Grab:
+        """A frame of 32-bit little-endian X pixels (B, G, R, padding), rows without gaps;
+        ``lineage``: its place in the history of the grabber that kept it."""
+        return cls(width, height, data, None, lineage)
 
     @classmethod
     def of(cls, image: Image.Image) -> Grab:
@@ -101,9 +128,136 @@ class Grab:
         return Grab.from_bgrx(pixels, self.width, self.height)
 
 
+class FrameHistory:
+    """Which bands of :data:`BAND_ROWS` rows changed from each grab of one region to the next, for
+    the last :data:`HISTORY_LENGTH` grabs, numbered from 1. Exact or more: a band that changed is
+    always recorded (a band recorded may have changed back)."""
+
+    def __init__(self, band_rows: int = BAND_ROWS, length: int = HISTORY_LENGTH) -> None:
+        self.band_rows = band_rows
+        self._length = length
+        self._lock = threading.Lock()
+        self._changed: OrderedDict[int, frozenset[int]] = OrderedDict()
+
+    def record(self, number: int, changed: frozenset[int]) -> None:
+        """Grab ``number`` differs from grab ``number - 1`` in the bands ``changed``."""
+        with self._lock:
+            self._changed[number] = changed
+            while len(self._changed) > self._length:
+                self._changed.popitem(last=False)
+
+    def changed_between(self, first: int, second: int) -> frozenset[int] | None:
+        """The bands in which grabs ``first`` and ``second`` may differ (in either order); None when
+        a grab between them is no longer remembered."""
+        low, high = sorted((first, second))
+        with self._lock:
+            try:
+                return frozenset().union(*(self._changed[number] for number in range(low + 1, high + 1)))
+            except KeyError:
+                return None
+
+
+#: A frame's place in its grabber's history: the history and the grab's number in it.
+Lineage = tuple[FrameHistory, int]
+
+
+def _address(buffer: bytearray) -> int:
+    """Where ``buffer``'s bytes are now (the temporary export is released at once)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+
+_libc = ctypes.CDLL(None)
+_memcmp = _libc.memcmp
+_memcmp.restype = ctypes.c_int
+_memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+
+
+class _Kept:
+    """A buffer of :class:`KeptFrames` and the grab whose rows it holds."""
+
+    __slots__ = ("buffer", "number")
+
+    def __init__(self, buffer: bytearray, number: int) -> None:
+        self.buffer = buffer
+        self.number = number
+
+    def is_free(self) -> bool:
+        """Whether nothing but this record refers to the buffer, so no caller can be reading it.
+        Whatever reads a buffer holds a reference to it: a :class:`Grab`, a memoryview, a Pillow
+        image over it, ctypes' export. (The two counted: this record's and the call's argument.)"""
+        return sys.getrefcount(self.buffer) == 2
+
+
+class KeptFrames:
+    """The grabs of one region of ``width`` x ``height`` BGRX pixels, each a frame of its own, made
+    from rows that a grabber lends only for the call (a shared-memory segment the next grab
+    overwrites), compared band by band with the grab before as they are copied.
+
+    The comparison is the one pass over the rows: only the bands that changed are copied into a
+    kept buffer, and the frame's :class:`FrameHistory` tells the encoders which bands they must
+    encode again. A buffer is written only while no caller holds it (:meth:`_Kept.is_free`); one
+    still held stays as it is and another is filled, so a frame never changes under its holder.
+    One thread at a time (the grabber's lock)."""
+
+    def __init__(self, width: int, height: int, band_rows: int = BAND_ROWS) -> None:
+        self.width = width
+        self.height = height
+        self.history = FrameHistory(band_rows)
+        stride = width * BGRX_PIXEL
+        #: Each band's (offset, length) in the rows.
+        self._bands = [
+            (top * stride, min(band_rows, height - top) * stride) for top in range(0, height, band_rows)
+        ]
+        self._size = height * stride
+        self._number = 0
+        #: Newest first.
+        self._kept: list[_Kept] = []
+
+    def take(self, rows: int) -> Grab:
+        """A frame of the ``width * height * 4`` bytes at address ``rows``, readable during the call."""
+        self._number += 1
+        if self._kept:
+            newest = _address(self._kept[0].buffer)
+            changed = frozenset(
+                index
+                for index, (offset, length) in enumerate(self._bands)
+                if _memcmp(rows + offset, newest + offset, length)
+            )
+        else:
+            changed = frozenset(range(len(self._bands)))
+        self.history.record(self._number, changed)
+        kept = self._refreshed(rows)
+        return Grab.from_bgrx(kept.buffer, self.width, self.height, (self.history, self._number))
+
+    def _refreshed(self, rows: int) -> _Kept:
+        """A kept buffer holding the rows at ``rows`` as grab number ``self._number``, newest first."""
+        for kept in self._kept:
+            if not kept.is_free():
+                continue
+            stale = self.history.changed_between(kept.number, self._number)
+            if stale is None:
+                continue
+            target = _address(kept.buffer)
+            for index in stale:
+                offset, length = self._bands[index]
+                ctypes.memmove(target + offset, rows + offset, length)
+            kept.number = self._number
+            break
+        else:
+            buffer = bytearray(self._size)
+            ctypes.memmove(_address(buffer), rows, self._size)
+            kept = _Kept(buffer, self._number)
+            # The oldest goes (its holder keeps it as long as it needs).
+            del self._kept[KEPT_BUFFERS - 1 :]
+        self._kept = [kept, *(other for other in self._kept if other is not kept)]
+        return kept
+
+
 class BandCache(Generic[Part]):
-    """The last frame of one size, in bands of ``band_rows`` rows: its BGRX rows, and the part an
-    encoder made of each band. One thread at a time updates it."""
+    """The last frame of one size, in bands of ``band_rows`` rows: the part an encoder made of each
+    band, and what tells which bands the next frame changes: the frame's place in its grabber's
+    :class:`FrameHistory` when it has one, else its BGRX rows, to compare. One thread at a time
+    updates it."""
 
     def __init__(self, width: int, height: int, band_rows: int, settings: Hashable) -> None:
         self.width = width
@@ -113,31 +267,64 @@ class BandCache(Generic[Part]):
         self.settings = settings
         self._lock = threading.Lock()
         self._rows: list[bytearray] = []
+        self._lineage: Lineage | None = None
         self._parts: list[Part] = []
 
-    def update(self, bgrx: bytes | bytearray, make: Callable[[int, int], Part]) -> list[Part]:
-        """Every band's part for the frame ``bgrx``, top to bottom: the remembered one where the
+    def update(self, frame: Grab, make: Callable[[int, int], Part]) -> list[Part]:
+        """Every band's part for ``frame`` (BGRX rows), top to bottom: the remembered one where the
         band's rows are as in the last frame, ``make(top, rows)`` for the others. Should ``make``
         fail, everything is forgotten: no part is ever kept for rows other than its own."""
-        stride = self.width * BGRX_PIXEL
-        view = memoryview(bgrx)
+        assert frame.bgrx is not None, "a band cache takes BGRX frames"
         with self._lock:
             try:
-                for index, top in enumerate(range(0, self.height, self.band_rows)):
-                    rows = min(self.band_rows, self.height - top)
-                    band = view[top * stride : (top + rows) * stride]
-                    if index < len(self._rows):
-                        if self._rows[index] != band:
-                            self._parts[index] = make(top, rows)
-                            self._rows[index][:] = band
-                    else:  # the first frame: the bands come in order
-                        self._parts.append(make(top, rows))
-                        self._rows.append(bytearray(band))
+                changed = self._changed_by_history(frame)
+                if changed is not None:
+                    for index in sorted(changed):
+                        top = index * self.band_rows
+                        self._parts[index] = make(top, min(self.band_rows, self.height - top))
+                elif frame.lineage is not None:  # a history of its own, not comparable: all anew
+                    self._rows.clear()
+                    self._parts = [
+                        make(top, min(self.band_rows, self.height - top))
+                        for top in range(0, self.height, self.band_rows)
+                    ]
+                else:
+                    self._compare(frame.bgrx, make)
+                self._lineage = frame.lineage
             except BaseException:
                 self._rows.clear()
                 self._parts.clear()
+                self._lineage = None
                 raise
             return list(self._parts)
+
+    def _changed_by_history(self, frame: Grab) -> frozenset[int] | None:
+        """The bands ``frame`` changes since the last frame, as its history says; None when it
+        cannot say (no history, another one, or the last frame is forgotten)."""
+        if frame.lineage is None or self._lineage is None or not self._parts:
+            return None
+        history, number = frame.lineage
+        last_history, last_number = self._lineage
+        if history is not last_history or history.band_rows != self.band_rows:
+            return None
+        return history.changed_between(last_number, number)
+
+    def _compare(self, bgrx: bytes | bytearray, make: Callable[[int, int], Part]) -> None:
+        stride = self.width * BGRX_PIXEL
+        view = memoryview(bgrx)
+        if len(self._rows) != len(self._parts):  # the last frame had a history, not rows
+            self._rows.clear()
+            self._parts.clear()
+        for index, top in enumerate(range(0, self.height, self.band_rows)):
+            rows = min(self.band_rows, self.height - top)
+            band = view[top * stride : (top + rows) * stride]
+            if index < len(self._rows):
+                if self._rows[index] != band:
+                    self._parts[index] = make(top, rows)
+                    self._rows[index][:] = band
+            else:  # the first frame: the bands come in order
+                self._parts.append(make(top, rows))
+                self._rows.append(bytearray(band))
 
 
 class BandCaches(Generic[Part]):

@@ -1,22 +1,33 @@
-"""Screen pixels and screen changes on X11: MIT-SHM grabs through mss, and a DAMAGE counter.
+"""Screen pixels and screen changes on X11: MIT-SHM grabs, and a DAMAGE counter.
 
-mss >= 10.2 talks XCB, whose connections may be used from any thread, and guards each MSS object
-with its own lock, so one grabber serves every thread the Desktop facade is called from. (Older
-mss used Xlib handles that only worked on the thread that opened them.)
+The grabs go into a shared-memory segment of the grabber's own, through mss's XCB bindings (XCB
+connections may be used from any thread): mss's own ``grab`` copies the whole segment into a fresh
+buffer (4 MB at 1280x800, page faults and all), after which each encoder compared that copy with
+the last frame it kept. Here the segment is compared with the last frame grabbed, band by band,
+and only the bands that changed are copied (:class:`deskrig.grabs.KeptFrames`): one pass over the
+rows, and the frame tells the encoders which bands to encode again. The segment is read only inside
+:meth:`ScreenGrabber.grab`, under the grabber's lock; a frame handed out is a buffer of its own
+that is never written while a caller holds it. Where the segment cannot be set up (no MIT-SHM,
+a remote server, mss's bindings changed) mss grabs as before, and a diagnostic says so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import mmap
 import os
 import select
 import socket
 import struct
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 import mss
+from mss.linux import xcb, xcbgen, xcbhelpers
 from PIL import _imaging as pillow_core  # block caching has no other Python API
 from Xlib import X
 from Xlib.display import Display
@@ -25,7 +36,7 @@ from Xlib.ext import damage
 
 from deskrig.desktop.x11_conn import close_display
 from deskrig.errors import BackendError, ErrorCode
-from deskrig.grabs import Grab
+from deskrig.grabs import BGRX_PIXEL, MAX_CACHED_FRAMES, Grab, KeptFrames
 from deskrig.model import Bounds
 
 log = logging.getLogger(__name__)
@@ -54,8 +65,78 @@ def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) ->
     return Grab.from_bgrx(reply.data[:expected], width, height)
 
 
+class SharedSegment:
+    """A memfd shared with the X server (MIT-SHM 1.2's AttachFd) on a connection of its own, which
+    ShmGetImage fills with root-window pixels: mss's XCB bindings, not its copying ``grab``.
+    Raises :class:`mss.ScreenShotError` (or OSError) when it cannot be set up."""
+
+    def __init__(self, display_name: str, capacity: int) -> None:
+        self.capacity = capacity
+        connection, screen_number = xcb.connect(display_name)
+        self._connection: xcbhelpers.Connection | None = connection
+        self._segment: mmap.mmap | None = None
+        try:
+            setup = xcb.get_setup(self._connection)
+            if setup.image_byte_order != xcbgen.ImageOrder.LSBFirst:
+                raise mss.ScreenShotError("the X server's images are not LSB first")
+            self._root = xcbgen.setup_roots(setup)[screen_number].root
+            if not xcb.get_extension_data(self._connection, xcbhelpers.LIB.shm_id).present:
+                raise mss.ScreenShotError("no MIT-SHM extension")
+            version = xcbgen.shm_query_version(self._connection)
+            if (version.major_version, version.minor_version) < (1, 2):
+                raise mss.ScreenShotError("MIT-SHM older than 1.2 (no AttachFd)")
+            memfd = os.memfd_create("deskrig-grab", os.MFD_CLOEXEC)
+            try:
+                os.ftruncate(memfd, capacity)
+                # Writable only so ctypes can take the address; nothing here writes to it.
+                self._segment = mmap.mmap(memfd, capacity)
+                self._id = xcbgen.ShmSeg(xcb.generate_id(self._connection).value)
+                descriptor = os.dup(memfd)  # XCB closes the one it sends, on success or not
+                xcbgen.shm_attach_fd(self._connection, self._id, descriptor, 0)
+            finally:
+                os.close(memfd)
+        except BaseException:
+            self.close()
+            raise
+
+    def grab(self, region: Bounds) -> int:
+        """ShmGetImage of ``region`` into the segment; the address of its rows, which stay as they
+        are until the next grab."""
+        assert self._segment is not None and self._connection is not None
+        reply = xcbgen.shm_get_image(
+            self._connection,
+            self._root,
+            region.x,
+            region.y,
+            region.width,
+            region.height,
+            ALL_PLANES,
+            xcbgen.ImageFormat.ZPixmap,
+            self._id,
+            0,
+        )
+        if reply.size != region.width * region.height * BGRX_PIXEL:
+            # Depth 15/16 screens pack 2 bytes a pixel; deskrig supports 24/32-bit visuals only.
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED,
+                f"got {reply.size} bytes for {region.width}x{region.height} pixels; only 24/32-bit "
+                "screens are supported",
+            )
+        return ctypes.addressof(ctypes.c_char.from_buffer(self._segment))
+
+    def close(self) -> None:
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+        if self._connection is not None:
+            with contextlib.suppress(xcbhelpers.XError):  # a server gone already: nothing to release
+                xcb.disconnect(self._connection)
+            self._connection = None
+
+
 class ScreenGrabber:
-    """Grabs root-window regions with mss (MIT-SHM), or XGetImage when mss cannot work."""
+    """Grabs root-window regions into a shared-memory segment of its own (MIT-SHM), else with mss
+    (which falls back to XGetImage itself), else with python-xlib's XGetImage."""
 
     def __init__(self, display_name: str, xlib_display: Display, note: Note) -> None:
         self._display_name = display_name
@@ -63,30 +144,55 @@ class ScreenGrabber:
         self._note = note
         if pillow_core.get_blocks_max() < PILLOW_CACHED_BLOCKS:
             pillow_core.set_blocks_max(PILLOW_CACHED_BLOCKS)
+        self._lock = threading.Lock()
+        self._segment: SharedSegment | None = None
+        #: Per region (position and size), the frames grabbed of it: the regions used last.
+        self._kept: OrderedDict[Bounds, KeptFrames] = OrderedDict()
         self._mss: mss.MSS | None = None
         self._capacity = 0
         self._shm_checked = False
         try:
-            self._open_mss()
+            self._open()
         except mss.ScreenShotError as exc:
             note("capture", f"mss unavailable ({exc}); using XGetImage, about 30x slower")
 
-    def _open_mss(self) -> None:
-        if self._mss is not None:
-            self._mss.close()
-        self._mss = mss.MSS(display=self._display_name, backend="xshmgetimage")
-        # mss sizes its shared-memory buffer for the screen as it is now.
+    def _open(self) -> None:
+        """(Re)open the segment, or mss where it cannot be had, sized for the screen as it is now."""
+        self.close()
         geometry = self._root.get_geometry()
         self._capacity = geometry.width * geometry.height
+        try:
+            self._segment = SharedSegment(self._display_name, self._capacity * BGRX_PIXEL)
+            return
+        except (mss.ScreenShotError, OSError, AttributeError) as exc:
+            self._note("capture", f"no shared-memory segment of deskrig's own ({exc}); mss copies each grab")
+        self._mss = mss.MSS(display=self._display_name, backend="xshmgetimage")
         self._shm_checked = False
 
     def grab(self, region: Bounds) -> Grab:
-        """``region``'s pixels as the X server keeps them (BGRX), in a buffer of their own."""
-        if self._mss is None:
-            return xlib_get_image(self._root, region.x, region.y, region.width, region.height)
-        if region.width * region.height > self._capacity:
-            log.info("screen grew (RandR); reopening mss for %s", self._display_name)
-            self._open_mss()
+        """``region``'s pixels as the X server keeps them (BGRX), in a buffer of their own that is
+        never written while the frame is held."""
+        with self._lock:
+            if self._segment is None and self._mss is None:
+                return xlib_get_image(self._root, region.x, region.y, region.width, region.height)
+            if region.width * region.height > self._capacity:
+                log.info("screen grew (RandR); reopening the grabber for %s", self._display_name)
+                self._open()
+            if self._segment is not None:
+                return self._kept_frames(region).take(self._segment.grab(region))
+            return self._grab_with_mss(region)
+
+    def _kept_frames(self, region: Bounds) -> KeptFrames:
+        kept = self._kept.get(region)
+        if kept is None:
+            kept = self._kept[region] = KeptFrames(region.width, region.height)
+        self._kept.move_to_end(region)
+        while len(self._kept) > MAX_CACHED_FRAMES:
+            self._kept.popitem(last=False)
+        return kept
+
+    def _grab_with_mss(self, region: Bounds) -> Grab:
+        assert self._mss is not None
         monitor = {"left": region.x, "top": region.y, "width": region.width, "height": region.height}
         shot = self._mss.grab(monitor)
         if not self._shm_checked:
@@ -103,6 +209,10 @@ class ScreenGrabber:
             self._note("capture", "MIT-SHM unusable, mss uses XGetImage: " + "; ".join(status))
 
     def close(self) -> None:
+        self._kept.clear()
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
         if self._mss is not None:
             self._mss.close()
             self._mss = None
