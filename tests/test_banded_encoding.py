@@ -247,7 +247,7 @@ def test_the_frames_are_let_go_after_an_idle_period_and_the_next_capture_starts_
 
 def test_an_idle_encoder_lets_its_frames_go_on_its_own() -> None:
     caches: BandCaches[bytes] = BandCaches(16, idle_release_s=0.05)
-    caches.get(64, 48, 80).update(bgrx_frame(desktop_like(64, 48)).bgrx or b"", lambda top, rows: b"part")
+    caches.get(64, 48, 80).update(bgrx_frame(desktop_like(64, 48)), lambda top, rows: b"part")
     assert len(caches) == 1
     poll("the idle frames to be let go", lambda: len(caches) == 0)
 

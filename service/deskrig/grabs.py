@@ -83,7 +83,9 @@ class Grab:
         self.lineage = lineage
 
     @classmethod
-    def from_bgrx(cls, data: bytes | bytearray, width: int, height: int, lineage: Lineage | None = None) -> Grab:
+    def from_bgrx(
+        cls, data: bytes | bytearray, width: int, height: int, lineage: Lineage | None = None
+    ) -> Grab:
         """A frame of 32-bit little-endian X pixels (B, G, R, padding), rows without gaps;
         ``lineage``: its place in the history of the grabber that kept it."""
         return cls(width, height, data, None, lineage)
