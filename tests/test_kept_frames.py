@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw
 from tests.frames import bgrx_frame, desktop_like, libjpeg_restart_encode
 from tests.test_banded_encoding import compressed_rows, forget_frames  # noqa: F401 (a fixture)
 
-from deskrig import imaging, png, turbojpeg
+from deskrig import grabs, imaging, png, turbojpeg
 from deskrig.grabs import BAND_ROWS, KEPT_BUFFERS, FrameHistory, Grab, KeptFrames
 
 
@@ -166,3 +166,106 @@ def test_any_sequence_of_damage_holders_and_blackouts_gives_exact_frames_and_enc
             held.append((frame, bytes(frame.bgrx or b"")))
     for frame, rows in held:
         assert frame.bgrx == rows
+
+
+def test_a_band_drawn_on_after_a_grab_but_before_the_damage_was_read_is_compared_next_time() -> None:
+    screen = Screen(desktop_like(64, 48))
+    kept = KeptFrames(64, 48)
+    kept.take(screen.address, drawn_after=[])
+    # Drawn on just after this grab, before the damage was read: in the read, not in the frame.
+    kept.take(screen.address, drawn_after=[(10, 20, 10, 5)])  # band 1
+    screen.paint((10, 20, 19, 24), (250, 0, 0))
+    frame = kept.take(screen.address, drawn_after=[])  # nothing drawn since that read
+    assert frame.bgrx == screen.rows
+
+
+def test_damage_read_for_one_region_counts_for_the_others() -> None:
+    screen = Screen(desktop_like(64, 48))
+    whole, part = KeptFrames(64, 48), KeptFrames(64, 16, origin=(0, 32))
+    part_rows = screen.address + 32 * 64 * 4
+    whole.take(screen.address, drawn_after=[])
+    part.take(part_rows, drawn_after=[])
+    screen.paint((0, 40, 5, 41), (0, 250, 0))
+    part.drawn([(0, 40, 6, 2)])  # read when the whole screen was grabbed
+    whole.take(screen.address, drawn_after=[(0, 40, 6, 2)])
+    frame = part.take(part_rows, drawn_after=[])
+    assert frame.bgrx == screen.rows[32 * 64 * 4 :]
+
+
+@pytest.mark.parametrize(
+    ("rectangle", "bands"),
+    [
+        ((0, 0, 64, 1), {0}),
+        ((0, 15, 1, 2), {0, 1}),
+        ((0, -5, 3, 6), {0}),  # above the region, its last row in it
+        ((0, 47, 64, 100), {2}),
+        ((64, 0, 5, 48), set()),  # right of the region
+        ((-5, 0, 5, 48), set()),  # left of it, touching
+        ((0, 48, 64, 1), set()),  # below it
+    ],
+)
+def test_rectangles_drawn_on_map_to_the_bands_of_the_region(
+    rectangle: tuple[int, int, int, int], bands: set[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    screen = Screen(desktop_like(64, 48))
+    kept = KeptFrames(64, 48)
+    kept.take(screen.address, drawn_after=[])
+    compared: list[int] = []
+    memcmp = grabs._memcmp
+
+    def counting(first: int, second: int, length: int) -> int:
+        compared.append((first - screen.address) // (64 * 4 * BAND_ROWS))
+        return memcmp(first, second, length)
+
+    monkeypatch.setattr(grabs, "_memcmp", counting)
+    kept.take(screen.address, drawn_after=[rectangle])
+    assert set(compared) == bands
+
+
+painting = st.tuples(st.integers(-5, 69), st.integers(-5, 69), st.integers(1, 30), st.integers(1, 30))
+region = st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(1, 30), st.integers(1, 30))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    regions=st.lists(region, min_size=1, max_size=3),
+    events=st.lists(
+        st.tuples(st.integers(0, 2), st.lists(painting, max_size=2), st.lists(painting, max_size=2)),
+        min_size=1,
+        max_size=10,
+    ),
+    seed=st.integers(0, 1000),
+)
+def test_with_damage_any_grabs_of_any_regions_are_the_screen_as_grabbed(
+    regions: list[tuple[int, int, int, int]],
+    events: list[tuple[int, list[tuple[int, int, int, int]], list[tuple[int, int, int, int]]]],
+    seed: int,
+) -> None:
+    """Each event: paints before a grab of one of the regions, the grab, paints after it but
+    before the damage is read (in the read), the damage read counting for every region."""
+    rng = random.Random(seed)
+    screen = Screen(Image.frombytes("RGB", (72, 72), rng.randbytes(72 * 72 * 3)))
+    kept = [KeptFrames(w, h, origin=(x, y)) for x, y, w, h in regions]
+    pending: list[tuple[int, int, int, int]] = []  # drawn since the last damage read
+
+    def paint(rectangles: list[tuple[int, int, int, int]]) -> None:
+        for x, y, w, h in rectangles:
+            screen.paint((x, y, x + w - 1, y + h - 1), (rng.randrange(256), rng.randrange(256), 7))
+            pending.append((x, y, w, h))
+
+    for which, before, after in events:
+        x, y, w, h = regions[which % len(regions)]
+        frames = kept[which % len(regions)]
+        paint(before)
+        as_grabbed = bytes(
+            b for row in range(y, y + h) for b in screen.rows[(row * 72 + x) * 4 : (row * 72 + x + w) * 4]
+        )
+        segment = bytearray(as_grabbed)  # the grab: the rows as they are now
+        address = ctypes.addressof((ctypes.c_char * len(segment)).from_buffer(segment))
+        paint(after)
+        drawn, pending[:] = list(pending), []
+        for other in kept:
+            if other is not frames:
+                other.drawn(drawn)
+        frame = frames.take(address, drawn_after=drawn)
+        assert frame.bgrx == as_grabbed

@@ -32,7 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from PIL import Image, ImageColor
 
@@ -48,14 +48,17 @@ HISTORY_LENGTH = 64
 #: capture replaces it).
 KEPT_BUFFERS = 2
 #: Frames an encoder keeps, one per size and settings, the most recently used: the screen at the
-#: screenshot quality and at the live view's, and a window. Each holds one frame's rows (4 MB at
-#: 1280x800) and what was made of its bands.
+#: screenshot quality and at the live view's, and a window. Each holds what was made of its bands,
+#: and one frame's rows (4 MB at 1280x800) unless its frames come with a history. A grabber keeps
+#: as many regions' :class:`KeptFrames` (up to :data:`KEPT_BUFFERS` frames' rows each).
 MAX_CACHED_FRAMES = 3
-#: Seconds without a capture after which an encoder's frames are let go (up to ~8 MB a process): a
-#: rig left idle holds none, and the first capture after that encodes every band, as the first did.
+#: Seconds without a capture after which an encoder's or a grabber's frames are let go: a rig left
+#: idle holds none, and the first capture after that encodes every band, as the first did.
 IDLE_RELEASE_S = 30.0
 
 Part = TypeVar("Part")
+Key = TypeVar("Key", bound=Hashable)
+Value = TypeVar("Value")
 
 
 class Grab:
@@ -161,6 +164,8 @@ class FrameHistory:
 
 #: A frame's place in its grabber's history: the history and the grab's number in it.
 Lineage = tuple[FrameHistory, int]
+#: ``(x, y, width, height)`` in screen pixels.
+Rectangle = tuple[int, int, int, int]
 
 
 def _address(buffer: bytearray) -> int:
@@ -201,10 +206,18 @@ class KeptFrames:
     still held stays as it is and another is filled, so a frame never changes under its holder.
     One thread at a time (the grabber's lock)."""
 
-    def __init__(self, width: int, height: int, band_rows: int = BAND_ROWS) -> None:
+    def __init__(
+        self, width: int, height: int, origin: tuple[int, int] = (0, 0), band_rows: int = BAND_ROWS
+    ) -> None:
+        """``origin``: the screen position of the region's top-left pixel."""
         self.width = width
         self.height = height
+        self.origin = origin
+        self.band_rows = band_rows
         self.history = FrameHistory(band_rows)
+        #: The bands that may differ between the newest kept frame and the screen as drawn up to
+        #: the last :meth:`drawn`; None while unknown (no frame yet, or no damage reported).
+        self._suspect: set[int] | None = None
         stride = width * BGRX_PIXEL
         #: Each band's (offset, length) in the rows.
         self._bands = [
@@ -215,15 +228,43 @@ class KeptFrames:
         #: Newest first.
         self._kept: list[_Kept] = []
 
-    def take(self, rows: int) -> Grab:
-        """A frame of the ``width * height * 4`` bytes at address ``rows``, readable during the call."""
+    def drawn(self, rectangles: list[Rectangle] | None) -> None:
+        """The screen was drawn on in ``rectangles`` (None: anywhere, unknown) since the last call."""
+        if self._suspect is not None and rectangles is not None:
+            self._suspect |= self._bands_of(rectangles)
+        else:
+            self._suspect = None
+
+    def _bands_of(self, rectangles: list[Rectangle]) -> set[int]:
+        left, top = self.origin
+        bands: set[int] = set()
+        for x, y, width, height in rectangles:
+            first, last = max(y - top, 0), min(y + height - top, self.height) - 1
+            if first <= last and x < left + self.width and x + width > left:
+                bands.update(range(first // self.band_rows, last // self.band_rows + 1))
+        return bands
+
+    def take(self, rows: int, drawn_after: list[Rectangle] | None = None) -> Grab:
+        """A frame of the ``width * height * 4`` bytes at address ``rows``, readable during the call.
+
+        ``drawn_after``: where the screen was drawn on from the last :meth:`drawn` up to a moment
+        after the rows were grabbed (the grabber's :class:`DamageRegions` read after the grab);
+        None when not known. Only the bands drawn on since the newest kept frame was grabbed are
+        then compared: one drawn on after that grab but before the damage was read is in that
+        read, so it is compared now; one drawn on after this grab is compared next time. Without
+        ``drawn_after`` every band is compared."""
         self._number += 1
+        after = None if drawn_after is None else self._bands_of(drawn_after)
+        compared = None if self._suspect is None or after is None else sorted(self._suspect | after)
+        self._suspect = after
         if self._kept:
             newest = _address(self._kept[0].buffer)
             changed = frozenset(
                 index
-                for index, (offset, length) in enumerate(self._bands)
-                if _memcmp(rows + offset, newest + offset, length)
+                for index in (range(len(self._bands)) if compared is None else compared)
+                if _memcmp(
+                    rows + self._bands[index][0], newest + self._bands[index][0], self._bands[index][1]
+                )
             )
         else:
             changed = frozenset(range(len(self._bands)))
@@ -329,62 +370,91 @@ class BandCache(Generic[Part]):
                 self._rows.append(bytearray(band))
 
 
-class BandCaches(Generic[Part]):
-    """One :class:`BandCache` per frame size and settings, for the :data:`MAX_CACHED_FRAMES` used
-    last: a quality or level asked for anew starts from nothing, never from parts made otherwise."""
+class RecentlyUsed(Generic[Key, Value]):
+    """The values of the :data:`MAX_CACHED_FRAMES` keys asked for last, each made on first use by
+    ``make(key)``; all let go after ``idle_release_s`` without a :meth:`get`, so a rig left idle
+    holds none of the frames they keep."""
 
     def __init__(
         self,
-        band_rows: int,
+        make: Callable[[Key], Value],
         *,
         idle_release_s: float = IDLE_RELEASE_S,
         clock: Callable[[], float] = time.monotonic,
         call_later: Callable[[float, Callable[[], None]], None] | None = None,
     ) -> None:
         """``clock`` and ``call_later(delay, callback)`` (default: a daemon timer thread) time
-        the release of the frames after ``idle_release_s`` without a :meth:`get`."""
-        self.band_rows = band_rows
+        the release."""
+        self._make = make
         self.idle_release_s = idle_release_s
         self._clock = clock
         self._call_later = call_later or _call_later
         self._lock = threading.Lock()
-        self._caches: OrderedDict[tuple[int, int, Hashable], BandCache[Part]] = OrderedDict()
+        self._values: OrderedDict[Key, Value] = OrderedDict()
         self._used_at = 0.0
-        #: A release check is due: at most one waits at a time, none once the frames are gone.
+        #: A release check is due: at most one waits at a time, none once the values are gone.
         self._release_due = False
 
-    def get(self, width: int, height: int, settings: Hashable) -> BandCache[Part]:
-        key = (width, height, settings)
+    def get(self, key: Key) -> Value:
         with self._lock:
             self._used_at = self._clock()
             if not self._release_due:
                 self._release_due = True
                 self._call_later(self.idle_release_s, self._release_if_idle)
-            cache = self._caches.get(key)
-            if cache is None:
-                cache = self._caches[key] = BandCache(width, height, self.band_rows, settings)
-            self._caches.move_to_end(key)
-            while len(self._caches) > MAX_CACHED_FRAMES:
-                self._caches.popitem(last=False)
-            return cache
+            value = self._values.get(key)
+            if value is None:
+                value = self._values[key] = self._make(key)
+            self._values.move_to_end(key)
+            while len(self._values) > MAX_CACHED_FRAMES:
+                self._values.popitem(last=False)
+            return value
 
-    def drop(self, cache: BandCache[Part]) -> None:
-        """Forget ``cache`` (its parts cannot be used)."""
-        key = (cache.width, cache.height, cache.settings)
+    def drop(self, key: Key, value: Value) -> None:
+        """Forget ``value`` if ``key`` still has it."""
         with self._lock:
-            if self._caches.get(key) is cache:
-                del self._caches[key]
+            if self._values.get(key) is value:
+                del self._values[key]
+
+    def values(self) -> list[Value]:
+        with self._lock:
+            return list(self._values.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
 
     def _release_if_idle(self) -> None:
-        """Let every frame go once none was asked for in ``idle_release_s``; else check again
+        """Let every value go once none was asked for in ``idle_release_s``; else check again
         when that much time has passed since the last."""
         with self._lock:
             idle = self._clock() - self._used_at
             if idle >= self.idle_release_s:
-                self._caches.clear()
+                self._values.clear()
                 self._release_due = False
             else:
                 self._call_later(self.idle_release_s - idle, self._release_if_idle)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class BandCaches(Generic[Part]):
+    """One :class:`BandCache` per frame size and settings, for the :data:`MAX_CACHED_FRAMES` used
+    last (:class:`RecentlyUsed`, whose keyword arguments it takes): a quality or level asked for
+    anew starts from nothing, never from parts made otherwise."""
+
+    def __init__(self, band_rows: int, **release: Any) -> None:
+        self.band_rows = band_rows
+        self._caches: RecentlyUsed[tuple[int, int, Hashable], BandCache[Part]] = RecentlyUsed(
+            lambda key: BandCache(key[0], key[1], band_rows, key[2]), **release
+        )
+
+    def get(self, width: int, height: int, settings: Hashable) -> BandCache[Part]:
+        return self._caches.get((width, height, settings))
+
+    def drop(self, cache: BandCache[Part]) -> None:
+        """Forget ``cache`` (its parts cannot be used)."""
+        self._caches.drop((cache.width, cache.height, cache.settings), cache)
 
     def __len__(self) -> int:
         return len(self._caches)

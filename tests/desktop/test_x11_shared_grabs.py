@@ -1,12 +1,18 @@
 """X11 grabs into the grabber's own shared-memory segment (deskrig.desktop.x11_capture), on a real
 Xvfb of their own with nothing else drawing: a change in one band, the last partial band of a
 region or the first row shows in the next JPEG and PNG exactly as XGetImage sees the screen, and a
-frame a caller holds never changes while other grabs, and other threads, go on."""
+frame a caller holds never changes while other grabs, and other threads, go on. With another
+client drawing all the time, every frame is the segment as grabbed, though only the bands the
+DAMAGE regions name are compared."""
 
 from __future__ import annotations
 
+import ctypes
 import io
+import subprocess
+import sys
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +146,52 @@ def test_threads_grabbing_and_encoding_while_the_screen_changes_each_get_their_o
         for worker in workers:
             worker.join()
     assert failures == []
+
+
+#: Another client recolouring stripes across the screen as fast as the server takes it, in bursts
+#: of one request each, so drawing lands between a grab and the damage read after it.
+BUSY_PAINTER = """
+import itertools, sys
+from Xlib.display import Display
+display = Display(sys.argv[1])
+screen = display.screen()
+stripes = [
+    screen.root.create_window(0, 37 * n, 1280, 5, 0, screen.root_depth, override_redirect=True)
+    for n in range(21)
+]
+for stripe in stripes:
+    stripe.map()
+display.sync()
+print("painting", flush=True)
+for step in itertools.count():
+    stripe = stripes[step % len(stripes)]
+    stripe.change_attributes(background_pixel=(step * 0x050301) & 0xFFFFFF)
+    stripe.clear_area()
+    display.flush()
+    if step % 64 == 0:
+        display.sync()
+"""
+
+
+def test_with_another_client_drawing_all_the_time_every_frame_is_the_segment_as_grabbed(
+    bare_x: tuple[X11Backend, Painter],
+) -> None:
+    backend, painter = bare_x
+    screen = Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
+    display = painter.xlib.get_display_name()
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_PAINTER, display], stdout=subprocess.PIPE)
+    try:
+        assert busy.stdout is not None and busy.stdout.readline() == b"painting\n"
+        segment = backend._grabber._segment
+        assert segment is not None, "the grabber has no shared-memory segment of its own"
+        stale = 0
+        frames = set()
+        for _ in range(200):
+            frame = backend.grab(screen)
+            # The segment holds this grab until the next one: compared in full here.
+            stale += frame.bgrx != ctypes.string_at(segment.address, len(frame.bgrx or b""))
+            frames.add(zlib.crc32(frame.bgrx or b""))
+    finally:
+        stop_process(busy)
+    assert stale == 0
+    assert len(frames) > 100  # the screen changed under the grabs

@@ -23,7 +23,6 @@ import socket
 import struct
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
 import mss
@@ -31,12 +30,12 @@ from mss.linux import xcb, xcbgen, xcbhelpers
 from PIL import _imaging as pillow_core  # block caching has no other Python API
 from Xlib import X
 from Xlib.display import Display
-from Xlib.error import ConnectionClosedError
+from Xlib.error import ConnectionClosedError, XError
 from Xlib.ext import damage
 
 from deskrig.desktop.x11_conn import close_display
 from deskrig.errors import BackendError, ErrorCode
-from deskrig.grabs import BGRX_PIXEL, MAX_CACHED_FRAMES, Grab, KeptFrames
+from deskrig.grabs import BGRX_PIXEL, Grab, KeptFrames, RecentlyUsed, Rectangle
 from deskrig.model import Bounds
 
 log = logging.getLogger(__name__)
@@ -122,6 +121,12 @@ class SharedSegment:
                 f"got {reply.size} bytes for {region.width}x{region.height} pixels; only 24/32-bit "
                 "screens are supported",
             )
+        return self.address
+
+    @property
+    def address(self) -> int:
+        """Where the segment's bytes are (a grab of W x H pixels fills its first W * H * 4)."""
+        assert self._segment is not None
         return ctypes.addressof(ctypes.c_char.from_buffer(self._segment))
 
     def close(self) -> None:
@@ -146,8 +151,16 @@ class ScreenGrabber:
             pillow_core.set_blocks_max(PILLOW_CACHED_BLOCKS)
         self._lock = threading.Lock()
         self._segment: SharedSegment | None = None
-        #: Per region (position and size), the frames grabbed of it: the regions used last.
-        self._kept: OrderedDict[Bounds, KeptFrames] = OrderedDict()
+        #: Per region (position and size), the frames grabbed of it: the regions grabbed last.
+        self._kept: RecentlyUsed[Bounds, KeptFrames] = RecentlyUsed(
+            lambda region: KeptFrames(region.width, region.height, (region.x, region.y))
+        )
+        #: Where the screen was drawn on, read after each grab; before any frame is kept.
+        self._damage: DamageRegions | None = None
+        try:
+            self._damage = DamageRegions(display_name)
+        except (BackendError, XError) as exc:
+            note("capture", f"no DAMAGE regions ({exc}); every band of a grab is compared")
         self._mss: mss.MSS | None = None
         self._capacity = 0
         self._shm_checked = False
@@ -155,10 +168,13 @@ class ScreenGrabber:
             self._open()
         except mss.ScreenShotError as exc:
             note("capture", f"mss unavailable ({exc}); using XGetImage, about 30x slower")
+        if self._segment is None and self._damage is not None:  # no kept frames to spare compares
+            self._damage.close()
+            self._damage = None
 
     def _open(self) -> None:
         """(Re)open the segment, or mss where it cannot be had, sized for the screen as it is now."""
-        self.close()
+        self._close_grabbers()
         geometry = self._root.get_geometry()
         self._capacity = geometry.width * geometry.height
         try:
@@ -178,18 +194,28 @@ class ScreenGrabber:
             if region.width * region.height > self._capacity:
                 log.info("screen grew (RandR); reopening the grabber for %s", self._display_name)
                 self._open()
-            if self._segment is not None:
-                return self._kept_frames(region).take(self._segment.grab(region))
-            return self._grab_with_mss(region)
+            if self._segment is None:
+                return self._grab_with_mss(region)
+            rows = self._segment.grab(region)
+            kept = self._kept.get(region)
+            drawn = self._drawn()
+            for other in self._kept.values():
+                if other is not kept:
+                    other.drawn(drawn)
+            return kept.take(rows, drawn)
 
-    def _kept_frames(self, region: Bounds) -> KeptFrames:
-        kept = self._kept.get(region)
-        if kept is None:
-            kept = self._kept[region] = KeptFrames(region.width, region.height)
-        self._kept.move_to_end(region)
-        while len(self._kept) > MAX_CACHED_FRAMES:
-            self._kept.popitem(last=False)
-        return kept
+    def _drawn(self) -> list[Rectangle] | None:
+        """Where the screen was drawn on since the last call, read now; None when not known."""
+        if self._damage is None:
+            return None
+        try:
+            return self._damage.take()
+        except (BackendError, ConnectionClosedError) as exc:
+            # Every band is compared from now on: correct, only slower.
+            self._note("capture", f"DAMAGE regions lost ({exc}); every band of a grab is compared")
+            self._damage.close()
+            self._damage = None
+            return None
 
     def _grab_with_mss(self, region: Bounds) -> Grab:
         assert self._mss is not None
@@ -209,6 +235,12 @@ class ScreenGrabber:
             self._note("capture", "MIT-SHM unusable, mss uses XGetImage: " + "; ".join(status))
 
     def close(self) -> None:
+        self._close_grabbers()
+        if self._damage is not None:
+            self._damage.close()
+            self._damage = None
+
+    def _close_grabbers(self) -> None:
         self._kept.clear()
         if self._segment is not None:
             self._segment.close()
@@ -228,6 +260,8 @@ GET_INPUT_FOCUS = struct.pack("=BxH", 43, 1)
 GET_GEOMETRY = 14
 #: DAMAGE's minor opcode for DamageSubtract (damage, repair, parts: 16 bytes with its header).
 DAMAGE_SUBTRACT = 3
+#: XFixes' minor opcodes for CreateRegion (with no rectangles) and FetchRegion.
+XFIXES_CREATE_REGION, XFIXES_FETCH_REGION = 5, 19
 #: How long a round trip may take before the X server is taken for stuck (a python-xlib sync
 #: would wait forever).
 ROUND_TRIP_TIMEOUT_S = 10.0
@@ -285,6 +319,88 @@ class XUnits:
 
     def close(self) -> None:
         self._socket.close()
+
+
+def round_trip(wire: XUnits, request: bytes, receive: Callable[[], bytes | None]) -> bytes:
+    """Send ``request`` (the last one with a reply) and read up to its reply, which it returns:
+    every event the server queued before it has arrived then. ``receive()`` takes in what the
+    socket holds and returns the reply among it, if any."""
+    wire.send(request)
+    deadline = time.monotonic() + ROUND_TRIP_TIMEOUT_S
+    while True:
+        wait_ms = max(0, round((deadline - time.monotonic()) * 1000))
+        if not wire.readable(wait_ms):
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED, f"the X server did not answer in {ROUND_TRIP_TIMEOUT_S:g} s"
+            )
+        reply = receive()
+        if reply is not None:
+            return reply
+
+
+class DamageRegions:
+    """Where the root window was drawn on since the last :meth:`take`, as rectangles: a DAMAGE
+    object of its own, on a connection of its own, whose region each call moves into an XFixes
+    region (DamageSubtract with ``parts``) and fetches (XFixesFetchRegion), in one round trip.
+
+    The X server adds a drawing request's damage while it runs that request, and runs one request
+    at a time, so the rectangles a call returns cover every pixel changed between the call before
+    and the moment the server ran this one. (Its DamageNotify events are read and dropped.)
+    Raises :class:`BackendError` when DAMAGE or XFixes 2 is missing."""
+
+    def __init__(self, display_name: str) -> None:
+        self._display = Display(display_name)
+        try:
+            self._display.damage_query_version()
+            if self._display.xfixes_query_version().major_version < 2:
+                raise BackendError(ErrorCode.CAPTURE_FAILED, "XFixes older than 2 (no regions)")
+        except AttributeError as exc:  # python-xlib adds the methods of the extensions present
+            close_display(self._display, "DAMAGE regions")
+            raise BackendError(ErrorCode.CAPTURE_FAILED, f"no DAMAGE or XFixes ({exc})") from exc
+        damage_major = self._display.query_extension("DAMAGE").major_opcode
+        xfixes_major = self._display.query_extension("XFIXES").major_opcode
+        damage_id = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
+        self._region = self._display.display.allocate_resource_id()
+        self._display.sync()
+        connection = socket.socket(fileno=os.dup(self._display.fileno()))
+        self._wire = XUnits(connection, self._display.display.data_recv or b"")
+        self._failed = False
+        self._wire.send(struct.pack("=BBHI", xfixes_major, XFIXES_CREATE_REGION, 2, self._region))
+        self._take = struct.pack(
+            "=BBHIIIBBHI",
+            damage_major,
+            DAMAGE_SUBTRACT,
+            4,
+            damage_id,
+            X.NONE,
+            self._region,
+            xfixes_major,
+            XFIXES_FETCH_REGION,
+            2,
+            self._region,
+        )
+        self.take()  # the damage so far: the whole root, which the first grab of a region reads
+
+    def _receive(self) -> bytes | None:
+        reply = None
+        for unit in self._wire.receive():
+            kind = unit[0] & 0x7F
+            if kind == X_REPLY:
+                reply = unit
+            elif kind == X_ERROR:
+                self._failed = True
+        return reply
+
+    def take(self) -> list[Rectangle]:
+        """The rectangles drawn on since the last call, in root-window pixels."""
+        reply = round_trip(self._wire, self._take, self._receive)
+        if self._failed:  # the region or the damage object gone: nothing can be said
+            raise BackendError(ErrorCode.CAPTURE_FAILED, "the X server refused a DAMAGE request")
+        return list(struct.iter_unpack("=hhHH", reply[X_UNIT:]))
+
+    def close(self) -> None:
+        self._wire.close()
+        close_display(self._display, "DAMAGE regions")
 
 
 class DamageCounter:
@@ -373,19 +489,7 @@ class DamageCounter:
             self._receive()
 
     def _round_trip(self, request: bytes = GET_INPUT_FOCUS) -> bytes:
-        """Send ``request`` (one with a reply) and read up to its reply, which it returns: every
-        event the server queued before it has arrived then."""
-        self._wire.send(request)
-        deadline = time.monotonic() + ROUND_TRIP_TIMEOUT_S
-        while True:
-            wait_ms = max(0, round((deadline - time.monotonic()) * 1000))
-            if not self._wire.readable(wait_ms):
-                raise BackendError(
-                    ErrorCode.CAPTURE_FAILED, f"the X server did not answer in {ROUND_TRIP_TIMEOUT_S:g} s"
-                )
-            reply = self._receive()
-            if reply is not None:
-                return reply
+        return round_trip(self._wire, request, self._receive)
 
     def serial(self) -> int:
         with self._lock:
