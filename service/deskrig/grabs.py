@@ -200,9 +200,9 @@ class KeptFrames:
     from rows that a grabber lends only for the call (a shared-memory segment the next grab
     overwrites), compared band by band with the grab before as they are copied.
 
-    The comparison is the one pass over the rows: only the bands that changed are copied into a
-    kept buffer, and the frame's :class:`FrameHistory` tells the encoders which bands they must
-    encode again. A buffer is written only while no caller holds it (:meth:`_Kept.is_free`); one
+    The comparison is the one pass over the rows, and only over the bands a grabber's damage
+    reports name (all of them without): only the bands that changed are copied into a kept buffer,
+    and the frame's :class:`FrameHistory` tells the encoders which bands they must encode again. A buffer is written only while no caller holds it (:meth:`_Kept.is_free`); one
     still held stays as it is and another is filled, so a frame never changes under its holder.
     One thread at a time (the grabber's lock)."""
 

@@ -1,14 +1,25 @@
-"""Screen pixels and screen changes on X11: MIT-SHM grabs, and a DAMAGE counter.
+"""Screen pixels and screen changes on X11: MIT-SHM grabs, DAMAGE regions and a DAMAGE counter.
 
 The grabs go into a shared-memory segment of the grabber's own, through mss's XCB bindings (XCB
 connections may be used from any thread): mss's own ``grab`` copies the whole segment into a fresh
 buffer (4 MB at 1280x800, page faults and all), after which each encoder compared that copy with
-the last frame it kept. Here the segment is compared with the last frame grabbed, band by band,
-and only the bands that changed are copied (:class:`deskrig.grabs.KeptFrames`): one pass over the
-rows, and the frame tells the encoders which bands to encode again. The segment is read only inside
-:meth:`ScreenGrabber.grab`, under the grabber's lock; a frame handed out is a buffer of its own
-that is never written while a caller holds it. Where the segment cannot be set up (no MIT-SHM,
-a remote server, mss's bindings changed) mss grabs as before, and a diagnostic says so.
+the last frame it kept. Here the segment is compared with the last frame grabbed and only the
+bands that changed are copied (:class:`deskrig.grabs.KeptFrames`); the frame tells the encoders
+which bands to encode again. The segment is read only inside :meth:`ScreenGrabber.grab`, under the
+grabber's lock; a frame handed out is a buffer of its own that is never written while a caller
+holds it. Where the segment cannot be set up (no MIT-SHM, a remote server, mss's bindings
+changed) mss grabs as before, and a diagnostic says so.
+
+Not even every band is compared: after each grab the grabber reads where the root window was drawn
+on (:class:`DamageRegions`), and compares only the bands drawn on since the last frame was grabbed.
+Why that is never stale: the X server runs one request at a time and records a drawing request's
+damage while it runs it. The damage read is sent after the grab's reply came, so the server ran it
+after the grab; it names every pixel drawn on between the read before and this one. A pixel drawn
+on after the last grab of a region was either drawn on before the read that followed that grab
+(named in it) or after (named in a later read); the grabber keeps the bands of every read since a
+region's last grab (:meth:`deskrig.grabs.KeptFrames.drawn`) and compares them with this one's. So
+every band that differs between the last frame and the segment is compared, and each frame is the
+segment as grabbed, byte for byte: not torn, as partial grabs of damaged rows would be.
 """
 
 from __future__ import annotations
