@@ -211,13 +211,13 @@ def test_rectangles_drawn_on_map_to_the_bands_of_the_region(
     kept = KeptFrames(64, 48)
     kept.take(screen.address, drawn_after=[])
     compared: list[int] = []
-    memcmp = grabs._memcmp
+    memcmp = grabs._memcmp()
 
     def counting(first: int, second: int, length: int) -> int:
         compared.append((first - screen.address) // (64 * 4 * BAND_ROWS))
         return memcmp(first, second, length)
 
-    monkeypatch.setattr(grabs, "_memcmp", counting)
+    monkeypatch.setattr(grabs, "_memcmp", lambda: counting)
     kept.take(screen.address, drawn_after=[rectangle])
     assert set(compared) == bands
 

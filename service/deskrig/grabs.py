@@ -27,6 +27,8 @@ history encodes just those bands, without keeping or comparing rows of its own.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
+import functools
 import sys
 import threading
 import time
@@ -173,10 +175,13 @@ def _address(buffer: bytearray) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
 
 
-_libc = ctypes.CDLL(None)
-_memcmp = _libc.memcmp
-_memcmp.restype = ctypes.c_int
-_memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+@functools.cache
+def _memcmp() -> Callable[[int, int, int], int]:
+    """The C library's ``memcmp``, loaded on first use (only the X11 grabber compares addresses)."""
+    function = ctypes.CDLL(ctypes.util.find_library("c")).memcmp
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return function
 
 
 class _Kept:
@@ -258,13 +263,12 @@ class KeptFrames:
         compared = None if self._suspect is None or after is None else sorted(self._suspect | after)
         self._suspect = after
         if self._kept:
-            newest = _address(self._kept[0].buffer)
+            newest, memcmp = _address(self._kept[0].buffer), _memcmp()
             changed = frozenset(
                 index
                 for index in (range(len(self._bands)) if compared is None else compared)
-                if _memcmp(
-                    rows + self._bands[index][0], newest + self._bands[index][0], self._bands[index][1]
-                )
+                for offset, length in (self._bands[index],)
+                if memcmp(rows + offset, newest + offset, length)
             )
         else:
             changed = frozenset(range(len(self._bands)))
