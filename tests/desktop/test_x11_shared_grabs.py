@@ -194,4 +194,4 @@ def test_with_another_client_drawing_all_the_time_every_frame_is_the_segment_as_
     finally:
         stop_process(busy)
     assert stale == 0
-    assert len(frames) > 100  # the screen changed under the grabs
+    assert len(frames) > 10  # the screen changed under the grabs
