@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import io
+import json
 import subprocess
 import sys
 import threading
@@ -195,3 +196,45 @@ def test_with_another_client_drawing_all_the_time_every_frame_is_the_segment_as_
         stop_process(busy)
     assert stale == 0
     assert len(frames) > 10  # the screen changed under the grabs
+
+
+#: Runs in a child process (python-xlib's event-code table is shared by every connection of a
+#: process, see test_x11.FALLBACK_PROBE): grabs on a server without DAMAGE, before and after a
+#: window is recoloured, and what the backend noted.
+NO_DAMAGE_PROBE = """
+import json, sys
+from Xlib.display import Display
+from deskrig.desktop.x11 import X11Backend
+from deskrig.model import Bounds
+
+backend = X11Backend(sys.argv[1])
+xlib = Display(sys.argv[1])
+screen = xlib.screen()
+window = screen.root.create_window(
+    0, 100, 64, 20, 0, screen.root_depth, background_pixel=0x0000FF, override_redirect=True
+)
+window.map()
+xlib.sync()
+region = Bounds(x=0, y=0, width=1280, height=800)
+pixels = [backend.grab(region).image().getpixel((10, 110))]
+window.change_attributes(background_pixel=0xFF0000)
+window.clear_area()
+xlib.sync()
+pixels.append(backend.grab(region).image().getpixel((10, 110)))
+print(json.dumps({"pixels": pixels, "diagnostics": [d.message for d in backend.diagnostics]}))
+backend.close()
+"""
+
+
+def test_without_damage_every_band_is_compared_and_said_so(tmp_path: Path) -> None:
+    xvfb, display = start_xvfb(tmp_path, "-extension", "DAMAGE")
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", NO_DAMAGE_PROBE, display], capture_output=True, text=True, timeout=30
+        )
+    finally:
+        stop_process(xvfb)
+    assert probe.returncode == 0, probe.stderr
+    result = json.loads(probe.stdout)
+    assert result["pixels"] == [[0, 0, 255], [255, 0, 0]]
+    assert any("every band of a grab is compared" in message for message in result["diagnostics"])
