@@ -81,7 +81,6 @@ class SharedSegment:
     Raises :class:`mss.ScreenShotError` (or OSError) when it cannot be set up."""
 
     def __init__(self, display_name: str, capacity: int) -> None:
-        self.capacity = capacity
         connection, screen_number = xcb.connect(display_name)
         self._connection: xcbhelpers.Connection | None = connection
         self._segment: mmap.mmap | None = None
@@ -166,7 +165,8 @@ class ScreenGrabber:
         self._kept: RecentlyUsed[Bounds, KeptFrames] = RecentlyUsed(
             lambda region: KeptFrames(region.width, region.height, (region.x, region.y))
         )
-        #: Where the screen was drawn on, read after each grab; before any frame is kept.
+        #: Where the screen was drawn on, read after each grab; made before any frame is kept, so
+        #: its first read names everything drawn since.
         self._damage: DamageRegions | None = None
         try:
             self._damage = DamageRegions(display_name)
@@ -390,7 +390,11 @@ class DamageRegions:
             2,
             self._region,
         )
-        self.take()  # the damage so far: the whole root, which the first grab of a region reads
+        try:
+            self.take()  # the damage so far: the whole root, which the first grab of a region reads
+        except BaseException:
+            self.close()
+            raise
 
     def _receive(self) -> bytes | None:
         reply = None
