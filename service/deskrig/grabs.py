@@ -291,9 +291,8 @@ class KeptFrames:
             kept.number = self._number
             break
         else:
-            buffer = bytearray(self._size)
-            ctypes.memmove(_address(buffer), rows, self._size)
-            kept = _Kept(buffer, self._number)
+            # One copy of the rows (a zeroed bytearray filled afterwards writes it twice).
+            kept = _Kept(bytearray((ctypes.c_char * self._size).from_address(rows)), self._number)
             # The oldest goes (its holder keeps it as long as it needs).
             del self._kept[KEPT_BUFFERS - 1 :]
         self._kept = [kept, *(other for other in self._kept if other is not kept)]
