@@ -20,16 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 from playwright.sync_api import Page
-from tests.frames import bgrx_frame, desktop_like, environment, libjpeg_restart_encode
+from tests.frames import bgrx_frame, desktop_like, environment, forget_frames, libjpeg_restart_encode
 from tests.polling import poll
 
 from deskrig import imaging, png, turbojpeg
 from deskrig.grabs import IDLE_RELEASE_S, MAX_CACHED_FRAMES, BandCaches, Grab
-
-
-def forget_frames() -> None:
-    turbojpeg._band_caches = BandCaches(turbojpeg.BAND_ROWS)
-    png._band_caches = BandCaches(png.PNG_BAND_ROWS)
 
 
 @pytest.fixture(autouse=True)
@@ -61,20 +56,6 @@ def painted(image: Image.Image, box: tuple[int, int, int, int], colour: tuple[in
     changed = image.copy()
     ImageDraw.Draw(changed).rectangle(box, fill=colour)
     return changed
-
-
-@pytest.fixture
-def compressed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The height of every band TurboJPEG is asked to compress, in order."""
-    heights: list[int] = []
-    compress = turbojpeg._compress
-
-    def counting(address: int, width: int, height: int, quality: int) -> bytes:
-        heights.append(height)
-        return compress(address, width, height, quality)
-
-    monkeypatch.setattr(turbojpeg, "_compress", counting)
-    return heights
 
 
 @pytest.mark.parametrize("size", [(1, 1), (17, 5), (33, 16), (16, 17), (640, 400), (641, 403)])

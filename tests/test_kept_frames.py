@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
-from tests.frames import bgrx_frame, desktop_like, libjpeg_restart_encode
-from tests.test_banded_encoding import compressed_rows, forget_frames  # noqa: F401 (a fixture)
+from tests.frames import bgrx_frame, desktop_like, forget_frames, libjpeg_restart_encode
 
 from deskrig import grabs, imaging, png, turbojpeg
 from deskrig.grabs import BAND_ROWS, KEPT_BUFFERS, FrameHistory, Grab, KeptFrames
@@ -61,7 +60,7 @@ def assert_encodes_exactly(frame: Grab, image: Image.Image, jpeg: bytes | None =
 def test_a_change_in_one_band_is_in_the_next_jpeg_and_png_and_only_that_band_is_encoded(
     box: tuple[int, int, int, int],
     band: int,
-    compressed_rows: list[int],  # noqa: F811
+    compressed_rows: list[int],
 ) -> None:
     screen = Screen(desktop_like(640, 403))
     kept = KeptFrames(640, 403)
@@ -107,7 +106,7 @@ def test_frames_let_go_are_written_again_not_allocated() -> None:
     assert len(buffers) == 1
 
 
-def test_a_frame_older_than_the_history_is_encoded_whole(compressed_rows: list[int]) -> None:  # noqa: F811
+def test_a_frame_older_than_the_history_is_encoded_whole(compressed_rows: list[int]) -> None:
     screen = Screen(desktop_like(64, 48))
     kept = KeptFrames(64, 48)
     kept.history = FrameHistory(BAND_ROWS, length=2)
