@@ -11,8 +11,9 @@ import pytest
 from tests.rigprocs import BACKENDS, open_dir
 from tests.toolkits import TOOLKITS, backends_for, runs_for, toolkits_for
 
-#: Fixtures shared across folders: ``browser_page`` (Debian's Chromium through Playwright).
-pytest_plugins = ["tests.browser"]
+#: Fixtures shared across folders: ``browser_page`` (Debian's Chromium through Playwright), and
+#: ``compressed_rows`` (the bands TurboJPEG compresses).
+pytest_plugins = ["tests.browser", "tests.frames"]
 
 #: Why toolkits were left out of tests, for the summary: test -> reasons.
 _LEFT_OUT: dict[str, list[str]] = {}

@@ -1,5 +1,6 @@
 """Frames the encoding tests make and encode: screen-like images, as X11 grabs, and libjpeg's
-own encoding of a whole frame to compare banded JPEGs with."""
+own encoding of a whole frame to compare banded JPEGs with; the encoders' band caches forgotten,
+and ``compressed_rows``, a fixture (this module is a pytest plugin, see tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from PIL import Image, ImageDraw
 
-from deskrig import turbojpeg
-from deskrig.grabs import Grab
+from deskrig import png, turbojpeg
+from deskrig.grabs import BandCaches, Grab
 
 BLUE = (53, 132, 228)
 PANEL = (246, 245, 244)
@@ -56,3 +58,23 @@ def libjpeg_restart_encode(frame: Grab, quality: int) -> bytes:
     assert frame.bgrx is not None
     with environment("TJ_RESTART", "1"):
         return turbojpeg.encode_bgrx_whole(frame, frame.bgrx, quality)
+
+
+def forget_frames() -> None:
+    """The encoders start from no frame remembered."""
+    turbojpeg._band_caches = BandCaches(turbojpeg.BAND_ROWS)
+    png._band_caches = BandCaches(png.PNG_BAND_ROWS)
+
+
+@pytest.fixture
+def compressed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The height of every band TurboJPEG is asked to compress, in order."""
+    heights: list[int] = []
+    compress = turbojpeg._compress
+
+    def counting(address: int, width: int, height: int, quality: int) -> bytes:
+        heights.append(height)
+        return compress(address, width, height, quality)
+
+    monkeypatch.setattr(turbojpeg, "_compress", counting)
+    return heights

@@ -20,16 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 from playwright.sync_api import Page
-from tests.frames import bgrx_frame, desktop_like, environment, libjpeg_restart_encode
+from tests.frames import bgrx_frame, desktop_like, environment, forget_frames, libjpeg_restart_encode
 from tests.polling import poll
 
 from deskrig import imaging, png, turbojpeg
 from deskrig.grabs import IDLE_RELEASE_S, MAX_CACHED_FRAMES, BandCaches, Grab
-
-
-def forget_frames() -> None:
-    turbojpeg._band_caches = BandCaches(turbojpeg.BAND_ROWS)
-    png._band_caches = BandCaches(png.PNG_BAND_ROWS)
 
 
 @pytest.fixture(autouse=True)
@@ -61,20 +56,6 @@ def painted(image: Image.Image, box: tuple[int, int, int, int], colour: tuple[in
     changed = image.copy()
     ImageDraw.Draw(changed).rectangle(box, fill=colour)
     return changed
-
-
-@pytest.fixture
-def compressed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The height of every band TurboJPEG is asked to compress, in order."""
-    heights: list[int] = []
-    compress = turbojpeg._compress
-
-    def counting(address: int, width: int, height: int, quality: int) -> bytes:
-        heights.append(height)
-        return compress(address, width, height, quality)
-
-    monkeypatch.setattr(turbojpeg, "_compress", counting)
-    return heights
 
 
 @pytest.mark.parametrize("size", [(1, 1), (17, 5), (33, 16), (16, 17), (640, 400), (641, 403)])
@@ -247,7 +228,7 @@ def test_the_frames_are_let_go_after_an_idle_period_and_the_next_capture_starts_
 
 def test_an_idle_encoder_lets_its_frames_go_on_its_own() -> None:
     caches: BandCaches[bytes] = BandCaches(16, idle_release_s=0.05)
-    caches.get(64, 48, 80).update(bgrx_frame(desktop_like(64, 48)).bgrx or b"", lambda top, rows: b"part")
+    caches.get(64, 48, 80).update(bgrx_frame(desktop_like(64, 48)), lambda top, rows: b"part")
     assert len(caches) == 1
     poll("the idle frames to be let go", lambda: len(caches) == 0)
 

@@ -15,38 +15,67 @@ A screen mostly stays as it was between two captures (a spinner, a caret, a cloc
 dozen pixels), so the encoders work in horizontal bands of rows and remember, per frame size, the
 last frame's rows and what they made of each band (:class:`BandCaches`): only the bands whose rows
 changed are encoded again. Comparing a 1280x800 frame band by band with the last one takes about
-0.3 ms (``bytearray == memoryview`` is a ``memcmp``).
+0.3 ms (``bytearray == memoryview`` is a ``memcmp``), up to 0.7 ms with the frames out of the CPU's
+caches, as they are between two screenshots.
+
+A grabber that compares its grabs itself (:class:`KeptFrames`, X11's shared-memory grabs) spares
+the encoders that pass: its frames carry a :class:`FrameHistory`, which says which bands changed
+from any recent frame of the region to any other, and a cache whose last frame is in the same
+history encodes just those bands, without keeping or comparing rows of its own.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from PIL import Image, ImageColor
 
 #: Bytes per pixel of a BGRX frame.
 BGRX_PIXEL = 4
+#: Pixel rows per band, for the encoders (one JPEG MCU row at 4:2:0) and the grabbers' histories.
+BAND_ROWS = 16
+#: Grabs a :class:`FrameHistory` remembers the changed bands of: a cache whose last frame is older
+#: compares rows again.
+HISTORY_LENGTH = 64
+#: Buffers :class:`KeptFrames` keeps per region: the newest frame, and one more to write the next
+#: grab into while a caller still holds the newest (the unchanged-screen cache does, until the next
+#: capture replaces it).
+KEPT_BUFFERS = 2
 #: Frames an encoder keeps, one per size and settings, the most recently used: the screen at the
-#: screenshot quality and at the live view's, and a window. Each holds one frame's rows (4 MB at
-#: 1280x800) and what was made of its bands.
+#: screenshot quality and at the live view's, and a window. Each holds what was made of its bands,
+#: and one frame's rows (4 MB at 1280x800) unless its frames come with a history. A grabber keeps
+#: as many regions' :class:`KeptFrames` (up to :data:`KEPT_BUFFERS` frames' rows each).
 MAX_CACHED_FRAMES = 3
-#: Seconds without a capture after which an encoder's frames are let go (up to ~8 MB a process): a
-#: rig left idle holds none, and the first capture after that encodes every band, as the first did.
+#: Seconds without a capture after which an encoder's or a grabber's frames are let go: a rig left
+#: idle holds none, and the first capture after that encodes every band, as the first did.
 IDLE_RELEASE_S = 30.0
 
 Part = TypeVar("Part")
+Key = TypeVar("Key", bound=Hashable)
+Value = TypeVar("Value")
 
 
 class Grab:
     """Pixels of one capture: BGRX rows as grabbed, or a Pillow image. Never modified in place."""
 
-    __slots__ = ("_bgrx", "_image", "height", "width")
+    __slots__ = ("_bgrx", "_image", "height", "lineage", "width")
 
-    def __init__(self, width: int, height: int, bgrx: bytes | bytearray | None, image: Image.Image | None):
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        bgrx: bytes | bytearray | None,
+        image: Image.Image | None,
+        lineage: Lineage | None = None,
+    ):
         if (bgrx is None) == (image is None):
             raise ValueError("a frame holds either BGRX rows or a Pillow image")
         if bgrx is not None and len(bgrx) != width * height * BGRX_PIXEL:
@@ -55,11 +84,16 @@ class Grab:
         self.height = height
         self._bgrx = bgrx
         self._image = image
+        #: Where the frame stands in its grabber's :class:`FrameHistory`, if it has one.
+        self.lineage = lineage
 
     @classmethod
-    def from_bgrx(cls, data: bytes | bytearray, width: int, height: int) -> Grab:
-        """A frame of 32-bit little-endian X pixels (B, G, R, padding), rows without gaps."""
-        return cls(width, height, data, None)
+    def from_bgrx(
+        cls, data: bytes | bytearray, width: int, height: int, lineage: Lineage | None = None
+    ) -> Grab:
+        """A frame of 32-bit little-endian X pixels (B, G, R, padding), rows without gaps;
+        ``lineage``: its place in the history of the grabber that kept it."""
+        return cls(width, height, data, None, lineage)
 
     @classmethod
     def of(cls, image: Image.Image) -> Grab:
@@ -101,9 +135,175 @@ class Grab:
         return Grab.from_bgrx(pixels, self.width, self.height)
 
 
+class FrameHistory:
+    """Which bands of :data:`BAND_ROWS` rows changed from each grab of one region to the next, for
+    the last :data:`HISTORY_LENGTH` grabs, numbered from 1. Exact or more: a band that changed is
+    always recorded (a band recorded may have changed back)."""
+
+    def __init__(self, band_rows: int = BAND_ROWS, length: int = HISTORY_LENGTH) -> None:
+        self.band_rows = band_rows
+        self._length = length
+        self._lock = threading.Lock()
+        self._changed: OrderedDict[int, frozenset[int]] = OrderedDict()
+
+    def record(self, number: int, changed: frozenset[int]) -> None:
+        """Grab ``number`` differs from grab ``number - 1`` in the bands ``changed``."""
+        with self._lock:
+            self._changed[number] = changed
+            while len(self._changed) > self._length:
+                self._changed.popitem(last=False)
+
+    def changed_between(self, first: int, second: int) -> frozenset[int] | None:
+        """The bands in which grabs ``first`` and ``second`` may differ (in either order); None when
+        a grab between them is no longer remembered."""
+        low, high = sorted((first, second))
+        with self._lock:
+            try:
+                return frozenset().union(*(self._changed[number] for number in range(low + 1, high + 1)))
+            except KeyError:
+                return None
+
+
+#: A frame's place in its grabber's history: the history and the grab's number in it.
+Lineage = tuple[FrameHistory, int]
+#: ``(x, y, width, height)`` in screen pixels.
+Rectangle = tuple[int, int, int, int]
+
+
+def _address(buffer: bytearray) -> int:
+    """Where ``buffer``'s bytes are now (the temporary export is released at once)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+
+@functools.cache
+def _memcmp() -> Callable[[int, int, int], int]:
+    """The C library's ``memcmp``, loaded on first use (only the X11 grabber compares addresses)."""
+    function = ctypes.CDLL(ctypes.util.find_library("c")).memcmp
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return function
+
+
+class _Kept:
+    """A buffer of :class:`KeptFrames` and the grab whose rows it holds."""
+
+    __slots__ = ("buffer", "number")
+
+    def __init__(self, buffer: bytearray, number: int) -> None:
+        self.buffer = buffer
+        self.number = number
+
+    def is_free(self) -> bool:
+        """Whether nothing but this record refers to the buffer, so no caller can be reading it.
+        Whatever reads a buffer holds a reference to it: a :class:`Grab`, a memoryview, a Pillow
+        image over it, ctypes' export. (The two counted: this record's and the call's argument.)"""
+        return sys.getrefcount(self.buffer) == 2
+
+
+class KeptFrames:
+    """The grabs of one region of ``width`` x ``height`` BGRX pixels, each a frame of its own, made
+    from rows that a grabber lends only for the call (a shared-memory segment the next grab
+    overwrites), compared band by band with the grab before as they are copied.
+
+    The comparison is the one pass over the rows, and only over the bands a grabber's damage
+    reports name (all of them without): only the bands that changed are copied into a kept buffer,
+    and the frame's :class:`FrameHistory` tells the encoders which bands they must encode again. A buffer is written only while no caller holds it (:meth:`_Kept.is_free`); one
+    still held stays as it is and another is filled, so a frame never changes under its holder.
+    One thread at a time (the grabber's lock)."""
+
+    def __init__(
+        self, width: int, height: int, origin: tuple[int, int] = (0, 0), band_rows: int = BAND_ROWS
+    ) -> None:
+        """``origin``: the screen position of the region's top-left pixel."""
+        self.width = width
+        self.height = height
+        self.origin = origin
+        self.band_rows = band_rows
+        self.history = FrameHistory(band_rows)
+        #: The bands that may differ between the newest kept frame and the screen as drawn up to
+        #: the last :meth:`drawn`; None while unknown (no frame yet, or no damage reported).
+        self._suspect: set[int] | None = None
+        stride = width * BGRX_PIXEL
+        #: Each band's (offset, length) in the rows.
+        self._bands = [
+            (top * stride, min(band_rows, height - top) * stride) for top in range(0, height, band_rows)
+        ]
+        self._size = height * stride
+        self._number = 0
+        #: Newest first.
+        self._kept: list[_Kept] = []
+
+    def drawn(self, rectangles: list[Rectangle] | None) -> None:
+        """The screen was drawn on in ``rectangles`` (None: anywhere, unknown) since the last call."""
+        if self._suspect is not None and rectangles is not None:
+            self._suspect |= self._bands_of(rectangles)
+        else:
+            self._suspect = None
+
+    def _bands_of(self, rectangles: list[Rectangle]) -> set[int]:
+        left, top = self.origin
+        bands: set[int] = set()
+        for x, y, width, height in rectangles:
+            first, last = max(y - top, 0), min(y + height - top, self.height) - 1
+            if first <= last and x < left + self.width and x + width > left:
+                bands.update(range(first // self.band_rows, last // self.band_rows + 1))
+        return bands
+
+    def take(self, rows: int, drawn_after: list[Rectangle] | None = None) -> Grab:
+        """A frame of the ``width * height * 4`` bytes at address ``rows``, readable during the call.
+
+        ``drawn_after``: where the screen was drawn on from the last :meth:`drawn` up to a moment
+        after the rows were grabbed (the grabber's :class:`DamageRegions` read after the grab);
+        None when not known. Only the bands drawn on since the newest kept frame was grabbed are
+        then compared: one drawn on after that grab but before the damage was read is in that
+        read, so it is compared now; one drawn on after this grab is compared next time. Without
+        ``drawn_after`` every band is compared."""
+        self._number += 1
+        after = None if drawn_after is None else self._bands_of(drawn_after)
+        compared = None if self._suspect is None or after is None else sorted(self._suspect | after)
+        self._suspect = after
+        if self._kept:
+            newest, memcmp = _address(self._kept[0].buffer), _memcmp()
+            changed = frozenset(
+                index
+                for index in (range(len(self._bands)) if compared is None else compared)
+                for offset, length in (self._bands[index],)
+                if memcmp(rows + offset, newest + offset, length)
+            )
+        else:
+            changed = frozenset(range(len(self._bands)))
+        self.history.record(self._number, changed)
+        kept = self._refreshed(rows)
+        return Grab.from_bgrx(kept.buffer, self.width, self.height, (self.history, self._number))
+
+    def _refreshed(self, rows: int) -> _Kept:
+        """A kept buffer holding the rows at ``rows`` as grab number ``self._number``, newest first."""
+        for kept in self._kept:
+            if not kept.is_free():
+                continue
+            stale = self.history.changed_between(kept.number, self._number)
+            if stale is None:
+                continue
+            target = _address(kept.buffer)
+            for index in stale:
+                offset, length = self._bands[index]
+                ctypes.memmove(target + offset, rows + offset, length)
+            kept.number = self._number
+            break
+        else:
+            # One copy of the rows (a zeroed bytearray filled afterwards writes it twice).
+            kept = _Kept(bytearray((ctypes.c_char * self._size).from_address(rows)), self._number)
+            # The oldest goes (its holder keeps it as long as it needs).
+            del self._kept[KEPT_BUFFERS - 1 :]
+        self._kept = [kept, *(other for other in self._kept if other is not kept)]
+        return kept
+
+
 class BandCache(Generic[Part]):
-    """The last frame of one size, in bands of ``band_rows`` rows: its BGRX rows, and the part an
-    encoder made of each band. One thread at a time updates it."""
+    """The last frame of one size, in bands of ``band_rows`` rows: the part an encoder made of each
+    band, and what tells which bands the next frame changes: the frame's place in its grabber's
+    :class:`FrameHistory` when it has one, else its BGRX rows, to compare. One thread at a time
+    updates it."""
 
     def __init__(self, width: int, height: int, band_rows: int, settings: Hashable) -> None:
         self.width = width
@@ -113,89 +313,151 @@ class BandCache(Generic[Part]):
         self.settings = settings
         self._lock = threading.Lock()
         self._rows: list[bytearray] = []
+        self._lineage: Lineage | None = None
         self._parts: list[Part] = []
 
-    def update(self, bgrx: bytes | bytearray, make: Callable[[int, int], Part]) -> list[Part]:
-        """Every band's part for the frame ``bgrx``, top to bottom: the remembered one where the
+    def update(self, frame: Grab, make: Callable[[int, int], Part]) -> list[Part]:
+        """Every band's part for ``frame`` (BGRX rows), top to bottom: the remembered one where the
         band's rows are as in the last frame, ``make(top, rows)`` for the others. Should ``make``
         fail, everything is forgotten: no part is ever kept for rows other than its own."""
-        stride = self.width * BGRX_PIXEL
-        view = memoryview(bgrx)
+        assert frame.bgrx is not None, "a band cache takes BGRX frames"
         with self._lock:
             try:
-                for index, top in enumerate(range(0, self.height, self.band_rows)):
-                    rows = min(self.band_rows, self.height - top)
-                    band = view[top * stride : (top + rows) * stride]
-                    if index < len(self._rows):
-                        if self._rows[index] != band:
-                            self._parts[index] = make(top, rows)
-                            self._rows[index][:] = band
-                    else:  # the first frame: the bands come in order
-                        self._parts.append(make(top, rows))
-                        self._rows.append(bytearray(band))
+                changed = self._changed_by_history(frame)
+                if changed is not None:
+                    for index in sorted(changed):
+                        top = index * self.band_rows
+                        self._parts[index] = make(top, min(self.band_rows, self.height - top))
+                elif frame.lineage is not None:  # a history of its own, not comparable: all anew
+                    self._rows.clear()
+                    self._parts = [
+                        make(top, min(self.band_rows, self.height - top))
+                        for top in range(0, self.height, self.band_rows)
+                    ]
+                else:
+                    self._compare(frame.bgrx, make)
+                self._lineage = frame.lineage
             except BaseException:
                 self._rows.clear()
                 self._parts.clear()
+                self._lineage = None
                 raise
             return list(self._parts)
 
+    def _changed_by_history(self, frame: Grab) -> frozenset[int] | None:
+        """The bands ``frame`` changes since the last frame, as its history says; None when it
+        cannot say (no history, another one, or the last frame is forgotten)."""
+        if frame.lineage is None or self._lineage is None or not self._parts:
+            return None
+        history, number = frame.lineage
+        last_history, last_number = self._lineage
+        if history is not last_history or history.band_rows != self.band_rows:
+            return None
+        return history.changed_between(last_number, number)
 
-class BandCaches(Generic[Part]):
-    """One :class:`BandCache` per frame size and settings, for the :data:`MAX_CACHED_FRAMES` used
-    last: a quality or level asked for anew starts from nothing, never from parts made otherwise."""
+    def _compare(self, bgrx: bytes | bytearray, make: Callable[[int, int], Part]) -> None:
+        stride = self.width * BGRX_PIXEL
+        view = memoryview(bgrx)
+        if len(self._rows) != len(self._parts):  # the last frame had a history, not rows
+            self._rows.clear()
+            self._parts.clear()
+        for index, top in enumerate(range(0, self.height, self.band_rows)):
+            rows = min(self.band_rows, self.height - top)
+            band = view[top * stride : (top + rows) * stride]
+            if index < len(self._rows):
+                if self._rows[index] != band:
+                    self._parts[index] = make(top, rows)
+                    self._rows[index][:] = band
+            else:  # the first frame: the bands come in order
+                self._parts.append(make(top, rows))
+                self._rows.append(bytearray(band))
+
+
+class RecentlyUsed(Generic[Key, Value]):
+    """The values of the :data:`MAX_CACHED_FRAMES` keys asked for last, each made on first use by
+    ``make(key)``; all let go after ``idle_release_s`` without a :meth:`get`, so a rig left idle
+    holds none of the frames they keep."""
 
     def __init__(
         self,
-        band_rows: int,
+        make: Callable[[Key], Value],
         *,
         idle_release_s: float = IDLE_RELEASE_S,
         clock: Callable[[], float] = time.monotonic,
         call_later: Callable[[float, Callable[[], None]], None] | None = None,
     ) -> None:
         """``clock`` and ``call_later(delay, callback)`` (default: a daemon timer thread) time
-        the release of the frames after ``idle_release_s`` without a :meth:`get`."""
-        self.band_rows = band_rows
+        the release."""
+        self._make = make
         self.idle_release_s = idle_release_s
         self._clock = clock
         self._call_later = call_later or _call_later
         self._lock = threading.Lock()
-        self._caches: OrderedDict[tuple[int, int, Hashable], BandCache[Part]] = OrderedDict()
+        self._values: OrderedDict[Key, Value] = OrderedDict()
         self._used_at = 0.0
-        #: A release check is due: at most one waits at a time, none once the frames are gone.
+        #: A release check is due: at most one waits at a time, none once the values are gone.
         self._release_due = False
 
-    def get(self, width: int, height: int, settings: Hashable) -> BandCache[Part]:
-        key = (width, height, settings)
+    def get(self, key: Key) -> Value:
         with self._lock:
             self._used_at = self._clock()
             if not self._release_due:
                 self._release_due = True
                 self._call_later(self.idle_release_s, self._release_if_idle)
-            cache = self._caches.get(key)
-            if cache is None:
-                cache = self._caches[key] = BandCache(width, height, self.band_rows, settings)
-            self._caches.move_to_end(key)
-            while len(self._caches) > MAX_CACHED_FRAMES:
-                self._caches.popitem(last=False)
-            return cache
+            value = self._values.get(key)
+            if value is None:
+                value = self._values[key] = self._make(key)
+            self._values.move_to_end(key)
+            while len(self._values) > MAX_CACHED_FRAMES:
+                self._values.popitem(last=False)
+            return value
 
-    def drop(self, cache: BandCache[Part]) -> None:
-        """Forget ``cache`` (its parts cannot be used)."""
-        key = (cache.width, cache.height, cache.settings)
+    def drop(self, key: Key, value: Value) -> None:
+        """Forget ``value`` if ``key`` still has it."""
         with self._lock:
-            if self._caches.get(key) is cache:
-                del self._caches[key]
+            if self._values.get(key) is value:
+                del self._values[key]
+
+    def values(self) -> list[Value]:
+        with self._lock:
+            return list(self._values.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
 
     def _release_if_idle(self) -> None:
-        """Let every frame go once none was asked for in ``idle_release_s``; else check again
+        """Let every value go once none was asked for in ``idle_release_s``; else check again
         when that much time has passed since the last."""
         with self._lock:
             idle = self._clock() - self._used_at
             if idle >= self.idle_release_s:
-                self._caches.clear()
+                self._values.clear()
                 self._release_due = False
             else:
                 self._call_later(self.idle_release_s - idle, self._release_if_idle)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class BandCaches(Generic[Part]):
+    """One :class:`BandCache` per frame size and settings, for the :data:`MAX_CACHED_FRAMES` used
+    last (:class:`RecentlyUsed`, whose keyword arguments it takes): a quality or level asked for
+    anew starts from nothing, never from parts made otherwise."""
+
+    def __init__(self, band_rows: int, **release: Any) -> None:
+        self.band_rows = band_rows
+        self._caches: RecentlyUsed[tuple[int, int, Hashable], BandCache[Part]] = RecentlyUsed(
+            lambda key: BandCache(key[0], key[1], band_rows, key[2]), **release
+        )
+
+    def get(self, width: int, height: int, settings: Hashable) -> BandCache[Part]:
+        return self._caches.get((width, height, settings))
+
+    def drop(self, cache: BandCache[Part]) -> None:
+        """Forget ``cache`` (its parts cannot be used)."""
+        self._caches.drop((cache.width, cache.height, cache.settings), cache)
 
     def __len__(self) -> int:
         return len(self._caches)

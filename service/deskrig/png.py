@@ -141,7 +141,7 @@ def _deflated_frame(frame: Grab, bgrx: bytes | bytearray) -> bytes:
     def band(top: int, rows: int) -> _DeflatedBand:
         return _deflated_band(view[top * stride : (top + rows) * stride], frame.width, rows)
 
-    bands = _band_caches.get(frame.width, frame.height, PNG_ISAL_LEVEL).update(bgrx, band)
+    bands = _band_caches.get(frame.width, frame.height, PNG_ISAL_LEVEL).update(frame, band)
     adler = bands[0].adler
     for later in bands[1:]:
         adler = _adler32_combine(adler, later.adler, later.length)

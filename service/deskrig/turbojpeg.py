@@ -243,7 +243,7 @@ def encode_bgrx(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
         return _take_apart(_compress(address + top * stride, frame.width, rows, quality))
 
     try:
-        return _stitched(cache.update(bgrx, band), frame.width, frame.height)
+        return _stitched(cache.update(frame, band), frame.width, frame.height)
     except _Unstitchable:
         _band_caches.drop(cache)
         return encode_bgrx_whole(frame, bgrx, quality)

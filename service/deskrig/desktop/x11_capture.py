@@ -1,13 +1,33 @@
-"""Screen pixels and screen changes on X11: MIT-SHM grabs through mss, and a DAMAGE counter.
+"""Screen pixels and screen changes on X11: MIT-SHM grabs, DAMAGE regions and a DAMAGE counter.
 
-mss >= 10.2 talks XCB, whose connections may be used from any thread, and guards each MSS object
-with its own lock, so one grabber serves every thread the Desktop facade is called from. (Older
-mss used Xlib handles that only worked on the thread that opened them.)
+The grabs go into a shared-memory segment of the grabber's own, through mss's XCB bindings (XCB
+connections may be used from any thread): mss's own ``grab`` copies the whole segment into a fresh
+buffer (4 MB at 1280x800, page faults and all), after which each encoder compared that copy with
+the last frame it kept. Here the segment is compared with the last frame grabbed and only the
+bands that changed are copied (:class:`deskrig.grabs.KeptFrames`); the frame tells the encoders
+which bands to encode again. The segment is read only inside :meth:`ScreenGrabber.grab`, under the
+grabber's lock; a frame handed out is a buffer of its own that is never written while a caller
+holds it. Where the segment cannot be set up (no MIT-SHM, a remote server, mss's bindings
+changed) mss grabs as before, and a diagnostic says so.
+
+Not even every band is compared: after each grab the grabber reads where the root window was drawn
+on (:class:`DamageRegions`), and compares only the bands drawn on since the last frame was grabbed.
+Why that is never stale: the X server runs one request at a time and records a drawing request's
+damage while it runs it. The damage read is sent after the grab's reply came, so the server ran it
+after the grab; it names every pixel drawn on between the read before and this one. A pixel drawn
+on after the last grab of a region was either drawn on before the read that followed that grab
+(named in it) or after (named in a later read); the grabber keeps the bands of every read since a
+region's last grab (:meth:`deskrig.grabs.KeptFrames.drawn`) and compares them with this one's. So
+every band that differs between the last frame and the segment is compared, and each frame is the
+segment as grabbed, byte for byte: not torn, as partial grabs of damaged rows would be.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import mmap
 import os
 import select
 import socket
@@ -17,15 +37,16 @@ import time
 from collections.abc import Callable
 
 import mss
+from mss.linux import xcb, xcbgen, xcbhelpers
 from PIL import _imaging as pillow_core  # block caching has no other Python API
 from Xlib import X
 from Xlib.display import Display
-from Xlib.error import ConnectionClosedError
+from Xlib.error import ConnectionClosedError, XError
 from Xlib.ext import damage
 
 from deskrig.desktop.x11_conn import close_display
 from deskrig.errors import BackendError, ErrorCode
-from deskrig.grabs import Grab
+from deskrig.grabs import BGRX_PIXEL, Grab, KeptFrames, RecentlyUsed, Rectangle
 from deskrig.model import Bounds
 
 log = logging.getLogger(__name__)
@@ -54,8 +75,83 @@ def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) ->
     return Grab.from_bgrx(reply.data[:expected], width, height)
 
 
+class SharedSegment:
+    """A memfd shared with the X server (MIT-SHM 1.2's AttachFd) on a connection of its own, which
+    ShmGetImage fills with root-window pixels: mss's XCB bindings, not its copying ``grab``.
+    Raises :class:`mss.ScreenShotError` (or OSError) when it cannot be set up."""
+
+    def __init__(self, display_name: str, capacity: int) -> None:
+        connection, screen_number = xcb.connect(display_name)
+        self._connection: xcbhelpers.Connection | None = connection
+        self._segment: mmap.mmap | None = None
+        try:
+            setup = xcb.get_setup(self._connection)
+            if setup.image_byte_order != xcbgen.ImageOrder.LSBFirst:
+                raise mss.ScreenShotError("the X server's images are not LSB first")
+            self._root = xcbgen.setup_roots(setup)[screen_number].root
+            if not xcb.get_extension_data(self._connection, xcbhelpers.LIB.shm_id).present:
+                raise mss.ScreenShotError("no MIT-SHM extension")
+            version = xcbgen.shm_query_version(self._connection)
+            if (version.major_version, version.minor_version) < (1, 2):
+                raise mss.ScreenShotError("MIT-SHM older than 1.2 (no AttachFd)")
+            memfd = os.memfd_create("deskrig-grab", os.MFD_CLOEXEC)
+            try:
+                os.ftruncate(memfd, capacity)
+                # Writable only so ctypes can take the address; nothing here writes to it.
+                self._segment = mmap.mmap(memfd, capacity)
+                self._id = xcbgen.ShmSeg(xcb.generate_id(self._connection).value)
+                descriptor = os.dup(memfd)  # XCB closes the one it sends, on success or not
+                xcbgen.shm_attach_fd(self._connection, self._id, descriptor, 0)
+            finally:
+                os.close(memfd)
+        except BaseException:
+            self.close()
+            raise
+
+    def grab(self, region: Bounds) -> int:
+        """ShmGetImage of ``region`` into the segment; the address of its rows, which stay as they
+        are until the next grab."""
+        assert self._segment is not None and self._connection is not None
+        reply = xcbgen.shm_get_image(
+            self._connection,
+            self._root,
+            region.x,
+            region.y,
+            region.width,
+            region.height,
+            ALL_PLANES,
+            xcbgen.ImageFormat.ZPixmap,
+            self._id,
+            0,
+        )
+        if reply.size != region.width * region.height * BGRX_PIXEL:
+            # Depth 15/16 screens pack 2 bytes a pixel; deskrig supports 24/32-bit visuals only.
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED,
+                f"got {reply.size} bytes for {region.width}x{region.height} pixels; only 24/32-bit "
+                "screens are supported",
+            )
+        return self.address
+
+    @property
+    def address(self) -> int:
+        """Where the segment's bytes are (a grab of W x H pixels fills its first W * H * 4)."""
+        assert self._segment is not None
+        return ctypes.addressof(ctypes.c_char.from_buffer(self._segment))
+
+    def close(self) -> None:
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+        if self._connection is not None:
+            with contextlib.suppress(xcbhelpers.XError):  # a server gone already: nothing to release
+                xcb.disconnect(self._connection)
+            self._connection = None
+
+
 class ScreenGrabber:
-    """Grabs root-window regions with mss (MIT-SHM), or XGetImage when mss cannot work."""
+    """Grabs root-window regions into a shared-memory segment of its own (MIT-SHM), else with mss
+    (which falls back to XGetImage itself), else with python-xlib's XGetImage."""
 
     def __init__(self, display_name: str, xlib_display: Display, note: Note) -> None:
         self._display_name = display_name
@@ -63,30 +159,77 @@ class ScreenGrabber:
         self._note = note
         if pillow_core.get_blocks_max() < PILLOW_CACHED_BLOCKS:
             pillow_core.set_blocks_max(PILLOW_CACHED_BLOCKS)
+        self._lock = threading.Lock()
+        self._segment: SharedSegment | None = None
+        #: Per region (position and size), the frames grabbed of it: the regions grabbed last.
+        self._kept: RecentlyUsed[Bounds, KeptFrames] = RecentlyUsed(
+            lambda region: KeptFrames(region.width, region.height, (region.x, region.y))
+        )
+        #: Where the screen was drawn on, read after each grab; made before any frame is kept, so
+        #: its first read names everything drawn since.
+        self._damage: DamageRegions | None = None
+        try:
+            self._damage = DamageRegions(display_name)
+        except (BackendError, XError) as exc:
+            note("capture", f"no DAMAGE regions ({exc}); every band of a grab is compared")
         self._mss: mss.MSS | None = None
         self._capacity = 0
         self._shm_checked = False
         try:
-            self._open_mss()
+            self._open()
         except mss.ScreenShotError as exc:
             note("capture", f"mss unavailable ({exc}); using XGetImage, about 30x slower")
+        if self._segment is None and self._damage is not None:  # no kept frames to spare compares
+            self._damage.close()
+            self._damage = None
 
-    def _open_mss(self) -> None:
-        if self._mss is not None:
-            self._mss.close()
-        self._mss = mss.MSS(display=self._display_name, backend="xshmgetimage")
-        # mss sizes its shared-memory buffer for the screen as it is now.
+    def _open(self) -> None:
+        """(Re)open the segment, or mss where it cannot be had, sized for the screen as it is now."""
+        self._close_grabbers()
         geometry = self._root.get_geometry()
         self._capacity = geometry.width * geometry.height
+        try:
+            self._segment = SharedSegment(self._display_name, self._capacity * BGRX_PIXEL)
+            return
+        except (mss.ScreenShotError, OSError, AttributeError) as exc:
+            self._note("capture", f"no shared-memory segment of deskrig's own ({exc}); mss copies each grab")
+        self._mss = mss.MSS(display=self._display_name, backend="xshmgetimage")
         self._shm_checked = False
 
     def grab(self, region: Bounds) -> Grab:
-        """``region``'s pixels as the X server keeps them (BGRX), in a buffer of their own."""
-        if self._mss is None:
-            return xlib_get_image(self._root, region.x, region.y, region.width, region.height)
-        if region.width * region.height > self._capacity:
-            log.info("screen grew (RandR); reopening mss for %s", self._display_name)
-            self._open_mss()
+        """``region``'s pixels as the X server keeps them (BGRX), in a buffer of their own that is
+        never written while the frame is held."""
+        with self._lock:
+            if self._segment is None and self._mss is None:
+                return xlib_get_image(self._root, region.x, region.y, region.width, region.height)
+            if region.width * region.height > self._capacity:
+                log.info("screen grew (RandR); reopening the grabber for %s", self._display_name)
+                self._open()
+            if self._segment is None:
+                return self._grab_with_mss(region)
+            rows = self._segment.grab(region)
+            kept = self._kept.get(region)
+            drawn = self._drawn()
+            for other in self._kept.values():
+                if other is not kept:
+                    other.drawn(drawn)
+            return kept.take(rows, drawn)
+
+    def _drawn(self) -> list[Rectangle] | None:
+        """Where the screen was drawn on since the last call, read now; None when not known."""
+        if self._damage is None:
+            return None
+        try:
+            return self._damage.take()
+        except (BackendError, ConnectionClosedError) as exc:
+            # Every band is compared from now on: correct, only slower.
+            self._note("capture", f"DAMAGE regions lost ({exc}); every band of a grab is compared")
+            self._damage.close()
+            self._damage = None
+            return None
+
+    def _grab_with_mss(self, region: Bounds) -> Grab:
+        assert self._mss is not None
         monitor = {"left": region.x, "top": region.y, "width": region.width, "height": region.height}
         shot = self._mss.grab(monitor)
         if not self._shm_checked:
@@ -103,6 +246,16 @@ class ScreenGrabber:
             self._note("capture", "MIT-SHM unusable, mss uses XGetImage: " + "; ".join(status))
 
     def close(self) -> None:
+        self._close_grabbers()
+        if self._damage is not None:
+            self._damage.close()
+            self._damage = None
+
+    def _close_grabbers(self) -> None:
+        self._kept.clear()
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
         if self._mss is not None:
             self._mss.close()
             self._mss = None
@@ -118,6 +271,8 @@ GET_INPUT_FOCUS = struct.pack("=BxH", 43, 1)
 GET_GEOMETRY = 14
 #: DAMAGE's minor opcode for DamageSubtract (damage, repair, parts: 16 bytes with its header).
 DAMAGE_SUBTRACT = 3
+#: XFixes' minor opcodes for CreateRegion (with no rectangles) and FetchRegion.
+XFIXES_CREATE_REGION, XFIXES_FETCH_REGION = 5, 19
 #: How long a round trip may take before the X server is taken for stuck (a python-xlib sync
 #: would wait forever).
 ROUND_TRIP_TIMEOUT_S = 10.0
@@ -175,6 +330,92 @@ class XUnits:
 
     def close(self) -> None:
         self._socket.close()
+
+
+def round_trip(wire: XUnits, request: bytes, receive: Callable[[], bytes | None]) -> bytes:
+    """Send ``request`` (the last one with a reply) and read up to its reply, which it returns:
+    every event the server queued before it has arrived then. ``receive()`` takes in what the
+    socket holds and returns the reply among it, if any."""
+    wire.send(request)
+    deadline = time.monotonic() + ROUND_TRIP_TIMEOUT_S
+    while True:
+        wait_ms = max(0, round((deadline - time.monotonic()) * 1000))
+        if not wire.readable(wait_ms):
+            raise BackendError(
+                ErrorCode.CAPTURE_FAILED, f"the X server did not answer in {ROUND_TRIP_TIMEOUT_S:g} s"
+            )
+        reply = receive()
+        if reply is not None:
+            return reply
+
+
+class DamageRegions:
+    """Where the root window was drawn on since the last :meth:`take`, as rectangles: a DAMAGE
+    object of its own, on a connection of its own, whose region each call moves into an XFixes
+    region (DamageSubtract with ``parts``) and fetches (XFixesFetchRegion), in one round trip.
+
+    The X server adds a drawing request's damage while it runs that request, and runs one request
+    at a time, so the rectangles a call returns cover every pixel changed between the call before
+    and the moment the server ran this one. (Its DamageNotify events are read and dropped.)
+    Raises :class:`BackendError` when DAMAGE or XFixes 2 is missing."""
+
+    def __init__(self, display_name: str) -> None:
+        self._display = Display(display_name)
+        try:
+            self._display.damage_query_version()
+            if self._display.xfixes_query_version().major_version < 2:
+                raise BackendError(ErrorCode.CAPTURE_FAILED, "XFixes older than 2 (no regions)")
+        except AttributeError as exc:  # python-xlib adds the methods of the extensions present
+            close_display(self._display, "DAMAGE regions")
+            raise BackendError(ErrorCode.CAPTURE_FAILED, f"no DAMAGE or XFixes ({exc})") from exc
+        damage_major = self._display.query_extension("DAMAGE").major_opcode
+        xfixes_major = self._display.query_extension("XFIXES").major_opcode
+        damage_id = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
+        self._region = self._display.display.allocate_resource_id()
+        self._display.sync()
+        connection = socket.socket(fileno=os.dup(self._display.fileno()))
+        self._wire = XUnits(connection, self._display.display.data_recv or b"")
+        self._failed = False
+        self._wire.send(struct.pack("=BBHI", xfixes_major, XFIXES_CREATE_REGION, 2, self._region))
+        self._take = struct.pack(
+            "=BBHIIIBBHI",
+            damage_major,
+            DAMAGE_SUBTRACT,
+            4,
+            damage_id,
+            X.NONE,
+            self._region,
+            xfixes_major,
+            XFIXES_FETCH_REGION,
+            2,
+            self._region,
+        )
+        try:
+            self.take()  # the damage so far: the whole root, which the first grab of a region reads
+        except BaseException:
+            self.close()
+            raise
+
+    def _receive(self) -> bytes | None:
+        reply = None
+        for unit in self._wire.receive():
+            kind = unit[0] & 0x7F
+            if kind == X_REPLY:
+                reply = unit
+            elif kind == X_ERROR:
+                self._failed = True
+        return reply
+
+    def take(self) -> list[Rectangle]:
+        """The rectangles drawn on since the last call, in root-window pixels."""
+        reply = round_trip(self._wire, self._take, self._receive)
+        if self._failed:  # the region or the damage object gone: nothing can be said
+            raise BackendError(ErrorCode.CAPTURE_FAILED, "the X server refused a DAMAGE request")
+        return list(struct.iter_unpack("=hhHH", reply[X_UNIT:]))
+
+    def close(self) -> None:
+        self._wire.close()
+        close_display(self._display, "DAMAGE regions")
 
 
 class DamageCounter:
@@ -263,19 +504,7 @@ class DamageCounter:
             self._receive()
 
     def _round_trip(self, request: bytes = GET_INPUT_FOCUS) -> bytes:
-        """Send ``request`` (one with a reply) and read up to its reply, which it returns: every
-        event the server queued before it has arrived then."""
-        self._wire.send(request)
-        deadline = time.monotonic() + ROUND_TRIP_TIMEOUT_S
-        while True:
-            wait_ms = max(0, round((deadline - time.monotonic()) * 1000))
-            if not self._wire.readable(wait_ms):
-                raise BackendError(
-                    ErrorCode.CAPTURE_FAILED, f"the X server did not answer in {ROUND_TRIP_TIMEOUT_S:g} s"
-                )
-            reply = self._receive()
-            if reply is not None:
-                return reply
+        return round_trip(self._wire, request, self._receive)
 
     def serial(self) -> int:
         with self._lock:
