@@ -22,6 +22,8 @@ from deskrig.rig.options import RigBackend
 from deskrig.server_flags import Invocation, option, prepare, server_options
 from deskrig.transport import Transport, resolve_tokens
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from deskrig.desktop import Desktop
     from deskrig.server import DeskrigServer
@@ -200,6 +202,7 @@ def cmd_rig_run(invocation: Invocation) -> int:
             except BaseException:
                 desktop.close()
                 raise
+            log.debug("MCP server built; the app may still be starting")
             built.set_result((desktop, server))
         except BaseException as exc:  # raised where the server is served, not lost in this thread
             built.set_exception(exc)
