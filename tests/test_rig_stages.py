@@ -3,6 +3,9 @@ torn down in reverse, whether start-up succeeds or fails. Real processes, no dis
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 
 from deskrig.errors import ErrorCode
@@ -112,3 +115,31 @@ def test_a_failing_stage_tears_down_the_stages_before_it() -> None:
     assert "app exited with status 3 during start-up" in error.message and "no config" in error.message
     assert log == ["start display", "start app", "end start-up", "stop app", "stop display"]
     assert not any(proc.alive for stage in stages for proc in stage.processes)
+
+
+def test_a_waiter_learns_when_the_desktop_is_up_before_the_app(tmp_path: Path) -> None:
+    """What needs only the desktop (the server) starts while the app is still starting."""
+    go = tmp_path / "go"
+    rig, stages = sleeper_rig([], f"while [ ! -e {go} ]; do sleep 0.02; done; echo ready; exec sleep 60")
+    starter = threading.Thread(target=rig.start)
+    starter.start()
+    try:
+        assert rig.wait_desktop(timeout=10)
+        status = rig.status()
+        assert status.display_up and not status.app_up
+        go.touch()
+        assert rig.wait_started(stages[-1], timeout=10)
+        starter.join()
+        assert rig.status().ready
+    finally:
+        go.touch()
+        starter.join()
+        rig.stop()
+
+
+def test_a_waiter_on_a_stage_that_fails_learns_it_did_not_start() -> None:
+    rig, stages = sleeper_rig([], "exit 3")
+    with pytest.raises(RigStartupError):
+        rig.start()
+    assert rig.wait_desktop(timeout=0)  # it was up, before the app failed
+    assert not rig.wait_started(stages[-1], timeout=10)
