@@ -13,6 +13,7 @@ from deskrig.procs import ManagedProcess
 from deskrig.rig import Rig, RigOptions, RigStages, RigStartupError, Stage
 from deskrig.rig.a11y import SessionA11yStage
 from deskrig.rig.stages import AppStage, DisplayStage, StageHost
+from deskrig.rig.supervisor import POLL_INTERVAL
 
 
 def _started(proc: ManagedProcess) -> bool | None:
@@ -143,3 +144,29 @@ def test_a_waiter_on_a_stage_that_fails_learns_it_did_not_start() -> None:
         rig.start()
     assert rig.wait_desktop(timeout=0)  # it was up, before the app failed
     assert not rig.wait_started(stages[-1], timeout=10)
+
+
+class WokenDisplay(SleeperDisplay):
+    """A display whose probe is ready on its third look, and waits on ``wake`` between looks."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.looks = 0
+        self.waits: list[float] = []
+
+    def start(self, host: StageHost) -> None:
+        proc = host.spawn(self, "sleeper", ["sleep", "60"], host.launch_environment())
+
+        def look() -> bool | None:
+            self.looks += 1
+            return True if self.looks == 3 else None
+
+        host.poll("the third look", look, proc, lambda: "too few looks", wake=self.waits.append)
+
+
+def test_a_probe_waits_on_its_stages_wake_between_looks() -> None:
+    """Event-driven probes (the X root window's events, a pipe) instead of a fixed interval."""
+    display = WokenDisplay()
+    stages = RigStages(display=display, wm=None, a11y=SessionA11yStage(a11y=False), app=None)
+    with Rig(RigOptions(wm=None, a11y=False, startup_timeout=10), stages):
+        assert display.waits == [POLL_INTERVAL, POLL_INTERVAL]

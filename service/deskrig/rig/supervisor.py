@@ -328,9 +328,11 @@ class Supervisor:
         observe: Callable[[], str],
         code: ErrorCode = ErrorCode.INTERNAL_ERROR,
         died_code: ErrorCode = ErrorCode.INTERNAL_ERROR,
+        wake: Callable[[float], object] | None = None,
     ) -> T:
         """Call ``check`` until it returns a value; fail with ``died_code`` if ``proc`` dies, with
-        ``code`` if the deadline passes."""
+        ``code`` if the deadline passes. Between checks, ``wake(POLL_INTERVAL)`` waits for a change
+        (an abort or a death is then seen at most that late); without it, a plain wait."""
         timeout = self._startup_timeout
         deadline = time.monotonic() + timeout
         while True:
@@ -351,7 +353,10 @@ class Supervisor:
                 raise self.failure(
                     proc, f"{proc.name}: no {what} after {timeout:g} s; observed: {seen}", code, observed=seen
                 )
-            self._abort.wait(POLL_INTERVAL)
+            if wake is None:
+                self._abort.wait(POLL_INTERVAL)
+            else:
+                wake(POLL_INTERVAL)
 
     def failure(
         self, proc: ManagedProcess, message: str, code: ErrorCode = ErrorCode.INTERNAL_ERROR, **extra: Any
