@@ -3,6 +3,9 @@ torn down in reverse, whether start-up succeeds or fails. Real processes, no dis
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 
 from deskrig.errors import ErrorCode
@@ -10,6 +13,7 @@ from deskrig.procs import ManagedProcess
 from deskrig.rig import Rig, RigOptions, RigStages, RigStartupError, Stage
 from deskrig.rig.a11y import SessionA11yStage
 from deskrig.rig.stages import AppStage, DisplayStage, StageHost
+from deskrig.rig.supervisor import POLL_INTERVAL
 
 
 def _started(proc: ManagedProcess) -> bool | None:
@@ -112,3 +116,57 @@ def test_a_failing_stage_tears_down_the_stages_before_it() -> None:
     assert "app exited with status 3 during start-up" in error.message and "no config" in error.message
     assert log == ["start display", "start app", "end start-up", "stop app", "stop display"]
     assert not any(proc.alive for stage in stages for proc in stage.processes)
+
+
+def test_a_waiter_learns_when_the_desktop_is_up_before_the_app(tmp_path: Path) -> None:
+    """What needs only the desktop (the server) starts while the app is still starting."""
+    go = tmp_path / "go"
+    rig, stages = sleeper_rig([], f"while [ ! -e {go} ]; do sleep 0.02; done; echo ready; exec sleep 60")
+    starter = threading.Thread(target=rig.start)
+    starter.start()
+    try:
+        assert rig.wait_desktop(timeout=10)
+        status = rig.status()
+        assert status.display_up and not status.app_up
+        go.touch()
+        assert rig.wait_started(stages[-1], timeout=10)
+        starter.join()
+        assert rig.status().ready
+    finally:
+        go.touch()
+        starter.join()
+        rig.stop()
+
+
+def test_a_waiter_on_a_stage_that_fails_learns_it_did_not_start() -> None:
+    rig, stages = sleeper_rig([], "exit 3")
+    with pytest.raises(RigStartupError):
+        rig.start()
+    assert rig.wait_desktop(timeout=0)  # it was up, before the app failed
+    assert not rig.wait_started(stages[-1], timeout=10)
+
+
+class WokenDisplay(SleeperDisplay):
+    """A display whose probe is ready on its third look, and waits on ``wake`` between looks."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.looks = 0
+        self.waits: list[float] = []
+
+    def start(self, host: StageHost) -> None:
+        proc = host.spawn(self, "sleeper", ["sleep", "60"], host.launch_environment())
+
+        def look() -> bool | None:
+            self.looks += 1
+            return True if self.looks == 3 else None
+
+        host.poll("the third look", look, proc, lambda: "too few looks", wake=self.waits.append)
+
+
+def test_a_probe_waits_on_its_stages_wake_between_looks() -> None:
+    """Event-driven probes (the X root window's events, a pipe) instead of a fixed interval."""
+    display = WokenDisplay()
+    stages = RigStages(display=display, wm=None, a11y=SessionA11yStage(a11y=False), app=None)
+    with Rig(RigOptions(wm=None, a11y=False, startup_timeout=10), stages):
+        assert display.waits == [POLL_INTERVAL, POLL_INTERVAL]

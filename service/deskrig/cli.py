@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
 import logging
@@ -12,6 +13,7 @@ import socket
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, get_args
 
 from deskrig import __version__
@@ -20,6 +22,8 @@ from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.rig.options import RigBackend
 from deskrig.server_flags import Invocation, option, prepare, server_options
 from deskrig.transport import Transport, resolve_tokens
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from deskrig.desktop import Desktop
@@ -87,7 +91,7 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
     """The bound HTTP socket (None for stdio), claimed before a desktop or rig starts."""
     if transport.kind != "http":
         return contextlib.nullcontext()
-    from deskrig.guard import bind_listener  # the HTTP stack: not imported for stdio
+    from deskrig.listener import bind_listener
 
     return contextlib.closing(bind_listener(transport.host, transport.port))
 
@@ -154,11 +158,10 @@ def cmd_rig_run(invocation: Invocation) -> int:
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
-    # Importing the MCP and HTTP stacks takes longer than starting the whole desktop (about 1.5 s
-    # against 1.3 s): do it while the display, window manager, buses and app start. Started only
-    # once the listener is bound (below): binding imports uvicorn, whose modules import each other,
-    # and two threads importing such a cycle at once can see it half-initialised (ImportError).
-    importer = threading.Thread(target=importlib.import_module, args=("deskrig.serving",), daemon=True)
+    # No garbage collection during start-up: the imports below make some 190,000 objects and
+    # hardly any garbage, and the collector's passes over them were a tenth of their time. They
+    # live as long as the process, so they are frozen out of every later pass once it is up.
+    gc.disable()
     app = list(args.app)
     backend = rig_backend(settings.backend, args)
     options = RigOptions(
@@ -171,26 +174,55 @@ def cmd_rig_run(invocation: Invocation) -> int:
         run_as=args.run_as,
     )
     rig = Rig(options)
+    built: Future[tuple[Desktop, DeskrigServer] | None] = Future()
+    served = threading.Event()
+
+    def build() -> None:
+        """The server, built beside the rig's start-up: importing the MCP and HTTP stacks takes
+        about as long as the whole desktop to start, and the server needs only the display and the
+        buses, so it is built on them while the app starts. Only the listener's bind (a port in
+        use fails before anything starts) comes first."""
+        try:
+            importlib.import_module("deskrig.http")  # what serve() imports, now rather than after the app
+            from deskrig.desktop import open_desktop
+            from deskrig.launcher import CallbackLauncher
+            from deskrig.serving import build_server
+
+            if not rig.wait_desktop():
+                built.set_result(None)  # the rig did not start: nothing to serve
+                return
+            desktop = open_desktop(backend, rig.display if backend == "x11" else None, env=rig.env)
+            try:
+                server = build_server(
+                    desktop,
+                    settings,
+                    session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
+                    launcher=CallbackLauncher(
+                        lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd),
+                        rig.launch_environment,
+                        rig.account,
+                    ),
+                    boot_recording=False,  # from when the app is up, as before
+                )
+            except BaseException:
+                desktop.close()
+                raise
+            log.debug("MCP server built; the app may still be starting")
+            built.set_result((desktop, server))
+        except BaseException as exc:  # raised where the server is served, not lost in this thread
+            built.set_exception(exc)
 
     def serve_rig(rig: Rig, stop: threading.Event, listener: socket.socket | None) -> None:
-        importer.join()
-        from deskrig.desktop import open_desktop
         from deskrig.http import Readiness
-        from deskrig.launcher import CallbackLauncher
-        from deskrig.serving import build_server, serve
+        from deskrig.serving import serve, start_boot_recording
 
-        x11 = backend == "x11"
-        with open_desktop(backend, rig.display if x11 else None, env=rig.env) as desktop:
-            server = build_server(
-                desktop,
-                settings,
-                session_bus=rig.env.get("DBUS_SESSION_BUS_ADDRESS") if rig.status().a11y_up else None,
-                launcher=CallbackLauncher(
-                    lambda argv, env, cwd: rig.launch(argv, env=env, cwd=cwd),
-                    rig.launch_environment,
-                    rig.account,
-                ),
-            )
+        prepared = built.result()
+        assert prepared is not None, "the rig started, so its desktop was up"
+        desktop, server = prepared
+        served.set()
+        gc.freeze()
+        gc.enable()
+        with desktop:
 
             def readiness() -> Readiness:
                 status = rig.status()
@@ -199,11 +231,23 @@ def cmd_rig_run(invocation: Invocation) -> int:
                     checks["window_manager"] = status.wm_up
                 return Readiness(ready=status.ready, checks=checks, details=status.model_dump(mode="json"))
 
+            start_boot_recording(server)
             serve(server, transport, listener, tokens, readiness, stop)
 
     with _listener(transport) as listener:
-        importer.start()
-        return run_until_signal(rig, lambda rig, stop: serve_rig(rig, stop, listener))
+        builder = threading.Thread(target=build, name="deskrig-build", daemon=True)
+        builder.start()
+        try:
+            return run_until_signal(rig, lambda rig, stop: serve_rig(rig, stop, listener))
+        finally:
+            gc.enable()
+            builder.join()  # soon: the rig's start-up is over, and with it the wait for the desktop
+            prepared = None if built.exception() is not None else built.result()
+            if prepared is not None and not served.is_set():  # the app never came up
+                from deskrig.serving import close_server
+
+                close_server(prepared[1])
+                prepared[0].close()
 
 
 def rig_backend(backend: str, args: argparse.Namespace) -> RigBackend:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import socket
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -24,8 +22,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from deskrig.config import DEFAULT_HEADER_TIMEOUT
 from deskrig.error_responses import http_error
-from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
+from deskrig.listener import bind_listener as bind_listener  # where the orchestrator takes it from
 from deskrig.pages_auth import EXCHANGE_PATH, PageSessions, with_page_headers
 
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
@@ -253,28 +252,3 @@ class QuietServer(uvicorn.Server):
         loop, asked = self._loop, self._exit_asked
         if loop is not None and asked is not None and not loop.is_closed():
             loop.call_soon_threadsafe(asked.set)
-
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """Claim the HTTP address before anything else starts, so that a port in use fails at once
-    (one line, nothing started) rather than after the display and the app are up.
-
-    The socket is bound but not listening: until the server starts, connections are refused
-    rather than queued behind a rig that is still starting. Port 0 picks a free port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP, not the default 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted
-    # sockets whose protocol says TCP. With Nagle on, uvicorn's separate header and body writes
-    # wait for the client's delayed ACK: about 40 ms on every reply over a kept-alive connection.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous run's TIME_WAIT
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        hint = (
-            " (another rig or server uses it; choose another port)" if exc.errno == errno.EADDRINUSE else ""
-        )
-        message = f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}"
-        # The message says it all: one line on the command line, no generic remediation after it.
-        raise DeskrigError(ErrorCode.INVALID_ARGUMENT, message, remediation="") from exc
-    return sock

@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -346,6 +347,10 @@ class PipeLine:
             self._data += os.read(self.read_fd, 4096)
         line, newline, _ = self._data.partition(b"\n")
         return line.decode() if newline else None
+
+    def wait(self, timeout: float) -> None:
+        """Until the child has written (or closed the pipe), for at most ``timeout`` seconds (Linux)."""
+        select.select([self.read_fd], [], [], timeout)
 
     def close(self) -> None:
         for fd in (self.read_fd, self.write_fd):

@@ -64,11 +64,14 @@ def build_server(
     session_bus: str | None = None,
     launcher: AppLauncher | None = None,
     a11y: A11yAccess | None = None,
+    boot_recording: bool = True,
 ) -> DeskrigServer:
     """The MCP server for one desktop. ``session_bus`` leads to its accessibility bus on Linux;
     ``a11y``: the accessibility source (default: the desktop's platform's, ``open_access``);
     ``launcher`` starts apps on it (default: plain subprocesses with this process's environment).
-    The recorder's video shows the screen through the same observations as screenshots."""
+    The recorder's video shows the screen through the same observations as screenshots.
+    ``boot_recording=False`` leaves the recording of ``--record`` to :func:`start_boot_recording`
+    (a rig builds its server while its app starts, and records once the app is up)."""
     from deskrig.a11y.access import open_access
     from deskrig.launcher import SubprocessLauncher
     from deskrig.observation import Observer
@@ -100,9 +103,27 @@ def build_server(
     server = DeskrigServer(services)
     desktop.held.idle_timeout = settings.held_input_idle_timeout
     server.use(DisconnectWatch(recorder, desktop))
-    if settings.record_dir:
-        recorder.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)
+    if boot_recording:
+        start_boot_recording(server)
     return server
+
+
+def start_boot_recording(server: DeskrigServer) -> None:
+    """Record every client's actions from now on if the settings say so (``--record DIR``)."""
+    from deskrig.recording.registry import registry_or_none
+
+    settings, recorder = server.services.settings, registry_or_none(server.services)
+    if settings.record_dir and recorder is not None:
+        recorder.start_boot(Path(settings.record_dir).expanduser().absolute(), settings.record_video)
+
+
+def close_server(server: DeskrigServer) -> None:
+    """Finalise the turn folders and mp4s and unload the OCR engine (which complains of leaks
+    otherwise); the desktop is its opener's to close."""
+    if server.services.recorder is not None:
+        server.services.recorder.close()
+    if server.services.masker is not None:
+        server.services.masker.close()
 
 
 async def _wait_for(stop: threading.Event) -> None:
@@ -198,10 +219,7 @@ def serve(
             anyio.run(_serve_http, server, transport, listener, tokens, readiness, stop)
     finally:
         stop.set()
-        if server.services.recorder is not None:
-            server.services.recorder.close()  # finalise the turn folders and mp4s before exit
-        if server.services.masker is not None:
-            server.services.masker.close()  # unload the OCR engine (it complains of leaks otherwise)
+        close_server(server)
 
 
 #: How long closing waits for a desktop being opened in the background, to close it too.
@@ -396,10 +414,7 @@ class DeferredServer:
         finally:
             self._lock.release()
         if server is not None:
-            if server.services.recorder is not None:
-                server.services.recorder.close()
-            if server.services.masker is not None:
-                server.services.masker.close()
+            close_server(server)
             server.services.desktop.close()
 
 

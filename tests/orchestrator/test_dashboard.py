@@ -18,7 +18,8 @@ from playwright.sync_api import Page
 from tests.browser import keep_screenshot
 from tests.server.live_pages import open_page
 
-from deskrig.guard import bind_listener, uvicorn_config
+from deskrig.guard import uvicorn_config
+from deskrig.listener import bind_listener
 from deskrig.orchestrator.api import create_api
 from deskrig.orchestrator.core import Orchestrator
 from deskrig.orchestrator.memory_runtime import MemoryRuntime

@@ -19,7 +19,7 @@ from tests.server.conftest import GreenRig
 from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, free_port, http_status, read_until_closed
 
 from deskrig.errors import tool_error
-from deskrig.guard import bind_listener
+from deskrig.listener import bind_listener
 
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 

@@ -25,8 +25,8 @@ import httpx2
 
 from deskrig.bench.stats import Timing, measure_async
 from deskrig.client import connect
-from deskrig.guard import bind_listener
 from deskrig.http import Readiness
+from deskrig.listener import bind_listener
 from deskrig.server import DeskrigServer
 from deskrig.serving import serve
 from deskrig.transport import Transport

@@ -95,7 +95,9 @@ class SessionA11yStage(A11yStage):
                 pass_fds=[pipe.write_fd],
                 death_signal=signal.SIGTERM,
             )
-            address = host.poll("its address on --print-address", pipe.poll, bus, lambda: "nothing yet")
+            address = host.poll(
+                "its address on --print-address", pipe.poll, bus, lambda: "nothing yet", wake=pipe.wait
+            )
         finally:
             pipe.close()
         self._session_bus = address.strip()

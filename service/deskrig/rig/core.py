@@ -50,6 +50,13 @@ class Rig(Supervisor):
         super().start()
         log.info("rig ready on %s: %s", self._roles.display.display, self.status().model_dump_json())
 
+    def wait_desktop(self, timeout: float | None = None) -> bool:
+        """Block until every stage but the app is up: the display, the window manager and the
+        buses (True), or until start-up ended without them or ``timeout`` passed (False)."""
+        return self.wait_started(
+            [stage for stage in self._roles.ordered if stage is not self._roles.app][-1], timeout
+        )
+
     def status(self) -> RigStatus:
         """A snapshot of what is up; cheap (no X or D-Bus round trip) and thread-safe."""
         display, wm, a11y, app = self._roles.display, self._roles.wm, self._roles.a11y, self._roles.app

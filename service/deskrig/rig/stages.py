@@ -73,8 +73,11 @@ class StageHost(Protocol):
         observe: Callable[[], str],
         code: ErrorCode = ErrorCode.INTERNAL_ERROR,
         died_code: ErrorCode = ErrorCode.INTERNAL_ERROR,
+        wake: Callable[[float], object] | None = None,
     ) -> T:
-        """Call ``check`` until it returns a value; fail if ``proc`` dies or the deadline passes."""
+        """Call ``check`` until it returns a value; fail if ``proc`` dies or the deadline passes.
+        ``wake(seconds)`` returns once what ``check`` reads may have changed (an event on a
+        socket or pipe), or after at most ``seconds``; without it the checks are some 50 ms apart."""
 
     def failure(
         self, proc: ManagedProcess, message: str, code: ErrorCode = ErrorCode.INTERNAL_ERROR, **extra: Any

@@ -90,6 +90,10 @@ class Supervisor:
         #: The processes watched per role, and who to tell when one exits on its own.
         self._watched: dict[str, ManagedProcess] = {}
         self._exit_callbacks: dict[str, list[Callable[[int], None]]] = {}
+        #: Start-up's progress, for :meth:`wait_started`: how many stages are up, and whether it is over.
+        self._progress = threading.Condition()
+        self._stages_up = 0
+        self._startup_over = False
 
     # --- life cycle ---
 
@@ -105,7 +109,12 @@ class Supervisor:
             self._spawner = ThreadPoolExecutor(1, thread_name_prefix="deskrig-spawner")
             try:
                 for stage in self._stages:
+                    begun = time.monotonic()
                     stage.start(self)
+                    log.debug("%s up in %.3f s", type(stage).__name__, time.monotonic() - begun)
+                    with self._progress:
+                        self._stages_up += 1
+                        self._progress.notify_all()
             finally:
                 for stage in self._stages:
                     stage.end_startup()
@@ -120,6 +129,19 @@ class Supervisor:
         except BaseException:
             self.stop()
             raise
+        finally:
+            with self._progress:
+                self._startup_over = True
+                self._progress.notify_all()
+
+    def wait_started(self, stage: Stage, timeout: float | None = None) -> bool:
+        """Block until ``stage`` has started (True), or until start-up ended without it or
+        ``timeout`` passed (False): what needs only the first stages (the server needs the display
+        and the buses, not the app) can begin while the later ones start."""
+        position = next(index for index, known in enumerate(self._stages) if known is stage)
+        with self._progress:
+            self._progress.wait_for(lambda: self._stages_up > position or self._startup_over, timeout)
+            return self._stages_up > position
 
     def abort_startup(self) -> None:
         """Make a start-up in progress give up at its next poll (safe from a signal handler)."""
@@ -306,9 +328,11 @@ class Supervisor:
         observe: Callable[[], str],
         code: ErrorCode = ErrorCode.INTERNAL_ERROR,
         died_code: ErrorCode = ErrorCode.INTERNAL_ERROR,
+        wake: Callable[[float], object] | None = None,
     ) -> T:
         """Call ``check`` until it returns a value; fail with ``died_code`` if ``proc`` dies, with
-        ``code`` if the deadline passes."""
+        ``code`` if the deadline passes. Between checks, ``wake(POLL_INTERVAL)`` waits for a change
+        (an abort or a death is then seen at most that late); without it, a plain wait."""
         timeout = self._startup_timeout
         deadline = time.monotonic() + timeout
         while True:
@@ -329,7 +353,10 @@ class Supervisor:
                 raise self.failure(
                     proc, f"{proc.name}: no {what} after {timeout:g} s; observed: {seen}", code, observed=seen
                 )
-            self._abort.wait(POLL_INTERVAL)
+            if wake is None:
+                self._abort.wait(POLL_INTERVAL)
+            else:
+                wake(POLL_INTERVAL)
 
     def failure(
         self, proc: ManagedProcess, message: str, code: ErrorCode = ErrorCode.INTERNAL_ERROR, **extra: Any

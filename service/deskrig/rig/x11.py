@@ -21,9 +21,12 @@ import logging
 import os
 import pwd
 import secrets
+import select
 import signal
 from pathlib import Path
 from typing import Any
+
+from Xlib import X
 
 from deskrig.desktop.x11_probes import grant_local_user, mapped_windows, write_xauthority
 from deskrig.desktop.x11_windows import wm_check_window
@@ -96,7 +99,9 @@ class XvfbStage(DisplayStage):
                 death_signal=signal.SIGTERM,
                 watch=ExitWatch("display", lost, logging.ERROR),
             )
-            number = host.poll("the display number on -displayfd", pipe.poll, xvfb, lambda: "nothing yet")
+            number = host.poll(
+                "the display number on -displayfd", pipe.poll, xvfb, lambda: "nothing yet", wake=pipe.wait
+            )
         finally:
             pipe.close()
         self._display = f":{int(number)}"
@@ -115,9 +120,23 @@ class XvfbStage(DisplayStage):
             raise host.failure(
                 xvfb, f"cannot connect to {self._display}: {exc}", ErrorCode.DISPLAY_NOT_FOUND
             ) from exc
+        # The later stages' probes wait for the root window's events rather than polling.
+        self._connection.screen().root.change_attributes(
+            event_mask=X.SubstructureNotifyMask | X.PropertyChangeMask
+        )
         for name in X_EXTENSIONS:
             if self._connection.query_extension(name) is None:
                 host.note("display", f"the X server lacks the {name} extension")
+
+    def root_changed(self, timeout: float) -> None:
+        """Until the root window reports a change (a window created, mapped or reparented under
+        it; a property such as _NET_SUPPORTING_WM_CHECK or _NET_CLIENT_LIST set on it), or for at
+        most ``timeout`` seconds; then drops the events, which the probes read afresh anyway."""
+        conn = self.connection
+        if not conn.pending_events():
+            select.select([conn.fileno()], [], [], timeout)
+        while conn.pending_events():
+            conn.next_event()
 
     def end_startup(self) -> None:
         if self._connection is not None:
@@ -151,6 +170,7 @@ class WindowManagerStage(Stage):
             lambda: wm_check_window(conn),
             wm_proc,
             lambda: "the root window has no valid _NET_SUPPORTING_WM_CHECK",
+            wake=self._display.root_changed,
         )
         self._ready = True
 
@@ -185,6 +205,7 @@ class X11AppStage(WindowedAppStage):
             observed,
             code=ErrorCode.WINDOW_NOT_FOUND,
             died_code=ErrorCode.APP_NOT_RUNNING,
+            wake=self._display.root_changed,
         )
 
 
