@@ -24,7 +24,6 @@ from deskrig.config import DEFAULT_HEADER_TIMEOUT
 from deskrig.error_responses import http_error
 from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
-from deskrig.listener import bind_listener as bind_listener  # where the orchestrator takes it from
 from deskrig.pages_auth import EXCHANGE_PATH, PageSessions, with_page_headers
 
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).

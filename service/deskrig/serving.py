@@ -210,7 +210,7 @@ def serve(
 ) -> None:
     """Block serving MCP until ``stop`` is set (or the stdio client hangs up, which sets it).
 
-    HTTP serves on ``listener``, bound beforehand by :func:`deskrig.guard.bind_listener`."""
+    HTTP serves on ``listener``, bound beforehand by :func:`deskrig.listener.bind_listener`."""
     try:
         if listener is None:
             server.one_client = True

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from deskrig.errors import DeskrigError, ErrorCode, http_error_info
 from deskrig.files import write_atomic
-from deskrig.guard import bind_listener
+from deskrig.listener import bind_listener
 from deskrig.orchestrator.artifacts import ArtifactListing
 from deskrig.orchestrator.models import (
     DEFAULT_RUNTIME,
