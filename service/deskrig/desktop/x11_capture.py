@@ -32,6 +32,7 @@ import os
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -75,6 +76,13 @@ def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) ->
     return Grab.from_bgrx(reply.data[:expected], width, height)
 
 
+def _memory_file(name: str) -> int:
+    """An anonymous file in memory, to share with the X server."""
+    if sys.platform != "linux":  # memfd_create is Linux's; an X server elsewhere is grabbed by mss
+        raise mss.ScreenShotError("no memfd_create off Linux")
+    return os.memfd_create(name, os.MFD_CLOEXEC)
+
+
 class SharedSegment:
     """A memfd shared with the X server (MIT-SHM 1.2's AttachFd) on a connection of its own, which
     ShmGetImage fills with root-window pixels: mss's XCB bindings, not its copying ``grab``.
@@ -94,7 +102,7 @@ class SharedSegment:
             version = xcbgen.shm_query_version(self._connection)
             if (version.major_version, version.minor_version) < (1, 2):
                 raise mss.ScreenShotError("MIT-SHM older than 1.2 (no AttachFd)")
-            memfd = os.memfd_create("deskrig-grab", os.MFD_CLOEXEC)
+            memfd = _memory_file("deskrig-grab")
             try:
                 os.ftruncate(memfd, capacity)
                 # Writable only so ctypes can take the address; nothing here writes to it.
