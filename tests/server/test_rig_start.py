@@ -1,16 +1,14 @@
 """`deskrig rig run` builds its MCP server while the rig starts, and still says ready only once
-the app's window is mapped and MCP answers; an app that dies in start-up ends it cleanly."""
+the app's window is mapped and MCP answers (an app that dies in start-up: test_runner_teardown)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import httpx
 from tests.polling import poll
 from tests.rigprocs import FIXTURE_PYTHON
-from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, free_port, http_status
+from tests.server.rigproc import INITIALIZE, RigProcess, http_status
 
 # A Tk window that shows itself only once the file named by argv[1] exists.
 TK_SHOW_WHEN_TOLD = (
@@ -37,29 +35,3 @@ def test_the_server_is_built_while_the_app_starts_and_readyz_waits_for_its_windo
         assert rig.stderr().index("MCP server built") < rig.stderr().index("rig ready")
     finally:
         assert rig.stop() == 0
-
-
-def test_an_app_that_dies_in_start_up_ends_the_rig_with_its_error(tmp_path: Path) -> None:
-    """The server built beside the start-up is closed, and the app's failure is what is reported."""
-    result = subprocess.run(
-        [
-            *DESKRIG,
-            "rig",
-            "run",
-            "--http",
-            f"127.0.0.1:{free_port()}",
-            "--token",
-            "t",
-            "--",
-            "sh",
-            "-c",
-            "echo no config >&2; exit 3",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "HOME": str(tmp_path)},
-    )
-    assert result.returncode != 0 and result.stdout == ""
-    assert "app exited with status 3 during start-up" in result.stderr and "no config" in result.stderr
-    assert "Traceback" not in result.stderr
