@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,18 +40,26 @@ def bgrx_frame(image: Image.Image, seed: int = 3) -> Grab:
     return Grab.from_bgrx(bytearray(Image.merge("RGBA", (blue, green, red, padding)).tobytes()), *image.size)
 
 
+#: Held while a test changes the process's environment: two threads that overlapped there could
+#: leave a variable set for good (one takes the other's value for the one to restore). A
+#: TJ_RESTART left set made every later banded JPEG unstitchable.
+ENVIRONMENT_LOCK = threading.RLock()
+
+
 @contextmanager
 def environment(name: str, value: str) -> Iterator[None]:
-    """``name`` set while the block runs (TurboJPEG reads its TJ_* variables at every compress)."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
+    """``name`` set while the block runs (TurboJPEG reads its TJ_* variables at every compress),
+    for the whole process: a thread encoding meanwhile must hold :data:`ENVIRONMENT_LOCK`."""
+    with ENVIRONMENT_LOCK:
+        before = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = before
 
 
 def libjpeg_restart_encode(frame: Grab, quality: int) -> bytes:

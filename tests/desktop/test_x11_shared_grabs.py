@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from tests.frames import libjpeg_restart_encode
+from tests.frames import ENVIRONMENT_LOCK, libjpeg_restart_encode
 from Xlib.display import Display
 from Xlib.xobject.drawable import Window
 
@@ -129,8 +129,9 @@ def test_threads_grabbing_and_encoding_while_the_screen_changes_each_get_their_o
         while not done.is_set():
             frame = backend.grab(REGION)
             rows = bytes(frame.bgrx or b"")
-            if imaging.encode(frame, "jpeg", 80) != libjpeg_restart_encode(frame, 80):
-                failures.append("a JPEG is not its frame's")
+            with ENVIRONMENT_LOCK:  # the reference's TJ_RESTART must not reach the other thread's encode
+                if imaging.encode(frame, "jpeg", 80) != libjpeg_restart_encode(frame, 80):
+                    failures.append("a JPEG is not its frame's")
             if Image.open(io.BytesIO(imaging.encode(frame, "png"))).tobytes() != rgb(frame):
                 failures.append("a PNG is not its frame's")
             held = [*held[-3:], (frame, rows)]
