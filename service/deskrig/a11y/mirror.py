@@ -18,7 +18,8 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   fetched again (GTK reports no change of the viewport around a scrolled list), a window that
   changed size its own, and the elements of a window that only moved are moved with it (or, if it
   moved while elements in it were read, fetched again on the next read: the windows' extents are
-  read again after what the read asks with its sync, and after what it reads later).
+  read again after what the read asks with its sync, and after what it reads later, and a whole
+  fetch's windows after it, against the extents the fetch read for them).
   The focused element, which takes typed text, is described again on every read (in a rig, Qt's
   text view did not report text typed through XTEST);
 - a scroll bar's value change: the subtree of the pane it scrolls (a GTK viewport moves what it
@@ -65,6 +66,7 @@ from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtrees, fe
 from deskrig.a11y.nodes import RawNode, fetch_nodes
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.a11y.walk import SiblingSteps
+from deskrig.model import Bounds
 
 T = TypeVar("T")
 
@@ -348,7 +350,10 @@ class AppMirror:
         )
         self._store(tree)
         self._note_held(held)
-        self._window_extents = list(await app.call_many(self._window_requests))
+        self._window_extents = _held_still_since_fetched(
+            [tree.elements[index].bounds for index in self._windows],
+            await app.call_many(self._window_requests),
+        )
         return tree
 
     def _note_held(self, held: list[ObjectEvent]) -> None:
@@ -610,6 +615,19 @@ def _held_still(before: Sequence[Reply | None], after: Sequence[Reply]) -> list[
     """Each window's extents ``before``, or None (its subtree to be fetched again at the next read)
     where it moved before ``after`` was read."""
     return [extents if extents == now else None for extents, now in zip(before, after, strict=True)]
+
+
+def _held_still_since_fetched(fetched: Sequence[Bounds | None], after: Sequence[Reply]) -> list[Reply | None]:
+    """Each window's extents read ``after`` a whole fetch, or None (its subtree to be fetched again
+    at the next read) where they differ from the bounds the fetch read for it: a window that moved
+    while the fetch ran has the elements read before the move at the old place and the others at
+    the new one. (A fetch reads a window's extents before its elements', in the same batch, so a
+    move before that read leaves them all at the new place.) A window the fetch read no bounds of
+    (not showing) is kept as read after."""
+    return [
+        now if bounds is None or now == [(bounds.x, bounds.y, bounds.width, bounds.height)] else None
+        for bounds, now in zip(fetched, after, strict=True)
+    ]
 
 
 def _windows(elements: list[Element]) -> list[int]:
