@@ -13,6 +13,7 @@ import shutil
 import stat
 import struct
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from Xlib.display import Display
 from deskrig.desktop.x11_probes import mapped_windows
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.rig import Rig, RigOptions, RigStartupError
+from deskrig.rig.x11 import X11AppStage
 
 
 def viewable_window(display: str, title: str) -> tuple[int, int | None]:
@@ -299,3 +301,35 @@ def test_bare_desktop_without_dbus_is_ready_and_says_what_is_missing(
         assert any(d.startswith("dbus: dbus-daemon is not installed") for d in status.diagnostics)
         assert any(d.startswith("a11y: accessibility is off") for d in status.diagnostics)
         assert "DBUS_SESSION_BUS_ADDRESS" not in rig.launch_environment()
+
+
+#: How long a rig's desktop may take to come up here.
+STARTUP_DEADLINE_S = 30.0
+
+
+def test_a_rig_whose_app_is_not_spawned_yet_is_not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between the desktop being up and the app stage spawning the app there is no app pid; the
+    rig is not ready then (by what it runs, not by the pid)."""
+    spawn = threading.Event()
+    start_app = X11AppStage.start
+
+    def held_start(stage: X11AppStage, host: Any) -> None:
+        spawn.wait(STARTUP_DEADLINE_S)
+        start_app(stage, host)
+
+    monkeypatch.setattr(X11AppStage, "start", held_start)
+    rig = Rig(RigOptions(app=["xterm"], a11y=False))
+    starting = threading.Thread(target=rig.start)
+    starting.start()
+    try:
+        assert rig.wait_desktop(STARTUP_DEADLINE_S)
+        status = rig.status()
+        assert status.display_up and status.runs_app and status.app_pid is None
+        assert not status.ready
+    finally:
+        spawn.set()
+        starting.join()
+    try:
+        assert rig.status().ready
+    finally:
+        rig.stop()

@@ -69,6 +69,7 @@ class Rig(Supervisor):
             wm_up=wm is not None and wm.up,
             a11y_bus=a11y.a11y_bus,
             a11y_up=a11y.up,
+            runs_app=app is not None,
             app_pid=app_process.pid if app_process is not None else None,
             app_up=app is not None and app.up,
             app_exit_status=app_process.exit_status if app_process is not None else None,

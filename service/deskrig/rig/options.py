@@ -60,6 +60,9 @@ class RigStatus(BaseModel):
     wm_up: bool
     a11y_bus: str | None
     a11y_up: bool
+    runs_app: bool = Field(
+        False, description="The rig runs an app: it is ready only once the app's window is mapped"
+    )
     app_pid: int | None
     app_up: bool
     app_exit_status: int | None
@@ -69,7 +72,9 @@ class RigStatus(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def ready(self) -> bool:
-        return self.display_up and (self.wm is None or self.wm_up) and (self.app_pid is None or self.app_up)
+        # By what the rig runs, not by app_pid: an app stage that has not spawned its app yet
+        # has no pid, and its rig is not ready.
+        return self.display_up and (self.wm is None or self.wm_up) and (not self.runs_app or self.app_up)
 
 
 class RigStartupError(DeskrigError):
