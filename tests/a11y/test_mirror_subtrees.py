@@ -11,7 +11,7 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import FetchedTree
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror
 from deskrig.a11y.tree import Element
+from deskrig.model import Bounds
 
 from .conftest import APPS_DIR, STARTUP_TIMEOUT_S, A11yDesktop, FormApp, wait_until_registered
 
@@ -169,6 +170,27 @@ class Changes:
             return any(e.depth == 1 and e.bounds not in (None, frame) for e in self.fetch().elements)
 
         poll("the window to move", moved, 5)
+
+    async def move_window_by_xdotool(
+        self,
+        app: AppConnection,
+        frame: Bounds,
+        watched: Element,
+        call_many: Callable[
+            [AppConnection, Sequence[Request]], Awaitable[list[Reply]]
+        ] = AppConnection.call_many,
+    ) -> None:
+        """Move the form's window (at ``frame``) 40 px right and 30 px down, returning once the
+        app reports ``watched`` elsewhere (GTK places a widget anew a little after its window
+        moved). ``call_many``: the app connection's own, where a test has patched it."""
+        extents = Request(watched.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
+        before = await call_many(app, [extents])
+        window_id = self.xdotool("search", "--sync", "--onlyvisible", "--pid", str(self.form.pid)).split()[0]
+        await asyncio.to_thread(self.xdotool, "windowmove", window_id, str(frame.x + 40), str(frame.y + 30))
+        deadline = time.monotonic() + 5
+        while await call_many(app, [extents]) == before:
+            assert time.monotonic() < deadline, f"{watched.role} {watched.name!r} did not move"
+            await asyncio.sleep(0.02)
 
 
 def test_after_random_changes_the_mirror_equals_a_fresh_fetch(
@@ -335,18 +357,10 @@ def test_a_window_moved_while_a_subtree_is_fetched_again_is_not_moved_twice(
     assert at is not None
     parent = next(e for e in elements if e.depth >= 2 and e.child_count > 0 and e.bounds is not None)
     mirror.note(ObjectEvent(parent.ref.bus_name, parent.ref.path, "ChildrenChanged", "add", time.monotonic()))
-    (window_id,) = changes.xdotool("search", "--sync", "--onlyvisible", "--pid", str(form.pid)).split()[:1]
     subtree_fetch = mirror_module.fetch_subtrees
-    extents = Request(frame.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
 
     async def moved_meanwhile(app: AppConnection, roots: list[str], **options: Any) -> Any:
-        changes.xdotool("windowmove", window_id, str(at.x + 40), str(at.y + 30))
-        deadline = time.monotonic() + 5
-        while (await app.call_many([extents]))[0] == [
-            (frame.bounds.x, frame.bounds.y, frame.bounds.width, frame.bounds.height)
-        ]:
-            assert time.monotonic() < deadline, "the window did not move"
-            await asyncio.sleep(0.02)
+        await changes.move_window_by_xdotool(app, at, frame)
         return await subtree_fetch(app, roots, **options)
 
     monkeypatch.setattr(mirror_module, "fetch_subtrees", moved_meanwhile)
@@ -379,25 +393,14 @@ def test_a_window_moved_while_elements_are_read_with_the_sync_is_not_moved_twice
     assert at is not None
     label = next(e for e in elements if e.role == "label" and e.bounds is not None and e.depth >= 2)
     mirror.note(ObjectEvent(label.ref.bus_name, label.ref.path, "BoundsChanged", "", 0.0))
-    (window_id,) = changes.xdotool("search", "--sync", "--onlyvisible", "--pid", str(form.pid)).split()[:1]
     call_many = AppConnection.call_many
-    # GTK places a widget anew a little after its window moved: the label's own extents are watched.
-    extents = Request(label.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
     moved: list[asyncio.Future[None]] = []
-
-    async def move_window(app: AppConnection) -> None:
-        before = await call_many(app, [extents])
-        await asyncio.to_thread(changes.xdotool, "windowmove", window_id, str(at.x + 40), str(at.y + 30))
-        deadline = time.monotonic() + 5
-        while await call_many(app, [extents]) == before:
-            assert time.monotonic() < deadline, "the label did not move"
-            await asyncio.sleep(0.02)
 
     async def moved_before_the_details(app: AppConnection, requests: Sequence[Request]) -> list[Reply]:
         if not moved and any(r.path == label.ref.path and r.member == "GetExtents" for r in requests):
             moved.append(asyncio.get_running_loop().create_future())
             try:
-                await move_window(app)
+                await changes.move_window_by_xdotool(app, at, label, call_many)
             finally:
                 moved[0].set_result(None)
         elif moved:
@@ -430,19 +433,11 @@ def test_a_window_moved_while_the_tree_is_fetched_whole_is_not_left_at_the_old_p
     at = frame.bounds
     assert at is not None
     label = next(e for e in elements if e.role == "label" and e.bounds is not None and e.depth >= 2)
-    (window_id,) = changes.xdotool("search", "--sync", "--onlyvisible", "--pid", str(form.pid)).split()[:1]
-    # GTK places a widget anew a little after its window moved: the label's own extents are watched.
-    extents = Request(label.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
     whole_fetch = mirror_module.fetch_tree
 
     async def moved_after_the_fetch(app: AppConnection, **limits: Any) -> FetchedTree:
         fetched = await whole_fetch(app, **limits)
-        before = await app.call_many([extents])
-        await asyncio.to_thread(changes.xdotool, "windowmove", window_id, str(at.x + 40), str(at.y + 30))
-        deadline = time.monotonic() + 5
-        while await app.call_many([extents]) == before:
-            assert time.monotonic() < deadline, "the label did not move"
-            await asyncio.sleep(0.02)
+        await changes.move_window_by_xdotool(app, at, label)
         await client.events.sync(app.bus_name)  # the move's events arrive, and are dropped
         return fetched
 
