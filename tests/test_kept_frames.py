@@ -185,7 +185,8 @@ def grab_suspect(kept: KeptFrames, screen: Screen, left: int = 0, top: int = 0) 
 def region_rows(screen: Screen, left: int, top: int, width: int, height: int) -> bytes:
     stride = screen.image.width * 4
     return b"".join(
-        screen.rows[row * stride + left * 4 : row * stride + (left + width) * 4] for row in range(top, top + height)
+        screen.rows[row * stride + left * 4 : row * stride + (left + width) * 4]
+        for row in range(top, top + height)
     )
 
 
