@@ -21,7 +21,9 @@ caches, as they are between two screenshots.
 A grabber that compares its grabs itself (:class:`KeptFrames`, X11's shared-memory grabs) spares
 the encoders that pass: its frames carry a :class:`FrameHistory`, which says which bands changed
 from any recent frame of the region to any other, and a cache whose last frame is in the same
-history encodes just those bands, without keeping or comparing rows of its own.
+history encodes just those bands, without keeping or comparing rows of its own. Told where the
+screen was drawn on, such a grabber grabs and compares only the bands drawn on, and takes the
+others from the frame it kept.
 """
 
 from __future__ import annotations

@@ -1,25 +1,44 @@
-"""Screen pixels and screen changes on X11: MIT-SHM grabs, DAMAGE regions and a DAMAGE counter.
+"""Screen pixels and screen changes on X11: MIT-SHM grabs of the rows drawn on, DAMAGE regions and
+a DAMAGE counter.
 
-The grabs go into a shared-memory segment of the grabber's own, through mss's XCB bindings (XCB
-connections may be used from any thread): mss's own ``grab`` copies the whole segment into a fresh
-buffer (4 MB at 1280x800, page faults and all), after which each encoder compared that copy with
-the last frame it kept. Here the segment is compared with the last frame grabbed and only the
-bands that changed are copied (:class:`deskrig.grabs.KeptFrames`); the frame tells the encoders
-which bands to encode again. The segment is read only inside :meth:`ScreenGrabber.grab`, under the
-grabber's lock; a frame handed out is a buffer of its own that is never written while a caller
-holds it. Where the segment cannot be set up (no MIT-SHM, a remote server, mss's bindings
-changed) mss grabs as before, and a diagnostic says so.
+The grabs go into a shared-memory segment of the grabber's own, attached through mss's XCB
+bindings (XCB connections may be used from any thread): mss's own ``grab`` copies the whole
+segment into a fresh buffer (4 MB at 1280x800, page faults and all). Here the grabber keeps the
+last frames of each region (:class:`deskrig.grabs.KeptFrames`) and makes each new one from the
+rows it grabbed and the kept frame's others; the frame tells the encoders which bands to encode
+again. The segment is read only inside :meth:`ScreenGrabber.grab`, under the grabber's lock; a
+frame handed out is a buffer of its own that is never written while a caller holds it. Where the
+segment cannot be set up (no MIT-SHM, a remote server, mss's bindings changed) mss grabs as
+before, and a diagnostic says so.
 
-Not even every band is compared: after each grab the grabber reads where the root window was drawn
-on (:class:`DamageRegions`), and compares only the bands drawn on since the last frame was grabbed.
-Why that is never stale: the X server runs one request at a time and records a drawing request's
-damage while it runs it. The damage read is sent after the grab's reply came, so the server ran it
-after the grab; it names every pixel drawn on between the read before and this one. A pixel drawn
-on after the last grab of a region was either drawn on before the read that followed that grab
-(named in it) or after (named in a later read); the grabber keeps the bands of every read since a
-region's last grab (:meth:`deskrig.grabs.KeptFrames.drawn`) and compares them with this one's. So
-every band that differs between the last frame and the segment is compared, and each frame is the
-segment as grabbed, byte for byte: not torn, as partial grabs of damaged rows would be.
+Damage first, then only the rows drawn on (:meth:`DamageRegions.grab_drawn`). Each grab grabs the
+server, reads where the root window was drawn on since the last read (DamageSubtract into an
+XFixes region, then FetchRegion), marks every kept region's bands it touches as suspect, asks
+ShmGetImage for the full-width rows of the requested region's suspect bands (one request per run
+of adjacent bands, each landing at its own offset, so the segment is laid out as a grab of the
+whole region) and ungrabs. A still screen costs one round trip and no image at all: the frame is
+the kept one, under a number of its own.
+
+Why never stale: the X server runs one request at a time and records a drawing request's damage
+while it runs it, so a read names every pixel drawn on between the read before and itself. A
+region's newest kept frame was grabbed right after a read, with nothing drawn in between; a pixel
+drawn on since then was named by one of the reads since, each of which marked the band suspect in
+every kept region. So every band that may differ from the kept frame is grabbed again.
+
+Why never torn: while the server is grabbed it runs no other client's requests, so nothing draws
+between the read and the ShmGetImages. The rows grabbed are the screen at the moment of the read,
+and the rows not grabbed were not drawn on since the kept frame, so they are too: the frame is the
+screen at one moment, as a whole-region grab would be. The read and the grabs must be on one
+connection, the one holding the server: a request on any other would wait for the ungrab (mss's
+XCB connection's ShmGetImage: a deadlock). So the grabs go on the DAMAGE connection, written as
+the protocol says, naming the segment the XCB connection attached: a segment is a server resource
+any client may name by its XID (Xvfb and Xorg look it up without asking whose it is; a server that
+refuses answers with an error, and the grabber falls back to whole-region grabs and says so). That
+is preferred to attaching the memfd a second time on the DAMAGE connection (ShmAttachFd, the fd
+passed with ``sendmsg``): one segment, one set-up with its checks, and the grabs without DAMAGE
+(whole regions through XCB, every band compared) stay as they were. Nothing waits on another X
+connection while the server is grabbed, and the ungrab is sent whatever fails (a connection that
+breaks releases the grab in the server).
 """
 
 from __future__ import annotations
@@ -95,7 +114,9 @@ def _memory_file(name: str) -> int:
 
 class SharedSegment:
     """A memfd shared with the X server (MIT-SHM 1.2's AttachFd) on a connection of its own, which
-    ShmGetImage fills with root-window pixels: mss's XCB bindings, not its copying ``grab``.
+    ShmGetImage fills with root-window pixels: mss's XCB bindings, not its copying ``grab``. Whole
+    regions are grabbed on that connection (:meth:`grab`); the rows drawn on, on the DAMAGE
+    connection, which names the segment by :attr:`id`.
     Raises :class:`mss.ScreenShotError` (or OSError) when it cannot be set up."""
 
     def __init__(self, display_name: str, capacity: int) -> None:
@@ -163,8 +184,10 @@ class SharedSegment:
 
 
 class ScreenGrabber:
-    """Grabs root-window regions into a shared-memory segment of its own (MIT-SHM), else with mss
-    (which falls back to XGetImage itself), else with python-xlib's XGetImage."""
+    """Grabs root-window regions into a shared-memory segment of its own (MIT-SHM): only the rows
+    drawn on since a region's last frame where DAMAGE says where (see the module docstring), whole
+    regions else; failing MIT-SHM with mss (which falls back to XGetImage itself), else with
+    python-xlib's XGetImage."""
 
     def __init__(self, display_name: str, xlib_display: Display, note: Note) -> None:
         self._display_name = display_name
@@ -178,8 +201,9 @@ class ScreenGrabber:
         self._kept: RecentlyUsed[Bounds, KeptFrames] = RecentlyUsed(
             lambda region: KeptFrames(region.width, region.height, (region.x, region.y))
         )
-        #: Where the screen was drawn on, read after each grab; made before any frame is kept, so
-        #: its first read names everything drawn since.
+        #: Where the screen was drawn on, read at each grab with the server grabbed until the rows
+        #: drawn on are grabbed; made before any frame is kept, so its first read names everything
+        #: drawn since.
         self._damage: DamageRegions | None = None
         try:
             self._damage = DamageRegions(display_name)
