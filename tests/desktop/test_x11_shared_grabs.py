@@ -341,25 +341,32 @@ def test_with_another_client_drawing_every_frame_is_one_moment_of_the_screen(
     display = painter.xlib.get_display_name()
     busy = subprocess.Popen([sys.executable, "-c", PAIR_PAINTER, display], stdout=subprocess.PIPE)
     torn = 0
-    colours = set()
-    try:
-        assert busy.stdout is not None and busy.stdout.readline() == b"painting\n"
-        for turn in range(600):
-            region = TURNS[turn % len(TURNS)]
+    colours: set[bytes] = set()
+    grabs = 0
+
+    def grab_in_turn() -> bool:
+        """One grab of each region; True once 1500 frames showed the stripes in 10 colours or more."""
+        nonlocal torn, grabs
+        for region in TURNS:
             rows = backend.grab(region).bgrx or b""
             # Column 10's pixel in each stripe the region holds (no image made: grabs back to back).
-            pair = [
+            pair = {
                 bytes(rows[offset : offset + 3])
                 for row in PAIR_ROWS
                 if region.y <= row < region.y + region.height
                 for offset in [((row - region.y) * region.width + 10) * 4]
-            ]
-            torn += len(set(pair)) > 1
+            }
+            torn += len(pair) > 1
             colours.update(pair)
+        grabs += len(TURNS)
+        return grabs >= 1500 and len(colours) > 10
+
+    try:
+        assert busy.stdout is not None and busy.stdout.readline() == b"painting\n"
+        poll("1500 grabs with the stripes changing under them", grab_in_turn, interval=0)
     finally:
         stop_process(busy)
     assert torn == 0
-    assert len(colours) > 10  # the stripes changed under the grabs
     # Nothing draws any more: each region's next frame is the screen as XGetImage sees it.
     poll(
         "the screen to stay still", lambda: rgb(as_seen(backend, TURNS[0])) == rgb(as_seen(backend, TURNS[0]))
