@@ -35,6 +35,7 @@ from deskrig.desktop.x11_capture import (
     SHM_GET_IMAGE,
     UNGRAB_SERVER,
     X_REPLY,
+    DamageRegions,
     XUnits,
     round_trip,
     xlib_get_image,
@@ -207,17 +208,24 @@ def test_bands_drawn_on_apart_are_grabbed_as_runs_each(
     assert_shows(frame, as_seen(backend, REGION))
 
 
+@pytest.mark.parametrize(
+    ("owner", "step"),
+    [(KeptFrames, "suspect_rows"), (DamageRegions, "_shm_get_image")],
+    ids=["naming the rows", "writing their grab"],
+)
 def test_a_failure_with_the_server_grabbed_still_releases_it(
-    bare_x: tuple[X11Backend, Painter], monkeypatch: pytest.MonkeyPatch
+    bare_x: tuple[X11Backend, Painter], monkeypatch: pytest.MonkeyPatch, owner: type, step: str
 ) -> None:
     backend, painter = bare_x
+    window = painter.window(0, 0, 64, 64, 0x000000)
     backend.grab(REGION)
+    painter.recolour(window, 0xFFFFFF)  # a band to grab
     sent = SentRequests(backend, monkeypatch)
 
-    def failing(self: KeptFrames) -> list[tuple[int, int]]:
+    def failing(*_: object) -> None:
         raise RuntimeError("failed with the server grabbed")
 
-    monkeypatch.setattr(KeptFrames, "suspect_rows", failing)
+    monkeypatch.setattr(owner, step, failing)
     with pytest.raises(RuntimeError, match="server grabbed"):
         backend.grab(REGION)
     assert_server_grabbed_around(sent.take())

@@ -495,13 +495,11 @@ class DamageRegions:
         ungrab_sent = False
         try:
             runs = rows_for(self.take(GRAB_SERVER))
-            ungrab_sent = True  # with the grabs, in one write: the server ungrabs right after them
+            grabs = b"".join(self._shm_get_image(region, segment, *run) for run in runs)
+            # With the grabs, in one write: the server ungrabs right after them.
+            ungrab_sent = True
             if runs:
-                round_trip(
-                    self._wire,
-                    b"".join(self._shm_get_image(region, segment, *run) for run in runs) + UNGRAB_SERVER,
-                    receive,
-                )
+                round_trip(self._wire, grabs + UNGRAB_SERVER, receive)
             else:  # nothing to grab: the kept frame is the screen as it is
                 self._wire.send(UNGRAB_SERVER)
         finally:
