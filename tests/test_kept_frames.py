@@ -1,8 +1,10 @@
 """Frames kept by a grabber (deskrig.grabs.KeptFrames): rows lent for one call (X11's shared-memory
 segment) are compared band by band with the last grab as the changed bands are copied, and the
 frame's history tells the encoders which bands to encode again, so they neither keep nor compare
-rows. What must hold: every frame is the rows as they were when it was taken, whatever a caller
-still holds; every JPEG is libjpeg's own of the frame, every PNG decodes to its pixels."""
+rows. With damage reports only the suspect bands' rows are grabbed (and compared); the rest come
+from the newest kept frame. What must hold: every frame is the screen as it was when it was taken,
+whatever a caller still holds; every JPEG is libjpeg's own of the frame, every PNG decodes to its
+pixels."""
 
 from __future__ import annotations
 
@@ -167,58 +169,118 @@ def test_any_sequence_of_damage_holders_and_blackouts_gives_exact_frames_and_enc
         assert frame.bgrx == rows
 
 
-def test_a_band_drawn_on_after_a_grab_but_before_the_damage_was_read_is_compared_next_time() -> None:
+def grab_suspect(kept: KeptFrames, screen: Screen, left: int = 0, top: int = 0) -> Grab:
+    """As the X11 grabber does with damage: only the rows of ``kept``'s suspect bands are grabbed
+    into a segment laid out as the region, whose other rows hold junk (left from other grabs)."""
+    stride = kept.width * 4
+    segment = bytearray(random.Random(len(screen.rows)).randbytes(kept.height * stride))
+    for first, rows in kept.suspect_rows():
+        for row in range(first, first + rows):
+            start = ((top + row) * screen.image.width + left) * 4
+            segment[row * stride : (row + 1) * stride] = screen.rows[start : start + stride]
+    address = ctypes.addressof((ctypes.c_char * len(segment)).from_buffer(segment))
+    return kept.take(address, suspect_only=True)
+
+
+def region_rows(screen: Screen, left: int, top: int, width: int, height: int) -> bytes:
+    stride = screen.image.width * 4
+    return b"".join(
+        screen.rows[row * stride + left * 4 : row * stride + (left + width) * 4]
+        for row in range(top, top + height)
+    )
+
+
+def test_a_band_drawn_on_is_grabbed_and_compared_next_and_nothing_else_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     screen = Screen(desktop_like(64, 48))
     kept = KeptFrames(64, 48)
-    kept.take(screen.address, drawn_after=[])
-    # Drawn on just after this grab, before the damage was read: in the read, not in the frame.
-    kept.take(screen.address, drawn_after=[(10, 20, 10, 5)])  # band 1
+    assert kept.suspect_rows() == [(0, 48)]  # nothing kept: every row
+    grab_suspect(kept, screen)
+    assert kept.suspect_rows() == []
     screen.paint((10, 20, 19, 24), (250, 0, 0))
-    frame = kept.take(screen.address, drawn_after=[])  # nothing drawn since that read
+    kept.drawn([(10, 20, 10, 5)])  # band 1
+    assert kept.suspect_rows() == [(16, 16)]
+    compared: list[int] = []
+    memcmp = grabs._memcmp()
+
+    def counting(first: int, second: int, length: int) -> int:
+        compared.append(length)
+        return memcmp(first, second, length)
+
+    monkeypatch.setattr(grabs, "_memcmp", lambda: counting)
+    frame = grab_suspect(kept, screen)
     assert frame.bgrx == screen.rows
+    assert compared == [16 * 64 * 4]
+    assert frame.lineage is not None
+    history, number = frame.lineage
+    assert history.changed_between(number - 1, number) == {1}
+
+
+def test_with_nothing_drawn_nothing_is_grabbed_and_the_frame_is_a_new_one_of_the_same_rows() -> None:
+    screen = Screen(desktop_like(64, 48))
+    kept = KeptFrames(64, 48)
+    first = grab_suspect(kept, screen)
+    kept.drawn([])
+    assert kept.suspect_rows() == []
+    second = grab_suspect(kept, screen)
+    assert second.bgrx == screen.rows
+    assert first.lineage is not None and second.lineage is not None
+    assert second.lineage[1] == first.lineage[1] + 1
+    assert second.lineage[0].changed_between(first.lineage[1], second.lineage[1]) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("height", "rectangles", "runs"),
+    [
+        (48, [(0, 0, 64, 1), (0, 20, 1, 1)], [(0, 32)]),  # adjacent bands: one run
+        (48, [(0, 0, 64, 1), (0, 40, 1, 1)], [(0, 16), (32, 16)]),
+        (43, [(0, 40, 64, 9)], [(32, 11)]),  # the last band is short
+        (43, [(0, 0, 64, 43)], [(0, 43)]),
+    ],
+)
+def test_suspect_bands_are_grabbed_as_runs_of_rows(
+    height: int, rectangles: list[tuple[int, int, int, int]], runs: list[tuple[int, int]]
+) -> None:
+    kept = KeptFrames(64, height)
+    grab_suspect(kept, Screen(desktop_like(64, height)))
+    kept.drawn(rectangles)
+    assert kept.suspect_rows() == runs
 
 
 def test_damage_read_for_one_region_counts_for_the_others() -> None:
     screen = Screen(desktop_like(64, 48))
     whole, part = KeptFrames(64, 48), KeptFrames(64, 16, origin=(0, 32))
-    part_rows = screen.address + 32 * 64 * 4
-    whole.take(screen.address, drawn_after=[])
-    part.take(part_rows, drawn_after=[])
+    grab_suspect(whole, screen)
+    grab_suspect(part, screen, top=32)
     screen.paint((0, 40, 5, 41), (0, 250, 0))
-    part.drawn([(0, 40, 6, 2)])  # read when the whole screen was grabbed
-    whole.take(screen.address, drawn_after=[(0, 40, 6, 2)])
-    frame = part.take(part_rows, drawn_after=[])
+    for frames in (whole, part):  # read when the whole screen was grabbed
+        frames.drawn([(0, 40, 6, 2)])
+    grab_suspect(whole, screen)
+    whole.drawn([])  # read when the part is grabbed: nothing drawn since
+    frame = grab_suspect(part, screen, top=32)
     assert frame.bgrx == screen.rows[32 * 64 * 4 :]
 
 
 @pytest.mark.parametrize(
     ("rectangle", "bands"),
     [
-        ((0, 0, 64, 1), {0}),
-        ((0, 15, 1, 2), {0, 1}),
-        ((0, -5, 3, 6), {0}),  # above the region, its last row in it
-        ((0, 47, 64, 100), {2}),
-        ((64, 0, 5, 48), set()),  # right of the region
-        ((-5, 0, 5, 48), set()),  # left of it, touching
-        ((0, 48, 64, 1), set()),  # below it
+        ((0, 0, 64, 1), [0]),
+        ((0, 15, 1, 2), [0, 1]),
+        ((0, -5, 3, 6), [0]),  # above the region, its last row in it
+        ((0, 47, 64, 100), [2]),
+        ((64, 0, 5, 48), []),  # right of the region
+        ((-5, 0, 5, 48), []),  # left of it, touching
+        ((0, 48, 64, 1), []),  # below it
     ],
 )
 def test_rectangles_drawn_on_map_to_the_bands_of_the_region(
-    rectangle: tuple[int, int, int, int], bands: set[int], monkeypatch: pytest.MonkeyPatch
+    rectangle: tuple[int, int, int, int], bands: list[int]
 ) -> None:
-    screen = Screen(desktop_like(64, 48))
     kept = KeptFrames(64, 48)
-    kept.take(screen.address, drawn_after=[])
-    compared: list[int] = []
-    memcmp = grabs._memcmp()
-
-    def counting(first: int, second: int, length: int) -> int:
-        compared.append((first - screen.address) // (64 * 4 * BAND_ROWS))
-        return memcmp(first, second, length)
-
-    monkeypatch.setattr(grabs, "_memcmp", lambda: counting)
-    kept.take(screen.address, drawn_after=[rectangle])
-    assert set(compared) == bands
+    grab_suspect(kept, Screen(desktop_like(64, 48)))
+    kept.drawn([rectangle])
+    assert kept.suspect() == bands
 
 
 painting = st.tuples(st.integers(-5, 69), st.integers(-5, 69), st.integers(1, 30), st.integers(1, 30))
@@ -229,42 +291,30 @@ region = st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(1, 30), s
 @given(
     regions=st.lists(region, min_size=1, max_size=3),
     events=st.lists(
-        st.tuples(st.integers(0, 2), st.lists(painting, max_size=2), st.lists(painting, max_size=2)),
-        min_size=1,
-        max_size=10,
+        st.tuples(st.integers(0, 2), st.lists(painting, max_size=3), st.booleans()), min_size=1, max_size=10
     ),
     seed=st.integers(0, 1000),
 )
-def test_with_damage_any_grabs_of_any_regions_are_the_screen_as_grabbed(
+def test_with_damage_any_grabs_of_any_regions_are_the_screen_as_it_is(
     regions: list[tuple[int, int, int, int]],
-    events: list[tuple[int, list[tuple[int, int, int, int]], list[tuple[int, int, int, int]]]],
+    events: list[tuple[int, list[tuple[int, int, int, int]], bool]],
     seed: int,
 ) -> None:
-    """Each event: paints before a grab of one of the regions, the grab, paints after it but
-    before the damage is read (in the read), the damage read counting for every region."""
+    """Each event: paints, then a grab of one of the regions: the damage read (counting for every
+    region), then only the suspect rows grabbed; the frame may be held to the end."""
     rng = random.Random(seed)
     screen = Screen(Image.frombytes("RGB", (72, 72), rng.randbytes(72 * 72 * 3)))
     kept = [KeptFrames(w, h, origin=(x, y)) for x, y, w, h in regions]
-    pending: list[tuple[int, int, int, int]] = []  # drawn since the last damage read
-
-    def paint(rectangles: list[tuple[int, int, int, int]]) -> None:
-        for x, y, w, h in rectangles:
-            screen.paint((x, y, x + w - 1, y + h - 1), (rng.randrange(256), rng.randrange(256), 7))
-            pending.append((x, y, w, h))
-
-    for which, before, after in events:
+    held: list[tuple[Grab, bytes]] = []
+    for which, paints, hold in events:
         x, y, w, h = regions[which % len(regions)]
-        frames = kept[which % len(regions)]
-        paint(before)
-        as_grabbed = bytes(
-            b for row in range(y, y + h) for b in screen.rows[(row * 72 + x) * 4 : (row * 72 + x + w) * 4]
-        )
-        segment = bytearray(as_grabbed)  # the grab: the rows as they are now
-        address = ctypes.addressof((ctypes.c_char * len(segment)).from_buffer(segment))
-        paint(after)
-        drawn, pending[:] = list(pending), []
-        for other in kept:
-            if other is not frames:
-                other.drawn(drawn)
-        frame = frames.take(address, drawn_after=drawn)
-        assert frame.bgrx == as_grabbed
+        for px, py, pw, ph in paints:
+            screen.paint((px, py, px + pw - 1, py + ph - 1), (rng.randrange(256), rng.randrange(256), 7))
+        for frames in kept:
+            frames.drawn(paints)
+        frame = grab_suspect(kept[which % len(regions)], screen, x, y)
+        assert frame.bgrx == region_rows(screen, x, y, w, h)
+        if hold:
+            held.append((frame, bytes(frame.bgrx or b"")))
+    for frame, rows in held:
+        assert frame.bgrx == rows

@@ -21,7 +21,9 @@ caches, as they are between two screenshots.
 A grabber that compares its grabs itself (:class:`KeptFrames`, X11's shared-memory grabs) spares
 the encoders that pass: its frames carry a :class:`FrameHistory`, which says which bands changed
 from any recent frame of the region to any other, and a cache whose last frame is in the same
-history encodes just those bands, without keeping or comparing rows of its own.
+history encodes just those bands, without keeping or comparing rows of its own. Told where the
+screen was drawn on, such a grabber grabs and compares only the bands drawn on, and takes the
+others from the frame it kept.
 """
 
 from __future__ import annotations
@@ -205,11 +207,15 @@ class KeptFrames:
     from rows that a grabber lends only for the call (a shared-memory segment the next grab
     overwrites), compared band by band with the grab before as they are copied.
 
-    The comparison is the one pass over the rows, and only over the bands a grabber's damage
-    reports name (all of them without): only the bands that changed are copied into a kept buffer,
-    and the frame's :class:`FrameHistory` tells the encoders which bands they must encode again. A buffer is written only while no caller holds it (:meth:`_Kept.is_free`); one
-    still held stays as it is and another is filled, so a frame never changes under its holder.
-    One thread at a time (the grabber's lock)."""
+    With a grabber's damage reports (:meth:`drawn`), the grabber fetches only the rows of the
+    bands that may have changed since the newest kept frame (:meth:`suspect_rows`), right after
+    reading the damage and before anything else can draw; the frame is those rows and the newest
+    kept frame's others (:meth:`take` with ``suspect_only``), and only the fetched bands are
+    compared. Without damage reports every band is grabbed and compared. Only the bands that
+    changed are copied into a kept buffer, and the frame's :class:`FrameHistory` tells the
+    encoders which bands they must encode again. A buffer is written only while no caller holds it
+    (:meth:`_Kept.is_free`); one still held stays as it is and another is filled, so a frame never
+    changes under its holder. One thread at a time (the grabber's lock)."""
 
     def __init__(
         self, width: int, height: int, origin: tuple[int, int] = (0, 0), band_rows: int = BAND_ROWS
@@ -249,54 +255,87 @@ class KeptFrames:
                 bands.update(range(first // self.band_rows, last // self.band_rows + 1))
         return bands
 
-    def take(self, rows: int, drawn_after: list[Rectangle] | None = None) -> Grab:
-        """A frame of the ``width * height * 4`` bytes at address ``rows``, readable during the call.
+    def suspect(self) -> list[int]:
+        """The bands that may differ between the newest kept frame and the screen as drawn up to
+        the last :meth:`drawn`, in order: every band while that is not known."""
+        if self._suspect is None or not self._kept:
+            return list(range(len(self._bands)))
+        return sorted(self._suspect)
 
-        ``drawn_after``: where the screen was drawn on from the last :meth:`drawn` up to a moment
-        after the rows were grabbed (the grabber's :class:`DamageRegions` read after the grab);
-        None when not known. Only the bands drawn on since the newest kept frame was grabbed are
-        then compared: one drawn on after that grab but before the damage was read is in that
-        read, so it is compared now; one drawn on after this grab is compared next time. Without
-        ``drawn_after`` every band is compared."""
+    def suspect_rows(self) -> list[tuple[int, int]]:
+        """The rows of the :meth:`suspect` bands as ``(first row, rows)`` runs, one for each run
+        of adjacent bands: what a grabber fetches before :meth:`take` with ``suspect_only``."""
+        runs: list[tuple[int, int]] = []
+        for index in self.suspect():
+            top = index * self.band_rows
+            rows = min(self.band_rows, self.height - top)
+            if runs and sum(runs[-1]) == top:
+                runs[-1] = (runs[-1][0], runs[-1][1] + rows)
+            else:
+                runs.append((top, rows))
+        return runs
+
+    def take(self, rows: int, suspect_only: bool = False) -> Grab:
+        """A frame of the ``width * height * 4`` bytes at address ``rows`` (laid out as the
+        region), readable during the call.
+
+        ``suspect_only``: only the rows of the :meth:`suspect` bands were grabbed into ``rows``,
+        after the damage up to the moment of the grab was passed to :meth:`drawn`; the other bands
+        there are not read: they are as in the newest kept frame. Only the grabbed bands are
+        compared, and nothing is suspect afterwards. Otherwise every band was grabbed and is
+        compared, and what was drawn since is not known."""
         self._number += 1
-        after = None if drawn_after is None else self._bands_of(drawn_after)
-        compared = None if self._suspect is None or after is None else sorted(self._suspect | after)
-        self._suspect = after
+        grabbed = self.suspect() if suspect_only else range(len(self._bands))
+        self._suspect = set() if suspect_only else None
         if self._kept:
             newest, memcmp = _address(self._kept[0].buffer), _memcmp()
             changed = frozenset(
                 index
-                for index in (range(len(self._bands)) if compared is None else compared)
+                for index in grabbed
                 for offset, length in (self._bands[index],)
                 if memcmp(rows + offset, newest + offset, length)
             )
         else:
             changed = frozenset(range(len(self._bands)))
         self.history.record(self._number, changed)
-        kept = self._refreshed(rows)
+        kept = self._refreshed(rows, frozenset(grabbed))
         return Grab.from_bgrx(kept.buffer, self.width, self.height, (self.history, self._number))
 
-    def _refreshed(self, rows: int) -> _Kept:
-        """A kept buffer holding the rows at ``rows`` as grab number ``self._number``, newest first."""
+    def _refreshed(self, rows: int, grabbed: frozenset[int]) -> _Kept:
+        """A kept buffer holding grab number ``self._number``, newest first: the ``grabbed`` bands
+        from ``rows``, the others from the newest kept buffer, which holds them as they are (they
+        did not change in this grab). Addresses only: a reference held here would make the newest
+        buffer look held."""
+        # With nothing kept every band was grabbed.
+        newest = _address(self._kept[0].buffer) if self._kept else rows
         for kept in self._kept:
             if not kept.is_free():
                 continue
             stale = self.history.changed_between(kept.number, self._number)
             if stale is None:
                 continue
-            target = _address(kept.buffer)
-            for index in stale:
-                offset, length = self._bands[index]
-                ctypes.memmove(target + offset, rows + offset, length)
+            self._copy(stale, grabbed, rows, newest, _address(kept.buffer))
             kept.number = self._number
             break
         else:
-            # One copy of the rows (a zeroed bytearray filled afterwards writes it twice).
-            kept = _Kept(bytearray((ctypes.c_char * self._size).from_address(rows)), self._number)
+            whole = len(grabbed) == len(self._bands)
+            # One copy (a zeroed bytearray filled afterwards writes it twice), then the grabbed bands.
+            buffer = bytearray((ctypes.c_char * self._size).from_address(rows if whole else newest))
+            if not whole:
+                self._copy(grabbed, grabbed, rows, newest, _address(buffer))
+            kept = _Kept(buffer, self._number)
             # The oldest goes (its holder keeps it as long as it needs).
             del self._kept[KEPT_BUFFERS - 1 :]
         self._kept = [kept, *(other for other in self._kept if other is not kept)]
         return kept
+
+    def _copy(
+        self, bands: Iterable[int], grabbed: frozenset[int], rows: int, newest: int, target: int
+    ) -> None:
+        """Copy ``bands`` to the buffer at ``target``: from ``rows`` if grabbed, else from ``newest``."""
+        for index in bands:
+            offset, length = self._bands[index]
+            ctypes.memmove(target + offset, (rows if index in grabbed else newest) + offset, length)
 
 
 class BandCache(Generic[Part]):

@@ -1,32 +1,46 @@
 """X11 grabs into the grabber's own shared-memory segment (deskrig.desktop.x11_capture), on a real
 Xvfb of their own with nothing else drawing: a change in one band, the last partial band of a
-region or the first row shows in the next JPEG and PNG exactly as XGetImage sees the screen, and a
-frame a caller holds never changes while other grabs, and other threads, go on. With another
-client drawing all the time, every frame is the segment as grabbed, though only the bands the
-DAMAGE regions name are compared."""
+region or the first row shows in the next JPEG and PNG exactly as XGetImage sees the screen, only
+that band's rows are grabbed (none of a still screen), and a frame a caller holds never changes
+while other grabs, and other threads, go on. The damage read and the grab of the rows it names
+happen with the server grabbed, which is always released. With another client drawing all the
+time, every frame is one moment of the screen, and once it stops each region's next frame is the
+screen as XGetImage sees it."""
 
 from __future__ import annotations
 
-import ctypes
 import io
 import json
+import os
+import socket
+import struct
 import subprocess
 import sys
 import threading
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from tests.frames import ENVIRONMENT_LOCK, libjpeg_restart_encode
+from tests.polling import poll
 from Xlib.display import Display
 from Xlib.xobject.drawable import Window
 
 from deskrig import imaging
 from deskrig.desktop.x11 import X11Backend
-from deskrig.desktop.x11_capture import xlib_get_image
-from deskrig.grabs import Grab
+from deskrig.desktop.x11_capture import (
+    GET_INPUT_FOCUS,
+    GRAB_SERVER,
+    SHM_GET_IMAGE,
+    UNGRAB_SERVER,
+    X_REPLY,
+    DamageRegions,
+    XUnits,
+    round_trip,
+    xlib_get_image,
+)
+from deskrig.grabs import Grab, KeptFrames
 from deskrig.model import Bounds
 
 from .conftest import SCREEN, start_xvfb, stop_process
@@ -70,6 +84,66 @@ def bare_x(tmp_path: Path) -> Iterator[tuple[X11Backend, Painter]]:
         stop_process(xvfb)
 
 
+class SentRequests:
+    """The requests the grabber sends on its DAMAGE connection, one by one, from now on."""
+
+    def __init__(self, backend: X11Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+        damage = backend._grabber._damage
+        assert damage is not None, "the grabber reads no DAMAGE regions"
+        self.shm_major = backend._display.query_extension("MIT-SHM").major_opcode
+        self.requests: list[bytes] = []
+        send = damage._wire.send
+
+        def recording(data: bytes) -> None:
+            rest = data
+            while rest:
+                length = 4 * struct.unpack_from("=H", rest, 2)[0]
+                self.requests.append(rest[:length])
+                rest = rest[length:]
+            send(data)
+
+        monkeypatch.setattr(damage._wire, "send", recording)
+
+    def take(self) -> list[bytes]:
+        taken, self.requests = self.requests, []
+        return taken
+
+    def rows_grabbed(self, requests: list[bytes]) -> list[tuple[int, int]]:
+        """Each ShmGetImage's ``(y, height)`` (of :data:`REGION`), checking it lands at the rows' place
+        in the segment."""
+        grabbed = []
+        for request in requests:
+            if request[:2] == bytes((self.shm_major, SHM_GET_IMAGE)):
+                x, y, width, height = struct.unpack_from("=hhHH", request, 8)
+                assert (x, width) == (REGION.x, REGION.width)  # full-width rows of the region
+                assert struct.unpack_from("=I", request, 28)[0] == (y - REGION.y) * width * 4
+                grabbed.append((y, height))
+        return grabbed
+
+
+def assert_server_grabbed_around(requests: list[bytes]) -> None:
+    """The first request of a screen grab grabs the server, the last releases it, and only then."""
+    assert requests[0] == GRAB_SERVER
+    assert requests[-1] == UNGRAB_SERVER
+    assert GRAB_SERVER not in requests[1:] and UNGRAB_SERVER not in requests[:-1]
+
+
+def assert_server_answers(display: str) -> None:
+    """Another client's request is answered: nobody holds the server (a python-xlib sync would
+    wait forever; this fails after x11_capture.ROUND_TRIP_TIMEOUT_S)."""
+    xlib = Display(display)
+    try:
+        wire = XUnits(socket.socket(fileno=os.dup(xlib.fileno())), xlib.display.data_recv or b"")
+        try:
+            round_trip(
+                wire, GET_INPUT_FOCUS, lambda: next((u for u in wire.receive() if u[0] == X_REPLY), None)
+            )
+        finally:
+            wire.close()
+    finally:
+        xlib.close()
+
+
 def as_seen(backend: X11Backend, region: Bounds) -> Grab:
     return xlib_get_image(backend._root, region.x, region.y, region.width, region.height)
 
@@ -86,21 +160,99 @@ def assert_shows(frame: Grab, seen: Grab) -> None:
 
 
 @pytest.mark.parametrize(
-    ("top", "height"),
-    [(0, 1), (16 * 20, 16), (16 * 20 + 5, 3), (16 * 49, 11), (794, 1)],
+    ("top", "height", "band"),
+    [
+        (0, 1, (0, 16)),
+        (16 * 20, 16, (320, 16)),
+        (16 * 20 + 5, 3, (320, 16)),
+        (16 * 49, 11, (784, 11)),
+        (794, 1, (784, 11)),
+    ],
     ids=["first row", "one band", "inside a band", "last partial band", "last row"],
 )
-def test_a_change_in_one_band_shows_in_the_next_jpeg_and_png(
-    bare_x: tuple[X11Backend, Painter], top: int, height: int
+def test_a_change_in_one_band_shows_in_the_next_jpeg_and_png_and_only_that_band_is_grabbed(
+    bare_x: tuple[X11Backend, Painter],
+    top: int,
+    height: int,
+    band: tuple[int, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     backend, painter = bare_x
     window = painter.window(100, top, 200, height, 0x336699)
-    for _ in range(2):  # the first grab of the region, then one that compares with it
+    sent = SentRequests(backend, monkeypatch)
+    grabbed = []
+    for _ in range(2):  # the first grab of the region: every row; then nothing drawn, no row
         assert_shows(backend.grab(REGION), as_seen(backend, REGION))
+        requests = sent.take()
+        assert_server_grabbed_around(requests)
+        grabbed.append(sent.rows_grabbed(requests))
+    assert grabbed == [[(0, REGION.height)], []]
     painter.recolour(window, 0xCC3311)
     frame = backend.grab(REGION)
+    assert sent.rows_grabbed(sent.take()) == [band]
     assert frame.image().getpixel((150, top)) == (0xCC, 0x33, 0x11)
     assert_shows(frame, as_seen(backend, REGION))
+
+
+def test_bands_drawn_on_apart_are_grabbed_as_runs_each(
+    bare_x: tuple[X11Backend, Painter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, painter = bare_x
+    windows = [painter.window(0, top, 50, 20, 0x000000) for top in (40, 200)]  # bands 2-3, 12-13
+    backend.grab(REGION)
+    sent = SentRequests(backend, monkeypatch)
+    for window in windows:
+        painter.recolour(window, 0x00FF00)
+    frame = backend.grab(REGION)
+    assert sent.rows_grabbed(sent.take()) == [(32, 32), (192, 32)]
+    assert_shows(frame, as_seen(backend, REGION))
+
+
+@pytest.mark.parametrize(
+    ("owner", "step"),
+    [(KeptFrames, "suspect_rows"), (DamageRegions, "_shm_get_image")],
+    ids=["naming the rows", "writing their grab"],
+)
+def test_a_failure_with_the_server_grabbed_still_releases_it(
+    bare_x: tuple[X11Backend, Painter], monkeypatch: pytest.MonkeyPatch, owner: type, step: str
+) -> None:
+    backend, painter = bare_x
+    window = painter.window(0, 0, 64, 64, 0x000000)
+    backend.grab(REGION)
+    painter.recolour(window, 0xFFFFFF)  # a band to grab
+    sent = SentRequests(backend, monkeypatch)
+
+    def failing(*_: object) -> None:
+        raise RuntimeError("failed with the server grabbed")
+
+    monkeypatch.setattr(owner, step, failing)
+    with pytest.raises(RuntimeError, match="server grabbed"):
+        backend.grab(REGION)
+    assert_server_grabbed_around(sent.take())
+    assert_server_answers(painter.xlib.get_display_name())
+
+
+def test_a_grab_the_server_refuses_falls_back_to_whole_grabs_and_says_so(
+    bare_x: tuple[X11Backend, Painter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, painter = bare_x
+    window = painter.window(100, 100, 200, 20, 0x336699)
+    backend.grab(REGION)
+    damage = backend._grabber._damage
+    assert damage is not None
+    shm_get_image = damage._shm_get_image
+
+    def into_no_segment(region: Bounds, segment: int, first: int, rows: int) -> bytes:
+        return shm_get_image(region, segment + 1, first, rows)  # BadShmSeg
+
+    monkeypatch.setattr(damage, "_shm_get_image", into_no_segment)
+    painter.recolour(window, 0xCC3311)
+    frame = backend.grab(REGION)
+    monkeypatch.undo()
+    assert_shows(frame, as_seen(backend, REGION))
+    assert backend._grabber._damage is None
+    assert any("every band of a grab is compared" in note.message for note in backend.diagnostics)
+    assert_server_answers(painter.xlib.get_display_name())
 
 
 def test_a_held_frame_never_changes_under_its_holder(bare_x: tuple[X11Backend, Painter]) -> None:
@@ -150,53 +302,85 @@ def test_threads_grabbing_and_encoding_while_the_screen_changes_each_get_their_o
     assert failures == []
 
 
-#: Another client recolouring stripes across the screen as fast as the server takes it, in bursts
-#: of one request each, so drawing lands between a grab and the damage read after it.
-BUSY_PAINTER = """
-import itertools, sys
+#: Another client drawing all the time: two stripes far apart (bands 6 and 43) always of one colour,
+#: as it repaints them with the server grabbed. Before each repaint it draws on the first alone,
+#: unchanged, and pauses, so a damage read may name the first's band and not the second's just
+#: before both change. A grab of the rows such a read names, were the server not grabbed from the
+#: read to the grab, would show the first's new colour beside the second's old one.
+PAIR_PAINTER = """
+import itertools, sys, time
 from Xlib.display import Display
 display = Display(sys.argv[1])
 screen = display.screen()
-stripes = [
-    screen.root.create_window(0, 37 * n, 1280, 5, 0, screen.root_depth, override_redirect=True)
-    for n in range(21)
+pair = [
+    screen.root.create_window(
+        0, top, 1280, 5, 0, screen.root_depth, background_pixel=0, override_redirect=True
+    )
+    for top in (100, 700)
 ]
-for stripe in stripes:
+for stripe in pair:
     stripe.map()
 display.sync()
 print("painting", flush=True)
-for step in itertools.count():
-    stripe = stripes[step % len(stripes)]
-    stripe.change_attributes(background_pixel=(step * 0x050301) & 0xFFFFFF)
-    stripe.clear_area()
-    display.flush()
-    if step % 64 == 0:
-        display.sync()
+for step in itertools.count(1):
+    pair[0].clear_area()
+    display.sync()
+    time.sleep(0.0002)  # a damage read may come now
+    display.grab_server()
+    for stripe in pair:
+        stripe.change_attributes(background_pixel=(step * 0x050301) & 0xFFFFFF)
+        stripe.clear_area()
+    display.ungrab_server()
+    display.sync()
 """
+PAIR_ROWS = (102, 702)
+#: Regions grabbed in turn: the screen, a window over the first stripe only, one over both.
+TURNS = [
+    Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1]),
+    Bounds(x=200, y=50, width=400, height=200),
+    Bounds(x=600, y=0, width=300, height=SCREEN[1]),
+]
 
 
-def test_with_another_client_drawing_all_the_time_every_frame_is_the_segment_as_grabbed(
+def test_with_another_client_drawing_every_frame_is_one_moment_of_the_screen(
     bare_x: tuple[X11Backend, Painter],
 ) -> None:
     backend, painter = bare_x
-    screen = Bounds(x=0, y=0, width=SCREEN[0], height=SCREEN[1])
     display = painter.xlib.get_display_name()
-    busy = subprocess.Popen([sys.executable, "-c", BUSY_PAINTER, display], stdout=subprocess.PIPE)
+    busy = subprocess.Popen([sys.executable, "-c", PAIR_PAINTER, display], stdout=subprocess.PIPE)
+    torn = 0
+    colours: set[bytes] = set()
+    grabs = 0
+
+    def grab_in_turn() -> bool:
+        """One grab of each region; True once 1500 frames showed the stripes in 10 colours or more."""
+        nonlocal torn, grabs
+        for region in TURNS:
+            rows = backend.grab(region).bgrx or b""
+            # Column 10's pixel in each stripe the region holds (no image made: grabs back to back).
+            pair = {
+                bytes(rows[offset : offset + 3])
+                for row in PAIR_ROWS
+                if region.y <= row < region.y + region.height
+                for offset in [((row - region.y) * region.width + 10) * 4]
+            }
+            torn += len(pair) > 1
+            colours.update(pair)
+        grabs += len(TURNS)
+        return grabs >= 1500 and len(colours) > 10
+
     try:
         assert busy.stdout is not None and busy.stdout.readline() == b"painting\n"
-        segment = backend._grabber._segment
-        assert segment is not None, "the grabber has no shared-memory segment of its own"
-        stale = 0
-        frames = set()
-        for _ in range(200):
-            frame = backend.grab(screen)
-            # The segment holds this grab until the next one: compared in full here.
-            stale += frame.bgrx != ctypes.string_at(segment.address, len(frame.bgrx or b""))
-            frames.add(zlib.crc32(frame.bgrx or b""))
+        poll("1500 grabs with the stripes changing under them", grab_in_turn, interval=0)
     finally:
         stop_process(busy)
-    assert stale == 0
-    assert len(frames) > 10  # the screen changed under the grabs
+    assert torn == 0
+    # Nothing draws any more: each region's next frame is the screen as XGetImage sees it.
+    poll(
+        "the screen to stay still", lambda: rgb(as_seen(backend, TURNS[0])) == rgb(as_seen(backend, TURNS[0]))
+    )
+    for region in TURNS:
+        assert_shows(backend.grab(region), as_seen(backend, region))
 
 
 #: Runs in a child process (python-xlib's event-code table is shared by every connection of a

@@ -1,11 +1,15 @@
 """The X11 backend: python-xlib for the protocol, mss (MIT-SHM) for screen pixels.
 
-Three X connections per backend, each with one job:
+Four X connections per backend, each with one job:
 
 - the main python-xlib connection: windows, RandR, pointer, Composite window capture. It selects
   no events, so nothing queues up on it;
-- the mss (XCB) connection: MIT-SHM screen grabs, ~0.3 ms for 1280x800;
-- the DAMAGE connection: only DamageNotify events arrive there (see ``x11_capture.DamageCounter``).
+- the mss (XCB) connection: attaches the MIT-SHM segment screen grabs land in (and grabs whole
+  regions into it where there is no DAMAGE);
+- the DAMAGE regions connection: reads where the screen was drawn on and grabs those rows into the
+  segment, with the server grabbed in between (see ``x11_capture.DamageRegions``);
+- the DAMAGE counter connection: only DamageNotify events arrive there (see
+  ``x11_capture.DamageCounter``).
 
 Window captures use Composite: at start-up the backend asks the server to keep every top-level
 window (the WM frames, or the clients without a WM) in an off-screen pixmap

@@ -1,25 +1,44 @@
-"""Screen pixels and screen changes on X11: MIT-SHM grabs, DAMAGE regions and a DAMAGE counter.
+"""Screen pixels and screen changes on X11: MIT-SHM grabs of the rows drawn on, DAMAGE regions and
+a DAMAGE counter.
 
-The grabs go into a shared-memory segment of the grabber's own, through mss's XCB bindings (XCB
-connections may be used from any thread): mss's own ``grab`` copies the whole segment into a fresh
-buffer (4 MB at 1280x800, page faults and all), after which each encoder compared that copy with
-the last frame it kept. Here the segment is compared with the last frame grabbed and only the
-bands that changed are copied (:class:`deskrig.grabs.KeptFrames`); the frame tells the encoders
-which bands to encode again. The segment is read only inside :meth:`ScreenGrabber.grab`, under the
-grabber's lock; a frame handed out is a buffer of its own that is never written while a caller
-holds it. Where the segment cannot be set up (no MIT-SHM, a remote server, mss's bindings
-changed) mss grabs as before, and a diagnostic says so.
+The grabs go into a shared-memory segment of the grabber's own, attached through mss's XCB
+bindings (XCB connections may be used from any thread): mss's own ``grab`` copies the whole
+segment into a fresh buffer (4 MB at 1280x800, page faults and all). Here the grabber keeps the
+last frames of each region (:class:`deskrig.grabs.KeptFrames`) and makes each new one from the
+rows it grabbed and the kept frame's others; the frame tells the encoders which bands to encode
+again. The segment is read only inside :meth:`ScreenGrabber.grab`, under the grabber's lock; a
+frame handed out is a buffer of its own that is never written while a caller holds it. Where the
+segment cannot be set up (no MIT-SHM, a remote server, mss's bindings changed) mss grabs as
+before, and a diagnostic says so.
 
-Not even every band is compared: after each grab the grabber reads where the root window was drawn
-on (:class:`DamageRegions`), and compares only the bands drawn on since the last frame was grabbed.
-Why that is never stale: the X server runs one request at a time and records a drawing request's
-damage while it runs it. The damage read is sent after the grab's reply came, so the server ran it
-after the grab; it names every pixel drawn on between the read before and this one. A pixel drawn
-on after the last grab of a region was either drawn on before the read that followed that grab
-(named in it) or after (named in a later read); the grabber keeps the bands of every read since a
-region's last grab (:meth:`deskrig.grabs.KeptFrames.drawn`) and compares them with this one's. So
-every band that differs between the last frame and the segment is compared, and each frame is the
-segment as grabbed, byte for byte: not torn, as partial grabs of damaged rows would be.
+Damage first, then only the rows drawn on (:meth:`DamageRegions.grab_drawn`). Each grab grabs the
+server, reads where the root window was drawn on since the last read (DamageSubtract into an
+XFixes region, then FetchRegion), marks every kept region's bands it touches as suspect, asks
+ShmGetImage for the full-width rows of the requested region's suspect bands (one request per run
+of adjacent bands, each landing at its own offset, so the segment is laid out as a grab of the
+whole region) and ungrabs. A still screen costs one round trip and no image at all: the frame is
+the kept one, under a number of its own.
+
+Why never stale: the X server runs one request at a time and records a drawing request's damage
+while it runs it, so a read names every pixel drawn on between the read before and itself. A
+region's newest kept frame was grabbed right after a read, with nothing drawn in between; a pixel
+drawn on since then was named by one of the reads since, each of which marked the band suspect in
+every kept region. So every band that may differ from the kept frame is grabbed again.
+
+Why never torn: while the server is grabbed it runs no other client's requests, so nothing draws
+between the read and the ShmGetImages. The rows grabbed are the screen at the moment of the read,
+and the rows not grabbed were not drawn on since the kept frame, so they are too: the frame is the
+screen at one moment, as a whole-region grab would be. The read and the grabs must be on one
+connection, the one holding the server: a request on any other would wait for the ungrab (mss's
+XCB connection's ShmGetImage: a deadlock). So the grabs go on the DAMAGE connection, written as
+the protocol says, naming the segment the XCB connection attached: a segment is a server resource
+any client may name by its XID (Xvfb and Xorg look it up without asking whose it is; a server that
+refuses answers with an error, and the grabber falls back to whole-region grabs and says so). That
+is preferred to attaching the memfd a second time on the DAMAGE connection (ShmAttachFd, the fd
+passed with ``sendmsg``): one segment, one set-up with its checks, and the grabs without DAMAGE
+(whole regions through XCB, every band compared) stay as they were. Nothing waits on another X
+connection while the server is grabbed, and the ungrab is sent whatever fails (a connection that
+breaks releases the grab in the server).
 """
 
 from __future__ import annotations
@@ -76,6 +95,16 @@ def xlib_get_image(drawable: object, x: int, y: int, width: int, height: int) ->
     return Grab.from_bgrx(reply.data[:expected], width, height)
 
 
+def check_image_size(size: int, width: int, height: int) -> None:
+    """Raises unless a grab of ``width`` x ``height`` pixels came as ``size`` bytes of 4-byte pixels."""
+    if size != width * height * BGRX_PIXEL:
+        # Depth 15/16 screens pack 2 bytes a pixel; deskrig supports 24/32-bit visuals only.
+        raise BackendError(
+            ErrorCode.CAPTURE_FAILED,
+            f"got {size} bytes for {width}x{height} pixels; only 24/32-bit screens are supported",
+        )
+
+
 def _memory_file(name: str) -> int:
     """An anonymous file in memory, to share with the X server."""
     if sys.platform != "linux":  # memfd_create is Linux's; an X server elsewhere is grabbed by mss
@@ -85,7 +114,9 @@ def _memory_file(name: str) -> int:
 
 class SharedSegment:
     """A memfd shared with the X server (MIT-SHM 1.2's AttachFd) on a connection of its own, which
-    ShmGetImage fills with root-window pixels: mss's XCB bindings, not its copying ``grab``.
+    ShmGetImage fills with root-window pixels: mss's XCB bindings, not its copying ``grab``. Whole
+    regions are grabbed on that connection (:meth:`grab`); the rows drawn on, on the DAMAGE
+    connection, which names the segment by :attr:`id`.
     Raises :class:`mss.ScreenShotError` (or OSError) when it cannot be set up."""
 
     def __init__(self, display_name: str, capacity: int) -> None:
@@ -107,9 +138,10 @@ class SharedSegment:
                 os.ftruncate(memfd, capacity)
                 # Writable only so ctypes can take the address; nothing here writes to it.
                 self._segment = mmap.mmap(memfd, capacity)
-                self._id = xcbgen.ShmSeg(xcb.generate_id(self._connection).value)
+                #: The segment's XID: a server resource, which the DAMAGE connection names too.
+                self.id = xcb.generate_id(self._connection).value
                 descriptor = os.dup(memfd)  # XCB closes the one it sends, on success or not
-                xcbgen.shm_attach_fd(self._connection, self._id, descriptor, 0)
+                xcbgen.shm_attach_fd(self._connection, xcbgen.ShmSeg(self.id), descriptor, 0)
             finally:
                 os.close(memfd)
         except BaseException:
@@ -129,16 +161,10 @@ class SharedSegment:
             region.height,
             ALL_PLANES,
             xcbgen.ImageFormat.ZPixmap,
-            self._id,
+            xcbgen.ShmSeg(self.id),
             0,
         )
-        if reply.size != region.width * region.height * BGRX_PIXEL:
-            # Depth 15/16 screens pack 2 bytes a pixel; deskrig supports 24/32-bit visuals only.
-            raise BackendError(
-                ErrorCode.CAPTURE_FAILED,
-                f"got {reply.size} bytes for {region.width}x{region.height} pixels; only 24/32-bit "
-                "screens are supported",
-            )
+        check_image_size(reply.size, region.width, region.height)
         return self.address
 
     @property
@@ -158,8 +184,10 @@ class SharedSegment:
 
 
 class ScreenGrabber:
-    """Grabs root-window regions into a shared-memory segment of its own (MIT-SHM), else with mss
-    (which falls back to XGetImage itself), else with python-xlib's XGetImage."""
+    """Grabs root-window regions into a shared-memory segment of its own (MIT-SHM): only the rows
+    drawn on since a region's last frame where DAMAGE says where (see the module docstring), whole
+    regions else; failing MIT-SHM with mss (which falls back to XGetImage itself), else with
+    python-xlib's XGetImage."""
 
     def __init__(self, display_name: str, xlib_display: Display, note: Note) -> None:
         self._display_name = display_name
@@ -173,8 +201,9 @@ class ScreenGrabber:
         self._kept: RecentlyUsed[Bounds, KeptFrames] = RecentlyUsed(
             lambda region: KeptFrames(region.width, region.height, (region.x, region.y))
         )
-        #: Where the screen was drawn on, read after each grab; made before any frame is kept, so
-        #: its first read names everything drawn since.
+        #: Where the screen was drawn on, read at each grab with the server grabbed until the rows
+        #: drawn on are grabbed; made before any frame is kept, so its first read names everything
+        #: drawn since.
         self._damage: DamageRegions | None = None
         try:
             self._damage = DamageRegions(display_name)
@@ -215,26 +244,31 @@ class ScreenGrabber:
                 self._open()
             if self._segment is None:
                 return self._grab_with_mss(region)
-            rows = self._segment.grab(region)
             kept = self._kept.get(region)
-            drawn = self._drawn()
-            for other in self._kept.values():
-                if other is not kept:
-                    other.drawn(drawn)
-            return kept.take(rows, drawn)
+            if self._damage is not None:
+                try:
+                    return self._grab_drawn(self._damage, self._segment, region, kept)
+                except (BackendError, ConnectionClosedError) as exc:
+                    # Whole regions are grabbed and compared from now on: correct, only slower.
+                    # (A grab the server refuses fails again so, and its error is the caller's.)
+                    self._note("capture", f"DAMAGE regions lost ({exc}); every band of a grab is compared")
+                    self._damage.close()
+                    self._damage = None
+            return kept.take(self._segment.grab(region))
 
-    def _drawn(self) -> list[Rectangle] | None:
-        """Where the screen was drawn on since the last call, read now; None when not known."""
-        if self._damage is None:
-            return None
-        try:
-            return self._damage.take()
-        except (BackendError, ConnectionClosedError) as exc:
-            # Every band is compared from now on: correct, only slower.
-            self._note("capture", f"DAMAGE regions lost ({exc}); every band of a grab is compared")
-            self._damage.close()
-            self._damage = None
-            return None
+    def _grab_drawn(
+        self, damage: DamageRegions, segment: SharedSegment, region: Bounds, kept: KeptFrames
+    ) -> Grab:
+        """Damage first, then the rows of ``region`` that may have changed since ``kept``'s newest
+        frame, with the server grabbed in between (:meth:`DamageRegions.grab_drawn`)."""
+
+        def suspect_rows(drawn: list[Rectangle]) -> list[tuple[int, int]]:
+            for frames in self._kept.values():
+                frames.drawn(drawn)
+            return kept.suspect_rows()
+
+        damage.grab_drawn(region, segment.id, suspect_rows)
+        return kept.take(segment.address, suspect_only=True)
 
     def _grab_with_mss(self, region: Bounds) -> Grab:
         assert self._mss is not None
@@ -281,6 +315,12 @@ GET_GEOMETRY = 14
 DAMAGE_SUBTRACT = 3
 #: XFixes' minor opcodes for CreateRegion (with no rectangles) and FetchRegion.
 XFIXES_CREATE_REGION, XFIXES_FETCH_REGION = 5, 19
+#: GrabServer and UngrabServer: no replies. While a client holds the server, the server runs no
+#: other client's requests (they wait, as does a GrabServer of theirs).
+GRAB_SERVER, UNGRAB_SERVER = struct.pack("=BxH", 36, 1), struct.pack("=BxH", 37, 1)
+#: MIT-SHM's minor opcode for ShmGetImage (32 bytes with its header); its reply's CARD32 at byte
+#: 12 is the size of the image.
+SHM_GET_IMAGE = 4
 #: How long a round trip may take before the X server is taken for stuck (a python-xlib sync
 #: would wait forever).
 ROUND_TRIP_TIMEOUT_S = 10.0
@@ -358,14 +398,16 @@ def round_trip(wire: XUnits, request: bytes, receive: Callable[[], bytes | None]
 
 
 class DamageRegions:
-    """Where the root window was drawn on since the last :meth:`take`, as rectangles: a DAMAGE
-    object of its own, on a connection of its own, whose region each call moves into an XFixes
-    region (DamageSubtract with ``parts``) and fetches (XFixesFetchRegion), in one round trip.
+    """Where the root window was drawn on since the last read, as rectangles: a DAMAGE object of
+    its own, on a connection of its own, whose region each read moves into an XFixes region
+    (DamageSubtract with ``parts``) and fetches (XFixesFetchRegion), in one round trip; and
+    :meth:`grab_drawn`, which reads it and grabs rows where they may have changed, with the server
+    grabbed between the two.
 
     The X server adds a drawing request's damage while it runs that request, and runs one request
-    at a time, so the rectangles a call returns cover every pixel changed between the call before
+    at a time, so the rectangles a read returns cover every pixel changed between the read before
     and the moment the server ran this one. (Its DamageNotify events are read and dropped.)
-    Raises :class:`BackendError` when DAMAGE or XFixes 2 is missing."""
+    Raises :class:`BackendError` when DAMAGE, XFixes 2 or MIT-SHM is missing."""
 
     def __init__(self, display_name: str) -> None:
         self._display = Display(display_name)
@@ -378,6 +420,12 @@ class DamageRegions:
             raise BackendError(ErrorCode.CAPTURE_FAILED, f"no DAMAGE or XFixes ({exc})") from exc
         damage_major = self._display.query_extension("DAMAGE").major_opcode
         xfixes_major = self._display.query_extension("XFIXES").major_opcode
+        shm = self._display.query_extension("MIT-SHM")
+        if shm is None:
+            close_display(self._display, "DAMAGE regions")
+            raise BackendError(ErrorCode.CAPTURE_FAILED, "no MIT-SHM to grab the damaged rows with")
+        self._shm_major = shm.major_opcode
+        self._root = self._display.screen().root.id
         damage_id = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
         self._region = self._display.display.allocate_resource_id()
         self._display.sync()
@@ -414,12 +462,75 @@ class DamageRegions:
                 self._failed = True
         return reply
 
-    def take(self) -> list[Rectangle]:
-        """The rectangles drawn on since the last call, in root-window pixels."""
-        reply = round_trip(self._wire, self._take, self._receive)
+    def take(self, prefix: bytes = b"") -> list[Rectangle]:
+        """The rectangles drawn on since the last read, in root-window pixels. ``prefix``: requests
+        without replies to send before the read, in the same write."""
+        reply = round_trip(self._wire, prefix + self._take, self._receive)
         if self._failed:  # the region or the damage object gone: nothing can be said
             raise BackendError(ErrorCode.CAPTURE_FAILED, "the X server refused a DAMAGE request")
         return list(struct.iter_unpack("=hhHH", reply[X_UNIT:]))
+
+    def grab_drawn(
+        self, region: Bounds, segment: int, rows_for: Callable[[list[Rectangle]], list[tuple[int, int]]]
+    ) -> None:
+        """With the server grabbed: read the damage since the last read, pass it to ``rows_for``,
+        which names the runs of rows of ``region`` to grab (``(first row, rows)`` each), and
+        ShmGetImage each run, full width, into the MIT-SHM segment whose XID is ``segment`` (which
+        another connection attached), at the run's own offset, as a grab of the whole region
+        would put it. Then ungrab. Returns once the segment holds the rows.
+
+        No other client's request runs between the read and the grabs, so the rows grabbed and
+        those not (unchanged since the damage read before) are the screen at one moment. Nothing
+        here waits on another connection while the server is grabbed (that one would wait for
+        the ungrab: a deadlock), and the ungrab is sent whatever fails; a connection that breaks
+        releases the grab in the server."""
+        answers: list[bytes] = []
+
+        def receive() -> bytes | None:
+            """Each ShmGetImage's reply or error, in order (events are dropped)."""
+            answers.extend(unit for unit in self._wire.receive() if unit[0] & 0x7F in (X_REPLY, X_ERROR))
+            return answers[-1] if len(answers) >= len(runs) else None
+
+        runs: list[tuple[int, int]] = []
+        ungrab_sent = False
+        try:
+            runs = rows_for(self.take(GRAB_SERVER))
+            grabs = b"".join(self._shm_get_image(region, segment, *run) for run in runs)
+            # With the grabs, in one write: the server ungrabs right after them.
+            ungrab_sent = True
+            if runs:
+                round_trip(self._wire, grabs + UNGRAB_SERVER, receive)
+            else:  # nothing to grab: the kept frame is the screen as it is
+                self._wire.send(UNGRAB_SERVER)
+        finally:
+            if not ungrab_sent:
+                with contextlib.suppress(ConnectionClosedError):
+                    self._wire.send(UNGRAB_SERVER)
+        for answer, (_, rows) in zip(answers, runs, strict=True):
+            if answer[0] == X_ERROR:
+                raise BackendError(
+                    ErrorCode.CAPTURE_FAILED, f"the X server refused a grab (X error {answer[1]})"
+                )
+            check_image_size(struct.unpack_from("=I", answer, 12)[0], region.width, rows)
+
+    def _shm_get_image(self, region: Bounds, segment: int, first: int, rows: int) -> bytes:
+        """ShmGetImage of ``rows`` full-width rows of ``region`` from its row ``first`` on, into
+        ``segment`` at the offset they have in a grab of the whole region."""
+        return struct.pack(
+            "=BBHIhhHHIB3xII",
+            self._shm_major,
+            SHM_GET_IMAGE,
+            8,
+            self._root,
+            region.x,
+            region.y + first,
+            region.width,
+            rows,
+            ALL_PLANES,
+            X.ZPixmap,
+            segment,
+            first * region.width * BGRX_PIXEL,
+        )
 
     def close(self) -> None:
         self._wire.close()
