@@ -13,6 +13,7 @@ fails if ``initialize`` is answered with any of them loaded).
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -312,14 +313,18 @@ class DeferredServer:
                 self._listed.set_result(describe_tools(specs))
                 _cache_tools(cache, self._listed.result())
         except BaseException as exc:  # answered to tools/list and tools/call, not lost in a thread
+            _collect_from_now_on()
             for future in (self._specs, self._listed):
                 if not future.done():
                     future.set_exception(exc)
             raise
 
     def _open_first(self) -> None:
-        with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
-            self._open(0)
+        try:
+            with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
+                self._open(0)
+        finally:
+            _collect_from_now_on()
 
     def _open(self, seen: int) -> DeskrigServer:
         """The server, opened now unless an attempt was made since the caller saw ``seen`` of them."""
@@ -416,6 +421,13 @@ class DeferredServer:
         if server is not None:
             close_server(server)
             server.services.desktop.close()
+
+
+def _collect_from_now_on() -> None:
+    """End the start-up's pause of garbage collection (``deskrig serve --stdio`` starts without
+    it): what the start-up made lives as long as the process, so it is frozen out of every pass."""
+    gc.freeze()
+    gc.enable()
 
 
 def _chained(middleware: ServerMiddleware[Any], call_next: CallNext) -> CallNext:
