@@ -133,20 +133,25 @@ async def _wait_for(stop: threading.Event) -> None:
     await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
 
 
-def _stdio_streams() -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
+def _stdio_streams(
+    first_written: Callable[[], None] | None = None,
+) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
     """stdin and stdout as the server's streams: read and written on the event loop
-    (:mod:`deskrig.stdio`); on Windows, whose pipes a selector cannot wait for, the SDK's."""
+    (:mod:`deskrig.stdio`, which calls ``first_written`` once the first answer is out); on
+    Windows, whose pipes a selector cannot wait for, the SDK's (which has no such call)."""
     if sys.platform != "win32":
         from deskrig.stdio import stdio_streams
 
-        return stdio_streams()
+        return stdio_streams(first_written)
     from mcp.server.stdio import stdio_server
 
     return stdio_server()
 
 
-async def _serve_stdio(mcp: Server[Any], stop: threading.Event) -> None:
-    async with _stdio_streams() as (read, write), anyio.create_task_group() as tg:
+async def _serve_stdio(
+    mcp: Server[Any], stop: threading.Event, first_written: Callable[[], None] | None = None
+) -> None:
+    async with _stdio_streams(first_written) as (read, write), anyio.create_task_group() as tg:
 
         async def stop_when_asked() -> None:
             await _wait_for(stop)
@@ -270,8 +275,9 @@ class DeferredServer:
     """The stdio front of ``deskrig serve``: answers ``initialize`` before the server exists.
 
     The server proper (``build`` over ``open_desktop``: tools, recorder) is built in threads that
-    start when the client has its ``initialize`` answer, on the next message it sends; not before,
-    as a thread importing beside the answer would hold it up for the GIL. tools/list waits for the
+    start when the client has its ``initialize`` answer (:meth:`warm_up`, called once the answer is
+    written, or on the next message the client sends); not before, as a thread importing beside
+    the answer would hold it up for the GIL. tools/list waits for the
     tool list (read from :func:`tool_list_cache` when this code built it before: the JSON schemas
     are a fifth of the start), tools/call for the server. A desktop that cannot be opened is
     logged, and each tools/call tries again and answers the error while it still cannot be (a
@@ -329,6 +335,10 @@ class DeferredServer:
                     future.set_exception(exc)
             raise
 
+    def warm_up(self) -> None:
+        """Start building the server: ``initialize`` has been answered."""
+        self._begin.set()
+
     def _open_first(self) -> None:
         try:
             with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
@@ -369,13 +379,13 @@ class DeferredServer:
     async def _wait(self, future: Future[T]) -> T:
         if future.done():  # every call after the first: no thread hop
             return future.result()
-        self._begin.set()
+        self.warm_up()
         return await anyio.to_thread.run_sync(future.result)
 
     async def _forward(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Starts the build after ``initialize``, and runs the server's own middleware on its calls."""
         if ctx.method != "initialize":
-            self._begin.set()
+            self.warm_up()
         if ctx.method == "tools/call":
             await self._wait(self._specs)
             try:
@@ -457,7 +467,7 @@ def serve_stdio_deferred(
     ``stop`` is set or the client hangs up."""
     front = DeferredServer(profile, open_desktop, build)
     try:
-        anyio.run(_serve_stdio, front.mcp, stop)
+        anyio.run(_serve_stdio, front.mcp, stop, front.warm_up)
     finally:
         stop.set()
         front.close()
