@@ -282,7 +282,8 @@ class DeferredServer:
     are a fifth of the start), tools/call for the server. A desktop that cannot be opened is
     logged, and each tools/call tries again and answers the error while it still cannot be (a
     display started after the server is then used; the client gets the structured error, not a
-    dead server).
+    dead server). Garbage collection, off for the start-up (``cmd_serve``), is back on once the
+    first opening is over, with what the start-up made frozen out of its passes.
     """
 
     def __init__(

@@ -64,9 +64,10 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> ScriptedDesktop:
     return desktop
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def start_up_without_collection() -> Iterator[None]:
-    """As ``deskrig serve --stdio`` starts; this process's objects are unfrozen afterwards."""
+    """As ``deskrig serve --stdio`` starts (the front freezes what exists once it has opened the
+    desktop: this process's objects are unfrozen afterwards)."""
     gc.disable()
     yield
     gc.unfreeze()
@@ -102,7 +103,6 @@ async def screenshot_is_green(client: Client) -> None:
     assert image.getpixel((image.width // 2, image.height // 2)) == GREEN
 
 
-@pytest.mark.usefixtures("start_up_without_collection")
 def test_the_warm_up_opens_the_desktop_after_initialize_without_a_call(world: ScriptedDesktop) -> None:
     openings = Openings(world)
     front = DeferredServer("default", openings, build)
@@ -135,7 +135,6 @@ def test_a_first_call_racing_the_warm_up_gets_the_desktop_it_opens(world: Script
     assert openings.attempts == 1 and len(openings.opened) == 1  # one desktop, one set of connections
 
 
-@pytest.mark.usefixtures("start_up_without_collection")
 def test_a_warm_up_that_cannot_open_the_desktop_leaves_the_first_call_the_structured_error(
     world: ScriptedDesktop,
 ) -> None:
