@@ -97,6 +97,12 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
 
 
 def cmd_serve(invocation: Invocation) -> int:
+    if invocation.transport.kind == "stdio":
+        # No garbage collection until the server is built (see cmd_rig_run): the start-up's imports
+        # make objects that live as long as the process, and the collector's passes over them
+        # were a fifth of the time from `initialize` to the first screenshot. DeferredServer
+        # freezes them and collects again once the desktop has been opened (or failed to open).
+        gc.disable()
     from deskrig.desktop import choose_backend, open_desktop
     from deskrig.signals import handling_signals
 

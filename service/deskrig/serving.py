@@ -13,6 +13,7 @@ fails if ``initialize`` is answered with any of them loaded).
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -132,20 +133,25 @@ async def _wait_for(stop: threading.Event) -> None:
     await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
 
 
-def _stdio_streams() -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
+def _stdio_streams(
+    first_written: Callable[[], None] | None = None,
+) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
     """stdin and stdout as the server's streams: read and written on the event loop
-    (:mod:`deskrig.stdio`); on Windows, whose pipes a selector cannot wait for, the SDK's."""
+    (:mod:`deskrig.stdio`, which calls ``first_written`` once the first answer is out); on
+    Windows, whose pipes a selector cannot wait for, the SDK's (which has no such call)."""
     if sys.platform != "win32":
         from deskrig.stdio import stdio_streams
 
-        return stdio_streams()
+        return stdio_streams(first_written)
     from mcp.server.stdio import stdio_server
 
     return stdio_server()
 
 
-async def _serve_stdio(mcp: Server[Any], stop: threading.Event) -> None:
-    async with _stdio_streams() as (read, write), anyio.create_task_group() as tg:
+async def _serve_stdio(
+    mcp: Server[Any], stop: threading.Event, first_written: Callable[[], None] | None = None
+) -> None:
+    async with _stdio_streams(first_written) as (read, write), anyio.create_task_group() as tg:
 
         async def stop_when_asked() -> None:
             await _wait_for(stop)
@@ -229,14 +235,24 @@ CLOSE_WAIT_SECONDS = 5.0
 def tool_list_cache(profile: ToolProfile) -> Path:
     """Where ``deskrig serve --stdio`` keeps tools/list for ``profile``, named for the code that
     builds it: deskrig's sources, pydantic's version and the MCP types' module (an edit or an upgrade
-    of any of them names another file)."""
+    of any of them names another file). A source stands for its path, size and modification time,
+    as for Python's own bytecode cache: reading and hashing all of them took 9 ms of every start."""
     digest = hashlib.sha256(f"{profile}\0{pydantic.VERSION}\0".encode())
-    sdk = Path(types.__file__).stat()
-    digest.update(f"{types.__file__}\0{sdk.st_mtime_ns}\0{sdk.st_size}\0".encode())
-    for source in sorted(Path(__file__).parent.rglob("*.py")):
-        digest.update(source.read_bytes())
+    for source in [types.__file__, *_sources(os.path.dirname(__file__))]:
+        stat = os.stat(source)
+        digest.update(f"{source}\0{stat.st_mtime_ns}\0{stat.st_size}\0".encode())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "deskrig" / f"tools-{digest.hexdigest()[:32]}.json"
+
+
+def _sources(package: str) -> list[str]:
+    """The paths of the Python sources under ``package``, in a stable order (``os.walk``, not
+    ``Path.rglob``: half the time, and this runs on every start)."""
+    found = []
+    for directory, subdirectories, files in os.walk(package):
+        subdirectories[:] = sorted(name for name in subdirectories if name != "__pycache__")
+        found += [os.path.join(directory, name) for name in sorted(files) if name.endswith(".py")]
+    return found
 
 
 def _cached_tools(path: Path) -> list[types.Tool] | None:
@@ -259,13 +275,15 @@ class DeferredServer:
     """The stdio front of ``deskrig serve``: answers ``initialize`` before the server exists.
 
     The server proper (``build`` over ``open_desktop``: tools, recorder) is built in threads that
-    start when the client has its ``initialize`` answer, on the next message it sends; not before,
-    as a thread importing beside the answer would hold it up for the GIL. tools/list waits for the
+    start when the client has its ``initialize`` answer (:meth:`warm_up`, called once the answer is
+    written, or on the next message the client sends); not before, as a thread importing beside
+    the answer would hold it up for the GIL. tools/list waits for the
     tool list (read from :func:`tool_list_cache` when this code built it before: the JSON schemas
     are a fifth of the start), tools/call for the server. A desktop that cannot be opened is
     logged, and each tools/call tries again and answers the error while it still cannot be (a
     display started after the server is then used; the client gets the structured error, not a
-    dead server).
+    dead server). Garbage collection, off for the start-up (``cmd_serve``), is back on once the
+    first opening is over, with what the start-up made frozen out of its passes.
     """
 
     def __init__(
@@ -312,14 +330,22 @@ class DeferredServer:
                 self._listed.set_result(describe_tools(specs))
                 _cache_tools(cache, self._listed.result())
         except BaseException as exc:  # answered to tools/list and tools/call, not lost in a thread
+            _collect_from_now_on()
             for future in (self._specs, self._listed):
                 if not future.done():
                     future.set_exception(exc)
             raise
 
+    def warm_up(self) -> None:
+        """Start building the server: ``initialize`` has been answered."""
+        self._begin.set()
+
     def _open_first(self) -> None:
-        with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
-            self._open(0)
+        try:
+            with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
+                self._open(0)
+        finally:
+            _collect_from_now_on()
 
     def _open(self, seen: int) -> DeskrigServer:
         """The server, opened now unless an attempt was made since the caller saw ``seen`` of them."""
@@ -354,13 +380,13 @@ class DeferredServer:
     async def _wait(self, future: Future[T]) -> T:
         if future.done():  # every call after the first: no thread hop
             return future.result()
-        self._begin.set()
+        self.warm_up()
         return await anyio.to_thread.run_sync(future.result)
 
     async def _forward(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Starts the build after ``initialize``, and runs the server's own middleware on its calls."""
         if ctx.method != "initialize":
-            self._begin.set()
+            self.warm_up()
         if ctx.method == "tools/call":
             await self._wait(self._specs)
             try:
@@ -418,6 +444,13 @@ class DeferredServer:
             server.services.desktop.close()
 
 
+def _collect_from_now_on() -> None:
+    """End the start-up's pause of garbage collection (``deskrig serve --stdio`` starts without
+    it): what the start-up made lives as long as the process, so it is frozen out of every pass."""
+    gc.freeze()
+    gc.enable()
+
+
 def _chained(middleware: ServerMiddleware[Any], call_next: CallNext) -> CallNext:
     async def call(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
         return await middleware(ctx, call_next)
@@ -435,7 +468,7 @@ def serve_stdio_deferred(
     ``stop`` is set or the client hangs up."""
     front = DeferredServer(profile, open_desktop, build)
     try:
-        anyio.run(_serve_stdio, front.mcp, stop)
+        anyio.run(_serve_stdio, front.mcp, stop, front.warm_up)
     finally:
         stop.set()
         front.close()

@@ -27,7 +27,7 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio
 import mcp_types as types
@@ -145,9 +145,12 @@ def message_line(message: types.JSONRPCMessage) -> bytes:
         return message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
 
 
-async def _write_messages(fd: int, answers: MemoryObjectReceiveStream[SessionMessage]) -> None:
-    """Every message from ``answers`` to ``fd``, one line each; when the client stops reading
-    (a closed pipe), the rest is dropped: its hang-up on stdin ends the server."""
+async def _write_messages(
+    fd: int, answers: MemoryObjectReceiveStream[SessionMessage], first_written: Callable[[], None] | None
+) -> None:
+    """Every message from ``answers`` to ``fd``, one line each, calling ``first_written`` once the
+    first is out; when the client stops reading (a closed pipe), the rest is dropped: its hang-up
+    on stdin ends the server."""
     async with answers:
         async for answer in answers:
             line = message_line(answer.message)
@@ -155,12 +158,18 @@ async def _write_messages(fd: int, answers: MemoryObjectReceiveStream[SessionMes
                 await _write_line(fd, line)
             except BrokenPipeError:
                 log.debug("the stdio client closed its end of stdout; dropping an answer")
+            if first_written is not None:
+                first_written()
+                first_written = None
 
 
 @contextlib.asynccontextmanager
-async def stdio_streams() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+async def stdio_streams(
+    first_written: Callable[[], None] | None = None,
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The server's ends of stdin and stdout, for ``Server.run``, until the block exits. On the way
-    out the answers already handed over are written whole; reading stops."""
+    out the answers already handed over are written whole; reading stops. ``first_written`` is
+    called once the first message is written (a server's first is its ``initialize`` answer)."""
     with contextlib.ExitStack() as claims:
         null = os.open(os.devnull, os.O_RDONLY)
         try:
@@ -178,7 +187,7 @@ async def stdio_streams() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
                     await _read_messages(stdin, to_server)
 
             tg.start_soon(read_until_stopped)
-            tg.start_soon(_write_messages, stdout, from_server)
+            tg.start_soon(_write_messages, stdout, from_server, first_written)
             try:
                 yield read, write
             finally:

@@ -15,19 +15,30 @@ import pytest
 from tests.desktop.conftest import start_xvfb, stop_process
 from tests.polling import poll
 
+from deskrig.bench.reliability_rig import INITIALIZE
 from deskrig.bench.stdio import StdioPeer, initialize
 from deskrig.errors import tool_error
 from deskrig.serving import tool_list_cache
 
-#: Runs the CLI and writes its sys.modules to the file named by argv[1] on SIGUSR1.
+#: Runs the CLI and, on SIGUSR1, writes to the file named by argv[1] its sys.modules now and as
+#: they were when the warm-up began (once `initialize` was answered).
 HARNESS = """
 import json, os, signal, sys
 from pathlib import Path
+from deskrig.serving import DeferredServer
 report = Path(sys.argv[1])
+at_warm_up = []
 def dump(*_):
-    Path(f"{report}.part").write_text(json.dumps(sorted(sys.modules)))
+    modules = {"now": sorted(sys.modules), "at_warm_up": at_warm_up}
+    Path(f"{report}.part").write_text(json.dumps(modules))
     os.replace(f"{report}.part", report)
 signal.signal(signal.SIGUSR1, dump)
+warm_up = DeferredServer.warm_up
+def noted_warm_up(self):
+    if not at_warm_up:
+        at_warm_up.extend(sorted(sys.modules))
+    warm_up(self)
+DeferredServer.warm_up = noted_warm_up
 from deskrig.cli import main
 sys.exit(main(["serve", "--stdio"]))
 """
@@ -54,11 +65,16 @@ HEAVY = (
 )
 
 
-def loaded_heavy(peer: StdioPeer, report: Path) -> list[str]:
+def module_report(peer: StdioPeer, report: Path) -> dict[str, list[str]]:
+    """The modules the harness has loaded now, and had loaded when the warm-up began."""
     report.unlink(missing_ok=True)
     peer.proc.send_signal(signal.SIGUSR1)
     text = poll("the module report", lambda: report.read_text() if report.exists() else None)
-    modules: list[str] = json.loads(text)
+    modules: dict[str, list[str]] = json.loads(text)
+    return modules
+
+
+def heavy(modules: list[str]) -> list[str]:
     return [name for name in modules if any(_within(name, heavy) for heavy in HEAVY)]
 
 
@@ -82,14 +98,17 @@ def test_initialize_is_answered_before_anything_heavy_is_imported(tmp_path: Path
         answer = initialize(peer)
         assert answer["result"]["serverInfo"]["name"] == "deskrig"
         assert answer["result"]["capabilities"]["tools"] is not None
-        assert loaded_heavy(peer, report) == []
+        assert heavy(poll("the warm-up", lambda: module_report(peer, report)["at_warm_up"])) == []
 
         tools = peer.request(2, "tools/list")["result"]["tools"]
         assert {"screenshot_screen", "list_windows", "click"} <= {tool["name"] for tool in tools}
         shot = call(peer, 3, "screenshot_screen")
         assert not shot.is_error and shot.content[0].type == "image", shot
-        # The check sees what the server loads: after a screenshot, the backend and the codecs.
-        assert {"Xlib", "PIL", "deskrig.tools", "deskrig.desktop.x11"} <= set(loaded_heavy(peer, report))
+        # The check sees what the server loads: after a screenshot, the backend and the codecs;
+        # not what only a video or input needs (loaded when a call needs them).
+        loaded = module_report(peer, report)["now"]
+        assert {"Xlib", "PIL", "deskrig.tools", "deskrig.desktop.x11"} <= set(heavy(loaded))
+        assert not {"ffmpeg", "deskrig.desktop.x11_input"} & set(loaded)
         # Resources and logging are advertised by the front and answered by the server behind it.
         assert {"resources", "logging"} <= set(answer["result"]["capabilities"])
         resources = peer.request(4, "resources/list")["result"]["resources"]
@@ -97,6 +116,24 @@ def test_initialize_is_answered_before_anything_heavy_is_imported(tmp_path: Path
         assert peer.request(5, "logging/setLevel", {"level": "warning"})["result"] == {}
         assert peer.close() == 0
         assert peer.proc.stdout is not None and peer.proc.stdout.read() == b""
+    finally:
+        stop_process(peer.proc)
+        stop_process(xvfb)
+
+
+def test_the_warm_up_begins_once_initialize_is_answered(tmp_path: Path) -> None:
+    """Not on the client's next message: the client here sends nothing after ``initialize``, and
+    the desktop is opened (its backend loaded) all the same."""
+    xvfb, display = start_xvfb(tmp_path)
+    report = tmp_path / "modules.json"
+    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
+    peer = StdioPeer([sys.executable, "-c", HARNESS, str(report)], env)
+    try:
+        assert (
+            peer.request(1, "initialize", INITIALIZE["params"])["result"]["serverInfo"]["name"] == "deskrig"
+        )
+        poll("the desktop opened", lambda: "deskrig.desktop.x11" in module_report(peer, report)["now"])
+        assert peer.close() == 0
     finally:
         stop_process(peer.proc)
         stop_process(xvfb)

@@ -240,7 +240,7 @@ import sys
 from mcp.server.stdio import stdio_server
 import deskrig.serving
 from deskrig.cli import main
-deskrig.serving._stdio_streams = stdio_server
+deskrig.serving._stdio_streams = lambda first_written=None: stdio_server()
 sys.exit(main(sys.argv[1:]))
 """
 #: The same figures at the end of issue 12's last stop (23, quiet: load 0.8), with deskrig's own

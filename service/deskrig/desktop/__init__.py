@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from deskrig.errors import DeskrigError, ErrorCode
 
 if TYPE_CHECKING:
-    from deskrig.desktop.base import Desktop, DesktopBackend
+    from deskrig.desktop.base import Desktop, DesktopBackend, InputDevice
 
 __all__ = ["Desktop", "DesktopBackend", "choose_backend", "open_desktop"]
 
@@ -64,26 +64,20 @@ def open_desktop(
     if name == "x11":
         from deskrig.desktop.x11 import X11Backend
         from deskrig.desktop.x11_clipboard import X11Selections
-        from deskrig.desktop.x11_input import X11Input
 
-        impl: DesktopBackend = X11Backend(display)
-        try:
-            device = X11Input(display)
-            try:
-                return Desktop(impl, device, X11Selections(display))
-            except DeskrigError:
-                device.close()
-                raise
-        except DeskrigError:
-            impl.close()
-            raise
+        def open_input() -> InputDevice:
+            from deskrig.desktop.x11_input import X11Input
+
+            return X11Input(display)
+
+        return Desktop(X11Backend(display), selections=X11Selections(display), open_input=open_input)
     elif name == "sway":
         from deskrig.desktop.sway import PointerState, SwayBackend, SwaySockets
         from deskrig.desktop.sway_clipboard import WaylandSelections
         from deskrig.desktop.sway_input import SwayInput
 
         sockets, pointer = SwaySockets.from_environment(env), PointerState()
-        impl = SwayBackend(sockets, pointer)
+        impl: DesktopBackend = SwayBackend(sockets, pointer)
         try:
             return Desktop(impl, SwayInput(sockets, pointer), WaylandSelections(sockets))
         except DeskrigError:

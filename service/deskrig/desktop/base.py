@@ -238,7 +238,10 @@ class Desktop:
     """Thread-safe facade over a backend and its input device: a lock each, one close.
 
     Input has its own lock so a long ``type_text`` does not hold up screenshots; so has the
-    clipboard. Keys and buttons held across calls are booked in :attr:`held`.
+    clipboard. Keys and buttons held across calls are booked in :attr:`held`. ``open_input``
+    instead of ``input_device`` opens the device on the first input (an X11 one is a connection
+    of its own: a server that only takes screenshots never opens it, and its first screenshot
+    does not wait for it); an opening that fails raises to that call, and the next one tries again.
     """
 
     def __init__(
@@ -246,9 +249,12 @@ class Desktop:
         backend: DesktopBackend,
         input_device: InputDevice | None = None,
         selections: SelectionStore | None = None,
+        *,
+        open_input: Callable[[], InputDevice] | None = None,
     ) -> None:
         self._backend = backend
         self._input = input_device
+        self._open_input = open_input
         self._clipboard = Clipboard(selections) if selections is not None else None
         self.held = HeldInput(self)
         self._lock = threading.RLock()
@@ -326,7 +332,7 @@ class Desktop:
         Waits at most ``timeout`` seconds (None: for ever) for another call's input to finish,
         then raises BUSY naming its holder. A ``job`` stopped while waiting never starts.
         """
-        if self._input is None:
+        if self._input is None and self._open_input is None:
             raise DeskrigError(ErrorCode.INPUT_FAILED, f"the {self.backend_name} backend has no input device")
         job = job or InputJob()
         if not self._input_lock.acquire(timeout=-1 if timeout is None else timeout):
@@ -335,6 +341,9 @@ class Desktop:
             if self._closed:
                 raise DeskrigError(ErrorCode.INPUT_FAILED, "the desktop connection is closed")
             job.check()
+            if self._input is None:
+                assert self._open_input is not None
+                self._input = self._open_input()
             self._input_job = job
             return fn(self._input)
         finally:

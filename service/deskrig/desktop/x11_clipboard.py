@@ -359,19 +359,25 @@ class SelectionReader:
 
 
 class X11Selections:
-    """The X11 :class:`~deskrig.desktop.clipboard.SelectionStore`: a reader, and an owner thread
-    started on the first set."""
+    """The X11 :class:`~deskrig.desktop.clipboard.SelectionStore`: a reader connected on the first
+    get, and an owner thread started on the first set (a server that never touches the clipboard
+    opens neither: its start, up to the first screenshot, is a connection shorter)."""
 
     def __init__(self, display_name: str | None) -> None:
         self._display_name = display_name
-        self._reader = SelectionReader(display_name)
+        self._reader: SelectionReader | None = None
         self._owner: SelectionOwner | None = None
 
+    def _reading(self) -> SelectionReader:
+        if self._reader is None:
+            self._reader = SelectionReader(self._display_name)
+        return self._reader
+
     def types(self, selection: Selection) -> list[str]:
-        return self._reader.types(selection)
+        return self._reading().types(selection)
 
     def fetch(self, selection: Selection, mime: str) -> bytes:
-        return self._reader.fetch(selection, mime)
+        return self._reading().fetch(selection, mime)
 
     def offer(self, selection: Selection, data: bytes, types: list[str]) -> None:
         if self._owner is None:
@@ -383,4 +389,5 @@ class X11Selections:
             if self._owner is not None:
                 self._owner.close()
         finally:
-            self._reader.close()
+            if self._reader is not None:
+                self._reader.close()

@@ -47,8 +47,6 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import ffmpeg
-
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.observation import Observer
 from deskrig.procs import KILL_SIGNAL, die_with_parent
@@ -100,6 +98,8 @@ def video_argv(binary: str, width: int, height: int, path: Path) -> list[str]:
     """The ffmpeg command line: raw ``width`` x ``height`` BGRX frames on stdin, stamped with the
     wall clock as they arrive, to a fragmented H.264 mp4 of the (even) size, frames kept where
     they fall in time."""
+    import ffmpeg  # ffmpeg-python and the `future` package it brings: ~5 ms a start without a video
+
     stream = ffmpeg.input(
         "pipe:0",
         f="rawvideo",
