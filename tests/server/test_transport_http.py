@@ -282,24 +282,31 @@ def idle_rig(tmp_path: Path) -> Iterator[RigProcess]:
 IDLE_WINDOW_S = 5.0
 
 
-def test_an_idle_rig_does_not_wake_to_poll(idle_rig: RigProcess) -> None:
+@pytest.mark.parametrize("recording", [False, True], ids=["nothing running", "a session recording"])
+def test_an_idle_rig_does_not_wake_to_poll(idle_rig: RigProcess, tmp_path: Path, recording: bool) -> None:
     """With an MCP session open (its GET event stream too) and nothing asked, the rig's process
     sleeps. Its server polled for the stop ten times a second and uvicorn's loop ticked ten times
     (12 wake-ups a second measured); then uvicorn's loop woke once a second to date responses and
-    sse-starlette's shutdown watcher twice (3 a second, most of an idle rig container's CPU); now
-    nothing polls (the event stream's keepalive ping comes every 15 s)."""
+    sse-starlette's shutdown watcher twice (3 a second, most of an idle rig container's CPU), and
+    a session recording's idle watch once more; now nothing polls (the event stream's keepalive
+    ping comes every 15 s; 0 a second measured)."""
     assert idle_rig.proc is not None
     pid = idle_rig.proc.pid
+    saves = tmp_path / "home" / "deskrig"
+    saves.mkdir(parents=True, exist_ok=True)
 
     async def quiet_window() -> float:
         async with connect(idle_rig.url, idle_rig.token) as client:
             await client.call_tool("list_windows", {})  # whatever a first call starts has started
-            before, started = wakeups(pid), time.monotonic()
+            if recording:
+                started = await client.call_tool("start_recording", {"output_dir": str(saves / "idle")})
+                assert not started.is_error, started.structured_content
+            before, started_at = wakeups(pid), time.monotonic()
             await anyio.sleep(IDLE_WINDOW_S)
-            return (wakeups(pid) - before) / (time.monotonic() - started)
+            return (wakeups(pid) - before) / (time.monotonic() - started_at)
 
     per_second = anyio.run(quiet_window)
-    assert per_second < 1, f"the idle rig's threads woke {per_second:.1f} times a second"
+    assert per_second < 0.5, f"the idle rig's threads woke {per_second:.1f} times a second"
 
 
 def test_responses_are_dated_as_they_are_made(idle_rig: RigProcess) -> None:
