@@ -100,11 +100,14 @@ async def turn_stream(
 
 
 async def idle_until(wakeup: asyncio.Event) -> AsyncIterator[bytes]:
-    """Wait for ``wakeup``; a keepalive comment if none came in :data:`KEEPALIVE_SECONDS`."""
-    with anyio.move_on_after(KEEPALIVE_SECONDS) as idle:
-        await wakeup.wait()
-    if idle.cancelled_caught:
-        yield b": keepalive\n\n"
+    """Wait for ``wakeup``, with a keepalive comment every :data:`KEEPALIVE_SECONDS` until it
+    comes. Only the wakeup ends the wait: the caller's state changes only with one, so an idle
+    stream does not look again (a turn stream's look is a worker thread's disk read)."""
+    while not wakeup.is_set():
+        with anyio.move_on_after(KEEPALIVE_SECONDS) as idle:
+            await wakeup.wait()
+        if idle.cancelled_caught:
+            yield b": keepalive\n\n"
 
 
 def resume_point(after: int | None, last_event_id: str | None) -> int | JSONResponse:

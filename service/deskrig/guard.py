@@ -9,9 +9,12 @@ importing the rig's MCP server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
+import socket
+import time
 from collections.abc import Callable
+from email.utils import formatdate
 from types import FrameType
 from typing import Any
 
@@ -25,6 +28,8 @@ from deskrig.error_responses import http_error
 from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
 from deskrig.pages_auth import EXCHANGE_PATH, PageSessions, with_page_headers
+
+log = logging.getLogger(__name__)
 
 #: Paths reachable without a token: liveness and readiness probes (Docker HEALTHCHECK, k8s).
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
@@ -126,8 +131,13 @@ class GuardMiddleware:
         await self.app(scope, receive, send)
 
 
+@functools.lru_cache(maxsize=1)
+def _http_date(second: int) -> bytes:
+    return formatdate(second, usegmt=True).encode()
+
+
 class HeaderDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's headers.
+    """uvicorn's h11 protocol with a deadline on each request's headers, dating each response.
 
     uvicorn only times out idle keep-alive connections: a client that sends nothing, or a request
     head a byte at a time, holds a connection (and its memory) for ever. Here the head must be
@@ -144,6 +154,7 @@ class HeaderDeadlineProtocol(H11Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        self._date_responses()
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # a whole request head has arrived
             self._disarm()
@@ -153,6 +164,13 @@ class HeaderDeadlineProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def _date_responses(self) -> None:
+        """Date the responses to what arrives now: uvicorn's main loop did this every second, idle
+        or not, which :class:`QuietServer`'s loop no longer does (a request takes its headers from
+        the server state as its head is parsed, in ``super().data_received``)."""
+        date = [(b"date", _http_date(int(time.time())))] if self.config.date_header else []
+        self.server_state.default_headers = date + self.config.encoded_headers
 
     def _arm(self) -> None:
         self._deadline = self.loop.call_later(self.header_timeout, self._expired)
@@ -209,33 +227,44 @@ def uvicorn_config(
 
 
 class QuietServer(uvicorn.Server):
-    """uvicorn's server, waking once a second rather than ten times while idle.
+    """uvicorn's server, asleep while idle.
 
-    uvicorn's main loop sleeps 0.1 s between ticks only to notice ``should_exit``; an idle rig
-    woke ten times a second for it. This one waits for :meth:`exit` (or uvicorn's own signal
-    handler) and otherwise wakes once a second, which is all the Date header it refreshes needs.
-    ``on_exit`` is called in the event loop as soon as the server decides to exit (before it
-    drains its connections), however it was asked to.
+    uvicorn's main loop wakes ten times a second, to notice ``should_exit`` and to date its
+    responses; sse-starlette's shutdown watcher, which the first event stream starts (every MCP
+    session's GET stream is one) and which then runs until the process exits, wakes twice a second
+    to see whether uvicorn is exiting. An idle rig paid both for nothing: a wake-up costs its
+    container a few tenths of a millisecond of CPU, and issue 12 packs 64 idle rigs on two cores.
+
+    Here the main loop waits for :meth:`exit` (or uvicorn's own signal handler) and nothing else;
+    responses are dated as each request arrives (:class:`HeaderDeadlineProtocol`); and the event
+    streams served on this server's loop end on the same exit (:func:`event_streams_end_on_exit`)
+    instead of the watcher's poll. ``on_exit`` is called in the event loop as soon as the server
+    decides to exit (before it drains its connections), however it was asked to.
     """
 
-    #: Set in the server's event loop when it is asked to exit; made when the main loop starts.
+    #: Set in the server's event loop when it is asked to exit; made when serving starts.
     _exit_asked: asyncio.Event | None = None
     _loop: asyncio.AbstractEventLoop | None = None
 
     def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None] = lambda: None) -> None:
         super().__init__(config)
         self._on_exit = on_exit
+        event_streams_end_on_exit()
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop, self._exit_asked = asyncio.get_running_loop(), asyncio.Event()
+        if self.should_exit:  # asked before serving started
+            self._exit_asked.set()
+        _SERVER_EXITS[self._loop] = self._exit_asked
+        try:
+            await super().serve(sockets)
+        finally:
+            _SERVER_EXITS.pop(self._loop, None)
 
     async def main_loop(self) -> None:
-        self._loop, self._exit_asked = asyncio.get_running_loop(), asyncio.Event()
-        if self.should_exit:  # asked before the loop started
-            self._exit_asked.set()
-        counter = 0
-        while not await self.on_tick(counter):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._exit_asked.wait(), 1.0)
-            # uvicorn's ticks are 0.1 s apart; it refreshes the Date header every tenth.
-            counter = (counter + 10) % 864000
+        assert self._exit_asked is not None, "main_loop runs inside serve"
+        await self.on_tick(0)  # uvicorn's first tick: its default headers
+        await self._exit_asked.wait()  # set only with should_exit (exit, handle_exit)
         self._on_exit()
 
     def exit(self) -> None:
@@ -251,3 +280,35 @@ class QuietServer(uvicorn.Server):
         loop, asked = self._loop, self._exit_asked
         if loop is not None and asked is not None and not loop.is_closed():
             loop.call_soon_threadsafe(asked.set)
+
+
+#: The exit of the :class:`QuietServer` serving on each event loop, which its event streams await.
+_SERVER_EXITS: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
+
+
+def event_streams_end_on_exit() -> None:
+    """Make sse-starlette's event streams on a :class:`QuietServer`'s loop end when that server is
+    asked to exit, woken by it, rather than by a watcher polling twice a second (its only way to
+    learn of the exit). Streams on any other loop keep the library's own wait. Idempotent.
+
+    sse-starlette has no public hook for this: its streams await the static method
+    ``EventSourceResponse._listen_for_exit_signal``, which this replaces (the rig's tests fail if
+    an idle rig wakes to poll, or if a stream holds a stopping rig up)."""
+    from sse_starlette.sse import EventSourceResponse
+
+    library_wait = getattr(EventSourceResponse, "_listen_for_exit_signal", None)
+    if library_wait is None:
+        log.warning("sse-starlette has no _listen_for_exit_signal: its watcher polls for the exit")
+        return
+    if getattr(library_wait, "_deskrig", False):
+        return
+
+    async def until_exit() -> None:
+        exiting = _SERVER_EXITS.get(asyncio.get_running_loop())
+        if exiting is None:
+            await library_wait()
+        else:
+            await exiting.wait()
+
+    until_exit._deskrig = True  # type: ignore[attr-defined]
+    EventSourceResponse._listen_for_exit_signal = staticmethod(until_exit)  # type: ignore[method-assign]

@@ -32,6 +32,14 @@ def test_steps_reach_the_target_whatever_happens_and_go_on_only_while_every_rig_
     assert knee({16: False}) == 0
 
 
+def test_the_rigs_images_are_the_bench_tags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DESKRIG_BENCH_TAG runs the orchestrator and density suites on a build under its own tag."""
+    monkeypatch.delenv("DESKRIG_BENCH_TAG", raising=False)
+    assert density.bare_image() == "deskrig/rig:latest"
+    monkeypatch.setenv("DESKRIG_BENCH_TAG", "mine")
+    assert density.bare_image() == "deskrig/rig:mine"
+
+
 def test_a_threads_counts_go_with_it_and_a_new_thread_counts_from_zero() -> None:
     before = {("app", "10"): (5_000_000, 10), ("app", "11"): (9_000_000, 90), ("Xvfb", "20"): (1_000_000, 3)}
     after = {("app", "10"): (7_000_000, 14), ("app", "12"): (1_000_000, 2), ("Xvfb", "20"): (1_000_000, 3)}

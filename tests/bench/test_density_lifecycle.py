@@ -118,7 +118,7 @@ def test_an_error_mid_step_removes_the_fleets_rigs(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(density, "SETTLE_S", 0.0)
     try:
         with pytest.raises(ExceptionGroup) as raised:
-            anyio.run(density.run_fleet, 1, density.BARE_IMAGE, lambda step: None)
+            anyio.run(density.run_fleet, 1, density.bare_image(), lambda step: None)
         assert raised.group_contains(RuntimeError, match="a reading failed", depth=None)
         assert len(seen) == 1 and len(seen[0]) == 1  # the rig ran when the step failed
         assert _bench_rigs(client, tmp_path) == []

@@ -19,8 +19,10 @@ from tests.polling import poll
 from tests.recording.conftest import ffmpeg_writing, ffprobe_duration, load_json, mp4_boxes
 from tests.server.rigproc import FormRig, RigProcess, color_app, read_events
 
+from deskrig import feed
 from deskrig.errors import ErrorCode, http_error_info
 from deskrig.orchestrator.mirror import ArtifactMirror
+from deskrig.recording.session import Wakeups
 
 GREEN = "#20c040"
 
@@ -206,3 +208,33 @@ def test_video_survives_sigkill_of_ffmpeg_and_is_announced_when_final(boot_rig: 
     }
     boot_rig.click()
     boot_rig.wait_turns(before + 1)
+
+
+class _IdleRecording:
+    """A recording nothing happens to, counting how often the feed reads its turns."""
+
+    def __init__(self) -> None:
+        self.wakeups = Wakeups()
+        self.video_event = None
+        self.reads = 0
+
+    def events_after(self, seq: int) -> list[Any]:
+        self.reads += 1
+        return []
+
+
+def test_an_idle_feed_sends_keepalives_without_reading_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each keepalive of an idle stream looked for turns again (a worker thread's read, a wake-up
+    of the rig every 10 s per open feed); only a wakeup means there may be new ones."""
+    monkeypatch.setattr(feed, "KEEPALIVE_SECONDS", 0.02)
+    recording = _IdleRecording()
+
+    async def first_chunks(count: int) -> list[bytes]:
+        stream = feed.turn_stream(recording, 0)  # type: ignore[arg-type]
+        try:
+            return [await anext(stream) for _ in range(count)]
+        finally:
+            await stream.aclose()
+
+    assert anyio.run(first_chunks, 5) == [b": keepalive\n\n"] * 5
+    assert recording.reads == 1

@@ -7,17 +7,32 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+import anyio
 import httpx
+import pytest
 from mcp import Client
 from tests.polling import poll
 from tests.server.conftest import GreenRig
-from tests.server.rigproc import DESKRIG, INITIALIZE, RigProcess, free_port, http_status, read_until_closed
+from tests.server.rigproc import (
+    DESKRIG,
+    INITIALIZE,
+    RigProcess,
+    color_app,
+    free_port,
+    http_status,
+    read_until_closed,
+)
 
+from deskrig.client import connect
 from deskrig.errors import tool_error
 from deskrig.listener import bind_listener
 
@@ -253,14 +268,87 @@ def wakeups(pid: int) -> int:
     return total
 
 
-def test_an_idle_rig_does_not_wake_to_poll(green_rig: GreenRig) -> None:
-    """Idle, the rig's process sleeps: its server polled for the stop ten times a second and
-    uvicorn's loop ticked ten times a second (12 wake-ups a second measured); now uvicorn's loop
-    wakes once a second, and sse-starlette's shutdown watcher twice while the client's event
-    stream is open (3 a second measured)."""
-    green_rig.rig.call("list_windows", {})  # whatever a first call starts has started
-    pid = green_rig.rig.proc.pid
-    before, started = wakeups(pid), time.monotonic()
-    time.sleep(3)
-    per_second = (wakeups(pid) - before) / (time.monotonic() - started)
-    assert per_second < 8, f"the idle rig's threads woke {per_second:.1f} times a second"
+@pytest.fixture
+def idle_rig(tmp_path: Path) -> Iterator[RigProcess]:
+    """A rig of its own: nothing another test started in a shared one wakes it."""
+    rig = RigProcess(app=color_app("Idle", "#20c040", tmp_path / "app.log")).start(tmp_path)
+    try:
+        yield rig
+    finally:
+        rig.stop()
+
+
+#: How long an idle rig is watched for wake-ups.
+IDLE_WINDOW_S = 5.0
+
+
+@pytest.mark.parametrize("recording", [False, True], ids=["nothing running", "a session recording"])
+def test_an_idle_rig_does_not_wake_to_poll(idle_rig: RigProcess, tmp_path: Path, recording: bool) -> None:
+    """With an MCP session open (its GET event stream too) and nothing asked, the rig's process
+    sleeps. Its server polled for the stop ten times a second and uvicorn's loop ticked ten times
+    (12 wake-ups a second measured); then uvicorn's loop woke once a second to date responses and
+    sse-starlette's shutdown watcher twice (3 a second, most of an idle rig container's CPU), and
+    a session recording's idle watch once more; now nothing polls (the event stream's keepalive
+    ping comes every 15 s; 0 a second measured)."""
+    assert idle_rig.proc is not None
+    pid = idle_rig.proc.pid
+    saves = tmp_path / "home" / "deskrig"
+    saves.mkdir(parents=True, exist_ok=True)
+
+    async def quiet_window() -> float:
+        async with connect(idle_rig.url, idle_rig.token) as client:
+            await client.call_tool("list_windows", {})  # whatever a first call starts has started
+            if recording:
+                started = await client.call_tool("start_recording", {"output_dir": str(saves / "idle")})
+                assert not started.is_error, started.structured_content
+            before, started_at = wakeups(pid), time.monotonic()
+            await anyio.sleep(IDLE_WINDOW_S)
+            return (wakeups(pid) - before) / (time.monotonic() - started_at)
+
+    per_second = anyio.run(quiet_window)
+    assert per_second < 0.5, f"the idle rig's threads woke {per_second:.1f} times a second"
+
+
+def test_responses_are_dated_as_they_are_made(idle_rig: RigProcess) -> None:
+    """uvicorn dated responses from a header its main loop refreshed every second; the rig's loop
+    no longer wakes for it, so a request dates its response as it arrives."""
+
+    def dated() -> float:
+        return parsedate_to_datetime(httpx.get(f"{idle_rig.base}/healthz").headers["date"]).timestamp()
+
+    first = dated()
+    later = poll("a response dated a later second", lambda: (date := dated()) > first and date, timeout=5)
+    assert abs(later - time.time()) < 2
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "the app exits"])
+def test_an_open_session_does_not_hold_a_stopping_rig(idle_rig: RigProcess, stop: str) -> None:
+    """An MCP session's GET event stream ends as soon as the server is asked to exit (it waits
+    for that exit, woken by it, now that no watcher polls for it) rather than holding the rig's
+    exit for uvicorn's whole graceful-shutdown timeout (8 s)."""
+    assert idle_rig.proc is not None
+    opened, release = threading.Event(), threading.Event()
+
+    async def hold_a_session() -> None:
+        with contextlib.suppress(Exception):  # the rig goes away under it
+            async with connect(idle_rig.url, idle_rig.token) as client:
+                await client.call_tool("list_windows", {})
+                opened.set()
+                await anyio.to_thread.run_sync(release.wait)
+
+    holder = threading.Thread(target=anyio.run, args=(hold_a_session,))
+    holder.start()
+    try:
+        poll("an open session", opened.is_set)
+        app_pid = (idle_rig.readyz() or {})["details"]["pids"]["app"]
+        started = time.monotonic()
+        if stop == "SIGTERM":
+            idle_rig.proc.send_signal(signal.SIGTERM)
+        else:
+            os.kill(app_pid, signal.SIGTERM)
+        idle_rig.proc.wait(timeout=20)
+        took = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert took < 6.0, f"the rig took {took:.1f} s to stop with a session open"

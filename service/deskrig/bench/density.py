@@ -47,6 +47,7 @@ import docker
 from anyio.abc import TaskGroup
 from mcp import Client
 
+from deskrig.bench.images import bench_tag
 from deskrig.bench.stats import at_once
 from deskrig.client import connect
 from deskrig.orchestrator.core import Orchestrator
@@ -55,8 +56,8 @@ from deskrig.orchestrator.runtime import LABEL_ORCHESTRATOR
 from deskrig.orchestrator.runtimes import make_runtime
 from deskrig.signals import STOP_SIGNALS
 
-GTK_IMAGE = "deskrig/example-gtk:latest"
-BARE_IMAGE = "deskrig/rig:latest"
+GTK_IMAGE = "deskrig/example-gtk"
+BARE_IMAGE = "deskrig/rig"
 ANSWER_TARGET_MS = 1000.0
 #: Issue 12's density target, and its fresh-connection target's count.
 RIGS_TARGET = 64
@@ -76,14 +77,20 @@ OVER = math.inf
 MEMORY_HEADROOM_MIB = 2048.0
 
 
+def bare_image() -> str:
+    """The bare rig under the bench's tag (:func:`~deskrig.bench.images.bench_tag`)."""
+    return f"{BARE_IMAGE}:{bench_tag()}"
+
+
 def image() -> str:
-    """The GTK example when it is built, else the bare rig."""
+    """The GTK example when it is built under the bench's tag, else the bare rig."""
+    gtk = f"{GTK_IMAGE}:{bench_tag()}"
     client = docker.from_env()
     try:
-        client.images.get(GTK_IMAGE)
-        return GTK_IMAGE
+        client.images.get(gtk)
+        return gtk
     except docker.errors.ImageNotFound:
-        return BARE_IMAGE
+        return bare_image()
     finally:
         client.close()
 

@@ -2,7 +2,7 @@
 image sizes. Runs hardened containers exactly as the orchestrator starts them.
 
 ``DESKRIG_BENCH_TAG`` names the images' tag (default ``latest``): a build under another tag is
-measured without retagging the shared ones."""
+measured without retagging the shared ones (the orchestrator and density suites' rigs too)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ RIG_IMAGE = "deskrig/rig"
 RIG_IMAGE_MB = 600
 COLD_START_S = 1.5
 IDLE_MEMORY_MIB = 110
+
+
+def bench_tag() -> str:
+    """The tag of the images the suites run: ``DESKRIG_BENCH_TAG``, else ``latest``."""
+    return os.environ.get("DESKRIG_BENCH_TAG") or "latest"
 
 
 def _host_port(container: docker.models.containers.Container) -> int:
@@ -70,7 +75,7 @@ def _cold_start(client: docker.DockerClient, image: str) -> tuple[float, int]:
 
 def run(runs: int) -> None:
     client = docker.from_env()
-    tag = os.environ.get("DESKRIG_BENCH_TAG") or "latest"
+    tag = bench_tag()
     out = sys.stdout
     out.write("\n### Rig images\n\n| measure | value | target | met |\n|---|---:|---:|:-:|\n")
     for name in IMAGES:

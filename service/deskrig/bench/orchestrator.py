@@ -13,7 +13,8 @@
   of the density suite (:mod:`deskrig.bench.density`, which steps on to 64 and beyond when named).
 
 The rigs run the GTK example app (``deskrig/example-gtk:latest``) when that image exists, else a
-bare desktop (``deskrig/rig:latest``). Build them with ``scripts/build-images``.
+bare desktop (``deskrig/rig:latest``). Build them with ``scripts/build-images``; ``DESKRIG_BENCH_TAG``
+runs images built under another tag instead.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import anyio
 import docker
 
 from deskrig.bench import density
-from deskrig.bench.density import BARE_IMAGE, orchestrator_config, timed_fresh_call
+from deskrig.bench.density import bare_image, orchestrator_config, timed_fresh_call
 from deskrig.bench.stats import Timing, at_once
 from deskrig.client import connect
 from deskrig.orchestrator.core import Orchestrator
@@ -115,7 +116,7 @@ async def _cluster_spread(count: int) -> tuple[float, Counter[str], list[int]]:
         )
         async with Orchestrator(config) as orchestrator:
             started = time.perf_counter()
-            spec = SessionSpec(image=BARE_IMAGE)
+            spec = SessionSpec(image=bare_image())
             infos = await at_once([lambda: orchestrator.start(spec)] * count)
             all_ready = time.perf_counter() - started
             spread = Counter(client.services.get(info.container).tasks()[0]["NodeID"] for info in infos)

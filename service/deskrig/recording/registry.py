@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 REMEMBERED_CLIENTS = 256
 #: How long a disconnect waits for the client's last "after" capture.
 AFTER_CAPTURE_GRACE = 2.0
-#: The idle watchdog looks at most this often (and at least four times per timeout).
-IDLE_CHECK_SECONDS = 1.0
 
 
 @dataclass
@@ -90,6 +88,8 @@ class RecordingRegistry:
         self._last_used: dict[str, float] = {}
         self._idle_timeout = settings.recording_idle_timeout
         self._idle_watch: threading.Thread | None = None
+        #: Set when a session recording starts or the registry closes: the idle watch looks again.
+        self._sessions_changed = threading.Event()
         self._closing = threading.Event()
         #: The final state of each client's last stopped recording, for ``stop_recording`` twice.
         self._stopped: dict[str, RecordingState] = {}
@@ -158,6 +158,7 @@ class RecordingRegistry:
                 self._last_used[client_id] = time.monotonic()
             self._started(recording)
             self._watch_idle()
+            self._sessions_changed.set()
             return recording.state()
 
     def _started(self, recording: Recording) -> None:
@@ -200,9 +201,17 @@ class RecordingRegistry:
         self._idle_watch.start()
 
     def _stop_idle(self) -> None:
-        """Stop session recordings whose owner made no action for ``recording_idle_timeout``."""
-        interval = min(IDLE_CHECK_SECONDS, self._idle_timeout / 4)
-        while not self._closing.wait(interval):
+        """Stop session recordings whose owner made no action for ``recording_idle_timeout``.
+
+        It sleeps until the least recently used recording would be idle (an action since only
+        moves that later, and is looked at then) or a recording starts: it looked every second,
+        a wake-up a second for as long as the rig ran once any client had recorded."""
+        while not self._closing.is_set():
+            with self._lock:
+                oldest = min(self._last_used.values(), default=None)
+            due = None if oldest is None else max(0.0, oldest + self._idle_timeout - time.monotonic())
+            self._sessions_changed.wait(due)
+            self._sessions_changed.clear()
             cutoff = time.monotonic() - self._idle_timeout
             with self._lock:
                 idle = [client for client, used in self._last_used.items() if used <= cutoff]
@@ -242,6 +251,7 @@ class RecordingRegistry:
     def close(self) -> None:
         """Stop every recording, the boot one included, and wait until all are final."""
         self._closing.set()
+        self._sessions_changed.set()
         with self._lock:
             sessions = list(self._sessions.items())
             self._sessions.clear()
