@@ -13,6 +13,7 @@ fails if ``initialize`` is answered with any of them loaded).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import hashlib
 import json
@@ -271,6 +272,11 @@ def _cache_tools(path: Path, listed: list[types.Tool]) -> None:
         log.debug("cannot cache the tool list at %s: %s", path, exc)
 
 
+#: The opening attempts made when a tools/call came in: its handler takes the outcome of the
+#: attempt its middleware made (or waited for) instead of trying again.
+_ATTEMPTS_SEEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("attempts_seen", default=None)
+
+
 class DeferredServer:
     """The stdio front of ``deskrig serve``: answers ``initialize`` before the server exists.
 
@@ -372,10 +378,12 @@ class DeferredServer:
             raise self._failure
 
     async def _server_now(self) -> DeskrigServer:
+        """The server, opened now unless the request already tried (the middleware, then the
+        handler: one attempt, and one logged failure, per call)."""
         if self._server is not None:
             return self._server
-        seen = self._attempts
-        return await anyio.to_thread.run_sync(self._open, seen)
+        seen = _ATTEMPTS_SEEN.get()
+        return await anyio.to_thread.run_sync(self._open, self._attempts if seen is None else seen)
 
     async def _wait(self, future: Future[T]) -> T:
         if future.done():  # every call after the first: no thread hop
@@ -387,15 +395,20 @@ class DeferredServer:
         """Starts the build after ``initialize``, and runs the server's own middleware on its calls."""
         if ctx.method != "initialize":
             self.warm_up()
-        if ctx.method == "tools/call":
-            await self._wait(self._specs)
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        await self._wait(self._specs)
+        seen = _ATTEMPTS_SEEN.set(self._attempts)
+        try:
             try:
                 server = await self._server_now()
             except DeskrigError:
-                return await call_next(ctx)  # answered by _call_tool
+                return await call_next(ctx)  # answered by _call_tool, with this attempt's error
             for middleware in reversed(server.middleware):
                 call_next = _chained(middleware, call_next)
-        return await call_next(ctx)
+            return await call_next(ctx)
+        finally:
+            _ATTEMPTS_SEEN.reset(seen)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -148,6 +148,9 @@ def test_a_warm_up_that_cannot_open_the_desktop_leaves_the_first_call_the_struct
         await until("garbage collection back on", gc.isenabled)
         error = error_of(await client.call_tool("screenshot_screen", {}))
         assert error["code"] == "DISPLAY_NOT_FOUND" and error["message"] == "no display yet"
+        assert openings.attempts == 2, (
+            "the warm-up's attempt, then one a call (not one in its middleware and another in its handler)"
+        )
         openings.display_up = True
         await screenshot_is_green(client)
 
