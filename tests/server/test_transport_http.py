@@ -31,6 +31,7 @@ from tests.server.rigproc import (
     http_status,
     read_until_closed,
 )
+from tests.wakeups import process_wakeups
 
 from deskrig.client import connect
 from deskrig.errors import tool_error
@@ -258,16 +259,6 @@ def test_rate_limit_per_client(tmp_path: Path) -> None:
         rig.stop()
 
 
-def wakeups(pid: int) -> int:
-    """How many times the threads of process ``pid`` have been put on a CPU so far (the third
-    field of each thread's schedstat: one per wake-up of an idle thread, or preemption)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
-            total += int((task / "schedstat").read_text().split()[2])
-    return total
-
-
 @pytest.fixture
 def idle_rig(tmp_path: Path) -> Iterator[RigProcess]:
     """A rig of its own: nothing another test started in a shared one wakes it."""
@@ -301,9 +292,9 @@ def test_an_idle_rig_does_not_wake_to_poll(idle_rig: RigProcess, tmp_path: Path,
             if recording:
                 started = await client.call_tool("start_recording", {"output_dir": str(saves / "idle")})
                 assert not started.is_error, started.structured_content
-            before, started_at = wakeups(pid), time.monotonic()
+            before, started_at = process_wakeups(pid), time.monotonic()
             await anyio.sleep(IDLE_WINDOW_S)
-            return (wakeups(pid) - before) / (time.monotonic() - started_at)
+            return (process_wakeups(pid) - before) / (time.monotonic() - started_at)
 
     per_second = anyio.run(quiet_window)
     assert per_second < 0.5, f"the idle rig's threads woke {per_second:.1f} times a second"

@@ -4,16 +4,21 @@ the tools send, their structured errors, and held input released when the client
 from __future__ import annotations
 
 import base64
+import time
 
 import anyio
 import pytest
 from tests.polling import poll
+from tests.wakeups import thread_asleep, thread_wakeups
 
 from deskrig.desktop.scripted import ScriptedDesktop
 
 from .conftest import RigFactory
 
 pytestmark = pytest.mark.anyio
+
+#: The thread that releases what idle holders hold.
+HELD_IDLE_THREAD = "deskrig-held-input-idle"
 
 
 def held_events(world: ScriptedDesktop) -> list[tuple[str, tuple[str, ...], str | None]]:
@@ -85,6 +90,22 @@ async def test_clipboard_round_trip_and_structured_errors(rig: RigFactory, world
         ):
             assert (await tools.error("set_clipboard", bad))["code"] == "INVALID_ARGUMENT", bad
         assert (await tools.ok("get_clipboard", {}))["text"] == "héllo", "a refused set changed the clipboard"
+
+
+def test_the_held_input_idle_watch_sleeps_until_a_holder_could_be_idle(world: ScriptedDesktop) -> None:
+    """It looked every second for as long as the server ran, once any client had held a key."""
+    desktop = world.open()
+    try:
+        held = desktop.held
+        held.idle_timeout = 30.0
+        held.key_down("stateless", "shift")
+        poll("the idle watch asleep", lambda: thread_asleep(HELD_IDLE_THREAD))
+        before = thread_wakeups(HELD_IDLE_THREAD)
+        time.sleep(2.5)
+        assert thread_wakeups(HELD_IDLE_THREAD) - before == 0
+        assert held.state("stateless").keys == ("Shift_L",)
+    finally:
+        desktop.close()
 
 
 def test_an_unwatched_holder_is_released_after_its_idle_time(world: ScriptedDesktop) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,14 +27,12 @@ from typing import TYPE_CHECKING
 from deskrig.desktop.input_limits import ButtonName, check_button, check_point_pair
 from deskrig.desktop.keys import parse_key
 from deskrig.errors import DeskrigError, ErrorCode
+from deskrig.idle import IdleExpiry
 
 if TYPE_CHECKING:
     from deskrig.desktop.base import Desktop, InputDevice
 
 log = logging.getLogger(__name__)
-
-#: The idle sweep looks at most this often (and at least four times per timeout).
-IDLE_CHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,14 +52,19 @@ class HeldInput:
         #: canonical key name -> holder, in press order.
         self._keys: dict[str, str] = {}
         self._buttons: dict[ButtonName, str] = {}
-        #: Monotonic time of each holder's last call (only holders holding something).
-        self._last_used: dict[str, float] = {}
-        #: Holders whose connection's close releases their input: the idle sweep leaves them be.
+        #: Holders whose connection's close releases their input: idleness leaves them be.
         self._watched: set[str] = set()
-        #: Seconds without a call after which an unwatched holder's input is released (0: never).
-        self.idle_timeout = 0.0
-        self._sweeper: threading.Thread | None = None
-        self._closing = threading.Event()
+        #: Each unwatched holder holding something, by its last call; releases those left idle.
+        self._idle = IdleExpiry(0.0, self._release_idle, "deskrig-held-input-idle")
+
+    @property
+    def idle_timeout(self) -> float:
+        """Seconds without a call after which an unwatched holder's input is released (0: never)."""
+        return self._idle.timeout
+
+    @idle_timeout.setter
+    def idle_timeout(self, seconds: float) -> None:
+        self._idle.timeout = seconds
 
     # -- what holders do ----------------------------------------------------------------------------
 
@@ -137,14 +139,13 @@ class HeldInput:
 
     def touch(self, holder: str) -> None:
         """``holder`` made a call: what it holds is not idle."""
-        with self._lock:
-            if holder in self._last_used:
-                self._last_used[holder] = time.monotonic()
+        self._idle.touch(holder)
 
     def watch(self, holder: str) -> None:
         """``holder``'s connection is watched: its close (not idleness) releases what it holds."""
         with self._lock:
             self._watched.add(holder)
+        self._idle.forget(holder)
 
     def release(self, holder: str) -> HeldState:
         """Lift everything ``holder`` holds (buttons first, then keys in reverse order); what was held.
@@ -173,7 +174,7 @@ class HeldInput:
         return held
 
     def close(self) -> None:
-        self._closing.set()
+        self._idle.close()
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -181,12 +182,11 @@ class HeldInput:
         self._desktop.with_input(change, timeout=timeout)
         with self._lock:
             holding = any(h == holder for h in [*self._keys.values(), *self._buttons.values()])
-            if holding:
-                self._last_used[holder] = time.monotonic()
-            else:
-                self._last_used.pop(holder, None)
-        if holding:
-            self._sweep_idle()
+            watched = holder in self._watched
+        if holding and not watched:
+            self._idle.used(holder)
+        else:
+            self._idle.forget(holder)
         return self.state(holder)
 
     def _forget(self, holder: str | None) -> HeldState:
@@ -197,10 +197,7 @@ class HeldInput:
                 del self._keys[key]
             for button in buttons:
                 del self._buttons[button]
-            if holder is None:
-                self._last_used.clear()
-            else:
-                self._last_used.pop(holder, None)
+        self._idle.forget(holder)
         return HeldState(keys=keys, buttons=buttons)
 
     @staticmethod
@@ -210,28 +207,12 @@ class HeldInput:
         except DeskrigError as exc:
             log.warning("could not release held input: %s", exc.message)
 
-    def _sweep_idle(self) -> None:
-        if self.idle_timeout <= 0 or self._sweeper is not None:
-            return
-        self._sweeper = threading.Thread(
-            target=self._release_idle, name="deskrig-held-input-idle", daemon=True
+    def _release_idle(self, holder: str) -> None:
+        """Release what ``holder`` holds: it made no call for ``idle_timeout``."""
+        log.warning(
+            "%s made no call for %g s: releasing the keys and buttons it held", holder, self.idle_timeout
         )
-        self._sweeper.start()
-
-    def _release_idle(self) -> None:
-        """Release what unwatched holders hold once they made no call for ``idle_timeout``."""
-        interval = min(IDLE_CHECK_SECONDS, self.idle_timeout / 4)
-        while not self._closing.wait(interval):
-            cutoff = time.monotonic() - self.idle_timeout
-            with self._lock:
-                idle = [h for h, used in self._last_used.items() if used <= cutoff and h not in self._watched]
-            for holder in idle:
-                log.warning(
-                    "%s made no call for %g s: releasing the keys and buttons it held",
-                    holder,
-                    self.idle_timeout,
-                )
-                self.release(holder)
+        self.release(holder)
 
     @staticmethod
     def _taken(kind: str, name: str) -> DeskrigError:

@@ -37,6 +37,7 @@ import anyio
 from deskrig.a11y.access import A11yAccess
 from deskrig.config import Settings
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
+from deskrig.idle import IdleExpiry
 from deskrig.observation import Observer
 from deskrig.recording.moments import capture_moment
 from deskrig.recording.session import EndReason, Recording, RecordingState, Wakeups
@@ -84,13 +85,8 @@ class RecordingRegistry:
         #: Woken whenever :attr:`latest` becomes another recording.
         self.started = Wakeups()
         self._sessions: dict[str, Recording] = {}
-        #: Monotonic time of each session recording's start or its owner's last action.
-        self._last_used: dict[str, float] = {}
-        self._idle_timeout = settings.recording_idle_timeout
-        self._idle_watch: threading.Thread | None = None
-        #: Set when a session recording starts or the registry closes: the idle watch looks again.
-        self._sessions_changed = threading.Event()
-        self._closing = threading.Event()
+        #: Each session recording's start or its owner's last action; stops those left idle.
+        self._idle = IdleExpiry(settings.recording_idle_timeout, self._stop_idle, "deskrig-recording-idle")
         #: The final state of each client's last stopped recording, for ``stop_recording`` twice.
         self._stopped: dict[str, RecordingState] = {}
         self._lock = threading.Lock()
@@ -155,10 +151,8 @@ class RecordingRegistry:
             recording.start(source)
             with self._lock:
                 self._sessions[client_id] = recording
-                self._last_used[client_id] = time.monotonic()
+            self._idle.used(client_id)
             self._started(recording)
-            self._watch_idle()
-            self._sessions_changed.set()
             return recording.state()
 
     def _started(self, recording: Recording) -> None:
@@ -173,8 +167,8 @@ class RecordingRegistry:
         return self._remember(client_id, recording.stop(), "stop_recording")
 
     def _take(self, client_id: str) -> Recording | None:
+        self._idle.forget(client_id)
         with self._lock:
-            self._last_used.pop(client_id, None)
             return self._sessions.pop(client_id, None)
 
     def _remember(self, client_id: str, state: RecordingState, ended_by: EndReason) -> RecordingState:
@@ -188,38 +182,14 @@ class RecordingRegistry:
 
     def touch(self, client_id: str) -> None:
         """``client_id`` made an action: its recording is not idle."""
-        with self._lock:
-            if client_id in self._last_used:
-                self._last_used[client_id] = time.monotonic()
+        self._idle.touch(client_id)
 
-    def _watch_idle(self) -> None:
-        if self._idle_timeout <= 0 or self._idle_watch is not None:
-            return
-        self._idle_watch = threading.Thread(
-            target=self._stop_idle, name="deskrig-recording-idle", daemon=True
-        )
-        self._idle_watch.start()
-
-    def _stop_idle(self) -> None:
-        """Stop session recordings whose owner made no action for ``recording_idle_timeout``.
-
-        It sleeps until the least recently used recording would be idle (an action since only
-        moves that later, and is looked at then) or a recording starts: it looked every second,
-        a wake-up a second for as long as the rig ran once any client had recorded."""
-        while not self._closing.is_set():
-            with self._lock:
-                oldest = min(self._last_used.values(), default=None)
-            due = None if oldest is None else max(0.0, oldest + self._idle_timeout - time.monotonic())
-            self._sessions_changed.wait(due)
-            self._sessions_changed.clear()
-            cutoff = time.monotonic() - self._idle_timeout
-            with self._lock:
-                idle = [client for client, used in self._last_used.items() if used <= cutoff]
-            for client_id in idle:
-                recording = self._take(client_id)
-                if recording is not None:
-                    log.info("recording of %s idle for %gs: stopping it", client_id, self._idle_timeout)
-                    self._remember(client_id, recording.stop(), "idle_timeout")
+    def _stop_idle(self, client_id: str) -> None:
+        """Stop ``client_id``'s session recording: its owner made no action for ``recording_idle_timeout``."""
+        recording = self._take(client_id)
+        if recording is not None:
+            log.info("recording of %s idle for %gs: stopping it", client_id, self._idle.timeout)
+            self._remember(client_id, recording.stop(), "idle_timeout")
 
     def session_state(self, client_id: str) -> RecordingState:
         with self._lock:
@@ -250,12 +220,10 @@ class RecordingRegistry:
 
     def close(self) -> None:
         """Stop every recording, the boot one included, and wait until all are final."""
-        self._closing.set()
-        self._sessions_changed.set()
+        self._idle.close()
         with self._lock:
             sessions = list(self._sessions.items())
             self._sessions.clear()
-            self._last_used.clear()
             teardowns = list(self._teardowns)
         for client_id, recording in sessions:
             self._remember(client_id, recording.stop(), "server_stop")
