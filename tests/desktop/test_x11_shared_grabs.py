@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -423,3 +424,34 @@ def test_without_damage_every_band_is_compared_and_said_so(tmp_path: Path) -> No
     result = json.loads(probe.stdout)
     assert result["pixels"] == [[0, 0, 255], [255, 0, 0]]
     assert any("every band of a grab is compared" in message for message in result["diagnostics"])
+
+
+def test_closing_waits_for_a_grab_reading_the_segment(
+    bare_x: tuple[X11Backend, Painter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grab copies from the segment by address: closing the grabber meanwhile must wait for it,
+    not unmap the segment under the copy (which crashes the process)."""
+    backend, painter = bare_x
+    painter.window(0, 0, 64, 64, 0x0000FF)
+    reading, go_on = threading.Event(), threading.Event()
+    take = KeptFrames.take
+
+    def held_in_the_copy(kept: KeptFrames, *args: Any, **kwargs: Any) -> Grab:
+        reading.set()
+        go_on.wait()
+        return take(kept, *args, **kwargs)
+
+    monkeypatch.setattr(KeptFrames, "take", held_in_the_copy)
+    frames: list[Grab] = []
+    grabbing = threading.Thread(target=lambda: frames.append(backend.grab(REGION)), daemon=True)
+    grabbing.start()
+    assert reading.wait(10), "the grab did not start"
+    closing = threading.Thread(target=backend.close)
+    closing.start()
+    closing.join(0.5)
+    # Failing, the segment is gone already: the grab is left where it is, not let into it.
+    assert closing.is_alive(), "the grabber closed under a grab reading its segment"
+    go_on.set()
+    grabbing.join(10)
+    closing.join(10)
+    assert frames and frames[0].image().getpixel((10, 10)) == (0, 0, 255)

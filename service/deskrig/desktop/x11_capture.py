@@ -288,10 +288,22 @@ class ScreenGrabber:
             self._note("capture", "MIT-SHM unusable, mss uses XGetImage: " + "; ".join(status))
 
     def close(self) -> None:
-        self._close_grabbers()
-        if self._damage is not None:
-            self._damage.close()
-            self._damage = None
+        """Release the segment and the connections once no grab is reading them: a grab in
+        another thread copies from the segment by address, and unmapping it under the copy
+        crashed the process. A grab that holds on past :data:`CLOSE_WAIT_S` (a stuck X server)
+        leaves them to the process's end instead."""
+        if not self._lock.acquire(timeout=CLOSE_WAIT_S):
+            log.warning(
+                "a grab of %s still runs: its segment is left to the process's end", self._display_name
+            )
+            return
+        try:
+            self._close_grabbers()
+            if self._damage is not None:
+                self._damage.close()
+                self._damage = None
+        finally:
+            self._lock.release()
 
     def _close_grabbers(self) -> None:
         self._kept.clear()
@@ -324,6 +336,9 @@ SHM_GET_IMAGE = 4
 #: How long a round trip may take before the X server is taken for stuck (a python-xlib sync
 #: would wait forever).
 ROUND_TRIP_TIMEOUT_S = 10.0
+#: How long closing the grabber waits for a grab in progress (one stuck past a round trip's
+#: timeout is stuck).
+CLOSE_WAIT_S = ROUND_TRIP_TIMEOUT_S
 
 
 class XUnits:
