@@ -78,11 +78,13 @@ def test_screen_and_window_capture_show_the_apps_own_colour(
     sway_desktop: Desktop, color_app: FixtureApp
 ) -> None:
     window = window_of(sway_desktop, color_app)
-    # Headless sway draws its cursor into the output, so copies show it (X11's leave it out). It is
-    # put where this desktop knows it is: sway tells no client where the pointer is, so the backend's
-    # cursor_position is where it last moved it, and a test before may have moved it elsewhere
-    # through another desktop on the same sway.
-    sway_desktop.with_input(lambda device: device.move(window.bounds.x + 20, window.bounds.y + 20))
+    # Headless sway draws its cursor into the output, so copies show it (X11's leave it out). Sway
+    # tells no client where the pointer is, so the backend's cursor_position is where it last moved
+    # it, and a test before may have moved it elsewhere through another desktop on the same sway:
+    # it is moved there again (off and back: a move to where it is believed to be may send nothing).
+    believed = sway_desktop.cursor_position()
+    for x in (believed.x + 1, believed.x):
+        sway_desktop.with_input(lambda device, x=x: device.move(x, believed.y))
     screen = sway_desktop.capture(sway_desktop.screen_bounds())
     assert screen.size == (1280, 800)
     middle = (window.bounds.x + window.bounds.width // 2, window.bounds.y + window.bounds.height // 2)
