@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from tests.polling import poll
-from tests.wakeups import thread_asleep, thread_wakeups
+from tests.wakeups import started_thread, thread_asleep, thread_wakeups, threads_called
 
 from deskrig.idle import IdleExpiry
 
@@ -106,13 +106,15 @@ def test_one_key_failing_to_end_does_not_stop_the_others(expired: Expired) -> No
 def test_the_thread_sleeps_until_a_key_could_expire(expired: Expired) -> None:
     expiry = IdleExpiry(30.0, expired, NAME)
     try:
+        others = threads_called(NAME)
         expiry.used("alice")
-        poll("the thread asleep", lambda: thread_asleep(NAME))
-        before = thread_wakeups(NAME)
+        thread = started_thread(NAME, others)
+        poll("the thread asleep", lambda: thread_asleep(thread))
+        before = thread_wakeups(thread)
         time.sleep(2.5)
-        assert thread_wakeups(NAME) - before == 0, "woke while no key could expire"
+        assert thread_wakeups(thread) - before == 0, "woke while no key could expire"
         expiry.used("bob")  # added: the thread looks again, once
-        poll("the thread asleep again", lambda: thread_asleep(NAME) and thread_wakeups(NAME) > before)
+        poll("the thread asleep again", lambda: thread_asleep(thread) and thread_wakeups(thread) > before)
     finally:
         expiry.close()
     assert expired.keys == []

@@ -22,15 +22,24 @@ def process_wakeups(pid: int) -> int:
     return total
 
 
-def thread_wakeups(name: str) -> int:
-    """How many times this process's thread called ``name`` has been put on a CPU so far."""
-    (thread,) = (t for t in threading.enumerate() if t.name == name)
+def started_thread(name: str, before: set[threading.Thread]) -> threading.Thread:
+    """The one thread called ``name`` that is not in ``before`` (other tests may have left threads
+    of that name running)."""
+    (thread,) = {t for t in threading.enumerate() if t.name == name} - before
     assert thread.native_id is not None, f"{name} has not started"
+    return thread
+
+
+def threads_called(name: str) -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == name}
+
+
+def thread_wakeups(thread: threading.Thread) -> int:
+    """How many times ``thread`` (of this process) has been put on a CPU so far."""
     return _runs(Path(f"/proc/self/task/{thread.native_id}"))
 
 
-def thread_asleep(name: str) -> bool:
-    """Whether this process's thread called ``name`` is sleeping (state S in its ``stat``)."""
-    (thread,) = (t for t in threading.enumerate() if t.name == name)
+def thread_asleep(thread: threading.Thread) -> bool:
+    """Whether ``thread`` (of this process) is sleeping (state S in its ``stat``)."""
     stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
     return stat.rsplit(")", 1)[1].split()[0] == "S"
