@@ -118,3 +118,18 @@ def test_the_thread_sleeps_until_a_key_could_expire(expired: Expired) -> None:
     finally:
         expiry.close()
     assert expired.keys == []
+
+
+def test_a_changed_timeout_is_what_the_table_goes_by(expired: Expired) -> None:
+    expiry = IdleExpiry(30.0, expired, NAME)
+    try:
+        expiry.used("alice")
+        expiry.timeout = 0  # no timeout: nothing expires, however long unused
+        time.sleep(0.4)
+        assert expired.keys == []
+        shortened_at = time.monotonic()
+        expiry.timeout = 0.2  # the thread was asleep until 30 s after alice's use
+        poll("alice expired", lambda: expired.keys, timeout=10)
+        assert expired.keys == ["alice"] and expired.at[0] - shortened_at < 5
+    finally:
+        expiry.close()

@@ -31,6 +31,7 @@ def started_thread(name: str, before: set[threading.Thread]) -> threading.Thread
 
 
 def threads_called(name: str) -> set[threading.Thread]:
+    """This process's running threads named ``name`` (other tests' rigs may have left some)."""
     return {t for t in threading.enumerate() if t.name == name}
 
 

@@ -20,11 +20,12 @@ class IdleExpiry:
 
     The thread sleeps until the least recently used key would expire, or until a key is added to
     an empty table: a later use of a key only moves its expiry later, which is looked at then.
-    A :attr:`timeout` of 0 or less expires nothing (and :meth:`used` starts no thread).
+    A :attr:`timeout` of 0 or less expires nothing (and :meth:`used` starts no thread); setting
+    it wakes the thread, which then goes by the new one.
     Thread-safe; ``expire`` runs on the thread, without the table's lock."""
 
     def __init__(self, timeout: float, expire: Callable[[str], None], name: str) -> None:
-        self.timeout = timeout
+        self._timeout = timeout
         self._expire = expire
         self._name = name
         self._lock = threading.Lock()
@@ -34,12 +35,21 @@ class IdleExpiry:
         self._closing = False
         self._thread: threading.Thread | None = None
 
+    @property
+    def timeout(self) -> float:
+        """Seconds a key may go unused before it expires; 0 or less: never."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        with self._lock:
+            self._timeout = seconds
+        self._changed.set()  # the thread may be sleeping until a time the old timeout gave
+
     def used(self, key: str) -> None:
         """``key`` was used now: it expires :attr:`timeout` seconds from now unless used again."""
-        if self.timeout <= 0:
-            return
         with self._lock:
-            if self._closing:
+            if self._closing or self._timeout <= 0:
                 return
             added = key not in self._last_used
             self._last_used[key] = time.monotonic()
@@ -75,17 +85,22 @@ class IdleExpiry:
             with self._lock:
                 if self._closing:
                     return
-                now = time.monotonic()
-                expired = [key for key, used in self._last_used.items() if used + self.timeout <= now]
+                timeout, now = self._timeout, time.monotonic()
+                # With no timeout, keys stay in the table for when one is set again.
+                expired = (
+                    []
+                    if timeout <= 0
+                    else [k for k, used in self._last_used.items() if used + timeout <= now]
+                )
                 for key in expired:
                     del self._last_used[key]
-                oldest = min(self._last_used.values(), default=None)
+                oldest = None if timeout <= 0 else min(self._last_used.values(), default=None)
             for key in expired:
                 try:
                     self._expire(key)
                 except Exception:  # one key's failure must not end the expiry of the others
                     log.exception("%s: ending %s failed", self._name, key)
-            due = None if oldest is None else max(0.0, oldest + self.timeout - time.monotonic())
+            due = None if oldest is None else max(0.0, oldest + timeout - time.monotonic())
             # A key added after the table was read sets the event: the wait returns at once.
             self._changed.wait(due)
             self._changed.clear()
