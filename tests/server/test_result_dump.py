@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic_core
 import pytest
 from mcp import Client
 from mcp.server import runner
@@ -20,7 +21,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from deskrig.config import Settings
 from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.identity import ClientRef
-from deskrig.server import DeskrigServer, JsonReadyResult, hand_over_structured_content
+from deskrig.server import DeskrigServer, JsonReadyResult, hand_over_structured_content, json_text
 from deskrig.serving import build_server
 from deskrig.tools import CallInfo
 
@@ -141,3 +142,22 @@ def test_a_real_client_gets_the_structured_content_the_spec_check_did_not_copy(
     assert checked == [{}, result.structured_content]
     assert result.structured_content == _called(server, "get_screen_size", {}).structured_content
     assert result.structured_content
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"name": 'Zoë "quoted" \u2028', "ratio": 0.1, "big": 2**63 - 1, "rows": [None, True, {}]},
+        {"beyond 64 bits": 2**64, "negative": -(2**70)},  # orjson refuses these: pydantic-core writes them
+    ],
+    ids=["orjson", "beyond-64-bits"],
+)
+def test_the_text_block_is_the_json_pydantic_core_would_write(data: dict[str, Any]) -> None:
+    assert json_text(data) == pydantic_core.to_json(data).decode()
+
+
+def test_a_results_text_block_is_its_structured_contents_json(server: DeskrigServer) -> None:
+    result = _called(server, "get_screen_size", {})
+    text = result.content[-1]
+    assert isinstance(text, types.TextContent)
+    assert text.text == pydantic_core.to_json(result.structured_content).decode()
