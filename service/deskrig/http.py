@@ -28,7 +28,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deskrig.config import Settings
 from deskrig.desktop.input_limits import MAX_CLIPBOARD_BYTES
@@ -83,6 +83,31 @@ def _over_the_limit(scope: Scope, limit: int) -> JSONResponse | None:
     return mcp_request_refused(error, 413)
 
 
+#: Where MCP is served.
+MCP_PATH = "/mcp"
+
+
+class McpFirst:
+    """Requests for :data:`MCP_PATH` straight to the MCP endpoint, everything else on to FastAPI's
+    routing.
+
+    FastAPI tries its routes (the probes, /status, /files, /live, /view) one by one before the
+    mount that serves MCP, and sets up a dependency exit stack that no MCP request uses: a fifth of
+    the server's time for a small tool call. Placed inside the guard (host check, token) and
+    FastAPI's outermost error handler, so an MCP request is checked, and an unexpected failure
+    answered, as before."""
+
+    def __init__(self, app: ASGIApp, *, endpoint: ASGIApp) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == MCP_PATH:
+            await self.endpoint(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
 def create_app(
     server: DeskrigServer,
     *,
@@ -108,7 +133,7 @@ def create_app(
     body_limit = max_request_body_bytes(server.services.settings)
     mcp_app = server.mcp.streamable_http_app(
         json_response=True,
-        streamable_http_path="/mcp",
+        streamable_http_path=MCP_PATH,
         transport_security=security,
         host=bind_host,
         max_request_body_size=body_limit,
@@ -122,7 +147,7 @@ def create_app(
         refusal = _over_the_limit(scope, body_limit) if scope["type"] == "http" else None
         if refusal is not None:
             await refusal(scope, receive, send)
-        elif scope["type"] == "http" and scope["path"] == "/mcp" and _is_stateless(scope):
+        elif scope["type"] == "http" and scope["path"] == MCP_PATH and _is_stateless(scope):
             await stateless_manager.handle_request(scope, receive, send)
         else:
             await mcp_app(scope, receive, send)
@@ -155,6 +180,7 @@ def create_app(
         live_router(server, stopping or threading.Event())
     )  # /live: the screen as it changes, for people
     app.include_router(view_router(server))  # /view: the current recording's trajectory viewer
-    app.mount("/", mcp_endpoint)
+    app.mount("/", mcp_endpoint)  # what McpFirst does not take first (such as /mcp/)
+    app.add_middleware(McpFirst, endpoint=mcp_endpoint)
     app.add_middleware(GuardMiddleware, tokens=tokens, host_patterns=patterns, pages=PageSessions(RIG_PAGES))
     return app

@@ -9,6 +9,7 @@ with the traceback kept in the server log. :func:`deskrig.errors.tool_error` rea
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 import time
@@ -17,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+import orjson
 import pybase64
 import pydantic_core
-from mcp.server.context import ServerMiddleware, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -142,6 +144,11 @@ class JsonReadyResult(types.CallToolResult):
     CallToolResult and dumps it again for the wire; pydantic's first dump would walk and copy
     every value of the structured content (0.3 ms for a 261-element get_app_state) to produce
     what is already there. Any other dump is pydantic's own.
+
+    The SDK's second pass, its spec check, would copy it all again (0.5 ms, and some 4,000 new
+    objects that set off the garbage collector): the result a tools/call returns is therefore
+    dumped with an empty placeholder instead, and :func:`hand_over_structured_content` puts the
+    content itself back into the checked wire form (see :class:`_HeldBack`).
     """
 
     def model_dump(self, **options: Any) -> dict[str, Any]:
@@ -152,13 +159,58 @@ class JsonReadyResult(types.CallToolResult):
         ):
             return super().model_dump(**options)
         dumped = super().model_dump(**options, exclude={"structured_content"})
-        dumped["structuredContent"] = self.structured_content
+        held = _HELD_BACK.get()
+        dumped["structuredContent"] = (
+            self.structured_content if held is None else held.take(self, self.structured_content)
+        )
         return dumped
 
 
 #: The dump options under which :class:`JsonReadyResult` hands its structured content over as it
 #: is: none of them can leave out or change a value that is already JSON data and is not None.
 _PASS_THROUGH_DUMP = frozenset({"mode", "by_alias", "exclude_none", "exclude_unset", "exclude_defaults"})
+
+
+class _HeldBack:
+    """The structured content of one tools/call's result, held back from the SDK's spec check.
+
+    Armed with the result the SDK's tools/call handler returns (:meth:`DeskrigServer.call_tool`),
+    so that only the SDK's own dump of that very result gets the placeholder: any other dump made
+    meanwhile (a replayed call's, a recording's) keeps its content."""
+
+    def __init__(self) -> None:
+        self.result: JsonReadyResult | None = None
+        self.content: dict[str, Any] | None = None
+
+    def take(self, result: JsonReadyResult, content: dict[str, Any]) -> dict[str, Any]:
+        """What ``result``'s dump carries as its structured content: an empty dict (a dict to
+        the spec check, as the content is) for the armed result, once; the content otherwise."""
+        if result is not self.result:
+            return content
+        self.result, self.content = None, content
+        return {}
+
+
+_HELD_BACK: contextvars.ContextVar[_HeldBack | None] = contextvars.ContextVar("held_back", default=None)
+
+
+async def hand_over_structured_content(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Server middleware: a tools/call's wire form, checked by the SDK with its structured content
+    held back (:class:`JsonReadyResult`), gets the content itself where the placeholder stands
+    (where the spec check sieved the placeholder out, the content stays out too)."""
+    if ctx.method != "tools/call":
+        return await call_next(ctx)
+    held = _HeldBack()
+    token = _HELD_BACK.set(held)
+    try:
+        wire = await call_next(ctx)
+    finally:
+        _HELD_BACK.reset(token)
+    if held.content is not None and isinstance(wire, dict) and "structuredContent" in wire:
+        wire["structuredContent"] = held.content
+    return wire
 
 
 def error_result(spec: AnyTool, error: ErrorInfo) -> types.CallToolResult:
@@ -188,6 +240,7 @@ class DeskrigServer:
         #: deskrig's own request middleware, installed on :attr:`mcp` by :meth:`use` (a front that
         #: serves before this server exists, ``deskrig.serving.DeferredServer``, runs it too).
         self.middleware: list[ServerMiddleware[Any]] = []
+        self.use(hand_over_structured_content)
 
     def use(self, middleware: ServerMiddleware[Any]) -> None:
         self.middleware.append(middleware)
@@ -229,7 +282,11 @@ class DeskrigServer:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return await self.call(lookup_tool(self.tools, params.name), params.arguments or {}, call_info(ctx))
+        result = await self.call(lookup_tool(self.tools, params.name), params.arguments or {}, call_info(ctx))
+        held = _HELD_BACK.get()
+        if held is not None and isinstance(result, JsonReadyResult):
+            held.result = result  # the SDK dumps it next, in its spec check
+        return result
 
     async def call(self, spec: AnyTool, arguments: dict[str, Any], call: CallInfo) -> types.CallToolResult:
         """Run one tool call: validate, rate-limit, resolve, observe, handle, audit; never raises
@@ -340,11 +397,10 @@ class DeskrigServer:
     def success_result(self, spec: AnyTool, result: ToolResult) -> JsonReadyResult:
         """A successful call of ``spec`` as its client sees it: the images and resources, then the
         structured content and, as the text block, its JSON."""
-        # Dumped once to JSON data (the structured content, redacted when masking), whose JSON,
-        # written by pydantic-core, is the text block: for a 261-element get_app_state 0.63 ms,
-        # against 0.77 for the model's JSON parsed back and 2.1 for json.dumps.
+        # Dumped once to JSON data (the structured content, redacted when masking), whose JSON is
+        # the text block: for a 261-element get_app_state 0.6 ms, against 0.77 for the model's JSON
+        # parsed back and 2.1 for json.dumps.
         structured = self._leaving(result.structured.model_dump(mode="json", exclude_none=spec.omit_none))
-        text = pydantic_core.to_json(structured).decode()
         # pybase64 (SIMD): 6 µs for a 150 kB JPEG, against 300 µs for the standard library's.
         content: list[types.ContentBlock] = [
             types.ImageContent(
@@ -361,5 +417,15 @@ class DeskrigServer:
             )
             for part in result.resources
         ]
-        content.append(types.TextContent(type="text", text=text))
+        content.append(types.TextContent(type="text", text=json_text(structured)))
         return JsonReadyResult(content=content, structured_content=structured)
+
+
+def json_text(data: Any) -> str:
+    """``data`` (JSON data) as compact JSON, written by orjson: for a 261-element get_app_state
+    0.07 ms, against 0.3 for pydantic-core's writer, byte for byte the same; pydantic-core writes
+    what orjson refuses (an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(data).decode()
+    except orjson.JSONEncodeError:
+        return pydantic_core.to_json(data).decode()
