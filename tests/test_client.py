@@ -3,29 +3,11 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
 
 import anyio
 import httpx2
-import pytest
 
 from deskrig.client import rig_http_client, tls_context
-
-
-@pytest.fixture
-def ca_loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
-    """Every CA bundle loaded into a TLS context from here on (a fresh :func:`tls_context`)."""
-    loads: list[object] = []
-    load = ssl.SSLContext.load_verify_locations
-
-    def counting(self: ssl.SSLContext, *args: object, **kwargs: object) -> None:
-        loads.append(args)
-        load(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
-    tls_context.cache_clear()
-    yield loads
-    tls_context.cache_clear()
 
 
 def test_rig_clients_load_the_ca_bundle_once(ca_loads: list[object]) -> None:

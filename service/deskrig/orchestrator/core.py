@@ -72,7 +72,9 @@ class Orchestrator:
     async def __aenter__(self) -> Orchestrator:
         self._lease.acquire()
         try:
-            self._http = await self._stack.enter_async_context(httpx2.AsyncClient(timeout=10.0, verify=tls_context()))
+            self._http = await self._stack.enter_async_context(
+                httpx2.AsyncClient(timeout=10.0, verify=tls_context())
+            )
             self._tg = await self._stack.enter_async_context(anyio.create_task_group())
             self._slots.resize(await self.runtime.capacity(self.config.max_sessions))
             await self._recover()  # before the sweep, which would reap the rigs it re-adopts
