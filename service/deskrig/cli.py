@@ -245,7 +245,9 @@ def cmd_rig_run(invocation: Invocation) -> int:
             serve(server, transport, listener, tokens, readiness, stop)
 
     with _listener(transport) as listener:
-        log.debug("starting the rig and building the server (%.0f ms of CPU so far)", time.process_time() * 1000)
+        log.debug(
+            "starting the rig and building the server (%.0f ms of CPU so far)", time.process_time() * 1000
+        )
         builder = threading.Thread(target=build, name="deskrig-build", daemon=True)
         builder.start()
         try:
