@@ -11,9 +11,9 @@ import pytest
 from tests.rigprocs import BACKENDS, open_dir
 from tests.toolkits import TOOLKITS, backends_for, runs_for, toolkits_for
 
-#: Fixtures shared across folders: ``browser_page`` (Debian's Chromium through Playwright), and
-#: ``compressed_rows`` (the bands TurboJPEG compresses).
-pytest_plugins = ["tests.browser", "tests.frames"]
+#: Fixtures shared across folders: ``browser_page`` (Debian's Chromium through Playwright),
+#: ``compressed_rows`` (the bands TurboJPEG compresses) and ``ca_loads`` (CA bundles loaded).
+pytest_plugins = ["tests.browser", "tests.frames", "tests.tls"]
 
 #: Why toolkits were left out of tests, for the summary: test -> reasons.
 _LEFT_OUT: dict[str, list[str]] = {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,14 @@ def test_timestamps_are_iso_8601_utc_and_old_epoch_files_still_read() -> None:
     )
     assert json.loads(state.model_dump_json())["started_at"] == "2026-11-30T22:37:12.500Z"
     assert ServiceState.model_validate_json(state.model_dump_json()).started_at == 1796078232.5
+
+
+def test_the_parser_leaves_the_orchestrators_models_unbuilt() -> None:
+    """Every command builds the whole parser, ``deskrig rig run`` (a container's cold start) too:
+    the orchestrator's flags must not load its pydantic models for their choices."""
+    code = "import sys, deskrig.cli; deskrig.cli.build_parser(); print(*sorted(sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "deskrig.orchestrator.cli" in loaded
+    assert "deskrig.orchestrator.models" not in loaded

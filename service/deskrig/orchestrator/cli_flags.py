@@ -85,7 +85,7 @@ class Flags:
         """Where rigs run: the service's runtime (``session start`` starts the service with it)."""
         from typing import get_args
 
-        from deskrig.orchestrator.models import DEFAULT_RUNTIME, RuntimeName
+        from deskrig.orchestrator.runtime_names import DEFAULT_RUNTIME, RuntimeName
 
         names = get_args(RuntimeName)
         action = self.parser.add_argument(

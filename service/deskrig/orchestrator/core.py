@@ -27,6 +27,7 @@ import anyio
 import httpx2
 from anyio.abc import TaskGroup
 
+from deskrig.client import tls_context
 from deskrig.errors import DeskrigError, ErrorCode, file_system_error
 from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import Lease, Reaper
@@ -71,7 +72,9 @@ class Orchestrator:
     async def __aenter__(self) -> Orchestrator:
         self._lease.acquire()
         try:
-            self._http = await self._stack.enter_async_context(httpx2.AsyncClient(timeout=10.0))
+            self._http = await self._stack.enter_async_context(
+                httpx2.AsyncClient(timeout=10.0, verify=tls_context())
+            )
             self._tg = await self._stack.enter_async_context(anyio.create_task_group())
             self._slots.resize(await self.runtime.capacity(self.config.max_sessions))
             await self._recover()  # before the sweep, which would reap the rigs it re-adopts

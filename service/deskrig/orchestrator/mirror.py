@@ -33,6 +33,7 @@ import anyio
 import httpx2
 from pydantic import ValidationError
 
+from deskrig.client import tls_context
 from deskrig.errors import http_error_info
 from deskrig.model import FileEntry, TurnEvent
 from deskrig.orchestrator.models import MirrorReport
@@ -110,7 +111,7 @@ class ArtifactMirror:
             self._scope = scope
             if self._closed:
                 scope.cancel()
-            async with httpx2.AsyncClient(timeout=timeout) as http:
+            async with httpx2.AsyncClient(timeout=timeout, verify=tls_context()) as http:
                 rig = RigClient(http, self.endpoint, self._token)
                 delay = self._retry_delay
                 while True:

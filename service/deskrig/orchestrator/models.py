@@ -20,6 +20,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from deskrig.errors import ErrorInfo
 from deskrig.orchestrator.images import check_registry
 
+# Where an orchestrator runs its rigs (``runtimes.RUNTIMES`` maps each name to its implementation):
+# containers on this machine's Docker engine, services of a Docker Swarm, Pods of a Kubernetes
+# cluster. Named in their own module, which the CLI's parser reads without these models.
+from deskrig.orchestrator.runtime_names import DEFAULT_RUNTIME as DEFAULT_RUNTIME
+from deskrig.orchestrator.runtime_names import RuntimeName as RuntimeName
+
 #: The rig image built by scripts/build-images: a bare desktop (the app comes from --app).
 DEFAULT_IMAGE = "deskrig/rig:latest"
 #: The rig's HTTP port inside the container (the image's DESKRIG_PORT).
@@ -53,11 +59,6 @@ def rig_scratch_dirs(record_size: str) -> tuple[ScratchDir, ...]:
 
 #: The desktops a rig image runs (its DESKRIG_BACKEND): Xvfb + openbox, or headless sway + Xwayland.
 RigBackend = Literal["x11", "sway"]
-#: Where an orchestrator runs its rigs (``runtimes.RUNTIMES`` maps each name to its implementation):
-#: containers on this machine's Docker engine, services of a Docker Swarm, Pods of a Kubernetes cluster.
-RuntimeName = Literal["docker", "swarm", "kubernetes"]
-DEFAULT_RUNTIME: RuntimeName = "docker"
-
 _SIZE = re.compile(r"^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$")
 _MIB = 1024 * 1024
 #: Per-rig budget behind the default capacity: an idle rig with a GTK app takes ~150 MB and a

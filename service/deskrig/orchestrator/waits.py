@@ -16,6 +16,7 @@ from typing import Protocol
 import anyio
 import httpx2
 
+from deskrig.client import tls_context
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.rig_client import READYZ
 from deskrig.orchestrator.runtime import ContainerState, RigHandle
@@ -147,7 +148,7 @@ async def wait_until_ready(
     runtime: RigObserver, handle: RigHandle, timeout: float, *, interval: float = 0.1
 ) -> None:
     """``Runtime.wait_ready`` for any backend: :func:`rig_ready` over a client of its own."""
-    async with httpx2.AsyncClient() as http:
+    async with httpx2.AsyncClient(verify=tls_context()) as http:
         await wait_for(_RigTarget(runtime, handle, http), rig_ready(), timeout, interval=interval)
 
 

@@ -111,7 +111,12 @@ class Supervisor:
                 for stage in self._stages:
                     begun = time.monotonic()
                     stage.start(self)
-                    log.debug("%s up in %.3f s", type(stage).__name__, time.monotonic() - begun)
+                    log.debug(
+                        "%s up in %.3f s (%.0f ms of this thread's CPU so far)",
+                        type(stage).__name__,
+                        time.monotonic() - begun,
+                        time.thread_time() * 1000,
+                    )
                     with self._progress:
                         self._stages_up += 1
                         self._progress.notify_all()
