@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from datetime import UTC, datetime
@@ -11,7 +12,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
+from tests.frames import bgrx_frame, desktop_like, forget_frames
 from tests.polling import poll
 from tests.recording.conftest import (
     FormRig,
@@ -26,9 +28,9 @@ from tests.recording.conftest import (
 )
 from tests.recording.helpers import STALE_ELEMENT, element, turns
 
-from deskrig import imaging
+from deskrig import imaging, png
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
-from deskrig.grabs import Grab
+from deskrig.grabs import Grab, KeptFrames
 from deskrig.model import Bounds, Point
 from deskrig.recording.turns import (
     Moment,
@@ -37,6 +39,7 @@ from deskrig.recording.turns import (
     TurnTree,
     captured,
     marked_picture,
+    turn_name,
     write_turn,
 )
 
@@ -448,3 +451,49 @@ def test_the_click_marker_drawn_on_a_grab_is_the_one_drawn_on_its_image(marker: 
     assert isinstance(marked, Grab) and marked.bgrx is not None
     assert marked.image().tobytes() == imaging.draw_click_marker(grab.image(), *marker).tobytes()
     assert grab.bgrx == rows  # before.png's grab is left as it was
+
+
+def test_click_turns_deflate_only_the_bands_their_frames_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Back-to-back clicks, each toggling a box: a turn's after.png deflates only the bands the
+    click changed since the turn before (its before.png is that turn's after.png, encoded once).
+    click.png is drawn on before.png's grab and must not make the PNG encoder forget the frames it
+    remembers (it once did, so every turn's frames and click.png were deflated whole)."""
+    monkeypatch.setattr(png, "_band_caches", png._band_caches)
+    forget_frames()
+    width, height = 320, 200
+    image = desktop_like(width, height)
+    screen = bytearray(bgrx_frame(image).bgrx or b"")
+    address = ctypes.addressof((ctypes.c_char * len(screen)).from_buffer(screen))
+    kept = KeptFrames(width, height)
+    deflated: list[int] = []
+    deflate_band = png._deflated_band
+
+    def counting(rows: memoryview, band_width: int, band_height: int) -> Any:
+        deflated.append(band_height)
+        return deflate_band(rows, band_width, band_height)
+
+    monkeypatch.setattr(png, "_deflated_band", counting)
+    region = Bounds(x=0, y=0, width=width, height=height)
+
+    def moment() -> Moment:
+        return Moment(TurnImage(kept.take(address), captured(source="window", region=region)), TurnTree(None, captured()))
+
+    before = moment()
+    for number, box_top in enumerate((34, 100, 34), start=1):  # each box within one band
+        image = image.copy()
+        ImageDraw.Draw(image).rectangle((60, box_top, 70, box_top + 10), fill=(number * 70, 0, 0))
+        screen[:] = bgrx_frame(image).bgrx or b""
+        after = moment()
+        deflated.clear()
+        action = {"tool": "click", "arguments": {"x": 65, "y": box_top + 5}, "timestamp": "2026-01-01T00:00:00Z"}
+        write_turn(tmp_path, number, TurnRecord("click", action, before, after, Point(x=65, y=box_top + 5)))
+        if number > 1:  # the first turn deflates its before.png whole
+            assert deflated == [png.PNG_BAND_ROWS], (number, deflated)
+        folder = tmp_path / turn_name(number)
+        with Image.open(folder / "after.png") as written:
+            assert written.tobytes() == image.tobytes()
+        with Image.open(folder / "click.png") as marked:
+            assert marked.convert("RGB").getpixel((65 + imaging.MARKER_ARM, box_top + 5)) == RED
+        before = after

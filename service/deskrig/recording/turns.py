@@ -284,7 +284,12 @@ class TurnRecord:
             return unavailable("no_click_point")
         region = shot.evidence.region
         marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
-        files["click.png"] = imaging.encode(marked_picture(shot.image, marker), "png")
+        marked = marked_picture(shot.image, marker)
+        # As a Pillow image: the PNG encoder remembers the last BGRX grab of each size, by its place
+        # in its grabber's history, to deflate only the bands the next one changed. A marked copy
+        # has no such place: encoded as a grab it was deflated whole and made the encoder forget
+        # the frames, so the next turn's before.png and after.png were deflated whole too.
+        files["click.png"] = imaging.encode(marked.image() if isinstance(marked, Grab) else marked, "png")
         return captured(
             source=shot.evidence.source, region=region, marker=marker, pii_masking=shot.evidence.pii_masking
         )
@@ -297,9 +302,8 @@ _MARKER_REACH = max(imaging.MARKER_ARM, imaging.MARKER_RADIUS)
 def marked_picture(picture: imaging.Picture, marker: Point) -> imaging.Picture:
     """``picture`` with the click marker centred on ``marker`` (pixels of ``picture``), as
     :func:`deskrig.imaging.draw_click_marker` draws it. On a BGRX grab only the square the marker
-    covers is drawn, into a copy of the rows: the grab stays BGRX, so the PNG encoder deflates only
-    the bands the marker touched again (before.png's are cached), where a Pillow image of the whole
-    frame is converted and deflated whole (about 3 ms a turn at 1280x800 against 0.5)."""
+    covers is drawn, into a copy of the rows (about 0.1 ms), where the whole frame would be
+    converted first."""
     if not isinstance(picture, Grab) or picture.bgrx is None:
         image = picture.image() if isinstance(picture, Grab) else picture
         return imaging.draw_click_marker(image, marker.x, marker.y)
