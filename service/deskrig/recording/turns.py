@@ -36,7 +36,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from deskrig import imaging
-from deskrig.grabs import BGRX_PIXEL, Grab
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent, WindowInfo
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
@@ -284,12 +284,7 @@ class TurnRecord:
             return unavailable("no_click_point")
         region = shot.evidence.region
         marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
-        marked = marked_picture(shot.image, marker)
-        # As a Pillow image: the PNG encoder remembers the last BGRX grab of each size, by its place
-        # in its grabber's history, to deflate only the bands the next one changed. A marked copy
-        # has no such place: encoded as a grab it was deflated whole and made the encoder forget
-        # the frames, so the next turn's before.png and after.png were deflated whole too.
-        files["click.png"] = imaging.encode(marked.image() if isinstance(marked, Grab) else marked, "png")
+        files["click.png"] = imaging.encode(marked_picture(shot.image, marker), "png")
         return captured(
             source=shot.evidence.source, region=region, marker=marker, pii_masking=shot.evidence.pii_masking
         )
@@ -299,29 +294,28 @@ class TurnRecord:
 _MARKER_REACH = max(imaging.MARKER_ARM, imaging.MARKER_RADIUS)
 
 
-def marked_picture(picture: imaging.Picture, marker: Point) -> imaging.Picture:
-    """``picture`` with the click marker centred on ``marker`` (pixels of ``picture``), as
-    :func:`deskrig.imaging.draw_click_marker` draws it. On a BGRX grab only the square the marker
-    covers is drawn, into a copy of the rows (about 0.1 ms), where the whole frame would be
-    converted first."""
+def marked_picture(picture: imaging.Picture, marker: Point) -> Image.Image:
+    """``picture`` as a Pillow image with the click marker centred on ``marker`` (pixels of
+    ``picture``), as :func:`deskrig.imaging.draw_click_marker` draws it. A BGRX grab is converted
+    to RGB rows of its own (the grab is before.png's, and stays as it was) and only the square the
+    marker covers is drawn and pasted back, where drawing on the whole frame copies it once more.
+
+    Encoded as a Pillow image, not a grab: the PNG encoder remembers the last BGRX grab of each
+    size, by its place in its grabber's history, to deflate only the bands the next grab changed.
+    A marked copy has no such place: encoded as a grab it was deflated whole and made the encoder
+    forget the grabs, so the next turn's before.png and after.png were deflated whole too."""
     if not isinstance(picture, Grab) or picture.bgrx is None:
         image = picture.image() if isinstance(picture, Grab) else picture
         return imaging.draw_click_marker(image, marker.x, marker.y)
+    # Not Grab.image(): that keeps its RGB copy on the grab, which the next turn may still hold.
+    rgb = Image.frombuffer("RGB", picture.size, picture.bgrx, "raw", "BGRX", 0, 1)
     left, top = max(0, marker.x - _MARKER_REACH), max(0, marker.y - _MARKER_REACH)
     right = min(picture.width, marker.x + _MARKER_REACH + 1)
     bottom = min(picture.height, marker.y + _MARKER_REACH + 1)
-    if left >= right or top >= bottom:
-        return picture  # the marker lies wholly outside the picture
-    rows = bytearray(picture.bgrx)
-    span = (right - left) * BGRX_PIXEL
-    starts = [(row * picture.width + left) * BGRX_PIXEL for row in range(top, bottom)]
-    square = Image.frombytes(
-        "RGB", (right - left, bottom - top), b"".join(rows[s : s + span] for s in starts), "raw", "BGRX"
-    )
-    drawn = imaging.draw_click_marker(square, marker.x - left, marker.y - top).tobytes("raw", "BGRX")
-    for line, start in enumerate(starts):
-        rows[start : start + span] = drawn[line * span : (line + 1) * span]
-    return Grab.from_bgrx(rows, picture.width, picture.height)
+    if left < right and top < bottom:  # else the marker lies wholly outside the picture
+        square = rgb.crop((left, top, right, bottom))
+        rgb.paste(imaging.draw_click_marker(square, marker.x - left, marker.y - top), (left, top))
+    return rgb
 
 
 def _entry(turn: str, name: str, data: bytes) -> FileEntry:
