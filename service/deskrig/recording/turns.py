@@ -150,17 +150,19 @@ class TurnTree:
                 earlier, self.same_as = self.same_as, None
                 if earlier is not None and _same_tree(self.data, earlier.data):
                     self._serialised = earlier.json_bytes()
-                elif (data := self.json_data()) is not None:
-                    self._serialised = _json(data)
+                elif self.data is not None:
+                    self._serialised = _json(_state_fields(self.data))
             return self._serialised
 
-    def json_data(self) -> dict[str, Any] | None:
-        """What the state file holds: the snapshot's fields and its text rendering."""
-        if self.data is None or isinstance(self.data, dict):
-            return self.data
-        data: dict[str, Any] = self.data.model_dump(mode="json")
-        data["text"] = self.data.render_text()
+
+def _state_fields(data: Snapshot | dict[str, Any]) -> dict[str, Any]:
+    """What a state file holds: the snapshot's fields and its text rendering. The fields are
+    handed to the serializer as they are, so that the elements are serialised by their own
+    models in one pass in Rust, not turned into Python dictionaries first."""
+    if isinstance(data, dict):
         return data
+    fields = {name: getattr(data, name) for name, info in type(data).model_fields.items() if not info.exclude}
+    return {**fields, "text": data.render_text()}
 
 
 def _same_tree(one: Snapshot | dict[str, Any] | None, other: Snapshot | dict[str, Any] | None) -> bool:
