@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import time
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from deskrig import imaging, png
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
 from deskrig.grabs import Grab, KeptFrames
 from deskrig.model import Bounds, Point
+from deskrig.recording.session import Recording
 from deskrig.recording.turns import (
     Moment,
     TurnImage,
@@ -503,3 +505,37 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
         with Image.open(folder / "click.png") as marked:
             assert marked.convert("RGB").getpixel((65 + imaging.MARKER_ARM, box_top + 5)) == RED
         before = after
+
+
+def test_a_before_taken_over_from_the_turn_before_is_a_link_to_its_after(tmp_path: Path) -> None:
+    """When an action took the moment before it over from the last action's "after" (the same
+    screenshot and tree), its before.png and before_state.json are hard links to that turn's
+    after.png and after_state.json, not written again; a moment taken anew is written."""
+    width, height = 32, 24
+
+    def moment(shade: int) -> Moment:
+        grab = Grab.from_bgrx(bytes([shade]) * (width * height * 4), width, height)
+        region = Bounds(x=0, y=0, width=width, height=height)
+        return Moment(
+            TurnImage(grab, captured(source="window", region=region)),
+            TurnTree({"elements": [{"index": 0, "name": f"shade {shade}"}]}, captured()),
+        )
+
+    first, second, third = moment(10), moment(20), moment(30)
+    action = {"tool": "move_cursor", "arguments": {"x": 1, "y": 1}, "timestamp": "2026-01-01T00:00:00Z"}
+    recording = Recording(tmp_path, "session")
+    recording.start()
+    recording.enqueue(TurnRecord("move_cursor", action, first, second, None))
+    recording.enqueue(TurnRecord("move_cursor", action, second, third, None))  # taken over
+    recording.enqueue(TurnRecord("move_cursor", action, moment(30), moment(40), None))  # taken anew
+    assert recording.stop().turns == 3
+    for before, after in (("before.png", "after.png"), ("before_state.json", "after_state.json")):
+        assert os.path.samefile(tmp_path / "turn-00002" / before, tmp_path / "turn-00001" / after)
+        assert not os.path.samefile(tmp_path / "turn-00003" / before, tmp_path / "turn-00002" / after)
+        assert (tmp_path / "turn-00003" / before).read_bytes() == (
+            tmp_path / "turn-00002" / after
+        ).read_bytes()
+    linked = (tmp_path / "turn-00001" / "after.png").read_bytes()
+    entries = {entry.path: entry for entry in recording.events_after(1)[0].files}
+    assert entries["turn-00002/before.png"].size == len(linked)
+    assert entries["turn-00002/before.png"].sha256 == hashlib.sha256(linked).hexdigest()

@@ -27,6 +27,7 @@ import re
 import secrets
 import shutil
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -324,9 +325,32 @@ def _entry(turn: str, name: str, data: bytes) -> FileEntry:
     return FileEntry(path=f"{turn}/{name}", size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
 
-def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | None = None) -> TurnEvent:
+#: A "before" file -> the "after" file of the turn before, which holds the same bytes when the
+#: action took the moment before it over (see :func:`taken_over`).
+_TAKEN_OVER = {"before.png": "after.png", "before_state.json": "after_state.json"}
+
+
+def taken_over(record: TurnRecord, earlier: Moment | None) -> list[str]:
+    """The "before" files of ``record`` that are files of the turn written just before it, whose
+    "after" moment was ``earlier``: the action took that moment's screenshot or tree over (the same
+    objects, so the same bytes)."""
+    before = record.before
+    if before is None or earlier is None:
+        return []
+    same = {
+        "before.png": before.screenshot is earlier.screenshot,
+        "before_state.json": before.tree is earlier.tree,
+    }
+    return [name for name in _TAKEN_OVER if same[name]]
+
+
+def write_turn(
+    root: Path, number: int, record: TurnRecord, video: TurnVideo | None = None, taken: Sequence[str] = ()
+) -> TurnEvent:
     """Blocking: assemble turn ``number`` in a hidden folder and rename it into place; ``video``
-    (this folder's own: each recording has its video) becomes video.json."""
+    (this folder's own: each recording has its video) becomes video.json. ``taken``: "before"
+    files that the turn before holds as its "after" files (:func:`taken_over`); they are hard
+    links to those, not written again (written, should the link fail)."""
     files, links = record.contents()
     if video is not None:
         files = {**files, VIDEO_FILE: _json(video.model_dump(mode="json"))}
@@ -339,8 +363,11 @@ def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | N
         files = {**files, SIGNATURE_FILE: record.signer.signature(name, previous, files["action.json"])}
     temp = root / f".{name}.{secrets.token_hex(4)}.tmp"
     temp.mkdir()
+    earlier = root / turn_name(number - 1)
     try:
         for file_name, data in files.items():
+            if file_name in taken and _linked(earlier / _TAKEN_OVER[file_name], temp / file_name):
+                continue
             (temp / file_name).write_bytes(data)
         for alias, source in links.items():
             os.link(temp / source, temp / alias)
@@ -352,6 +379,16 @@ def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | N
     for alias, source in links.items():  # a hard link: its source's size and digest
         entries[alias] = entries[source].model_copy(update={"path": f"{name}/{alias}"})
     return TurnEvent(seq=number, turn=name, files=[entries[n] for n in sorted(entries)])
+
+
+def _linked(source: Path, link: Path) -> bool:
+    """Whether ``link`` was made a hard link of ``source`` (not when the earlier turn's folder
+    was removed or moved, or the file system has no hard links)."""
+    try:
+        os.link(source, link)
+    except OSError:
+        return False
+    return True
 
 
 def read_turn_event(root: Path, number: int) -> TurnEvent | None:
