@@ -39,9 +39,12 @@ from deskrig.recording.turns import (
     TurnImage,
     TurnRecord,
     TurnTree,
+    after_inodes,
     captured,
     marked_picture,
+    taken_over,
     turn_name,
+    unavailable,
     write_turn,
 )
 
@@ -539,3 +542,36 @@ def test_a_before_taken_over_from_the_turn_before_is_a_link_to_its_after(tmp_pat
     entries = {entry.path: entry for entry in recording.events_after(1)[0].files}
     assert entries["turn-00002/before.png"].size == len(linked)
     assert entries["turn-00002/before.png"].sha256 == hashlib.sha256(linked).hexdigest()
+
+
+@pytest.mark.parametrize("replacement", ["symlink", "file"])
+def test_a_before_is_written_when_the_after_it_would_link_to_was_replaced(
+    tmp_path: Path, replacement: str
+) -> None:
+    """The app under test may write where turns go: the earlier after.png replaced by a symlink to
+    another file, or by another file, is not linked to; the turn's own before.png is written."""
+    grab = Grab.from_bgrx(bytes([7]) * (8 * 8 * 4), 8, 8)
+    shared = Moment(
+        TurnImage(grab, captured(source="window", region=Bounds(x=0, y=0, width=8, height=8))),
+        TurnTree(None, unavailable("no_target_pid")),
+    )
+    action = {"tool": "move_cursor", "arguments": {"x": 1, "y": 1}, "timestamp": "2026-01-01T00:00:00Z"}
+    write_turn(tmp_path, 1, TurnRecord("move_cursor", action, shared, shared, None))
+    inodes = after_inodes(tmp_path / "turn-00001")
+    assert set(inodes) == {"after.png"}  # no state file to link to
+    elsewhere = tmp_path / "elsewhere.png"
+    elsewhere.write_bytes(b"not the screenshot")
+    earlier_after = tmp_path / "turn-00001" / "after.png"
+    earlier_after.unlink()
+    if replacement == "symlink":
+        earlier_after.symlink_to(elsewhere)
+    else:
+        os.link(elsewhere, earlier_after)
+    second = TurnRecord("move_cursor", action, shared, shared, None)
+    write_turn(tmp_path, 2, second, taken=taken_over(second, shared, inodes))
+    before = tmp_path / "turn-00002" / "before.png"
+    assert (
+        not before.is_symlink()
+        and before.read_bytes() == (tmp_path / "turn-00002" / "after.png").read_bytes()
+    )
+    assert not os.path.samefile(before, elsewhere)

@@ -21,13 +21,15 @@ Evidence classifications are stable strings (see :data:`CLASSIFICATIONS`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import secrets
 import shutil
+import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -330,27 +332,44 @@ def _entry(turn: str, name: str, data: bytes) -> FileEntry:
 _TAKEN_OVER = {"before.png": "after.png", "before_state.json": "after_state.json"}
 
 
-def taken_over(record: TurnRecord, earlier: Moment | None) -> list[str]:
-    """The "before" files of ``record`` that are files of the turn written just before it, whose
-    "after" moment was ``earlier``: the action took that moment's screenshot or tree over (the same
-    objects, so the same bytes)."""
+def after_inodes(folder: Path) -> dict[str, int]:
+    """The inodes of the "after" files a turn folder was written with, to link to them only while
+    they are still those files (the app under test may be able to write into the folder)."""
+    inodes = {}
+    for name in _TAKEN_OVER.values():
+        with contextlib.suppress(OSError):
+            inodes[name] = os.lstat(folder / name).st_ino
+    return inodes
+
+
+def taken_over(record: TurnRecord, earlier: Moment | None, inodes: Mapping[str, int]) -> dict[str, int]:
+    """The "before" files of ``record`` that the turn written just before it holds as its "after"
+    files, each with the inode of that file (``inodes``: :func:`after_inodes` of that turn, whose
+    "after" moment was ``earlier``): the action took that moment's screenshot or tree over (the
+    same objects, so the same bytes)."""
     before = record.before
     if before is None or earlier is None:
-        return []
+        return {}
     same = {
         "before.png": before.screenshot is earlier.screenshot,
         "before_state.json": before.tree is earlier.tree,
     }
-    return [name for name in _TAKEN_OVER if same[name]]
+    return {name: inodes[after] for name, after in _TAKEN_OVER.items() if same[name] and after in inodes}
 
 
 def write_turn(
-    root: Path, number: int, record: TurnRecord, video: TurnVideo | None = None, taken: Sequence[str] = ()
+    root: Path,
+    number: int,
+    record: TurnRecord,
+    video: TurnVideo | None = None,
+    taken: Mapping[str, int] | None = None,
 ) -> TurnEvent:
     """Blocking: assemble turn ``number`` in a hidden folder and rename it into place; ``video``
     (this folder's own: each recording has its video) becomes video.json. ``taken``: "before"
-    files that the turn before holds as its "after" files (:func:`taken_over`); they are hard
-    links to those, not written again (written, should the link fail)."""
+    files that the turn before holds as its "after" files, with their inodes
+    (:func:`taken_over`); they are hard links to those, not written again (written, should the
+    link fail or the file there no longer be that inode)."""
+    taken = taken or {}
     files, links = record.contents()
     if video is not None:
         files = {**files, VIDEO_FILE: _json(video.model_dump(mode="json"))}
@@ -366,7 +385,8 @@ def write_turn(
     earlier = root / turn_name(number - 1)
     try:
         for file_name, data in files.items():
-            if file_name in taken and _linked(earlier / _TAKEN_OVER[file_name], temp / file_name):
+            inode = taken.get(file_name)
+            if inode is not None and _linked(earlier / _TAKEN_OVER[file_name], temp / file_name, inode):
                 continue
             (temp / file_name).write_bytes(data)
         for alias, source in links.items():
@@ -381,14 +401,19 @@ def write_turn(
     return TurnEvent(seq=number, turn=name, files=[entries[n] for n in sorted(entries)])
 
 
-def _linked(source: Path, link: Path) -> bool:
-    """Whether ``link`` was made a hard link of ``source`` (not when the earlier turn's folder
-    was removed or moved, or the file system has no hard links)."""
+def _linked(source: Path, link: Path, inode: int) -> bool:
+    """Whether ``link`` was made a hard link of ``source``, and that is the regular file ``inode``
+    (not when the earlier turn's folder was removed, or its file replaced, by a symlink too: it
+    is never followed; nor where the file system has no hard links)."""
     try:
-        os.link(source, link)
-    except OSError:
+        os.link(source, link, follow_symlinks=False)
+    except (OSError, NotImplementedError):  # NotImplementedError: Windows links follow symlinks
         return False
-    return True
+    made = os.lstat(link)
+    if stat.S_ISREG(made.st_mode) and made.st_ino == inode:
+        return True
+    os.unlink(link)
+    return False
 
 
 def read_turn_event(root: Path, number: int) -> TurnEvent | None:
