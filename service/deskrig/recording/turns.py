@@ -16,6 +16,9 @@ half-written turn. Files of one turn::
     click.png          click-family actions: before.png with a red marker at the click point
     video.json         with video: which mp4 shows the turn and where (:class:`TurnVideo`)
 
+A "before" file the action took over from the turn before (see :mod:`deskrig.recording.moments`)
+is a hard link to that turn's "after" file, not written again.
+
 Evidence classifications are stable strings (see :data:`CLASSIFICATIONS`).
 """
 
