@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import os
 import time
 from datetime import UTC, datetime
@@ -11,7 +13,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
+from tests.frames import bgrx_frame, desktop_like, forget_frames
 from tests.polling import poll
 from tests.recording.conftest import (
     FormRig,
@@ -26,17 +29,22 @@ from tests.recording.conftest import (
 )
 from tests.recording.helpers import STALE_ELEMENT, element, turns
 
-from deskrig import imaging
+from deskrig import imaging, png
 from deskrig.a11y.tree import Element, ElementRef, Snapshot
-from deskrig.grabs import Grab
+from deskrig.grabs import Grab, KeptFrames
 from deskrig.model import Bounds, Point
+from deskrig.recording.session import Recording
 from deskrig.recording.turns import (
     Moment,
     TurnImage,
     TurnRecord,
     TurnTree,
+    after_inodes,
     captured,
     marked_picture,
+    taken_over,
+    turn_name,
+    unavailable,
     write_turn,
 )
 
@@ -438,13 +446,132 @@ def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("marker", [(32, 24), (0, 0), (63, 47), (-5, 30), (70, 50), (-19, 10), (200, 200)])
 def test_the_click_marker_drawn_on_a_grab_is_the_one_drawn_on_its_image(marker: tuple[int, int]) -> None:
-    """click.png of a BGRX grab is drawn into the grab's rows around the click (the PNG encoder then
-    deflates only those bands again): the same pixels as the marker drawn on the whole image, at the
-    centre, at the edges, half or wholly outside the frame."""
+    """click.png of a BGRX grab is drawn only around the click, on an RGB copy of the grab: the same
+    pixels as the marker drawn on the whole image, at the centre, at the edges, half or wholly
+    outside the frame."""
     width, height = 64, 48
     rows = bytes(range(256)) * (width * height * 4 // 256)
     grab = Grab.from_bgrx(rows, width, height)
     marked = marked_picture(grab, Point(x=marker[0], y=marker[1]))
-    assert isinstance(marked, Grab) and marked.bgrx is not None
-    assert marked.image().tobytes() == imaging.draw_click_marker(grab.image(), *marker).tobytes()
+    assert marked.tobytes() == imaging.draw_click_marker(grab.image(), *marker).tobytes()
     assert grab.bgrx == rows  # before.png's grab is left as it was
+
+
+def test_click_turns_deflate_only_the_bands_their_frames_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Back-to-back clicks, each toggling a box: a turn's after.png deflates only the bands the
+    click changed since the turn before (its before.png is that turn's after.png, encoded once).
+    click.png is drawn on before.png's grab and must not make the PNG encoder forget the frames it
+    remembers (it once did, so every turn's frames and click.png were deflated whole)."""
+    monkeypatch.setattr(png, "_band_caches", png._band_caches)
+    forget_frames()
+    width, height = 320, 200
+    image = desktop_like(width, height)
+    screen = bytearray(bgrx_frame(image).bgrx or b"")
+    address = ctypes.addressof((ctypes.c_char * len(screen)).from_buffer(screen))
+    kept = KeptFrames(width, height)
+    deflated: list[int] = []
+    deflate_band = png._deflated_band
+
+    def counting(rows: memoryview, band_width: int, band_height: int) -> Any:
+        deflated.append(band_height)
+        return deflate_band(rows, band_width, band_height)
+
+    monkeypatch.setattr(png, "_deflated_band", counting)
+    region = Bounds(x=0, y=0, width=width, height=height)
+
+    def moment() -> Moment:
+        return Moment(
+            TurnImage(kept.take(address), captured(source="window", region=region)),
+            TurnTree(None, captured()),
+        )
+
+    before = moment()
+    for number, box_top in enumerate((34, 100, 34), start=1):  # each box within one band
+        image = image.copy()
+        ImageDraw.Draw(image).rectangle((60, box_top, 70, box_top + 10), fill=(number * 70, 0, 0))
+        screen[:] = bgrx_frame(image).bgrx or b""
+        after = moment()
+        deflated.clear()
+        action = {
+            "tool": "click",
+            "arguments": {"x": 65, "y": box_top + 5},
+            "timestamp": "2026-01-01T00:00:00Z",
+        }
+        write_turn(tmp_path, number, TurnRecord("click", action, before, after, Point(x=65, y=box_top + 5)))
+        if number > 1:  # the first turn deflates its before.png whole
+            assert deflated == [png.PNG_BAND_ROWS], (number, deflated)
+        folder = tmp_path / turn_name(number)
+        with Image.open(folder / "after.png") as written:
+            assert written.tobytes() == image.tobytes()
+        with Image.open(folder / "click.png") as marked:
+            assert marked.convert("RGB").getpixel((65 + imaging.MARKER_ARM, box_top + 5)) == RED
+        before = after
+
+
+def test_a_before_taken_over_from_the_turn_before_is_a_link_to_its_after(tmp_path: Path) -> None:
+    """When an action took the moment before it over from the last action's "after" (the same
+    screenshot and tree), its before.png and before_state.json are hard links to that turn's
+    after.png and after_state.json, not written again; a moment taken anew is written."""
+    width, height = 32, 24
+
+    def moment(shade: int) -> Moment:
+        grab = Grab.from_bgrx(bytes([shade]) * (width * height * 4), width, height)
+        region = Bounds(x=0, y=0, width=width, height=height)
+        return Moment(
+            TurnImage(grab, captured(source="window", region=region)),
+            TurnTree({"elements": [{"index": 0, "name": f"shade {shade}"}]}, captured()),
+        )
+
+    first, second, third = moment(10), moment(20), moment(30)
+    action = {"tool": "move_cursor", "arguments": {"x": 1, "y": 1}, "timestamp": "2026-01-01T00:00:00Z"}
+    recording = Recording(tmp_path, "session")
+    recording.start()
+    recording.enqueue(TurnRecord("move_cursor", action, first, second, None))
+    recording.enqueue(TurnRecord("move_cursor", action, second, third, None))  # taken over
+    recording.enqueue(TurnRecord("move_cursor", action, moment(30), moment(40), None))  # taken anew
+    assert recording.stop().turns == 3
+    for before, after in (("before.png", "after.png"), ("before_state.json", "after_state.json")):
+        assert os.path.samefile(tmp_path / "turn-00002" / before, tmp_path / "turn-00001" / after)
+        assert not os.path.samefile(tmp_path / "turn-00003" / before, tmp_path / "turn-00002" / after)
+        assert (tmp_path / "turn-00003" / before).read_bytes() == (
+            tmp_path / "turn-00002" / after
+        ).read_bytes()
+    linked = (tmp_path / "turn-00001" / "after.png").read_bytes()
+    entries = {entry.path: entry for entry in recording.events_after(1)[0].files}
+    assert entries["turn-00002/before.png"].size == len(linked)
+    assert entries["turn-00002/before.png"].sha256 == hashlib.sha256(linked).hexdigest()
+
+
+@pytest.mark.parametrize("replacement", ["symlink", "file"])
+def test_a_before_is_written_when_the_after_it_would_link_to_was_replaced(
+    tmp_path: Path, replacement: str
+) -> None:
+    """The app under test may write where turns go: the earlier after.png replaced by a symlink to
+    another file, or by another file, is not linked to; the turn's own before.png is written."""
+    grab = Grab.from_bgrx(bytes([7]) * (8 * 8 * 4), 8, 8)
+    shared = Moment(
+        TurnImage(grab, captured(source="window", region=Bounds(x=0, y=0, width=8, height=8))),
+        TurnTree(None, unavailable("no_target_pid")),
+    )
+    action = {"tool": "move_cursor", "arguments": {"x": 1, "y": 1}, "timestamp": "2026-01-01T00:00:00Z"}
+    write_turn(tmp_path, 1, TurnRecord("move_cursor", action, shared, shared, None))
+    inodes = after_inodes(tmp_path / "turn-00001")
+    assert set(inodes) == {"after.png"}  # no state file to link to
+    elsewhere = tmp_path / "elsewhere.png"
+    elsewhere.write_bytes(b"not the screenshot")
+    earlier_after = tmp_path / "turn-00001" / "after.png"
+    earlier_after.unlink()
+    if replacement == "symlink":
+        earlier_after.symlink_to(elsewhere)
+    else:
+        os.link(elsewhere, earlier_after)
+    second = TurnRecord("move_cursor", action, shared, shared, None)
+    write_turn(tmp_path, 2, second, taken=taken_over(second, shared, inodes))
+    before = tmp_path / "turn-00002" / "before.png"
+    assert (
+        not before.is_symlink()
+        and before.read_bytes() == (tmp_path / "turn-00002" / "after.png").read_bytes()
+    )
+    assert not os.path.samefile(before, elsewhere)

@@ -29,11 +29,14 @@ from deskrig.errors import DeskrigError, file_system_error
 from deskrig.model import FileEntry, TurnEvent
 from deskrig.observation import Observer
 from deskrig.recording.turns import (
+    Moment,
     TurnRecord,
     TurnVideo,
+    after_inodes,
     file_entry,
     read_turn_event,
     remove_stale_temps,
+    taken_over,
     turn_numbers,
     write_turn,
 )
@@ -200,17 +203,23 @@ class Recording:
         if sys.platform != "win32":
             with contextlib.suppress(OSError, AttributeError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
+        #: The "after" moment of the turn written last, and the inodes of its files: what the next
+        #: turn's "before" files may be links to.
+        earlier: tuple[Moment | None, dict[str, int]] = (None, {})
         while True:
             record = self._queue.get()
             if record is None:
                 return
             number = self._next
+            taken = taken_over(record, *earlier)
+            earlier = (None, {})
             try:
-                event = write_turn(self.output_dir, number, record, self._turn_video(record))
+                event = write_turn(self.output_dir, number, record, self._turn_video(record), taken)
             except Exception as exc:  # a turn lost is reported, never the end of the recording
                 self._own_error = f"turn {number} was not written: {exc}"
                 log.exception("turn %d of %s", number, self.output_dir)
                 continue
+            earlier = (record.after, after_inodes(self.output_dir / event.turn))
             with self._lock:
                 self._next = number + 1
                 self.turns += 1

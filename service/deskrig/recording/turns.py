@@ -16,17 +16,23 @@ half-written turn. Files of one turn::
     click.png          click-family actions: before.png with a red marker at the click point
     video.json         with video: which mp4 shows the turn and where (:class:`TurnVideo`)
 
+A "before" file the action took over from the turn before (see :mod:`deskrig.recording.moments`)
+is a hard link to that turn's "after" file, not written again.
+
 Evidence classifications are stable strings (see :data:`CLASSIFICATIONS`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import secrets
 import shutil
+import stat
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +42,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from deskrig import imaging
-from deskrig.grabs import BGRX_PIXEL, Grab
+from deskrig.grabs import Grab
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent, WindowInfo
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
@@ -150,17 +156,19 @@ class TurnTree:
                 earlier, self.same_as = self.same_as, None
                 if earlier is not None and _same_tree(self.data, earlier.data):
                     self._serialised = earlier.json_bytes()
-                elif (data := self.json_data()) is not None:
-                    self._serialised = _json(data)
+                elif self.data is not None:
+                    self._serialised = _json(_state_fields(self.data))
             return self._serialised
 
-    def json_data(self) -> dict[str, Any] | None:
-        """What the state file holds: the snapshot's fields and its text rendering."""
-        if self.data is None or isinstance(self.data, dict):
-            return self.data
-        data: dict[str, Any] = self.data.model_dump(mode="json")
-        data["text"] = self.data.render_text()
+
+def _state_fields(data: Snapshot | dict[str, Any]) -> dict[str, Any]:
+    """What a state file holds: the snapshot's fields and its text rendering. The fields are
+    handed to the serializer as they are, so that the elements are serialised by their own
+    models in one pass in Rust, not turned into Python dictionaries first."""
+    if isinstance(data, dict):
         return data
+    fields = {name: getattr(data, name) for name, info in type(data).model_fields.items() if not info.exclude}
+    return {**fields, "text": data.render_text()}
 
 
 def _same_tree(one: Snapshot | dict[str, Any] | None, other: Snapshot | dict[str, Any] | None) -> bool:
@@ -294,39 +302,77 @@ class TurnRecord:
 _MARKER_REACH = max(imaging.MARKER_ARM, imaging.MARKER_RADIUS)
 
 
-def marked_picture(picture: imaging.Picture, marker: Point) -> imaging.Picture:
-    """``picture`` with the click marker centred on ``marker`` (pixels of ``picture``), as
-    :func:`deskrig.imaging.draw_click_marker` draws it. On a BGRX grab only the square the marker
-    covers is drawn, into a copy of the rows: the grab stays BGRX, so the PNG encoder deflates only
-    the bands the marker touched again (before.png's are cached), where a Pillow image of the whole
-    frame is converted and deflated whole (about 3 ms a turn at 1280x800 against 0.5)."""
+def marked_picture(picture: imaging.Picture, marker: Point) -> Image.Image:
+    """``picture`` as a Pillow image with the click marker centred on ``marker`` (pixels of
+    ``picture``), as :func:`deskrig.imaging.draw_click_marker` draws it. A BGRX grab is converted
+    to RGB rows of its own (the grab is before.png's, and stays as it was) and only the square the
+    marker covers is drawn and pasted back, where drawing on the whole frame copies it once more.
+
+    Encoded as a Pillow image, not a grab: the PNG encoder remembers the last BGRX grab of each
+    size, by its place in its grabber's history, to deflate only the bands the next grab changed.
+    A marked copy has no such place: encoded as a grab it was deflated whole and made the encoder
+    forget the grabs, so the next turn's before.png and after.png were deflated whole too."""
     if not isinstance(picture, Grab) or picture.bgrx is None:
         image = picture.image() if isinstance(picture, Grab) else picture
         return imaging.draw_click_marker(image, marker.x, marker.y)
+    # Not Grab.image(): that keeps its RGB copy on the grab, which the next turn may still hold.
+    rgb = Image.frombuffer("RGB", picture.size, picture.bgrx, "raw", "BGRX", 0, 1)
     left, top = max(0, marker.x - _MARKER_REACH), max(0, marker.y - _MARKER_REACH)
     right = min(picture.width, marker.x + _MARKER_REACH + 1)
     bottom = min(picture.height, marker.y + _MARKER_REACH + 1)
-    if left >= right or top >= bottom:
-        return picture  # the marker lies wholly outside the picture
-    rows = bytearray(picture.bgrx)
-    span = (right - left) * BGRX_PIXEL
-    starts = [(row * picture.width + left) * BGRX_PIXEL for row in range(top, bottom)]
-    square = Image.frombytes(
-        "RGB", (right - left, bottom - top), b"".join(rows[s : s + span] for s in starts), "raw", "BGRX"
-    )
-    drawn = imaging.draw_click_marker(square, marker.x - left, marker.y - top).tobytes("raw", "BGRX")
-    for line, start in enumerate(starts):
-        rows[start : start + span] = drawn[line * span : (line + 1) * span]
-    return Grab.from_bgrx(rows, picture.width, picture.height)
+    if left < right and top < bottom:  # else the marker lies wholly outside the picture
+        square = rgb.crop((left, top, right, bottom))
+        rgb.paste(imaging.draw_click_marker(square, marker.x - left, marker.y - top), (left, top))
+    return rgb
 
 
 def _entry(turn: str, name: str, data: bytes) -> FileEntry:
     return FileEntry(path=f"{turn}/{name}", size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
 
-def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | None = None) -> TurnEvent:
+#: A "before" file -> the "after" file of the turn before, which holds the same bytes when the
+#: action took the moment before it over (see :func:`taken_over`).
+_TAKEN_OVER = {"before.png": "after.png", "before_state.json": "after_state.json"}
+
+
+def after_inodes(folder: Path) -> dict[str, int]:
+    """The inodes of the "after" files a turn folder was written with, to link to them only while
+    they are still those files (the app under test may be able to write into the folder)."""
+    inodes = {}
+    for name in _TAKEN_OVER.values():
+        with contextlib.suppress(OSError):
+            inodes[name] = os.lstat(folder / name).st_ino
+    return inodes
+
+
+def taken_over(record: TurnRecord, earlier: Moment | None, inodes: Mapping[str, int]) -> dict[str, int]:
+    """The "before" files of ``record`` that the turn written just before it holds as its "after"
+    files, each with the inode of that file (``inodes``: :func:`after_inodes` of that turn, whose
+    "after" moment was ``earlier``): the action took that moment's screenshot or tree over (the
+    same objects, so the same bytes)."""
+    before = record.before
+    if before is None or earlier is None:
+        return {}
+    same = {
+        "before.png": before.screenshot is earlier.screenshot,
+        "before_state.json": before.tree is earlier.tree,
+    }
+    return {name: inodes[after] for name, after in _TAKEN_OVER.items() if same[name] and after in inodes}
+
+
+def write_turn(
+    root: Path,
+    number: int,
+    record: TurnRecord,
+    video: TurnVideo | None = None,
+    taken: Mapping[str, int] | None = None,
+) -> TurnEvent:
     """Blocking: assemble turn ``number`` in a hidden folder and rename it into place; ``video``
-    (this folder's own: each recording has its video) becomes video.json."""
+    (this folder's own: each recording has its video) becomes video.json. ``taken``: "before"
+    files that the turn before holds as its "after" files, with their inodes
+    (:func:`taken_over`); they are hard links to those, not written again (written, should the
+    link fail or the file there no longer be that inode)."""
+    taken = taken or {}
     files, links = record.contents()
     if video is not None:
         files = {**files, VIDEO_FILE: _json(video.model_dump(mode="json"))}
@@ -339,8 +385,12 @@ def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | N
         files = {**files, SIGNATURE_FILE: record.signer.signature(name, previous, files["action.json"])}
     temp = root / f".{name}.{secrets.token_hex(4)}.tmp"
     temp.mkdir()
+    earlier = root / turn_name(number - 1)
     try:
         for file_name, data in files.items():
+            inode = taken.get(file_name)
+            if inode is not None and _linked(earlier / _TAKEN_OVER[file_name], temp / file_name, inode):
+                continue
             (temp / file_name).write_bytes(data)
         for alias, source in links.items():
             os.link(temp / source, temp / alias)
@@ -352,6 +402,21 @@ def write_turn(root: Path, number: int, record: TurnRecord, video: TurnVideo | N
     for alias, source in links.items():  # a hard link: its source's size and digest
         entries[alias] = entries[source].model_copy(update={"path": f"{name}/{alias}"})
     return TurnEvent(seq=number, turn=name, files=[entries[n] for n in sorted(entries)])
+
+
+def _linked(source: Path, link: Path, inode: int) -> bool:
+    """Whether ``link`` was made a hard link of ``source``, and that is the regular file ``inode``
+    (not when the earlier turn's folder was removed, or its file replaced, by a symlink too: it
+    is never followed; nor where the file system has no hard links)."""
+    try:
+        os.link(source, link, follow_symlinks=False)
+    except (OSError, NotImplementedError):  # NotImplementedError: Windows links follow symlinks
+        return False
+    made = os.lstat(link)
+    if stat.S_ISREG(made.st_mode) and made.st_ino == inode:
+        return True
+    os.unlink(link)
+    return False
 
 
 def read_turn_event(root: Path, number: int) -> TurnEvent | None:
