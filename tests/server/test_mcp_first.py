@@ -11,23 +11,13 @@ import pytest
 from fastapi import FastAPI
 from starlette.routing import BaseRoute
 
+from deskrig.bench.reliability_rig import INITIALIZE
 from deskrig.config import SecurityPolicy, Settings
 from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.http import MCP_PATH, Readiness, create_app
 from deskrig.serving import build_server
 
 pytestmark = pytest.mark.anyio
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 @pytest.fixture
