@@ -23,7 +23,15 @@ from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.runtime import ContainerState, RigHandle
 from deskrig.orchestrator.session import Session, rig_request
 from deskrig.orchestrator.slots import Slots
-from deskrig.orchestrator.waits import AllOf, HttpStatus, Running, wait_for
+from deskrig.orchestrator.waits import (
+    STATUS_POLL,
+    AllOf,
+    HttpStatus,
+    Running,
+    WaitStrategy,
+    rig_ready,
+    wait_for,
+)
 
 
 @pytest.mark.anyio
@@ -122,8 +130,10 @@ class _Target:
         self.endpoint = endpoint
         self.http = http
         self.running = running
+        self.status_calls = 0
 
     async def status(self) -> ContainerState:
+        self.status_calls += 1
         return ContainerState(
             self.running, "running" if self.running else "exited with code 1", None if self.running else 1
         )
@@ -138,6 +148,24 @@ async def test_wait_polls_readyz_until_it_answers_200(readyz_server: tuple[str, 
     async with httpx.AsyncClient() as http:
         await wait_for(_Target(endpoint, http), AllOf((Running(), HttpStatus())), 5, interval=0.01)
     assert handler.calls == 4
+
+
+@pytest.mark.anyio
+async def test_the_rig_wait_asks_readyz_at_every_poll_and_the_runtime_seldom(
+    readyz_server: tuple[str, type[_Readyz]],
+) -> None:
+    """A rig's wait asks /readyz often (a rig that is up should not wait long for the next probe)
+    and the runtime whether its container runs only every STATUS_POLL: on swarm that question is a
+    task listing from the manager, needless while /readyz is what the wait is for."""
+    endpoint, handler = readyz_server
+    handler.ready_after = 20
+    async with httpx.AsyncClient() as http:
+        target = _Target(endpoint, http)
+        started = time.monotonic()
+        await wait_for(target, rig_ready(), 30, interval=0.01)
+        waited = time.monotonic() - started
+    assert handler.calls == 21
+    assert 1 <= target.status_calls <= 1 + waited / STATUS_POLL
 
 
 @pytest.mark.anyio
@@ -156,13 +184,12 @@ async def test_wait_timeout_says_what_it_saw_and_attaches_logs(
 
 
 @pytest.mark.anyio
-async def test_wait_gives_up_at_once_when_the_container_exited() -> None:
+@pytest.mark.parametrize("strategy", [AllOf((Running(), HttpStatus())), rig_ready()], ids=["all-of", "rig"])
+async def test_wait_gives_up_at_once_when_the_container_exited(strategy: WaitStrategy) -> None:
     async with httpx.AsyncClient() as http:
         started = time.monotonic()
         with pytest.raises(DeskrigError) as raised:
-            await wait_for(
-                _Target("http://127.0.0.1:9", http, running=False), AllOf((Running(), HttpStatus())), 30
-            )
+            await wait_for(_Target("http://127.0.0.1:9", http, running=False), strategy, 30)
     assert time.monotonic() - started < 2
     assert "gave up" in raised.value.message and "exited with code 1" in raised.value.message
 
