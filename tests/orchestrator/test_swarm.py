@@ -115,6 +115,9 @@ async def test_a_swarm_rig_is_one_hardened_service_with_reservations_limits_and_
         await orchestrator.stop(info.id)
         assert services_of(swarm, **{LABEL_SESSION: info.id}) == []
         assert secrets_of(swarm, info.id) == []
+        # Its container has stopped too (the swarm stops it a second or two after the service
+        # goes, and removes it soon after): a stopped session's slot does not free while its rig runs.
+        assert swarm.containers.list(filters={"label": f"{LABEL_SESSION}={info.id}"}) == []
 
 
 @pytest.mark.anyio

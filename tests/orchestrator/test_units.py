@@ -1,4 +1,5 @@
-"""The orchestrator's pieces that need no Docker: FIFO slots, leases, reaper verdicts, waits, feed paths."""
+"""The orchestrator's pieces that need no Docker: FIFO slots, leases, reaper verdicts, waits, feed paths,
+the swarm runtime's placement of a task (over the engine's task listings, scripted)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,28 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import anyio
+import docker
 import httpx
 import pytest
 from tests.orchestrator.helpers import labels_of
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.orchestrator.mirror import FeedError, _safe_relative
-from deskrig.orchestrator.models import OrchestratorConfig, SessionInfo, SessionSpec, SessionState
+from deskrig.orchestrator.models import RIG_PORT, OrchestratorConfig, SessionInfo, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.runtime import ContainerState, RigHandle
 from deskrig.orchestrator.session import Session, rig_request
 from deskrig.orchestrator.slots import Slots
+from deskrig.orchestrator.swarm_backend import PLACEMENT_ATTEMPTS, Placement, SwarmRuntime
 from deskrig.orchestrator.waits import (
     STATUS_POLL,
     AllOf,
     HttpStatus,
+    Probe,
     Running,
     WaitStrategy,
     rig_ready,
@@ -227,3 +233,77 @@ async def test_session_options_become_the_rigs_variables(
         name: value for name, value in request.env.items() if name in ("DESKRIG_BACKEND", "DESKRIG_SIZE")
     }
     assert chosen == variables
+
+
+_PORT_TAKEN_ERR = (
+    "starting container failed: driver failed programming external connectivity on endpoint "
+    "deskrig-s1.1.t1 (5b51): Error starting userland proxy: listen tcp4 0.0.0.0:32821: bind: "
+    "address already in use"
+)
+
+
+def _task(
+    task_id: str, state: str, *, err: str = "", code: int | None = None, port: int = 0
+) -> dict[str, Any]:
+    """A swarm task as the engine lists it, on node n1; tasks are created in the order of their ids."""
+    status: dict[str, Any] = {"State": state, "Err": err}
+    if code is not None:
+        status["ContainerStatus"] = {"ExitCode": code}
+    if port:
+        status["PortStatus"] = {"Ports": [{"TargetPort": RIG_PORT, "PublishedPort": port}]}
+    return {"ID": task_id, "CreatedAt": task_id, "NodeID": "n1", "Status": status}
+
+
+class _SwarmClient:
+    """The two engine calls ``SwarmRuntime._place`` makes, answered from a script of task lists,
+    and the services it asks for a new task."""
+
+    def __init__(self, tasks: list[list[dict[str, Any]]]) -> None:
+        self.script = tasks
+        self.forced: list[str] = []
+        self.node_listings = 0
+        self.api = SimpleNamespace(tasks=self.tasks, nodes=self.nodes)
+        self.services = SimpleNamespace(get=self.service)
+
+    def tasks(self, filters: dict[str, str]) -> list[dict[str, Any]]:
+        return self.script.pop(0) if len(self.script) > 1 else self.script[0]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        self.node_listings += 1
+        return [{"ID": "n1", "Status": {"Addr": "10.0.0.1"}}]
+
+    def service(self, service_id: str) -> SimpleNamespace:
+        return SimpleNamespace(force_update=lambda: self.forced.append(service_id))
+
+
+def test_a_swarm_task_whose_port_was_taken_is_replaced_and_the_next_placed(
+    config: OrchestratorConfig,
+) -> None:
+    """The engine picked a host port that a socket took before its proxy bound it: the session's
+    rig is not at fault, so its service gets a new task (the engine would not pick again)."""
+    failed = _task("t1", "failed", err=_PORT_TAKEN_ERR, code=128)
+    client = _SwarmClient(
+        [[failed], [failed], [failed, _task("t2", "starting")], [failed, _task("t2", "running", port=32900)]]
+    )
+    runtime = SwarmRuntime(config, client=cast(docker.DockerClient, client))
+    placement = Placement("svc", {})  # a node not listed yet: listed once, when the task is on it
+    first = runtime._place(placement)
+    assert not first.done and not first.fatal and "address already in use" in first.observed
+    assert client.forced == ["svc"]
+    assert not runtime._place(placement).fatal  # the failed task, newest until its successor exists
+    assert client.forced == ["svc"]
+    assert runtime._place(placement) == Probe(done=False, observed="task starting")
+    assert runtime._place(placement).done
+    assert placement.endpoint == "http://10.0.0.1:32900" and client.node_listings == 1
+
+
+def test_a_port_taken_every_time_or_any_other_end_of_a_task_is_its_rigs() -> None:
+    placement = Placement("svc", {})
+    for attempt in range(1, PLACEMENT_ATTEMPTS):
+        assert not placement.look(_task(f"t{attempt}", "failed", err=_PORT_TAKEN_ERR, code=128)).fatal
+    last = placement.look(_task("tn", "failed", err=_PORT_TAKEN_ERR, code=128))
+    assert last.fatal and last.observed == f"exited with code 128: {_PORT_TAKEN_ERR}"
+    exited = Placement("svc", {}).look(_task("t1", "failed", err="task: non-zero exit (1)", code=1))
+    assert exited.fatal and exited.observed == "exited with code 1"
+    rejected = Placement("svc", {}).look(_task("t1", "rejected", err="No such image: nowhere:latest"))
+    assert rejected.fatal and rejected.observed == "rejected by the cluster: No such image: nowhere:latest"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ from deskrig.orchestrator.runtime import (
     RigHandle,
     RigRequest,
 )
-from deskrig.orchestrator.waits import wait_until_ready
+from deskrig.orchestrator.waits import Probe, poll, wait_until_ready
 
 log = logging.getLogger("deskrig.orchestrator.swarm")
 
@@ -75,6 +75,18 @@ log = logging.getLogger("deskrig.orchestrator.swarm")
 TERMINAL_STATES = frozenset({"complete", "failed", "shutdown", "rejected", "orphaned", "remove"})
 #: How often ``create`` looks whether the cluster has started the rig's task.
 PLACEMENT_POLL = 0.1
+#: The engine's error for a task whose container could not publish its port: a socket took the
+#: host port the engine had picked for it before its proxy bound it. Seen on a loaded single-node
+#: swarm, about one start in ten here (the picked port is one the kernel also hands out to
+#: outgoing connections); the engine does not pick again for a swarm task, so ``create`` asks
+#: for a new task (see :class:`Placement`).
+PORT_TAKEN = "address already in use"
+#: Tasks a rig's service gets in all while each fails on a taken port.
+PLACEMENT_ATTEMPTS = 3
+#: How long ``destroy`` waits for a removed service's container to go: the rig's stop grace period
+#: (the engine's default, 10 s) and the swarm's own delays. A node that is down keeps its task
+#: longer: ``destroy`` then says so in the log and returns.
+TASKS_GONE_TIMEOUT = 15.0
 #: Where a swarm rig records, and its home: on its one writable tmpfs (see :func:`tmpfs_mounts`).
 SWARM_RECORD_DIR = "/tmp/artifacts"
 RIG_TMP_HOME = "/tmp"
@@ -198,7 +210,11 @@ def task_state(task: dict[str, Any] | None) -> ContainerState:
     code = status.get("ContainerStatus", {}).get("ExitCode")
     error = status.get("Err") or status.get("Message") or ""
     if state in ("failed", "complete") and code is not None:
-        detail = f"exited with code {code}"
+        # The engine's reason, unless it only repeats the code ("task: non-zero exit (1)").
+        reason = status.get("Err") or ""
+        detail = f"exited with code {code}" + (
+            f": {reason}" if reason and "non-zero exit" not in reason else ""
+        )
     elif state == "rejected":
         detail = f"rejected by the cluster: {error}"
     elif state == "orphaned":
@@ -217,6 +233,49 @@ def published_port(task: dict[str, Any]) -> int | None:
         if port.get("TargetPort") == RIG_PORT and port.get("PublishedPort"):
             return int(port["PublishedPort"])
     return None
+
+
+def task_endpoint(task: dict[str, Any], hosts: dict[str, str]) -> str:
+    """Where the task's rig is reached: its node's host (``hosts``: node id -> host) and its
+    published port; "" until both are known."""
+    port = published_port(task)
+    host = hosts.get(task.get("NodeID", ""))
+    return f"http://{host}:{port}" if port and host else ""
+
+
+@dataclass
+class Placement:
+    """A rig's service while ``create`` waits for its task to run: the nodes' hosts (node id ->
+    host), the endpoint once known, and the tasks given up on.
+
+    A task whose container could not publish its port (:data:`PORT_TAKEN`) is replaced by a new
+    one (the caller sees :attr:`wants_new_task`), :data:`PLACEMENT_ATTEMPTS` tasks in all; any
+    other end of a task is the rig's, and fatal."""
+
+    service_id: str
+    hosts: dict[str, str]
+    endpoint: str = ""
+    state: ContainerState = field(default_factory=lambda: task_state(None))  # no task yet
+    replaced: set[str] = field(default_factory=set)
+    wants_new_task: bool = False
+
+    def look(self, task: dict[str, Any] | None) -> Probe:
+        """Whether ``task`` (the service's newest) runs with its port published."""
+        if task is not None and task.get("ID") in self.replaced:  # newest until its successor exists
+            return Probe(done=False, observed=f"task {self.state.detail}; waiting for its replacement")
+        self.state = task_state(task)
+        if self.state.running:
+            self.endpoint = task_endpoint(task, self.hosts) if task is not None else ""
+            return Probe(done=bool(self.endpoint), observed=self.state.detail)
+        if (
+            task is not None
+            and PORT_TAKEN in self.state.detail
+            and len(self.replaced) + 1 < PLACEMENT_ATTEMPTS
+        ):
+            self.replaced.add(str(task.get("ID")))
+            self.wants_new_task = True
+            return Probe(done=False, observed=f"task {self.state.detail}")
+        return Probe(done=False, observed=self.state.detail, fatal=True)
 
 
 def label_filter(labels: dict[str, str]) -> dict[str, list[str]]:
@@ -299,11 +358,6 @@ class SwarmRuntime:
         tasks: list[dict[str, Any]] = self._docker().api.tasks(filters={"service": service_id})
         return tasks
 
-    def _endpoint(self, task: dict[str, Any], hosts: dict[str, str]) -> str:
-        port = published_port(task)
-        host = hosts.get(task.get("NodeID", ""))
-        return f"http://{host}:{port}" if port and host else ""
-
     # --- the Runtime protocol ----------------------------------------------------------------------
 
     async def capacity(self, per_node: int) -> int:
@@ -316,27 +370,28 @@ class SwarmRuntime:
             raise engine_down(exc) from exc
 
     async def create(self, request: RigRequest) -> RigHandle:
-        service_id = await anyio.to_thread.run_sync(self._create_service, request)
+        service_id, hosts = await anyio.to_thread.run_sync(self._create_service, request)
         pending = RigHandle(
             id=service_id, name=service_name(request.session_id), endpoint="", labels=dict(request.labels)
         )
         try:
-            return await self._placed(pending, request.image)
+            return await self._placed(pending, request.image, hosts)
         except BaseException:
             with anyio.CancelScope(shield=True):  # a stop while placing: the service must not stay
                 await self.destroy(pending)
             raise
 
-    def _create_service(self, request: RigRequest) -> str:
+    def _create_service(self, request: RigRequest) -> tuple[str, dict[str, str]]:
+        """The new service's id, and the nodes' hosts as listed for it (``_node_hosts``)."""
         secret_id = None
         try:
-            hosts = sorted(set(self._node_hosts().values()))
+            hosts = self._node_hosts()
             # Every node pulls the image itself: with --registry, from there.
             image = image_reference(request.image, self._config.registry)
             secret = token_secret(request)
             if secret is not None:
                 secret_id = str(self._docker().secrets.create(**secret).id)
-            options = service_options(request, self._config, hosts, secret_id)
+            options = service_options(request, self._config, sorted(set(hosts.values())), secret_id)
             service = self._docker().services.create(image, **options)
         except ENGINE_ERRORS as exc:
             if secret_id is not None:
@@ -349,41 +404,54 @@ class SwarmRuntime:
                     details={"image": request.image},
                 ) from exc
             raise engine_down(exc) from exc
-        return str(service.id)
+        return str(service.id), hosts
 
-    async def _placed(self, pending: RigHandle, image: str) -> RigHandle:
-        """The handle once the cluster runs the rig's task (its node and port are known)."""
-        deadline = time.monotonic() + self._config.ready_timeout
-        while True:
-            task, hosts = await anyio.to_thread.run_sync(self._task_and_hosts, pending.id)
-            state = task_state(task)
-            if not state.running:
-                logs = (await self.logs(pending, 30)).splitlines()
-                raise DeskrigError(
-                    ErrorCode.RIG_FAILED,
-                    f"rig service {pending.name} did not start: its task {state.detail}",
-                    details={"image": image, "exit_code": state.exit_code, "logs": logs},
-                )
-            endpoint = self._endpoint(task, hosts) if task is not None else ""
-            if endpoint:
-                log.info("%s runs on node %s at %s", pending.name, task and task.get("NodeID"), endpoint)
-                return RigHandle(id=pending.id, name=pending.name, endpoint=endpoint, labels=pending.labels)
-            if time.monotonic() > deadline:
-                raise DeskrigError(
-                    ErrorCode.RIG_FAILED,
-                    f"rig service {pending.name} not placed within {self._config.ready_timeout:g} s: "
-                    f"{state.detail}",
-                    details={"image": image, "observed": state.detail},
-                    remediation="Check `docker service ps` for why: no node has the resources the "
-                    "rig reserves, or none matches the placement constraints.",
-                )
-            await anyio.sleep(PLACEMENT_POLL)
+    async def _placed(self, pending: RigHandle, image: str, hosts: dict[str, str]) -> RigHandle:
+        """The handle once the cluster runs the rig's task (its node and port are known), polled
+        every :data:`PLACEMENT_POLL` with one task listing (see :class:`Placement`)."""
+        placement = Placement(pending.id, hosts)
+        probe = await poll(
+            lambda: anyio.to_thread.run_sync(self._place, placement),
+            self._config.ready_timeout,
+            PLACEMENT_POLL,
+        )
+        if probe.done:
+            log.info("%s runs at %s (%s)", pending.name, placement.endpoint, probe.observed)
+            return RigHandle(
+                id=pending.id, name=pending.name, endpoint=placement.endpoint, labels=pending.labels
+            )
+        if probe.fatal:
+            logs = (await self.logs(pending, 30)).splitlines()
+            raise DeskrigError(
+                ErrorCode.RIG_FAILED,
+                f"rig service {pending.name} did not start: its task {probe.observed}",
+                details={"image": image, "exit_code": placement.state.exit_code, "logs": logs},
+            )
+        raise DeskrigError(
+            ErrorCode.RIG_FAILED,
+            f"rig service {pending.name} not placed within {self._config.ready_timeout:g} s: "
+            f"{probe.observed}",
+            details={"image": image, "observed": probe.observed},
+            remediation="Check `docker service ps` for why: no node has the resources the "
+            "rig reserves, or none matches the placement constraints.",
+        )
 
-    def _task_and_hosts(self, service_id: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    def _place(self, placement: Placement) -> Probe:
+        """One look at the service's task (:meth:`Placement.look`); the nodes are listed again only
+        when the task is on one not listed yet, and the service asked for a new task when the
+        engine could not publish the old one's port."""
         try:
-            return newest_task(self._tasks(service_id)), self._node_hosts()
+            task = newest_task(self._tasks(placement.service_id))
+            if task is not None and task.get("NodeID") and task["NodeID"] not in placement.hosts:
+                placement.hosts = self._node_hosts()
+            probe = placement.look(task)
+            if placement.wants_new_task:
+                log.warning("service %s: %s; asking for a new task", placement.service_id, probe.observed)
+                self._docker().services.get(placement.service_id).force_update()
+                placement.wants_new_task = False
         except ENGINE_ERRORS as exc:
             raise engine_down(exc) from exc
+        return probe
 
     async def wait_ready(self, handle: RigHandle, timeout: float) -> None:
         await wait_until_ready(self, handle, timeout)
@@ -421,18 +489,46 @@ class SwarmRuntime:
         return raw.decode("utf-8", "replace")
 
     async def destroy(self, handle: RigHandle) -> None:
-        await anyio.to_thread.run_sync(self._destroy, handle)
+        """Remove the service and its secret, then wait until its task's container is gone too:
+        the swarm stops it a second or two after the service goes, and until then the rig still
+        runs on its node (and its session's slot would be free for the next rig beside it)."""
+        if await anyio.to_thread.run_sync(self._destroy, handle):
+            probe = await poll(
+                lambda: anyio.to_thread.run_sync(self._tasks_gone, handle), TASKS_GONE_TIMEOUT, PLACEMENT_POLL
+            )
+            if not probe.done:
+                log.warning(
+                    "%s removed, its task not gone after %g s: %s",
+                    handle.name,
+                    TASKS_GONE_TIMEOUT,
+                    probe.observed,
+                )
 
-    def _destroy(self, handle: RigHandle) -> None:
+    def _destroy(self, handle: RigHandle) -> bool:
+        """Whether there was a service to remove."""
+        removed = True
         try:
             self._docker().api.remove_service(handle.id)
         except NotFound:
-            pass
+            removed = False
         except ENGINE_ERRORS as exc:
             raise engine_down(exc) from exc
         session_id = handle.labels.get(LABEL_SESSION)
         if session_id:
             self._remove_secrets(session_id)
+        return removed
+
+    def _tasks_gone(self, handle: RigHandle) -> Probe:
+        """Whether a removed service's tasks are gone (the swarm deletes each once its node has
+        removed its container). A removed service's tasks are found by name, not by service."""
+        try:
+            tasks = self._docker().api.tasks(filters={"name": handle.name})
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+        left = [
+            task["Status"].get("State", "unknown") for task in tasks if task.get("ServiceID") == handle.id
+        ]
+        return Probe(done=not left, observed=f"tasks {', '.join(left)}" if left else "no task")
 
     def _remove_secrets(self, session_id: str) -> None:
         """The session's token secret, once no service uses it."""
@@ -461,7 +557,7 @@ class SwarmRuntime:
             RigHandle(
                 id=service["ID"],
                 name=service["Spec"]["Name"],
-                endpoint=self._endpoint(tasks[service["ID"]], hosts) if service["ID"] in tasks else "",
+                endpoint=task_endpoint(tasks[service["ID"]], hosts) if service["ID"] in tasks else "",
                 labels=dict(service["Spec"].get("Labels") or {}),
             )
             for service in services
