@@ -243,27 +243,37 @@ _PORT_TAKEN_ERR = (
 
 
 def _task(
-    task_id: str, state: str, *, err: str = "", code: int | None = None, port: int = 0
+    task_id: str, state: str, *, err: str = "", code: int | None = None, port: int = 0, node: str = "n1"
 ) -> dict[str, Any]:
-    """A swarm task as the engine lists it, on node n1; tasks are created in the order of their ids."""
-    status: dict[str, Any] = {"State": state, "Err": err}
+    """A swarm task as the engine lists it, its container named after it; tasks are created in the
+    order of their ids."""
+    status: dict[str, Any] = {"State": state, "Err": err, "ContainerStatus": {"ContainerID": f"c-{task_id}"}}
     if code is not None:
-        status["ContainerStatus"] = {"ExitCode": code}
+        status["ContainerStatus"]["ExitCode"] = code
     if port:
         status["PortStatus"] = {"Ports": [{"TargetPort": RIG_PORT, "PublishedPort": port}]}
-    return {"ID": task_id, "CreatedAt": task_id, "NodeID": "n1", "Status": status}
+    return {"ID": task_id, "CreatedAt": task_id, "NodeID": node, "Status": status}
 
 
 class _SwarmClient:
-    """The two engine calls ``SwarmRuntime._place`` makes, answered from a script of task lists,
-    and the services it asks for a new task."""
+    """The engine calls ``SwarmRuntime._place`` and ``_destroy`` make, answered from a script of
+    task lists (the last one stays), on node n1 of a swarm; what they changed is recorded."""
 
     def __init__(self, tasks: list[list[dict[str, Any]]]) -> None:
         self.script = tasks
         self.forced: list[str] = []
+        self.removed: list[str] = []  # services and containers, in order
         self.node_listings = 0
-        self.api = SimpleNamespace(tasks=self.tasks, nodes=self.nodes)
+        self.api = SimpleNamespace(
+            tasks=self.tasks,
+            nodes=self.nodes,
+            remove_service=self.removed.append,
+            remove_container=lambda container, force: self.removed.append(container),
+        )
         self.services = SimpleNamespace(get=self.service)
+
+    def info(self) -> dict[str, Any]:
+        return {"Swarm": {"NodeID": "n1"}}
 
     def tasks(self, filters: dict[str, str]) -> list[dict[str, Any]]:
         return self.script.pop(0) if len(self.script) > 1 else self.script[0]
@@ -276,6 +286,10 @@ class _SwarmClient:
         return SimpleNamespace(force_update=lambda: self.forced.append(service_id))
 
 
+def _swarm_runtime(config: OrchestratorConfig, client: _SwarmClient) -> SwarmRuntime:
+    return SwarmRuntime(config, client=cast(docker.DockerClient, client))
+
+
 def test_a_swarm_task_whose_port_was_taken_is_replaced_and_the_next_placed(
     config: OrchestratorConfig,
 ) -> None:
@@ -285,7 +299,7 @@ def test_a_swarm_task_whose_port_was_taken_is_replaced_and_the_next_placed(
     client = _SwarmClient(
         [[failed], [failed], [failed, _task("t2", "starting")], [failed, _task("t2", "running", port=32900)]]
     )
-    runtime = SwarmRuntime(config, client=cast(docker.DockerClient, client))
+    runtime = _swarm_runtime(config, client)
     placement = Placement("svc", {})  # a node not listed yet: listed once, when the task is on it
     first = runtime._place(placement)
     assert not first.done and not first.fatal and "address already in use" in first.observed
@@ -307,3 +321,24 @@ def test_a_port_taken_every_time_or_any_other_end_of_a_task_is_its_rigs() -> Non
     assert exited.fatal and exited.observed == "exited with code 1"
     rejected = Placement("svc", {}).look(_task("t1", "rejected", err="No such image: nowhere:latest"))
     assert rejected.fatal and rejected.observed == "rejected by the cluster: No such image: nowhere:latest"
+
+
+def test_removing_a_swarm_rig_removes_its_container_here_and_waits_for_another_nodes(
+    config: OrchestratorConfig,
+) -> None:
+    """The swarm stops a removed service's container a second or two later: on this engine's node
+    the runtime removes it itself, as the Docker runtime does; another node's is waited for."""
+    ended = _task("t0", "failed", code=1)
+    client = _SwarmClient(
+        [
+            [ended, _task("t1", "running"), _task("t2", "running", node="n2")],
+            [_task("t2", "running", node="n2")],
+        ]
+    )
+    runtime = _swarm_runtime(config, client)
+    handle = RigHandle(id="svc", name="deskrig-s1", endpoint="")
+    assert runtime._destroy(handle) == {"t2"}
+    assert client.removed == ["svc", "c-t1"]
+    assert not runtime._tasks_stopped(handle, {"t2"}).done
+    client.script = [[_task("t2", "shutdown", node="n2")]]
+    assert runtime._tasks_stopped(handle, {"t2"}).done

@@ -83,10 +83,10 @@ PLACEMENT_POLL = 0.1
 PORT_TAKEN = "address already in use"
 #: Tasks a rig's service gets in all while each fails on a taken port.
 PLACEMENT_ATTEMPTS = 3
-#: How long ``destroy`` waits for a removed service's container to go: the rig's stop grace period
-#: (the engine's default, 10 s) and the swarm's own delays. A node that is down keeps its task
-#: longer: ``destroy`` then says so in the log and returns.
-TASKS_GONE_TIMEOUT = 15.0
+#: How long ``destroy`` waits for another node to stop a removed service's container: the rig's
+#: stop grace period (the engine's default, 10 s) and the swarm's own delays. A node that is down
+#: keeps its task longer: ``destroy`` then says so in the log and returns.
+TASKS_STOPPED_TIMEOUT = 15.0
 #: Where a swarm rig records, and its home: on its one writable tmpfs (see :func:`tmpfs_mounts`).
 SWARM_RECORD_DIR = "/tmp/artifacts"
 RIG_TMP_HOME = "/tmp"
@@ -325,6 +325,7 @@ class SwarmRuntime:
     def __init__(self, config: OrchestratorConfig, client: docker.DockerClient | None = None) -> None:
         self._config = config
         self._client = client
+        self._node_id: str | None = None  # this engine's node in the swarm, once asked
 
     # --- the cluster -----------------------------------------------------------------------------
 
@@ -332,10 +333,12 @@ class SwarmRuntime:
         if self._client is None:
             client = connect_engine()
             try:
-                manager = bool(client.info().get("Swarm", {}).get("ControlAvailable"))
+                swarm = client.info().get("Swarm", {})
             except ENGINE_ERRORS as exc:
                 client.close()
                 raise engine_down(exc) from exc
+            manager = bool(swarm.get("ControlAvailable"))
+            self._node_id = str(swarm.get("NodeID", ""))
             if not manager:
                 client.close()
                 raise DeskrigError(
@@ -346,6 +349,12 @@ class SwarmRuntime:
                 )
             self._client = client
         return self._client
+
+    def _own_node(self) -> str:
+        """This engine's node id (where ``destroy`` removes a task's container itself)."""
+        if self._node_id is None:
+            self._node_id = str(self._docker().info().get("Swarm", {}).get("NodeID", ""))
+        return self._node_id
 
     def _node_hosts(self) -> dict[str, str]:
         """Each node's id and the address its published ports are reached at."""
@@ -489,46 +498,75 @@ class SwarmRuntime:
         return raw.decode("utf-8", "replace")
 
     async def destroy(self, handle: RigHandle) -> None:
-        """Remove the service and its secret, then wait until its task's container is gone too:
-        the swarm stops it a second or two after the service goes, and until then the rig still
-        runs on its node (and its session's slot would be free for the next rig beside it)."""
-        if await anyio.to_thread.run_sync(self._destroy, handle):
+        """Remove the service, its secret and its task's container. On this engine's node the
+        container is removed at once, as the Docker runtime removes its rigs; on another node the
+        swarm stops it, a second or two after the service goes, and this waits for that: until
+        then the rig still runs, and its session's slot would be free for the next rig beside it."""
+        elsewhere = await anyio.to_thread.run_sync(self._destroy, handle)
+        if elsewhere:
             probe = await poll(
-                lambda: anyio.to_thread.run_sync(self._tasks_gone, handle), TASKS_GONE_TIMEOUT, PLACEMENT_POLL
+                lambda: anyio.to_thread.run_sync(self._tasks_stopped, handle, elsewhere),
+                TASKS_STOPPED_TIMEOUT,
+                PLACEMENT_POLL,
             )
             if not probe.done:
                 log.warning(
-                    "%s removed, its task not gone after %g s: %s",
+                    "%s removed, its task not stopped after %g s: %s",
                     handle.name,
-                    TASKS_GONE_TIMEOUT,
+                    TASKS_STOPPED_TIMEOUT,
                     probe.observed,
                 )
 
-    def _destroy(self, handle: RigHandle) -> bool:
-        """Whether there was a service to remove."""
-        removed = True
+    def _destroy(self, handle: RigHandle) -> set[str]:
+        """Remove what ``destroy`` says; the ids of the service's tasks that other nodes still run."""
+        client = self._docker()
         try:
-            self._docker().api.remove_service(handle.id)
+            tasks = self._tasks(handle.id)
+            client.api.remove_service(handle.id)
         except NotFound:
-            removed = False
+            tasks = []
         except ENGINE_ERRORS as exc:
             raise engine_down(exc) from exc
+        elsewhere = set()
+        for task in tasks:
+            if not task_state(task).running:
+                continue
+            container = task.get("Status", {}).get("ContainerStatus", {}).get("ContainerID")
+            if container and task.get("NodeID") == self._own_node():
+                self._remove_container(container)
+            else:
+                elsewhere.add(str(task.get("ID")))
         session_id = handle.labels.get(LABEL_SESSION)
         if session_id:
             self._remove_secrets(session_id)
-        return removed
+        return elsewhere
 
-    def _tasks_gone(self, handle: RigHandle) -> Probe:
-        """Whether a removed service's tasks are gone (the swarm deletes each once its node has
-        removed its container). A removed service's tasks are found by name, not by service."""
+    def _remove_container(self, container: str) -> None:
+        """A task's container on this engine, killed and removed (the swarm, whose service is
+        gone, then marks its task ended)."""
+        try:
+            self._docker().api.remove_container(container, force=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code != 409:  # removal already in progress
+                raise engine_down(exc) from exc
+        except ENGINE_ERRORS as exc:
+            raise engine_down(exc) from exc
+
+    def _tasks_stopped(self, handle: RigHandle, task_ids: set[str]) -> Probe:
+        """Whether the removed service's tasks ``task_ids`` have ended (their containers stopped)
+        or are gone. A removed service's tasks are found by name, not by service."""
         try:
             tasks = self._docker().api.tasks(filters={"name": handle.name})
         except ENGINE_ERRORS as exc:
             raise engine_down(exc) from exc
         left = [
-            task["Status"].get("State", "unknown") for task in tasks if task.get("ServiceID") == handle.id
+            task["Status"].get("State", "unknown")
+            for task in tasks
+            if task.get("ID") in task_ids and task_state(task).running
         ]
-        return Probe(done=not left, observed=f"tasks {', '.join(left)}" if left else "no task")
+        return Probe(done=not left, observed=f"tasks {', '.join(left)}" if left else "tasks ended")
 
     def _remove_secrets(self, session_id: str) -> None:
         """The session's token secret, once no service uses it."""
