@@ -12,7 +12,7 @@ from deskrig.errors import ErrorCode
 from deskrig.procs import ManagedProcess
 from deskrig.rig import Rig, RigOptions, RigStages, RigStartupError, Stage
 from deskrig.rig.a11y import SessionA11yStage
-from deskrig.rig.stages import AppStage, DisplayStage, StageHost
+from deskrig.rig.stages import A11yStage, AppStage, DisplayStage, StageHost
 from deskrig.rig.supervisor import POLL_INTERVAL
 
 
@@ -170,3 +170,90 @@ def test_a_probe_waits_on_its_stages_wake_between_looks() -> None:
     stages = RigStages(display=display, wm=None, a11y=SessionA11yStage(a11y=False), app=None)
     with Rig(RigOptions(wm=None, a11y=False, startup_timeout=10), stages):
         assert display.waits == [POLL_INTERVAL, POLL_INTERVAL]
+
+
+class SettledLater(Stage):
+    """A window-manager-like stage (:attr:`Stage.overlaps_next`): ``start`` starts ``argv``,
+    ``settle`` waits for the file ``go``, which only the next stage makes."""
+
+    overlaps_next = True
+
+    def __init__(self, log: list[str], argv: list[str], go: Path) -> None:
+        super().__init__()
+        self.log = log
+        self.argv = argv
+        self.go = go
+        self.settled = False
+
+    @property
+    def up(self) -> bool:
+        return self.settled and self.processes[0].alive
+
+    def start(self, host: StageHost) -> None:
+        self.log.append("start wm")
+        host.spawn(self, "wm", self.argv, host.launch_environment())
+
+    def settle(self, host: StageHost) -> None:
+        proc = self.processes[0]
+        host.poll(
+            "go",
+            lambda: True if self.go.exists() else None,
+            proc,
+            lambda: "no go",
+            died_code=ErrorCode.INTERNAL_ERROR,
+        )
+        self.settled = True
+        self.log.append("wm settled")
+
+
+class GoBuses(A11yStage):
+    """Buses that make the file ``go`` when they start, and are up from then on."""
+
+    def __init__(self, log: list[str], go: Path) -> None:
+        super().__init__()
+        self.log = log
+        self.go = go
+
+    @property
+    def a11y_bus(self) -> str | None:
+        return None
+
+    @property
+    def up(self) -> bool:
+        return self.go.exists()
+
+    def start(self, host: StageHost) -> None:
+        self.log.append("start buses")
+        self.go.touch()
+
+
+def overlapping_rig(log: list[str], wm_argv: list[str], go: Path, wm_go: Path | None = None) -> Rig:
+    """The window manager runs ``wm_argv`` and settles once ``wm_go`` (default: ``go``) exists;
+    the buses make ``go``."""
+    stages = RigStages(
+        display=SleeperDisplay(log),
+        wm=SettledLater(log, wm_argv, wm_go or go),
+        a11y=GoBuses(log, go),
+        app=ShellApp(log, "echo ready; exec sleep 60"),
+    )
+    return Rig(RigOptions(a11y=False, app=["sh"], startup_timeout=10), stages)
+
+
+def test_a_stage_that_overlaps_the_next_is_settled_after_it_starts_and_before_the_app(tmp_path: Path) -> None:
+    """The window manager starts up while the buses do; the app starts once both are up."""
+    log: list[str] = []
+    with overlapping_rig(log, ["sleep", "60"], tmp_path / "go") as rig:
+        status = rig.status()
+        assert status.ready and status.wm_up
+    assert log[:5] == ["start display", "start wm", "start buses", "wm settled", "start app"]
+
+
+def test_an_overlapping_stage_that_dies_before_it_settles_fails_the_start_up(tmp_path: Path) -> None:
+    log: list[str] = []
+    wm = ["sh", "-c", "echo 'no display' >&2; exit 4"]
+    rig = overlapping_rig(log, wm, tmp_path / "go", wm_go=tmp_path / "never")
+    with pytest.raises(RigStartupError) as raised:
+        rig.start()
+    assert raised.value.details["stage"] == "wm" and "no display" in raised.value.message
+    assert "start app" not in log and log[-1] == "stop display"
+    assert not any(proc.alive for proc in rig.processes)

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
+from deskrig import quick_imports
+
+# A rig's cold start waits for its imports, which build pydantic models from the first below on.
+if sys.argv[1:3] == ["rig", "run"]:
+    quick_imports.begin()
+
 import argparse
 import contextlib
 import gc
@@ -10,7 +18,6 @@ import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -165,10 +172,8 @@ def cmd_rig_run(invocation: Invocation) -> int:
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
-    # No garbage collection during start-up: the imports below make some 190,000 objects and
-    # hardly any garbage, and the collector's passes over them were a tenth of their time. They
-    # live as long as the process, so they are frozen out of every later pass once it is up.
-    gc.disable()
+    # Already on when the process started as `rig run`; this is for main()'s other callers.
+    quick_imports.begin()
     app = list(args.app)
     backend = rig_backend(settings.backend, args)
     options = RigOptions(
@@ -230,8 +235,7 @@ def cmd_rig_run(invocation: Invocation) -> int:
         assert prepared is not None, "the rig started, so its desktop was up"
         desktop, server = prepared
         served.set()
-        gc.freeze()
-        gc.enable()
+        quick_imports.end()
         with desktop:
 
             def readiness() -> Readiness:
@@ -253,7 +257,7 @@ def cmd_rig_run(invocation: Invocation) -> int:
         try:
             return run_until_signal(rig, lambda rig, stop: serve_rig(rig, stop, listener))
         finally:
-            gc.enable()
+            quick_imports.end()
             builder.join()  # soon: the rig's start-up is over, and with it the wait for the desktop
             prepared = None if built.exception() is not None else built.result()
             if prepared is not None and not served.is_set():  # the app never came up

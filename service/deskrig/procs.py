@@ -45,6 +45,9 @@ Stream = Literal["stdout", "stderr"]
 
 #: Lines of output kept in memory per process.
 RING_LINES = 200
+#: How long :meth:`ManagedProcess.tail` of an exited process waits for the output it wrote before
+#: exiting to be read from the pipes (a child of its that holds them open would hold it that long).
+OUTPUT_DRAIN_S = 0.5
 
 _PR_SET_PDEATHSIG = 1
 
@@ -173,6 +176,8 @@ class ManagedProcess:
         self._status: int | None = None
         self._exit_callbacks: list[Callable[[int], None]] = []
         self._callback_lock = threading.Lock()
+        #: Whether :meth:`tail` has waited for the output of the exited process to be read.
+        self._drained = False
         self._readers = [
             self._thread(f"{name}-{stream}", self._read, stream, pipe)
             for stream, pipe in (("stdout", popen.stdout), ("stderr", popen.stderr))
@@ -230,7 +235,14 @@ class ManagedProcess:
         callback(self._status if self._status is not None else 0)
 
     def tail(self, lines: int = 20, stream: Stream | None = None) -> list[str]:
-        """The last ``lines`` lines of output (both streams, or only ``stream``)."""
+        """The last ``lines`` lines of output (both streams, or only ``stream``). Of an exited
+        process, all it wrote: its last lines may still be in the pipes when its exit is seen
+        (their readers are threads), so the first look after the exit waits for them to be read."""
+        if not self.alive and not self._drained:
+            self._drained = True
+            deadline = time.monotonic() + OUTPUT_DRAIN_S
+            for reader in self._readers:
+                reader.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._ring_lock:
             selected = [text for source, text in self._ring if stream is None or source == stream]
         return selected[-lines:] if lines > 0 else []

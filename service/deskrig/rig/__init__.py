@@ -6,7 +6,8 @@ per stage), never sleeping a fixed time:
 
 1. **the display** (Xvfb, :mod:`deskrig.rig.x11`; or a headless sway, :mod:`deskrig.rig.sway`,
    with ``RigOptions.backend="sway"``),
-2. **the window manager** (openbox unless ``wm=None``; sway is its own),
+2. **the window manager** (openbox unless ``wm=None``; sway is its own), which starts up while
+   the buses do (:attr:`Stage.overlaps_next <deskrig.rig.stages.Stage.overlaps_next>`),
 3. **a private D-Bus session bus and the AT-SPI bus** on it (:mod:`deskrig.rig.a11y`); missing
    ones are not fatal,
 4. **the app**, ready once one of its top-level windows is mapped.

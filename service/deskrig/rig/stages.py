@@ -94,14 +94,24 @@ class StageHost(Protocol):
 class Stage(ABC):
     """One part of the rig: started after the stages before it, stopped before them."""
 
+    #: Whether :meth:`start` only starts the programs and :meth:`settle` waits for them to be
+    #: ready: the supervisor then starts the next stage meanwhile, and settles this one before
+    #: it counts either as up (so before any stage after those two starts).
+    overlaps_next = False
+
     def __init__(self) -> None:
         #: What this stage started, in order (the host appends under its lock).
         self.processes: list[ManagedProcess] = []
 
     @abstractmethod
     def start(self, host: StageHost) -> None:
-        """Start this stage's programs and return once they are ready; raise
-        :class:`RigStartupError` if they cannot be (the supervisor then stops every stage)."""
+        """Start this stage's programs and return once they are ready (with :attr:`overlaps_next`:
+        once they are started); raise :class:`RigStartupError` if they cannot be (the supervisor
+        then stops every stage)."""
+
+    def settle(self, host: StageHost) -> None:  # noqa: B027 - a hook: most stages are ready when started
+        """Return once the programs :meth:`start` started are ready (see :attr:`overlaps_next`);
+        raise :class:`RigStartupError` if they cannot be."""
 
     @property
     @abstractmethod

@@ -108,18 +108,14 @@ class Supervisor:
             # Children die when the thread that forked them ends: fork from one that lives until stop.
             self._spawner = ThreadPoolExecutor(1, thread_name_prefix="deskrig-spawner")
             try:
+                settling: list[tuple[Stage, float]] = []  # started, to be settled after the next one
                 for stage in self._stages:
                     begun = time.monotonic()
                     stage.start(self)
-                    log.debug(
-                        "%s up in %.3f s (%.0f ms of this thread's CPU so far)",
-                        type(stage).__name__,
-                        time.monotonic() - begun,
-                        time.thread_time() * 1000,
-                    )
-                    with self._progress:
-                        self._stages_up += 1
-                        self._progress.notify_all()
+                    settling.append((stage, begun))
+                    if not stage.overlaps_next:
+                        self._settle(settling)
+                self._settle(settling)
             finally:
                 for stage in self._stages:
                     stage.end_startup()
@@ -138,6 +134,21 @@ class Supervisor:
             with self._progress:
                 self._startup_over = True
                 self._progress.notify_all()
+
+    def _settle(self, started: list[tuple[Stage, float]]) -> None:
+        """Settle ``started`` (stage, when it began) in order, count each as up, and clear the list."""
+        for stage, begun in started:
+            stage.settle(self)
+            log.debug(
+                "%s up in %.3f s (%.0f ms of this thread's CPU so far)",
+                type(stage).__name__,
+                time.monotonic() - begun,
+                time.thread_time() * 1000,
+            )
+            with self._progress:
+                self._stages_up += 1
+                self._progress.notify_all()
+        started.clear()
 
     def wait_started(self, stage: Stage, timeout: float | None = None) -> bool:
         """Block until ``stage`` has started (True), or until start-up ended without it or

@@ -3,7 +3,8 @@
 1. **Xvfb** on a free display (``-displayfd``) with a private cookie. Ready: it reported the
    display number and accepted a connection authenticated with the cookie.
 2. **The window manager** (openbox unless ``wm=None``). Ready: the root window carries
-   ``_NET_SUPPORTING_WM_CHECK`` pointing at a window that carries it too.
+   ``_NET_SUPPORTING_WM_CHECK`` pointing at a window that carries it too. It starts up while the
+   buses do, and is ready before the app starts.
 3. (the buses: :mod:`deskrig.rig.a11y`)
 4. **The app.** Ready: one of its top-level windows is mapped. Its process is identified by
    ``_NET_WM_PID`` or, for apps such as Tk that set none, by the X-Resource extension.
@@ -145,7 +146,10 @@ class XvfbStage(DisplayStage):
 
 
 class WindowManagerStage(Stage):
-    """An EWMH window manager (openbox by default) on the display."""
+    """An EWMH window manager (openbox by default) on the display. It starts while the buses do
+    (:attr:`overlaps_next`): they need no window manager, and the app, which does, starts after both."""
+
+    overlaps_next = True
 
     def __init__(self, wm: str, display: XvfbStage) -> None:
         super().__init__()
@@ -163,12 +167,14 @@ class WindowManagerStage(Stage):
             wm, "wm", ErrorCode.INVALID_ARGUMENT, "Install it, or run without a window manager (--no-wm)."
         )
         argv = [wm, "--sm-disable"] if Path(wm).name == "openbox" else [wm]
-        wm_proc = host.spawn(self, "wm", argv, host.launch_environment(), death_signal=signal.SIGTERM)
+        host.spawn(self, "wm", argv, host.launch_environment(), death_signal=signal.SIGTERM)
+
+    def settle(self, host: StageHost) -> None:
         conn = self._display.connection
         host.poll(
             "the root window's _NET_SUPPORTING_WM_CHECK",
             lambda: wm_check_window(conn),
-            wm_proc,
+            self.processes[0],
             lambda: "the root window has no valid _NET_SUPPORTING_WM_CHECK",
             wake=self._display.root_changed,
         )

@@ -1,0 +1,84 @@
+"""`rig run`'s cheaper imports (deskrig.quick_imports): each switch, in a fresh interpreter (they are
+process-wide), and that what was deferred still works when it is used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+#: Imports a rig's server start-up makes, then reports what the switches left undone.
+REPORT = """
+import gc, json, sys
+{before}
+import deskrig.http, deskrig.serving
+from deskrig.errors import ErrorInfo
+report = {{
+    "gc_enabled": gc.isenabled(),
+    "loaded": sorted(m for m in ("mcp.client", "mcp.server.mcpserver", "httpx2") if m in sys.modules),
+    "error_info_built": ErrorInfo.__pydantic_complete__,
+}}
+{after}
+print(json.dumps(report))
+"""
+
+
+def _run(before: str = "", after: str = "") -> dict[str, object]:
+    code = textwrap.dedent(REPORT).format(before=before, after=after)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return report
+
+
+def test_without_the_switches_every_model_is_built_and_the_sdk_fronts_load() -> None:
+    report = _run()
+    assert report["gc_enabled"] is True
+    assert report["error_info_built"] is True
+    assert report["loaded"] == ["httpx2", "mcp.client", "mcp.server.mcpserver"]
+
+
+def test_begin_defers_models_the_sdk_fronts_and_collection() -> None:
+    report = _run(before="from deskrig import quick_imports; quick_imports.begin()")
+    assert report == {"gc_enabled": False, "loaded": [], "error_info_built": False}
+
+
+@pytest.mark.parametrize(
+    ("use", "expected"),
+    [
+        # A deferred model is built when first used, and works as ever.
+        (
+            "info = ErrorInfo(code='INVALID_ARGUMENT', message='m'); "
+            "report['used'] = [ErrorInfo.__pydantic_complete__, info.model_dump(mode='json')['code']]",
+            [True, "INVALID_ARGUMENT"],
+        ),
+        # A deferred package front runs its code when a name of its own is asked for.
+        (
+            "from mcp import Client; from mcp.server import MCPServer; "
+            "report['used'] = [Client.__module__, MCPServer.__module__]",
+            ["mcp.client.client", "mcp.server.mcpserver.server"],
+        ),
+    ],
+    ids=["model", "package front"],
+)
+def test_what_was_deferred_works_when_used(use: str, expected: list[object]) -> None:
+    report = _run(before="from deskrig import quick_imports; quick_imports.begin()", after=use)
+    assert report["used"] == expected
+
+
+def test_end_builds_later_models_at_once_and_collects_again_with_the_start_up_frozen() -> None:
+    after = """
+quick_imports.end()
+from pydantic import BaseModel
+class Later(BaseModel):
+    x: int
+report.update(later_built=Later.__pydantic_complete__, frozen=gc.get_freeze_count() > 0,
+              gc_enabled=gc.isenabled())
+"""
+    report = _run(before="from deskrig import quick_imports; quick_imports.begin()", after=after)
+    assert report["later_built"] is True
+    assert report["frozen"] is True
+    assert report["gc_enabled"] is True
