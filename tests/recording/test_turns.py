@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import io
+import json
 import os
 import time
 from datetime import UTC, datetime
@@ -31,7 +32,7 @@ from tests.recording.conftest import (
 from tests.recording.helpers import STALE_ELEMENT, element, turns
 
 from deskrig import imaging, png
-from deskrig.a11y.tree import Element, ElementRef, Snapshot
+from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.grabs import Grab, KeptFrames
 from deskrig.model import Bounds, Point
 from deskrig.recording.session import Recording
@@ -442,6 +443,59 @@ def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
     assert state == {**snapshot.model_dump(mode="json"), "text": snapshot.render_text()}
     assert "Fenêtre" in (folder / "after_state.json").read_text("utf-8")
     assert load_json(folder / "action.json") == action
+
+
+def test_a_state_file_renders_only_the_elements_the_last_one_did_not_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The live mirror hands out the same element objects for the parts of a tree that did not
+    change: a state file serialises and renders only the elements the last one did not hold (it
+    rendered every element of every tree), and still holds the snapshot's every field, element
+    and its text, whatever the fields (a query, a truncated tree)."""
+    elements = [
+        Element(
+            index=index,
+            parent=None if index == 0 else 0,
+            depth=min(index, 1),
+            role="frame" if index == 0 else "push button",
+            name=f"Knopf {index} ✓",
+            states=["showing", "enabled"],
+            ref=ElementRef("a", f"/{index}"),
+        )
+        for index in range(5)
+    ]
+
+    def snapshot(held: list[Element], **fields: Any) -> Snapshot:
+        return Snapshot(
+            snapshot_id=os.urandom(6).hex(),
+            pid=42,
+            app_name="Fenêtre",
+            bus_name="a",
+            created_at=datetime.now(UTC),
+            fetch_ms=1.25,
+            elements=held,
+            **{"truncated": False, **fields},
+        )
+
+    renamed = elements[3].model_copy(update={"name": "renamed"})
+    trees = [
+        snapshot(elements),
+        snapshot([*elements[:3], renamed, elements[4]]),
+        snapshot([elements[1], renamed], query=ElementQuery(role="push button"), truncated=True),
+    ]
+    rendered: list[int] = []
+    render_line = Element.render_line
+
+    def counting(element: Element) -> str:
+        rendered.append(element.index)
+        return render_line(element)
+
+    monkeypatch.setattr(Element, "render_line", counting)
+    written = [TurnTree(tree, captured()).json_bytes() or b"" for tree in trees]
+    assert rendered == [0, 1, 2, 3, 4, 3]
+    monkeypatch.undo()
+    for tree, state in zip(trees, written, strict=True):
+        assert json.loads(state) == {**tree.model_dump(mode="json"), "text": tree.render_text()}
 
 
 @pytest.mark.parametrize(
