@@ -201,8 +201,10 @@ class _RenderedElements:
     The live mirror hands out the same element objects for the parts of a tree that did not change
     (on gtk3-widget-factory, about 240 of 261 from one action to the next), so a state file
     serialises and renders only the others: each element anew cost about 2 ms a turn, all of it
-    holding the GIL against the actions being recorded. The objects are held while their entries
-    are, so an entry is never taken for another object given the same id."""
+    holding the GIL against the actions being recorded. This relies on an element never being
+    changed once a snapshot holds it (the mirror puts a changed copy in its place). The objects
+    are held while their entries are, so an entry is never taken for another object given the
+    same id."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
