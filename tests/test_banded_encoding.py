@@ -154,6 +154,50 @@ def test_only_the_png_bands_that_changed_are_deflated_again(monkeypatch: pytest.
     assert back.tobytes() == spinner.tobytes()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    size=st.tuples(st.integers(1, 70), st.integers(1, 70)),
+    rows=st.tuples(st.integers(-20, 90), st.integers(0, 40)),
+    seed=st.integers(0, 1000),
+)
+def test_a_deflated_frame_with_rows_replaced_is_that_frame_with_those_rows(
+    size: tuple[int, int], rows: tuple[int, int], seed: int
+) -> None:
+    """DeflatedFrame.with_rows: the frame's bands with the bands of the rows given deflated
+    anew, which decodes to the frame with those rows (every size, a partial last band, rows
+    reaching outside the frame); the frame's own PNG and the band cache are left as they were."""
+    forget_frames()
+    rng = random.Random(seed)
+    image = Image.frombytes("RGB", size, rng.randbytes(size[0] * size[1] * 3))
+    frame = bgrx_frame(image)
+    deflated = png.deflate_frame(frame)
+    top, bottom = deflated.band_span(rows[0], rows[0] + rows[1])
+    assert top % png.PNG_BAND_ROWS == 0 and top <= max(0, rows[0]) and 0 <= top <= bottom <= size[1]
+    assert bottom == size[1] or (bottom % png.PNG_BAND_ROWS == 0 and bottom >= rows[0] + rows[1])
+    if top == bottom:
+        return
+    replacement = Image.frombytes("RGB", (size[0], bottom - top), rng.randbytes(size[0] * (bottom - top) * 3))
+    expected = image.copy()
+    expected.paste(replacement, (0, top))
+    assert Image.open(io.BytesIO(deflated.with_rows(top, replacement).png())).tobytes() == expected.tobytes()
+    assert Image.open(io.BytesIO(deflated.png())).tobytes() == image.tobytes()
+    assert imaging.encode(frame, "png") == deflated.png()  # the cache still holds the frame's bands
+
+
+@pytest.mark.parametrize(
+    ("top", "height", "mode"), [(1, 16, "RGB"), (0, 15, "RGB"), (32, 16, "RGB"), (0, 16, "L")]
+)
+def test_rows_that_are_not_whole_bands_of_the_frame_are_refused(top: int, height: int, mode: str) -> None:
+    deflated = png.deflate_frame(bgrx_frame(desktop_like(64, 40)))
+    with pytest.raises(ValueError, match="whole bands"):
+        deflated.with_rows(top, Image.new(mode, (64, height)))
+
+
+def test_only_a_frame_of_bgrx_rows_is_deflated_in_bands() -> None:
+    with pytest.raises(ValueError, match="BGRX"):
+        png.deflate_frame(Grab.of(desktop_like(64, 40)))
+
+
 @given(first=st.binary(max_size=3000), second=st.binary(max_size=3000))
 def test_adler32_of_two_strings_combines_from_theirs(first: bytes, second: bytes) -> None:
     combined = png._adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import io
+import json
 import os
 import time
 from datetime import UTC, datetime
@@ -30,7 +32,7 @@ from tests.recording.conftest import (
 from tests.recording.helpers import STALE_ELEMENT, element, turns
 
 from deskrig import imaging, png
-from deskrig.a11y.tree import Element, ElementRef, Snapshot
+from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
 from deskrig.grabs import Grab, KeptFrames
 from deskrig.model import Bounds, Point
 from deskrig.recording.session import Recording
@@ -41,7 +43,6 @@ from deskrig.recording.turns import (
     TurnTree,
     after_inodes,
     captured,
-    marked_picture,
     taken_over,
     turn_name,
     unavailable,
@@ -444,17 +445,79 @@ def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
     assert load_json(folder / "action.json") == action
 
 
-@pytest.mark.parametrize("marker", [(32, 24), (0, 0), (63, 47), (-5, 30), (70, 50), (-19, 10), (200, 200)])
-def test_the_click_marker_drawn_on_a_grab_is_the_one_drawn_on_its_image(marker: tuple[int, int]) -> None:
-    """click.png of a BGRX grab is drawn only around the click, on an RGB copy of the grab: the same
-    pixels as the marker drawn on the whole image, at the centre, at the edges, half or wholly
-    outside the frame."""
-    width, height = 64, 48
-    rows = bytes(range(256)) * (width * height * 4 // 256)
+def test_a_state_file_renders_only_the_elements_the_last_one_did_not_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The live mirror hands out the same element objects for the parts of a tree that did not
+    change: a state file serialises and renders only the elements the last one did not hold (it
+    rendered every element of every tree), and still holds the snapshot's every field, element
+    and its text, whatever the fields (a query, a truncated tree)."""
+    elements = [
+        Element(
+            index=index,
+            parent=None if index == 0 else 0,
+            depth=min(index, 1),
+            role="frame" if index == 0 else "push button",
+            name=f"Knopf {index} ✓",
+            states=["showing", "enabled"],
+            ref=ElementRef("a", f"/{index}"),
+        )
+        for index in range(5)
+    ]
+
+    def snapshot(held: list[Element], **fields: Any) -> Snapshot:
+        return Snapshot(
+            snapshot_id=os.urandom(6).hex(),
+            pid=42,
+            app_name="Fenêtre",
+            bus_name="a",
+            created_at=datetime.now(UTC),
+            fetch_ms=1.25,
+            elements=held,
+            **{"truncated": False, **fields},
+        )
+
+    renamed = elements[3].model_copy(update={"name": "renamed"})
+    trees = [
+        snapshot(elements),
+        snapshot([*elements[:3], renamed, elements[4]]),
+        snapshot([elements[1], renamed], query=ElementQuery(role="push button"), truncated=True),
+    ]
+    rendered: list[int] = []
+    render_line = Element.render_line
+
+    def counting(element: Element) -> str:
+        rendered.append(element.index)
+        return render_line(element)
+
+    monkeypatch.setattr(Element, "render_line", counting)
+    written = [TurnTree(tree, captured()).json_bytes() or b"" for tree in trees]
+    assert rendered == [0, 1, 2, 3, 4, 3]
+    monkeypatch.undo()
+    for tree, state in zip(trees, written, strict=True):
+        assert json.loads(state) == {**tree.model_dump(mode="json"), "text": tree.render_text()}
+
+
+@pytest.mark.parametrize(
+    "marker", [(32, 24), (0, 0), (63, 47), (-5, 30), (70, 50), (-19, 10), (200, 200), (10, 16), (40, 70)]
+)
+@pytest.mark.parametrize("kind", ["grab", "image"])
+def test_the_click_marker_drawn_on_a_screenshot_is_the_one_drawn_on_its_image(
+    marker: tuple[int, int], kind: str
+) -> None:
+    """click.png decodes to the marker drawn on the whole image: at the centre, on band edges, at
+    the picture's edges, half or wholly outside it, on a BGRX grab (drawn on its rows around the
+    click only) and on a Pillow image; the grab is left as it was (it is before.png's)."""
+    width, height = 64, 55  # three bands of 16 rows and one of 7
+    rows = bytes(range(256)) * (width * height * 4 // 256) + bytes(width * height * 4 % 256)
     grab = Grab.from_bgrx(rows, width, height)
-    marked = marked_picture(grab, Point(x=marker[0], y=marker[1]))
-    assert marked.tobytes() == imaging.draw_click_marker(grab.image(), *marker).tobytes()
-    assert grab.bgrx == rows  # before.png's grab is left as it was
+    expected = imaging.draw_click_marker(grab.image(), *marker)
+    shot = TurnImage(grab if kind == "grab" else grab.image(), captured())
+    with Image.open(io.BytesIO(shot.marked_png(Point(x=marker[0], y=marker[1])) or b"")) as marked:
+        assert marked.convert("RGB").tobytes() == expected.tobytes()
+    assert grab.bgrx == rows
+    with Image.open(io.BytesIO(shot.png() or b"")) as plain:
+        assert plain.tobytes() == grab.image().tobytes()
 
 
 def test_click_turns_deflate_only_the_bands_their_frames_changed(
@@ -463,7 +526,8 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
     """Back-to-back clicks, each toggling a box: a turn's after.png deflates only the bands the
     click changed since the turn before (its before.png is that turn's after.png, encoded once).
     click.png is drawn on before.png's grab and must not make the PNG encoder forget the frames it
-    remembers (it once did, so every turn's frames and click.png were deflated whole)."""
+    remembers (it once did, so every turn's frames and click.png were deflated whole); it is
+    before.png's bands with only the marker's deflated again (it was deflated whole)."""
     monkeypatch.setattr(png, "_band_caches", png._band_caches)
     forget_frames()
     width, height = 320, 200
@@ -472,13 +536,29 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
     address = ctypes.addressof((ctypes.c_char * len(screen)).from_buffer(screen))
     kept = KeptFrames(width, height)
     deflated: list[int] = []
-    deflate_band = png._deflated_band
+    deflate_band, deflate_rgb_band, deflate_whole = (
+        png._deflated_band,
+        png._deflated_rgb_band,
+        png._deflated_scanlines,
+    )
+    marked_rows: list[int] = []
+    wholes: list[int] = []
 
     def counting(rows: memoryview, band_width: int, band_height: int) -> Any:
         deflated.append(band_height)
         return deflate_band(rows, band_width, band_height)
 
+    def counting_marked(rows: memoryview, band_width: int) -> Any:
+        marked_rows.append(len(rows) // (band_width * 3))
+        return deflate_rgb_band(rows, band_width)
+
+    def counting_whole(bands: Any, stride: int) -> bytes:
+        wholes.append(stride)
+        return deflate_whole(bands, stride)
+
     monkeypatch.setattr(png, "_deflated_band", counting)
+    monkeypatch.setattr(png, "_deflated_rgb_band", counting_marked)
+    monkeypatch.setattr(png, "_deflated_scanlines", counting_whole)
     region = Bounds(x=0, y=0, width=width, height=height)
 
     def moment() -> Moment:
@@ -494,6 +574,7 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
         screen[:] = bgrx_frame(image).bgrx or b""
         after = moment()
         deflated.clear()
+        marked_rows.clear()
         action = {
             "tool": "click",
             "arguments": {"x": 65, "y": box_top + 5},
@@ -502,6 +583,8 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
         write_turn(tmp_path, number, TurnRecord("click", action, before, after, Point(x=65, y=box_top + 5)))
         if number > 1:  # the first turn deflates its before.png whole
             assert deflated == [png.PNG_BAND_ROWS], (number, deflated)
+        # click.png: only the bands under the marker (rows y - 18 .. y + 18) are deflated anew.
+        assert marked_rows == [png.PNG_BAND_ROWS] * 3 and not wholes, (number, marked_rows, wholes)
         folder = tmp_path / turn_name(number)
         with Image.open(folder / "after.png") as written:
             assert written.tobytes() == image.tobytes()

@@ -8,6 +8,7 @@ address of the live object) for the server's own use, left out of the public JSO
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -212,14 +213,17 @@ class Snapshot(BaseModel):
     query: ElementQuery | None = Field(default=None, description="Set when elements lists only the matches")
     elements: list[Element]
 
-    def render_text(self) -> str:
-        """A compact indented outline for agents, one element per line."""
+    def render_text(self, line: Callable[[Element], str] | None = None) -> str:
+        """A compact indented outline for agents, one element per line, rendered by ``line``
+        (default :meth:`Element.render_line`; a reader that renders many snapshots of one tree
+        may keep its elements' lines)."""
         header = f"app {_quote(self.app_name)} pid={self.pid} snapshot={self.snapshot_id}"
         if self.query is not None:
             header += f" matching {self.query.describe()}"
         lines = [header]
         indent = 0 if self.query is not None else 1
-        lines.extend("  " * (e.depth * indent) + e.render_line() for e in self.elements)
+        render = line if line is not None else Element.render_line
+        lines.extend("  " * (e.depth * indent) + render(e) for e in self.elements)
         if self.truncated:
             lines.append("… tree truncated (raise max_depth / max_elements to see more)")
         return "\n".join(lines)

@@ -37,18 +37,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import orjson
 import pydantic_core
 from PIL import Image
 from pydantic import BaseModel, Field
 
-from deskrig import imaging
-from deskrig.grabs import Grab
+from deskrig import imaging, png
+from deskrig.grabs import BGRX_PIXEL, Grab
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent, WindowInfo
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
 if TYPE_CHECKING:  # a turn's tree is written by readers that never load the accessibility client
-    from deskrig.a11y.tree import Snapshot
+    from deskrig.a11y.tree import Element, Snapshot
 
 #: Tools that get a click.png.
 CLICK_TOOLS = frozenset({"click", "double_click", "right_click"})
@@ -124,6 +125,8 @@ class TurnImage:
     image: imaging.Picture | None
     evidence: Evidence
     _png: bytes | None = field(default=None, repr=False)
+    #: A BGRX grab's PNG as its deflated bands, for click.png (see :meth:`marked_png`).
+    _deflated: png.DeflatedFrame | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def png(self) -> bytes | None:
@@ -131,8 +134,36 @@ class TurnImage:
         action's "before" too (see :mod:`deskrig.recording.moments`), and is not encoded again."""
         with self._lock:
             if self._png is None and self.image is not None:
-                self._png = imaging.encode(self.image, "png")
+                if isinstance(self.image, Grab) and self.image.bgrx is not None:
+                    self._deflated = png.deflate_frame(self.image)
+                    self._png = self._deflated.png()
+                else:
+                    self._png = imaging.encode(self.image, "png")
             return self._png
+
+    def marked_png(self, marker: Point) -> bytes | None:
+        """The image as PNG with the click marker centred on ``marker`` (pixels of the image), as
+        :func:`deskrig.imaging.draw_click_marker` draws it. A BGRX grab's marker is drawn on RGB
+        copies of the rows it covers only, and only their bands are deflated: the others are those
+        of the grab's own PNG (:meth:`png`), which its grab is left as for."""
+        image = self.image
+        if image is None:
+            return None
+        if not isinstance(image, Grab) or image.bgrx is None:
+            shown = image.image() if isinstance(image, Grab) else image
+            return imaging.encode(imaging.draw_click_marker(shown, marker.x, marker.y), "png")
+        whole = self.png()
+        deflated = self._deflated
+        assert whole is not None and deflated is not None
+        top, bottom = deflated.band_span(marker.y - _MARKER_REACH, marker.y + _MARKER_REACH + 1)
+        if top == bottom:  # the marker lies wholly above or below the picture
+            return whole
+        stride = image.width * BGRX_PIXEL
+        rows = memoryview(image.bgrx)[top * stride : bottom * stride]
+        # Only these rows converted to RGB (the grab is before.png's, and stays as it was).
+        copy = Image.frombytes("RGB", (image.width, bottom - top), rows.tobytes(), "raw", "BGRX", 0, 1)
+        marked = imaging.draw_click_marker(copy, marker.x, marker.y - top)
+        return deflated.with_rows(top, marked).png()
 
 
 @dataclass
@@ -156,19 +187,49 @@ class TurnTree:
                 earlier, self.same_as = self.same_as, None
                 if earlier is not None and _same_tree(self.data, earlier.data):
                     self._serialised = earlier.json_bytes()
+                elif isinstance(self.data, dict):
+                    self._serialised = _json(self.data)
                 elif self.data is not None:
-                    self._serialised = _json(_state_fields(self.data))
+                    self._serialised = _rendered_elements.state_json(self.data)
             return self._serialised
 
 
-def _state_fields(data: Snapshot | dict[str, Any]) -> dict[str, Any]:
-    """What a state file holds: the snapshot's fields and its text rendering. The fields are
-    handed to the serializer as they are, so that the elements are serialised by their own
-    models in one pass in Rust, not turned into Python dictionaries first."""
-    if isinstance(data, dict):
-        return data
-    fields = {name: getattr(data, name) for name, info in type(data).model_fields.items() if not info.exclude}
-    return {**fields, "text": data.render_text()}
+class _RenderedElements:
+    """What a state file holds of each element (its JSON and its line of the text rendering), for
+    the elements of the last snapshot written, by the element object itself.
+
+    The live mirror hands out the same element objects for the parts of a tree that did not change
+    (on gtk3-widget-factory, about 240 of 261 from one action to the next), so a state file
+    serialises and renders only the others: each element anew cost about 2 ms a turn, all of it
+    holding the GIL against the actions being recorded. This relies on an element never being
+    changed once a snapshot holds it (the mirror puts a changed copy in its place). The objects
+    are held while their entries are, so an entry is never taken for another object given the
+    same id."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[int, tuple[Element, orjson.Fragment, str]] = {}
+
+    def state_json(self, snapshot: Snapshot) -> bytes:
+        """The snapshot's fields, its elements (one a line) and its text rendering, as JSON."""
+        with self._lock:
+            last, rendered = self._last, {}
+            for element in snapshot.elements:
+                entry = last.get(id(element))
+                if entry is None or entry[0] is not element:
+                    entry = (element, orjson.Fragment(pydantic_core.to_json(element)), element.render_line())
+                rendered[id(element)] = entry
+            self._last = rendered
+        fields = snapshot.model_dump(mode="json", exclude={"elements"})
+        document = {
+            **fields,
+            "elements": [rendered[id(element)][1] for element in snapshot.elements],
+            "text": snapshot.render_text(lambda element: rendered[id(element)][2]),
+        }
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+_rendered_elements = _RenderedElements()
 
 
 def _same_tree(one: Snapshot | dict[str, Any] | None, other: Snapshot | dict[str, Any] | None) -> bool:
@@ -292,7 +353,9 @@ class TurnRecord:
             return unavailable("no_click_point")
         region = shot.evidence.region
         marker = Point(x=self.click_point.x - region.x, y=self.click_point.y - region.y)
-        files["click.png"] = imaging.encode(marked_picture(shot.image, marker), "png")
+        marked = shot.marked_png(marker)
+        assert marked is not None  # the shot has an image
+        files["click.png"] = marked
         return captured(
             source=shot.evidence.source, region=region, marker=marker, pii_masking=shot.evidence.pii_masking
         )
@@ -300,30 +363,6 @@ class TurnRecord:
 
 #: How far the click marker reaches from its centre, in pixels, each way.
 _MARKER_REACH = max(imaging.MARKER_ARM, imaging.MARKER_RADIUS)
-
-
-def marked_picture(picture: imaging.Picture, marker: Point) -> Image.Image:
-    """``picture`` as a Pillow image with the click marker centred on ``marker`` (pixels of
-    ``picture``), as :func:`deskrig.imaging.draw_click_marker` draws it. A BGRX grab is converted
-    to RGB rows of its own (the grab is before.png's, and stays as it was) and only the square the
-    marker covers is drawn and pasted back, where drawing on the whole frame copies it once more.
-
-    Encoded as a Pillow image, not a grab: the PNG encoder remembers the last BGRX grab of each
-    size, by its place in its grabber's history, to deflate only the bands the next grab changed.
-    A marked copy has no such place: encoded as a grab it was deflated whole and made the encoder
-    forget the grabs, so the next turn's before.png and after.png were deflated whole too."""
-    if not isinstance(picture, Grab) or picture.bgrx is None:
-        image = picture.image() if isinstance(picture, Grab) else picture
-        return imaging.draw_click_marker(image, marker.x, marker.y)
-    # Not Grab.image(): that keeps its RGB copy on the grab, which the next turn may still hold.
-    rgb = Image.frombuffer("RGB", picture.size, picture.bgrx, "raw", "BGRX", 0, 1)
-    left, top = max(0, marker.x - _MARKER_REACH), max(0, marker.y - _MARKER_REACH)
-    right = min(picture.width, marker.x + _MARKER_REACH + 1)
-    bottom = min(picture.height, marker.y + _MARKER_REACH + 1)
-    if left < right and top < bottom:  # else the marker lies wholly outside the picture
-        square = rgb.crop((left, top, right, bottom))
-        rgb.paste(imaging.draw_click_marker(square, marker.x - left, marker.y - top), (left, top))
-    return rgb
 
 
 def _entry(turn: str, name: str, data: bytes) -> FileEntry:
