@@ -26,6 +26,23 @@ print(json.dumps(report))
 """
 
 
+FOUR_THREADS_ASK = """
+import threading
+got = []
+barrier = threading.Barrier(4)
+def ask():
+    barrier.wait()
+    from mcp import Client
+    got.append(Client.__module__)
+threads = [threading.Thread(target=ask) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+report["used"] = got
+"""
+
+
 def _run(before: str = "", after: str = "") -> dict[str, object]:
     code = textwrap.dedent(REPORT).format(before=before, after=after)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -61,8 +78,10 @@ def test_begin_defers_models_the_sdk_fronts_and_collection() -> None:
             "report['used'] = [Client.__module__, MCPServer.__module__]",
             ["mcp.client.client", "mcp.server.mcpserver.server"],
         ),
+        # Threads asking while its code runs wait for it, rather than find the name missing.
+        (FOUR_THREADS_ASK, ["mcp.client.client"] * 4),
     ],
-    ids=["model", "package front"],
+    ids=["model", "package front", "package front, four threads at once"],
 )
 def test_what_was_deferred_works_when_used(use: str, expected: list[object]) -> None:
     report = _run(before="from deskrig import quick_imports; quick_imports.begin()", after=use)

@@ -194,14 +194,7 @@ class SettledLater(Stage):
         host.spawn(self, "wm", self.argv, host.launch_environment())
 
     def settle(self, host: StageHost) -> None:
-        proc = self.processes[0]
-        host.poll(
-            "go",
-            lambda: True if self.go.exists() else None,
-            proc,
-            lambda: "no go",
-            died_code=ErrorCode.INTERNAL_ERROR,
-        )
+        host.poll("go", lambda: True if self.go.exists() else None, self.processes[0], lambda: "no go")
         self.settled = True
         self.log.append("wm settled")
 

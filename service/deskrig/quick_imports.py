@@ -26,12 +26,15 @@ from __future__ import annotations
 import gc
 import importlib.util
 import sys
+import threading
 from types import ModuleType
 from typing import Any
 
 #: The packages whose ``__init__`` :func:`begin` defers: their code imports far more than the
 #: submodules a rig's server uses.
 DEFERRED_PACKAGES = ("mcp", "mcp.server")
+#: Held while a deferred package front runs its code (re-entered by the imports that code makes).
+_FRONT_LOCK = threading.RLock()
 
 
 class LazyPackageFront(ModuleType):
@@ -42,15 +45,18 @@ class LazyPackageFront(ModuleType):
     _front_loaded = False
 
     def __getattr__(self, name: str) -> Any:
-        if self._front_loaded:
-            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
-        # Set first: the code run below imports its own submodules (`from . import types`), which
-        # asks this module for names it must not find before they are imported.
-        self._front_loaded = True
-        spec = self.__spec__
-        assert spec is not None and spec.loader is not None
-        spec.loader.exec_module(self)
-        return getattr(self, name)
+        with _FRONT_LOCK:  # another thread asking meanwhile waits for the names to be there
+            if not self._front_loaded:
+                # Set first: the code run below imports its own submodules (`from . import
+                # types`), which asks this module for names it must not find before they exist.
+                self._front_loaded = True
+                spec = self.__spec__
+                assert spec is not None and spec.loader is not None
+                spec.loader.exec_module(self)
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
 
 
 def _defer_package_front(name: str) -> None:
