@@ -222,6 +222,13 @@ def feeding(pid: int) -> list[int]:
     return [other for other, _ in _processes() if other != pid and stdin and pipe(other, 1) == stdin]
 
 
+def fragments_written(path: Path) -> int:
+    """The fragments (moof boxes) of the mp4 ffmpeg is writing at ``path``; 0 before it has made
+    the file, which it does only once it has opened its input (later than its start on a loaded
+    machine)."""
+    return mp4_boxes(path).count("moof") if path.exists() else 0
+
+
 def mp4_boxes(path: Path) -> list[str]:
     """Top-level box types of an mp4, in order (a cleanly closed fragmented mp4 ends with mfra)."""
     data = path.read_bytes()

@@ -22,6 +22,7 @@ from tests.recording.conftest import (
     decoded_frames,
     ffmpeg_writing,
     ffprobe_duration,
+    fragments_written,
     in_session,
     load_json,
     mp4_boxes,
@@ -193,7 +194,7 @@ def test_the_video_survives_sigkill_of_ffmpeg(recording_rig: FormRig) -> None:
         await s.ok("start_recording", {"output_dir": str(out), "record_video": True})
         (ffmpeg,) = ffmpeg_writing(video)
         # Some video to keep: an idle screen's fragments are one frame each, a heartbeat a second.
-        await anyio.to_thread.run_sync(lambda: poll("fragments", lambda: mp4_boxes(video).count("moof") >= 3))
+        await anyio.to_thread.run_sync(lambda: poll("fragments", lambda: fragments_written(video) >= 3))
         os.kill(ffmpeg, signal.SIGKILL)
         await anyio.sleep(0.1)
         state = await s.ok("get_recording_state")
@@ -221,7 +222,7 @@ def test_a_sigkilled_rig_leaves_a_decodable_video_and_no_ffmpeg(tmp_path: Path) 
     ).start(tmp_path)
     try:
         poll("ffmpeg writing", lambda: ffmpeg_writing(video))
-        poll("three fragments written", lambda: mp4_boxes(video).count("moof") >= 3)
+        poll("three fragments written", lambda: fragments_written(video) >= 3)
     finally:
         rig.stop(signal.SIGKILL)
     poll("ffmpeg gone with the rig (its death signal)", lambda: not ffmpeg_writing(video), timeout=15)
