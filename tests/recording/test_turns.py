@@ -388,6 +388,20 @@ def test_without_a_recording_from_boot_the_feed_is_404_and_status_has_none(form_
         assert status["recording"] is None and status["last_activity"] > 0
 
 
+def app_snapshot(elements: list[Element], **fields: Any) -> Snapshot:
+    """A snapshot of the app "Fenêtre" holding ``elements`` (a fresh id each), with ``fields``."""
+    return Snapshot(
+        snapshot_id=os.urandom(6).hex(),
+        pid=42,
+        app_name="Fenêtre",
+        bus_name="a",
+        created_at=datetime.now(UTC),
+        fetch_ms=1.25,
+        elements=elements,
+        **{"truncated": False, **fields},
+    )
+
+
 def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
     """A moment keeps the grab and the snapshot as taken (converting, encoding and serialising are
     the writer's work, after the reply): the PNGs decode to the grab's pixels exactly, click.png has
@@ -415,16 +429,7 @@ def test_a_turn_kept_as_taken_is_written_whole(tmp_path: Path) -> None:
             ref=ElementRef("a", "/1"),
         ),
     ]
-    snapshot = Snapshot(
-        snapshot_id="0123456789ab",
-        pid=42,
-        app_name="Fenêtre",
-        bus_name="a",
-        created_at=datetime.now(UTC),
-        fetch_ms=1.5,
-        truncated=False,
-        elements=elements,
-    )
+    snapshot = app_snapshot(elements)
     moment = Moment(
         TurnImage(Grab.from_bgrx(bgrx, width, height), captured(source="window", region=region)),
         TurnTree(snapshot, captured()),
@@ -465,23 +470,11 @@ def test_a_state_file_renders_only_the_elements_the_last_one_did_not_hold(
         for index in range(5)
     ]
 
-    def snapshot(held: list[Element], **fields: Any) -> Snapshot:
-        return Snapshot(
-            snapshot_id=os.urandom(6).hex(),
-            pid=42,
-            app_name="Fenêtre",
-            bus_name="a",
-            created_at=datetime.now(UTC),
-            fetch_ms=1.25,
-            elements=held,
-            **{"truncated": False, **fields},
-        )
-
     renamed = elements[3].model_copy(update={"name": "renamed"})
     trees = [
-        snapshot(elements),
-        snapshot([*elements[:3], renamed, elements[4]]),
-        snapshot([elements[1], renamed], query=ElementQuery(role="push button"), truncated=True),
+        app_snapshot(elements),
+        app_snapshot([*elements[:3], renamed, elements[4]]),
+        app_snapshot([elements[1], renamed], query=ElementQuery(role="push button"), truncated=True),
     ]
     rendered: list[int] = []
     render_line = Element.render_line
