@@ -22,7 +22,9 @@ from deskrig.desktop import Desktop, open_desktop
 from deskrig.errors import DeskrigError, tool_error
 from deskrig.identity import ClientRef
 from deskrig.model import Bounds
+from deskrig.recording import registry as registry_module
 from deskrig.recording.registry import RecordingRegistry, registry_of
+from deskrig.recording.turns import turn_name
 from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
 from deskrig.services import CallInfo
@@ -101,6 +103,20 @@ async def record_one(
     app_rig: AppRig, server: DeskrigServer, out: Path, tool: str, arguments: dict[str, Any], looks: Looks
 ) -> Path:
     """Record one call of ``tool`` into ``out`` while counting every look at the desktop."""
+    (turn,) = await record_calls(app_rig, server, out, [(tool, arguments)], looks)
+    return turn
+
+
+async def record_calls(
+    app_rig: AppRig,
+    server: DeskrigServer,
+    out: Path,
+    calls: list[tuple[str, dict[str, Any]]],
+    looks: Looks,
+    settle_between: bool = False,
+) -> list[Path]:
+    """Record ``calls`` into ``out``, back to back (or, ``settle_between``, each after the one
+    before has its "after" observation), while counting every look at the desktop; their turns."""
     registry: RecordingRegistry = registry_of(server.services)
     await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
     assert registry.a11y is not None
@@ -124,16 +140,19 @@ async def record_one(
     desktop.a11y_origins = counted_origins  # type: ignore[method-assign]
     client.snapshot = counted_snapshot  # type: ignore[method-assign]
     try:
-        result = await server.call(server.tools[tool], arguments, CallInfo(ClientRef(CLIENT)))
-        assert not result.is_error, result.structured_content
+        for tool, arguments in calls:
+            result = await server.call(server.tools[tool], arguments, CallInfo(ClientRef(CLIENT)))
+            assert not result.is_error, result.structured_content
+            if settle_between:
+                await registry.settle()
         await registry.settle()
     finally:
         del desktop.windows, desktop.a11y_origins, client.snapshot
     state = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
-    assert state.turns == 1 and state.last_error is None, state
+    assert state.turns == len(calls) and state.last_error is None, state
     await registry.a11y.close()
     registry.close()
-    return out / "turn-00001"
+    return [out / turn_name(number) for number in range(1, len(calls) + 1)]
 
 
 @pytest.mark.parametrize("by", ["point", "element"])
@@ -153,6 +172,102 @@ def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp
     evidence = load_json(turn / "evidence.json")
     assert evidence["before.png"]["source"] == evidence["after.png"]["source"] == "window"
     assert evidence["before_state.json"]["status"] == evidence["after_state.json"]["status"] == "captured"
+
+
+@pytest.mark.parametrize("case", ["back to back", "after settled", "another target"])
+def test_back_to_back_actions_observe_once_between_them(
+    app_rig: AppRig, tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clicks on the app's window, the second sent as soon as the first answered: the
+    second's "before" observation is the first's "after" too (one window list and one tree
+    fewer, and turn 2's before files are links of turn 1's after files). With the first's "after"
+    taken before the second action (as when an agent paces its calls), or the second aimed at
+    something else (the bare screen), each is observed on its own, as before."""
+    monkeypatch.setattr(registry_module, "AFTER_CAPTURE_DELAY", 60.0)  # the second call comes first
+    looks = Looks()
+    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    x, y = app_rig.bare_point()
+    calls = [("click", inside), ("click", {"x": x, "y": y} if case == "another target" else inside)]
+    server = app_rig.server()
+    first, second = anyio.run(
+        record_calls, app_rig, server, tmp_path / "rec", calls, looks, case == "after settled"
+    )
+    # The resolvers' lists are the "before" ones; each "after" taken on its own lists once.
+    assert looks.windows == (3 if case == "back to back" else 4)
+    if case == "back to back":
+        assert looks.trees == 3
+        for name, after in (("before.png", "after.png"), ("before_state.json", "after_state.json")):
+            assert (second / name).stat().st_ino == (first / after).stat().st_ino, name
+    elif case == "after settled":  # the second's before reads its tree, or syncs to take the first's over
+        assert looks.trees >= 4
+    for turn in (first, second):
+        evidence = load_json(turn / "evidence.json")
+        for name in ("before.png", "after.png"):
+            assert evidence[name]["status"] == "captured", (turn.name, name, evidence[name])
+    assert load_json(first / "evidence.json")["after_state.json"]["status"] == "captured"
+
+
+def test_an_after_observation_no_action_claims_is_taken_after_the_delay(
+    app_rig: AppRig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no next action and nothing waiting for the turns, a recorded action's turn is still
+    written: its "after" observation is taken once AFTER_CAPTURE_DELAY has passed."""
+    monkeypatch.setattr(registry_module, "AFTER_CAPTURE_DELAY", 0.01)
+    server = app_rig.server()
+    registry = registry_of(server.services)
+    out = tmp_path / "rec"
+    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+
+    async def record() -> None:
+        await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
+        await _calls(server, [("click", inside)])
+        with anyio.fail_after(30):
+            while not (out / "turn-00001").exists():  # written by the writer thread, never settled
+                await anyio.sleep(0.02)
+
+    try:
+        anyio.run(record)
+    finally:
+        registry.close()
+    assert load_json(out / "turn-00001" / "evidence.json")["after.png"]["status"] == "captured"
+
+
+def test_a_turn_whose_claimed_after_failed_is_observed_on_its_own(
+    app_rig: AppRig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second of two back-to-back clicks claims the first's "after" observation, and its own
+    "before" one fails unexpectedly (the second goes unrecorded, its failure logged): the first
+    turn still gets an "after" of its own."""
+    monkeypatch.setattr(registry_module, "AFTER_CAPTURE_DELAY", 60.0)
+    observed = registry_module.capture_moment
+    observations: list[bool] = []
+
+    async def second_fails(*args: Any, **kwargs: Any) -> Any:
+        observations.append(True)
+        if len(observations) == 2:
+            raise RuntimeError("an unexpected failure")
+        return await observed(*args, **kwargs)
+
+    monkeypatch.setattr(registry_module, "capture_moment", second_fails)
+    server = app_rig.server()
+    registry = registry_of(server.services)
+    out = tmp_path / "rec"
+    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+
+    async def record() -> None:
+        await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
+        await _calls(server, [("click", inside)] * 2)
+        await registry.settle()
+        stopped = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
+        assert stopped.turns == 1 and stopped.last_error is None, stopped
+
+    try:
+        anyio.run(record)
+    finally:
+        registry.close()
+    assert len(observations) == 3  # the first's before, the second's failed before, the first's after
+    evidence = load_json(out / "turn-00001" / "evidence.json")
+    assert evidence["after.png"]["status"] == evidence["after_state.json"]["status"] == "captured"
 
 
 def test_recorded_states_read_the_tools_live_mirror_and_keep_no_snapshot(

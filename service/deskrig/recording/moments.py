@@ -97,7 +97,8 @@ async def read_tree(
     return TurnTree(snapshot, captured(pii_masking=masked))
 
 
-def _target_key(target: ActionTarget | None) -> tuple[int | None, int | None]:
+def target_key(target: ActionTarget | None) -> tuple[int | None, int | None]:
+    """What a moment is a moment of: the target's (pid, window_id)."""
     return (target.pid, target.window_id) if target is not None else (None, None)
 
 
@@ -117,7 +118,7 @@ def _offered(previous: Moment | None, target: ActionTarget | None) -> _Offer | N
         return None
     return (
         _Offer(previous, seen)
-        if seen.target == _target_key(target) and seen.windows == target.windows
+        if seen.target == target_key(target) and seen.windows == target.windows
         else None
     )
 
@@ -192,7 +193,7 @@ async def capture_moment(
     async with anyio.create_task_group() as group:
         group.start_soon(anyio.to_thread.run_sync, grab)
         tree = await read()
-    seen = Seen(_target_key(target), *under[0], events) if under and under[0] is not None else None
+    seen = Seen(target_key(target), *under[0], events) if under and under[0] is not None else None
     return Moment(images[0], tree, seen)
 
 

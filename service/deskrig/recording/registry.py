@@ -14,11 +14,19 @@ Two kinds of recording:
   stops.
 
 Each action is observed once before it (synchronously, ahead of the action, reusing the window
-list its target resolver read) and once after it (right after it), through the same observation
-path as the screenshot tools; an after-observation still current when the next action starts is
-that action's before-observation (see :mod:`deskrig.recording.moments`). The same turn is handed
-to every recording that wants it; encoding and writing happen on the recordings' writer threads,
-off the event loop.
+list its target resolver read) and once after it, through the same observation path as the
+screenshot tools; an after-observation still current when the next action starts is that action's
+before-observation (see :mod:`deskrig.recording.moments`). The same turn is handed to every
+recording that wants it; encoding and writing happen on the recordings' writer threads, off the
+event loop.
+
+**The after-observation waits for the next action.** It is taken :data:`AFTER_CAPTURE_DELAY`
+after the action answered, unless the next recorded action of the same target comes first (a
+client acting back to back): that action's before-observation is then this turn's after too, one
+observation where two were taken. Both mean the same: the target at an instant after this action
+and before the next one (which is why the next action waits for an after-observation under way).
+Anything else that waits for the turns (the next action of another target or client, stopping or
+restarting a recording, a client's disconnect) has it taken at once.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import asyncio
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +47,7 @@ from deskrig.config import Settings
 from deskrig.errors import DeskrigError, ErrorCode, ErrorInfo
 from deskrig.idle import IdleExpiry
 from deskrig.observation import Observer
-from deskrig.recording.moments import capture_moment
+from deskrig.recording.moments import capture_moment, target_key
 from deskrig.recording.session import EndReason, Recording, RecordingState, Wakeups
 from deskrig.recording.signing import TurnSigner
 from deskrig.recording.turns import Moment, TurnRecord
@@ -53,6 +61,11 @@ log = logging.getLogger(__name__)
 REMEMBERED_CLIENTS = 256
 #: How long a disconnect waits for the client's last "after" capture.
 AFTER_CAPTURE_GRACE = 2.0
+#: Seconds an action's "after" observation waits for the next action to take it (see the module
+#: docstring): well beyond a client's turnaround (the reply read, the next call sent and its target
+#: resolved: 5-20 ms in a rig process on a loaded 2-core machine), well short of an agent's
+#: (hundreds of ms), which finds it taken.
+AFTER_CAPTURE_DELAY = 0.05
 
 
 @dataclass
@@ -64,6 +77,22 @@ class PendingTurn:
     arguments: dict[str, Any]
     before: Moment | None
     capture_seconds: float
+
+
+@dataclass
+class AwaitedAfter:
+    """A turn whose action has answered, and its "after" observation, waiting to be taken (see
+    the module docstring)."""
+
+    turn: PendingTurn
+    call: CallInfo
+    action: dict[str, Any]
+    #: Set to take it at once.
+    hurry: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The next action's before-observation is this turn's after: it is not taken on its own.
+    claimed: bool = False
+    #: Being taken on its own: no action may claim it any more.
+    taking: bool = False
 
 
 def _iso(moment: datetime) -> str:
@@ -92,7 +121,8 @@ class RecordingRegistry:
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._teardowns: list[threading.Thread] = []
-        self._after_tasks: set[asyncio.Task[None]] = set()
+        #: The turns waiting for their "after" observation, each with the task that takes it.
+        self._afters: dict[asyncio.Task[None], AwaitedAfter] = {}
         #: The last action's "after": the next action's "before" where still current (see
         #: deskrig.recording.moments).
         self._last_after: Moment | None = None
@@ -250,22 +280,47 @@ class RecordingRegistry:
             return any(r is not None and r.active for r in [self.boot, *self._sessions.values()])
 
     async def settle(self) -> None:
-        """Wait for the after-captures still running on this loop (before the next action, or a stop)."""
+        """Take the "after" observations awaited on this loop at once, and wait for them (before
+        the next action, or a stop)."""
         loop = asyncio.get_running_loop()
-        pending = [task for task in self._after_tasks if task.get_loop() is loop]
+        pending = [task for task in self._afters if task.get_loop() is loop]
+        for task in pending:
+            self._afters[task].hurry.set()
         if pending:
             await asyncio.wait(pending)
+
+    def _claim_after(self, call: CallInfo, spec: AnyTool, refused: ErrorInfo | None) -> AwaitedAfter | None:
+        """The turn whose "after" observation this action's "before" one is to be: the one turn
+        awaiting it on this loop, when it is of the same target and not being taken yet, and this
+        action is observed before it runs. (Synchronous: no other task runs between the check and
+        the claim.) Only the one: of two actions answered at once, the one claimed would be
+        handed to the recordings after the other, though it may have answered first."""
+        if refused is not None or not spec.recorded or not self._recordings_for(call.client_id):
+            return None
+        loop = asyncio.get_running_loop()
+        awaited = [
+            after for task, after in self._afters.items() if task.get_loop() is loop and not task.done()
+        ]
+        if len(awaited) != 1:
+            return None
+        after = awaited[0]
+        if after.taking or after.claimed or target_key(after.call.target) != target_key(call.target):
+            return None
+        after.claimed = True
+        after.hurry.set()  # its task has nothing more to do
+        return after
 
     async def begin(
         self, call: CallInfo, spec: AnyTool, arguments: dict[str, Any], refused: ErrorInfo | None
     ) -> PendingTurn | None:
+        claimed = self._claim_after(call, spec, refused)
         # No action may change the screen while the previous one's "after" is being captured.
         await self.settle()
         self.touch(call.client_id)
         if not spec.recorded:
             return None
         recordings = self._recordings_for(call.client_id)
-        if not recordings:
+        if not recordings and claimed is None:
             if not self._recording_any():
                 self._last_after = None  # nothing to offer it to: let its frame go
             return None
@@ -274,8 +329,25 @@ class RecordingRegistry:
         if refused is None:
             target = call.target
             observation = self.observer.observe(target.windows if target is not None else None)
-            before = await capture_moment(observation, self.a11y, target, previous=self._last_after)
+            try:
+                before = await capture_moment(
+                    observation, self.a11y, target, previous=self._last_after, note_seen=claimed is not None
+                )
+            finally:
+                if claimed is not None:
+                    self._claimed_after(claimed, before)
+        if not recordings:  # stopped while the turn before was awaited
+            return None
         return PendingTurn(recordings, spec.name, dict(arguments), before, time.perf_counter() - started)
+
+    def _claimed_after(self, claimed: AwaitedAfter, moment: Moment | None) -> None:
+        """Hand ``claimed``'s turn over with ``moment`` as its "after"; without one (the
+        observation failed unexpectedly), have its own taken, as it would have been."""
+        if moment is None:
+            self._await_after(AwaitedAfter(claimed.turn, claimed.call, claimed.action), delay=0.0)
+            return
+        self._last_after = moment  # offered to the next action, as an "after" is
+        self._hand_over(claimed.turn, claimed.call, claimed.action, moment)
 
     async def end(
         self,
@@ -285,7 +357,7 @@ class RecordingRegistry:
         error: ErrorInfo | None,
         duration_ms: float,
     ) -> None:
-        """The "after" capture starts now but runs on after the call returns: it is not part of the
+        """The "after" observation is awaited (see the module docstring): it is not part of the
         action's latency, and :meth:`settle` makes the next action wait for it."""
         if not isinstance(token, PendingTurn):
             return
@@ -296,18 +368,30 @@ class RecordingRegistry:
         if token.before is None:
             self._hand_over(token, call, action, None)
             return
-        task = asyncio.get_running_loop().create_task(self._capture_after(token, call, action))
-        self._after_tasks.add(task)
-        task.add_done_callback(self._after_tasks.discard)
+        self._await_after(AwaitedAfter(token, call, action), AFTER_CAPTURE_DELAY)
 
-    async def _capture_after(self, token: PendingTurn, call: CallInfo, action: dict[str, Any]) -> None:
-        try:
-            after = await capture_moment(self.observer.observe(), self.a11y, call.target, note_seen=True)
-        except Exception:  # the task has no caller to report to
-            log.exception("capturing the state after %s failed", token.tool)
+    def _await_after(self, after: AwaitedAfter, delay: float) -> None:
+        task = asyncio.get_running_loop().create_task(self._capture_after(after, delay))
+        self._afters[task] = after
+        task.add_done_callback(self._afters.pop)
+
+    async def _capture_after(self, after: AwaitedAfter, delay: float) -> None:
+        """Take ``after``'s observation once ``delay`` has passed or it is hurried, unless the next
+        action claimed it."""
+        with anyio.move_on_after(delay):
+            await after.hurry.wait()
+        if after.claimed:
             return
-        self._last_after = after
-        self._hand_over(token, call, action, after)
+        after.taking = True
+        try:
+            moment = await capture_moment(
+                self.observer.observe(), self.a11y, after.call.target, note_seen=True
+            )
+        except Exception:  # the task has no caller to report to
+            log.exception("capturing the state after %s failed", after.turn.tool)
+            return
+        self._last_after = moment
+        self._hand_over(after.turn, after.call, after.action, moment)
 
     def _hand_over(
         self, token: PendingTurn, call: CallInfo, action: dict[str, Any], after: Moment | None
