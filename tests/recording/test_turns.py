@@ -8,6 +8,7 @@ import io
 import json
 import os
 import time
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -586,27 +587,31 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
         before = after
 
 
+def _shaded_moment(shade: int) -> Moment:
+    """A 32x24 window of one shade, and a tree naming it."""
+    width, height = 32, 24
+    grab = Grab.from_bgrx(bytes([shade]) * (width * height * 4), width, height)
+    region = Bounds(x=0, y=0, width=width, height=height)
+    return Moment(
+        TurnImage(grab, captured(source="window", region=region)),
+        TurnTree({"elements": [{"index": 0, "name": f"shade {shade}"}]}, captured()),
+    )
+
+
+#: A pointer move's action.json.
+MOVE_ACTION = {"tool": "move_cursor", "arguments": {"x": 1, "y": 1}, "timestamp": "2026-01-01T00:00:00Z"}
+
+
 def test_a_before_taken_over_from_the_turn_before_is_a_link_to_its_after(tmp_path: Path) -> None:
     """When an action took the moment before it over from the last action's "after" (the same
     screenshot and tree), its before.png and before_state.json are hard links to that turn's
     after.png and after_state.json, not written again; a moment taken anew is written."""
-    width, height = 32, 24
-
-    def moment(shade: int) -> Moment:
-        grab = Grab.from_bgrx(bytes([shade]) * (width * height * 4), width, height)
-        region = Bounds(x=0, y=0, width=width, height=height)
-        return Moment(
-            TurnImage(grab, captured(source="window", region=region)),
-            TurnTree({"elements": [{"index": 0, "name": f"shade {shade}"}]}, captured()),
-        )
-
-    first, second, third = moment(10), moment(20), moment(30)
-    action = {"tool": "move_cursor", "arguments": {"x": 1, "y": 1}, "timestamp": "2026-01-01T00:00:00Z"}
+    first, second, third = _shaded_moment(10), _shaded_moment(20), _shaded_moment(30)
     recording = Recording(tmp_path, "session")
     recording.start()
-    recording.enqueue(TurnRecord("move_cursor", action, first, second, None))
-    recording.enqueue(TurnRecord("move_cursor", action, second, third, None))  # taken over
-    recording.enqueue(TurnRecord("move_cursor", action, moment(30), moment(40), None))  # taken anew
+    recording.enqueue(TurnRecord("move_cursor", MOVE_ACTION, first, second, None))
+    recording.enqueue(TurnRecord("move_cursor", MOVE_ACTION, second, third, None))  # taken over
+    recording.enqueue(TurnRecord("move_cursor", MOVE_ACTION, _shaded_moment(30), _shaded_moment(40), None))
     assert recording.stop().turns == 3
     for before, after in (("before.png", "after.png"), ("before_state.json", "after_state.json")):
         assert os.path.samefile(tmp_path / "turn-00002" / before, tmp_path / "turn-00001" / after)
@@ -620,6 +625,21 @@ def test_a_before_taken_over_from_the_turn_before_is_a_link_to_its_after(tmp_pat
     assert entries["turn-00002/before.png"].sha256 == hashlib.sha256(linked).hexdigest()
 
 
+def test_the_writer_lets_a_written_turn_go(tmp_path: Path) -> None:
+    """Waiting for the next turn, the writer holds nothing of the turn it wrote but its "after"
+    moment (what the next turn's "before" files may link to): the other frames go back to the
+    grabber that lent them (a grabber's buffer still held is copied anew at every grab)."""
+    before = _shaded_moment(10)
+    held = weakref.ref(before)
+    recording = Recording(tmp_path, "session")
+    recording.start()
+    recording.enqueue(TurnRecord("move_cursor", MOVE_ACTION, before, _shaded_moment(20), None))
+    del before
+    poll("the turn written", lambda: recording.turns == 1)
+    poll("the written turn's before moment let go", lambda: held() is None)
+    assert recording.stop().turns == 1
+
+
 @pytest.mark.parametrize("replacement", ["symlink", "file"])
 def test_a_before_is_written_when_the_after_it_would_link_to_was_replaced(
     tmp_path: Path, replacement: str
@@ -631,8 +651,7 @@ def test_a_before_is_written_when_the_after_it_would_link_to_was_replaced(
         TurnImage(grab, captured(source="window", region=Bounds(x=0, y=0, width=8, height=8))),
         TurnTree(None, unavailable("no_target_pid")),
     )
-    action = {"tool": "move_cursor", "arguments": {"x": 1, "y": 1}, "timestamp": "2026-01-01T00:00:00Z"}
-    write_turn(tmp_path, 1, TurnRecord("move_cursor", action, shared, shared, None))
+    write_turn(tmp_path, 1, TurnRecord("move_cursor", MOVE_ACTION, shared, shared, None))
     inodes = after_inodes(tmp_path / "turn-00001")
     assert set(inodes) == {"after.png"}  # no state file to link to
     elsewhere = tmp_path / "elsewhere.png"
@@ -643,7 +662,7 @@ def test_a_before_is_written_when_the_after_it_would_link_to_was_replaced(
         earlier_after.symlink_to(elsewhere)
     else:
         os.link(elsewhere, earlier_after)
-    second = TurnRecord("move_cursor", action, shared, shared, None)
+    second = TurnRecord("move_cursor", MOVE_ACTION, shared, shared, None)
     write_turn(tmp_path, 2, second, taken=taken_over(second, shared, inodes))
     before = tmp_path / "turn-00002" / "before.png"
     assert (

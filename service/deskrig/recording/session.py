@@ -50,6 +50,8 @@ Scope = Literal["session", "boot"]
 EndReason = Literal["stop_recording", "restarted", "disconnect", "idle_timeout", "server_stop"]
 #: Niceness of the turn writer threads (10: well behind the server's own work).
 WRITER_NICENESS = 10
+#: The "after" moment of the turn written last and the inodes of its files (see ``_write_turns``).
+Earlier = tuple[Moment | None, dict[str, int]]
 
 
 class RecordingState(BaseModel):
@@ -205,26 +207,31 @@ class Recording:
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
         #: The "after" moment of the turn written last, and the inodes of its files: what the next
         #: turn's "before" files may be links to.
-        earlier: tuple[Moment | None, dict[str, int]] = (None, {})
-        while True:
-            record = self._queue.get()
-            if record is None:
-                return
-            number = self._next
-            taken = taken_over(record, *earlier)
-            earlier = (None, {})
-            try:
-                event = write_turn(self.output_dir, number, record, self._turn_video(record), taken)
-            except Exception as exc:  # a turn lost is reported, never the end of the recording
-                self._own_error = f"turn {number} was not written: {exc}"
-                log.exception("turn %d of %s", number, self.output_dir)
-                continue
-            earlier = (record.after, after_inodes(self.output_dir / event.turn))
-            with self._lock:
-                self._next = number + 1
-                self.turns += 1
-                self._events.append(event)
-            self.wakeups.wake()
+        earlier: Earlier = (None, {})
+        while (record := self._queue.get()) is not None:
+            earlier = self._write(record, earlier)
+            # Nothing written is held while the next turn is awaited: the frames of its moments go
+            # back to their grabber, to be grabbed into again rather than copied anew (only the
+            # "after" one stays, in ``earlier``, as the recorder holds it anyway).
+            del record
+
+    def _write(self, record: TurnRecord, earlier: Earlier) -> Earlier:
+        """Write ``record`` as the next turn; what the turn after it may link to."""
+        number = self._next
+        try:
+            event = write_turn(
+                self.output_dir, number, record, self._turn_video(record), taken_over(record, *earlier)
+            )
+        except Exception as exc:  # a turn lost is reported, never the end of the recording
+            self._own_error = f"turn {number} was not written: {exc}"
+            log.exception("turn %d of %s", number, self.output_dir)
+            return (None, {})
+        with self._lock:
+            self._next = number + 1
+            self.turns += 1
+            self._events.append(event)
+        self.wakeups.wake()
+        return (record.after, after_inodes(self.output_dir / event.turn))
 
     def _turn_video(self, record: TurnRecord) -> TurnVideo | None:
         """Where the video shows this turn: its action's start, in seconds from the first frame;
