@@ -224,11 +224,19 @@ def _png_file(width: int, height: int, mode: str, compressed: bytes) -> bytes:
 
 def encode_png(picture: Grab | Image.Image) -> bytes:
     """Lossless PNG with unfiltered rows (see the module docstring for why)."""
+    return encode_png_with_bands(picture)[0]
+
+
+def encode_png_with_bands(picture: Grab | Image.Image) -> tuple[bytes, DeflatedFrame | None]:
+    """:func:`encode_png`, and for a frame of BGRX rows its deflated bands, which make the PNG of
+    the same picture with a few rows changed (:meth:`DeflatedFrame.with_rows`); None for a
+    Pillow image, deflated as one stream."""
     if isinstance(picture, Grab) and picture.bgrx is not None:
-        return deflate_frame(picture).png()
+        deflated = deflate_frame(picture)
+        return deflated.png(), deflated
     image = picture.image() if isinstance(picture, Grab) else picture
     if image.mode not in _PNG_COLOUR_TYPES:
         image = image.convert("RGBA" if has_alpha(image) else "RGB")
     stride = image.width * len(image.getbands())
     compressed = _deflated_scanlines(_packed_bands(image.tobytes(), stride), stride)
-    return _png_file(image.width, image.height, image.mode, compressed)
+    return _png_file(image.width, image.height, image.mode, compressed), None

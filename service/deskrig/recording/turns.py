@@ -134,11 +134,7 @@ class TurnImage:
         action's "before" too (see :mod:`deskrig.recording.moments`), and is not encoded again."""
         with self._lock:
             if self._png is None and self.image is not None:
-                if isinstance(self.image, Grab) and self.image.bgrx is not None:
-                    self._deflated = png.deflate_frame(self.image)
-                    self._png = self._deflated.png()
-                else:
-                    self._png = imaging.encode(self.image, "png")
+                self._png, self._deflated = png.encode_png_with_bands(self.image)
             return self._png
 
     def marked_png(self, marker: Point) -> bytes | None:
@@ -146,15 +142,14 @@ class TurnImage:
         :func:`deskrig.imaging.draw_click_marker` draws it. A BGRX grab's marker is drawn on RGB
         copies of the rows it covers only, and only their bands are deflated: the others are those
         of the grab's own PNG (:meth:`png`), which its grab is left as for."""
-        image = self.image
-        if image is None:
+        image, whole = self.image, self.png()
+        if image is None or whole is None:
             return None
-        if not isinstance(image, Grab) or image.bgrx is None:
+        deflated = self._deflated
+        if deflated is None:  # a Pillow image: the marker drawn on a copy, encoded whole
             shown = image.image() if isinstance(image, Grab) else image
             return imaging.encode(imaging.draw_click_marker(shown, marker.x, marker.y), "png")
-        whole = self.png()
-        deflated = self._deflated
-        assert whole is not None and deflated is not None
+        assert isinstance(image, Grab) and image.bgrx is not None  # deflated in bands: BGRX rows
         top, bottom = deflated.band_span(marker.y - _MARKER_REACH, marker.y + _MARKER_REACH + 1)
         if top == bottom:  # the marker lies wholly above or below the picture
             return whole
