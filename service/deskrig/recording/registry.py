@@ -314,28 +314,28 @@ class RecordingRegistry:
         self, call: CallInfo, spec: AnyTool, arguments: dict[str, Any], refused: ErrorInfo | None
     ) -> PendingTurn | None:
         claimed = self._claim_after(call, spec, refused)
-        # No action may change the screen while the previous one's "after" is being captured.
-        await self.settle()
-        self.touch(call.client_id)
-        if not spec.recorded:
-            return None
-        recordings = self._recordings_for(call.client_id)
-        if not recordings and claimed is None:
-            if not self._recording_any():
-                self._last_after = None  # nothing to offer it to: let its frame go
-            return None
-        started = time.perf_counter()
         before = None
-        if refused is None:
-            target = call.target
-            observation = self.observer.observe(target.windows if target is not None else None)
-            try:
+        try:
+            # No action may change the screen while the previous one's "after" is being captured.
+            await self.settle()
+            self.touch(call.client_id)
+            if not spec.recorded:
+                return None
+            recordings = self._recordings_for(call.client_id)
+            if not recordings and claimed is None:
+                if not self._recording_any():
+                    self._last_after = None  # nothing to offer it to: let its frame go
+                return None
+            started = time.perf_counter()
+            if refused is None:
+                target = call.target
+                observation = self.observer.observe(target.windows if target is not None else None)
                 before = await capture_moment(
                     observation, self.a11y, target, previous=self._last_after, note_seen=claimed is not None
                 )
-            finally:
-                if claimed is not None:
-                    self._claimed_after(claimed, before)
+        finally:  # also when cancelled, or failed unexpectedly: the turn claimed still gets an "after"
+            if claimed is not None:
+                self._claimed_after(claimed, before)
         if not recordings:  # stopped while the turn before was awaited
             return None
         return PendingTurn(recordings, spec.name, dict(arguments), before, time.perf_counter() - started)
