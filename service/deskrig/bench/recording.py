@@ -11,16 +11,16 @@
   paired differences (n-th call on minus n-th call off), beside the rig server's CPU per call of
   each side (median over blocks; the writer's encoding included), which the machine's load does
   not move. *Paced*: :data:`PACE_OVER_MCP` seconds between a reply and the next call, an agent's
-  pace; *back-to-back*: none, so each action first waits for the previous one's after-capture.
-  Two clients: a bare JSON-RPC one (POSTs, replies
+  pace; *back-to-back*: none, so each action's before-observation is the previous one's "after"
+  too (see :mod:`deskrig.recording.registry`). Two clients: a bare JSON-RPC one (POSTs, replies
   parsed as JSON) and the SDK's ``mcp.Client``, which also validates each result against the
   tool's output schema.
 - Action latency (``move_cursor``, in process, 1280x800) with recording off and on: on the window
   of gtk3-widget-factory (261 accessible elements: window pixels plus two accessibility snapshots
   per turn) and on the bare screen (full-screen pixels, no accessibility state). *Paced* leaves
-  100 ms between actions, as an agent's round trip does, so the "after" capture (which runs once
-  the call has returned) is off the clock; *back-to-back* is the worst case, where each action
-  first waits for the previous one's "after". Target: at most 30 ms added. The two parts of a
+  100 ms between actions, as an agent's round trip does, so the "after" capture (taken 50 ms
+  after the call returned) is off the clock; *back-to-back*: each action's before-observation
+  is the previous one's "after" too. Target: at most 30 ms added. The two parts of a
   capture (pixels, accessibility snapshot) are timed on their own to show where the time goes.
 - Video CPU, as a share of one core, on an idle screen (a still xterm) and a busy one (an xterm
   scrolling text over most of the screen): the recorder's pipeline (ffmpeg plus the frame pump
