@@ -309,6 +309,10 @@ class DeskrigServer:
             if spec.resolve is not None:
                 call = replace(call, target=await spec.resolve(self.services, call, args))
                 tokens = await self._begin(call, spec, arguments, None)
+            elif not spec.read_only and self.services.recorder is not None:
+                # An action's "after" observation is taken a little after it answered: this tool's
+                # effect (a window focused, an app launched) must not show in it.
+                await self.services.recorder.settle()
             result = await spec.handler(self.services, call, args)
         except anyio.get_cancelled_exc_class() as exc:
             cancelled = exc

@@ -144,6 +144,11 @@ class ActionObserver(Protocol):
         duration_ms: float,
     ) -> None: ...
 
+    async def settle(self) -> None:
+        """Finish observing the actions already answered (their "after" observations): a tool that
+        changes the desktop without a target to observe waits for this before it runs."""
+        ...
+
 
 class Recorder(ActionObserver, Protocol):
     """The action observer that records: turn folders of the action tools' calls."""

@@ -4,7 +4,7 @@ recorded action looks at the desktop, and that its images are redacted like ever
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +230,50 @@ def test_an_after_observation_no_action_claims_is_taken_after_the_delay(
     finally:
         registry.close()
     assert load_json(out / "turn-00001" / "evidence.json")["after.png"]["status"] == "captured"
+
+
+def test_a_tool_that_changes_the_desktop_without_a_target_waits_for_the_last_after(
+    app_rig: AppRig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """focus_window (like launch_app, kill_app, run_command) has no target for the recorder to
+    observe, so it claims no "after" observation; it still changes the desktop, so a recorded
+    action's "after", awaited when focus_window is called, is taken before focus_window runs."""
+    monkeypatch.setattr(registry_module, "AFTER_CAPTURE_DELAY", 600.0)  # nothing else takes it
+    server = app_rig.server()
+    registry = registry_of(server.services)
+    out = tmp_path / "rec"
+    window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
+    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    observed = registry_module.capture_moment
+    order: list[str] = []
+
+    async def capture(*args: Any, **kwargs: Any) -> Any:
+        order.append("observed")
+        return await observed(*args, **kwargs)
+
+    monkeypatch.setattr(registry_module, "capture_moment", capture)
+    focus = server.tools["focus_window"]
+    monkeypatch.setitem(
+        server.tools, "focus_window", replace(focus, handler=_noting(focus.handler, order, "focused"))
+    )
+
+    async def record() -> None:
+        await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
+        await _calls(server, [("click", inside), ("focus_window", {"window_id": window.id})])
+
+    try:
+        anyio.run(record)
+    finally:
+        registry.close()
+    assert order == ["observed", "observed", "focused"]  # the click's before and after, then the focus
+
+
+def _noting(handler: Any, order: list[str], note: str) -> Any:
+    async def noted(*args: Any) -> Any:
+        order.append(note)
+        return await handler(*args)
+
+    return noted
 
 
 def test_a_turn_whose_claimed_after_failed_is_observed_on_its_own(
