@@ -490,8 +490,9 @@ def test_a_window_that_loses_or_gains_its_extents_has_the_tree_fetched_whole(
         async def frame_without_component(app: AppConnection, **limits: Any) -> FetchedTree:
             fetched = await whole_fetch(app, **limits)
             at = next(e.index for e in fetched.elements if e.ref == frame.ref)
-            fetched.elements[at].interfaces.remove("Component")
-            fetched.elements[at].bounds = None
+            element = fetched.elements[at]
+            interfaces = tuple(i for i in element.interfaces if i != "Component")
+            fetched.elements[at] = element.model_copy(update={"interfaces": interfaces, "bounds": None})
             fetched.nodes[at] = without_component(fetched.nodes[at])
             return fetched
 

@@ -275,7 +275,8 @@ class AccessibilityClient:
         async with self._guard(f"reading the accessibility tree of pid {pid}", pid=pid):
             app = await self._app_for_pid(pid)
             mirrored = await self._mirrored(app, refresh=False)
-        return await self._on_screen(pid, mirrored.elements)
+        # A list of the caller's own: the mirror's is the tree it corrects and serves next.
+        return await self._on_screen(pid, list(mirrored.elements))
 
     def events_version(self) -> tuple[int, int] | None:
         """Changes when an AT-SPI event arrives, when a read finds a tree changed where no event
@@ -329,7 +330,7 @@ class AccessibilityClient:
             if node.has_state(c.STATE_DEFUNCT):
                 raise CallFailed(UNKNOWN_OBJECT, "the object is defunct")
             (fresh,) = await describe_many(
-                app, [(node, element.depth, element.parent, element.path)], first_index=element.index
+                app, [(node, element.depth, element.parent, element.path)], indices=[element.index]
             )
         (on_screen,) = await self._on_screen(app.pid, [fresh])
         return on_screen

@@ -336,8 +336,9 @@ class AppMirror:
         finally:
             held, self._held = self._held, None
         self._cached = fetched.used_cache
+        elements = fetched.elements
         tree = MirroredTree(
-            fetched.elements,
+            elements,
             fetched.nodes,
             fetched.truncated,
             started,
@@ -346,7 +347,7 @@ class AppMirror:
             refetched=True,
             # A fetch may be what finds a change no event announced (a list that did not answer,
             # a refresh): whatever it serves that differs tells, so readers see the tree changed.
-            changed_unannounced=fetched.elements != self._served,
+            changed_unannounced=elements != self._served,
         )
         self._store(tree)
         self._note_held(held)
@@ -490,12 +491,17 @@ class AppMirror:
             root, base = tree.elements[start], len(elements)
             moved_to[start] = base
             above = None if root.parent is None else moved_to[root.parent]
-            for element in subtree.elements:
-                element.index = base + element.index
-                element.parent = above if element.parent is None else base + element.parent
-                element.depth += root.depth
-                element.path = [*root.path, *element.path]  # renumbered below if its root was renamed
-                elements.append(element)
+            elements.extend(
+                element.model_copy(
+                    update={
+                        "index": base + element.index,
+                        "parent": above if element.parent is None else base + element.parent,
+                        "depth": root.depth + element.depth,
+                        "path": (*root.path, *element.path),  # renumbered below if its root was renamed
+                    }
+                )
+                for element in subtree.elements
+            )
             nodes.extend(subtree.nodes)
         for old in range(kept_up_to, len(tree.elements)):
             keep(old)
@@ -504,7 +510,12 @@ class AppMirror:
         if not self._watches_the_same_windows(tree, elements):
             return None
         spliced = MirroredTree(
-            _with_paths(elements), nodes, False, tree.fetched_at, self._newest_event_at, tree.notes
+            _with_paths(elements),
+            nodes,
+            False,
+            tree.fetched_at,
+            self._newest_event_at,
+            tree.notes,
         )
         self._store(spliced)
         self._note_held(held)
@@ -549,8 +560,8 @@ class AppMirror:
             answered_by(app, node, details_ahead.get(node.key)) for node, *_ in kept
         )
         differs = False
-        for fresh, element in zip(await describe_many(app, kept, read_ahead=details_ahead), old, strict=True):
-            fresh.index = element.index
+        described = await describe_many(app, kept, [e.index for e in old], read_ahead=details_ahead)
+        for fresh, element in zip(described, old, strict=True):
             if fresh != element:
                 elements[element.index] = fresh
                 differs = True
@@ -652,6 +663,6 @@ def _with_paths(elements: list[Element]) -> list[Element]:
             result.append(element)
             continue
         step = siblings[element.parent].step(element.role, element.name)
-        path = [*result[element.parent].path, step]
+        path = (*result[element.parent].path, step)
         result.append(element if path == element.path else element.model_copy(update={"path": path}))
     return result
