@@ -47,6 +47,11 @@ finds the tree changed where no event said so, or fetches it whole and finds it 
 tree it held (which events may not have announced either), tells
 (:attr:`MirroredTree.changed_unannounced`), so that the client's events version, which readers
 trust to tell them a tree may have changed (the recorder, the PII masker), moves with it.
+
+Elements are immutable, and a tree keeps the element objects of what did not change: a changed
+element is replaced by a copy, and an element fetched again (in a subtree or the whole tree) that
+equals the one served before is that one. Readers keep what they made of an element by its identity
+(the recorder's state files).
 """
 
 from __future__ import annotations
@@ -336,7 +341,7 @@ class AppMirror:
         finally:
             held, self._held = self._held, None
         self._cached = fetched.used_cache
-        elements = fetched.elements
+        elements = _reusing(fetched.elements, self._served)
         tree = MirroredTree(
             elements,
             fetched.nodes,
@@ -510,7 +515,7 @@ class AppMirror:
         if not self._watches_the_same_windows(tree, elements):
             return None
         spliced = MirroredTree(
-            _with_paths(elements),
+            _reusing(_with_paths(elements), tree.elements),
             nodes,
             False,
             tree.fetched_at,
@@ -666,3 +671,14 @@ def _with_paths(elements: list[Element]) -> list[Element]:
         path = (*result[element.parent].path, step)
         result.append(element if path == element.path else element.model_copy(update={"path": path}))
     return result
+
+
+def _reusing(elements: list[Element], before: Sequence[Element] | None) -> list[Element]:
+    """``elements`` with each one equal to the element of the same object in ``before`` (a tree
+    served earlier) replaced by that element: readers keep what they made of an element by its
+    identity (the recorder's state files), so a subtree or a tree fetched again hands out the
+    objects of the elements that did not change."""
+    if not before:
+        return elements
+    earlier = {e.ref: e for e in before}
+    return [e if (old := earlier.get(e.ref)) is None or old is e or old != e else old for e in elements]
