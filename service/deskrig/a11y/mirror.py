@@ -42,9 +42,12 @@ What a read asks the app whatever the events say (the unreported-change checks, 
 elements' nodes, and their details as their mirrored nodes call for them) is asked while the sync
 is on its way, and so is what the events noted before the read began named: a read costs one round
 trip for all of it. Only what an event noted during the sync names, and an element whose node
-changed meanwhile (other interfaces, shown or hidden), is described again after it. A read that
-finds the tree changed where no event said so, or fetches it whole and finds it other than the
-tree it held (which events may not have announced either), tells
+changed meanwhile (other interfaces, shown or hidden), is described again after it. What an event
+noted after the sync was answered names is left to the next read: the app sent it after the
+moment the read is current as of (gtk3-widget-factory's spinners and progress bar report bounds
+180 times a second, unchanged, and a third of its reads described them again for it, one or two
+more round trips). A read that finds the tree changed where no event said so, or fetches it whole
+and finds it other than the tree it held (which events may not have announced either), tells
 (:attr:`MirroredTree.changed_unannounced`), so that the client's events version, which readers
 trust to tell them a tree may have changed (the recorder, the PII masker), moves with it.
 
@@ -135,7 +138,9 @@ class AppMirror:
         self._served: list[Element] | None = None
         #: Whether the whole fetch described the objects from the app's cache (subtrees are described alike).
         self._cached = False
+        #: time.monotonic() of the newest event a read has taken, and of the newest one noted since.
         self._newest_event_at: float | None = None
+        self._newest_noted_at: float | None = None
         #: While a fetch runs, the events about objects not in the tree: each may be about an
         #: object the fetch adds, and is noted once the fetched tree is stored if it holds it.
         self._held: list[ObjectEvent] | None = None
@@ -161,8 +166,7 @@ class AppMirror:
             if self._held is not None:
                 self._held.append(event)
             return
-        if self._newest_event_at is None or event.at > self._newest_event_at:  # held ones come late
-            self._newest_event_at = event.at
+        self._newest_noted_at = _newer(self._newest_noted_at, event.at)  # held ones come late
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
         elif self._reshapes_parent(event, index):
@@ -231,33 +235,48 @@ class AppMirror:
         """Sync with the app and, on the way, ask it what a read asks whatever the events say, and
         what those noted before the read (``pending``) name: the focused elements' nodes and
         details, the nodes of the elements noted changed more than their bounds, the details of
-        every element noted. None when there is no tree to correct, or a list or window did not
-        answer (see :meth:`_unreported_change`). Every request is answered before a failure of
-        any is raised."""
+        every element noted; and take what the events noted until the sync was answered. None when
+        there is no tree to correct, or a list or window did not answer (see
+        :meth:`_unreported_change`). Every request is answered before a failure of any is raised
+        (what the sync took is then noted again)."""
         if tree is None:
             await sync()
             return None
+
+        async def synced() -> dict[str, bool]:
+            """What the events noted during the sync (those noted after it are the next read's)."""
+            await sync()
+            during, self._changed = self._changed, {}
+            self._newest_event_at = _newer(self._newest_event_at, self._newest_noted_at)
+            self._newest_noted_at = None
+            return during
+
         focused = [self._ref(path) for path in self._focused]
         noted = [key for key in map(self._ref, pending) if key in self._index and key not in focused]
         detailed = [*focused, *noted]
         redescribed = [*focused, *(key for key in noted if not pending[key.path])]
         # Sent in this order, so answered in it: the windows' extents are read before and after
         # the elements read ahead, whose bounds are in screen coordinates.
-        synced, unreported, nodes, details, extents_after = await asyncio.gather(
-            sync(),
+        during, unreported, nodes, details, extents_after = await asyncio.gather(
+            synced(),
             self._unreported_change(app),
             fetch_nodes(app, redescribed),
             read_details(app, [tree.nodes[self._index[key]] for key in detailed]),
             app.call_many(self._window_requests),
             return_exceptions=True,
         )
-        _raise_failure(synced)
+        if not isinstance(during, BaseException) and any(
+            isinstance(result, BaseException) for result in (unreported, nodes, details, extents_after)
+        ):
+            self._changed = _merged(during, self._changed)
+        during = _raise_failure(during)
         unreported = _raise_failure(unreported)
         nodes, details = _raise_failure(nodes), _raise_failure(details)
         extents_after = _raise_failure(extents_after)
         if unreported is None:
             return None
         return ReadAhead(
+            during,
             unreported,
             dict(zip(redescribed, nodes, strict=True)),
             dict(zip(detailed, details, strict=True)),
@@ -268,9 +287,9 @@ class AppMirror:
         self, app: AppConnection, tree: MirroredTree, pending: dict[str, bool], ahead: ReadAhead
     ) -> MirroredTree | None:
         """``tree`` corrected for what the events noted (``pending`` before the read, the rest
-        during its sync) and ``ahead`` found; None when only a whole fetch will do."""
+        during its sync: ``ahead.during``) and ``ahead`` found; None when only a whole fetch will do."""
         reshaped, self._reshaped = self._reshaped, {}
-        during, self._changed = self._changed, {}
+        during = ahead.during
         changed = _merged(pending, during)
         announced, read_elements = bool(changed or reshaped), tree.elements
         unreported = ahead.unreported
@@ -334,7 +353,8 @@ class AppMirror:
         self._whole_fetch_due = False
         self._generation = generation
         started = time.monotonic()
-        self._newest_event_at = None  # the fetch reads what every earlier event changed
+        # The fetch reads what every earlier event changed.
+        self._newest_event_at = self._newest_noted_at = None
         self._held = []
         try:
             fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
@@ -604,9 +624,11 @@ class Unreported:
 
 @dataclass(frozen=True, slots=True)
 class ReadAhead:
-    """What a read asked the app with its sync: what changed unreported, and the nodes and
-    details of the elements it read again (by the nodes the mirror holds)."""
+    """What a read asked the app with its sync: what the events noted during the sync (path ->
+    only its bounds changed), what changed unreported, and the nodes and details of the elements it
+    read again (by the nodes the mirror holds)."""
 
+    during: dict[str, bool]
     unreported: Unreported
     nodes: dict[ElementRef, RawNode | CallFailed]
     details: dict[ElementRef, Details]
@@ -619,6 +641,13 @@ def _raise_failure(result: T | BaseException) -> T:
     if isinstance(result, BaseException):
         raise result
     return result
+
+
+def _newer(at: float | None, other: float | None) -> float | None:
+    """The later of two times, either of which may be unknown."""
+    if at is None:
+        return other
+    return at if other is None or at >= other else other
 
 
 def _merged(earlier: dict[str, bool], later: dict[str, bool]) -> dict[str, bool]:
