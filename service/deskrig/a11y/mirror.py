@@ -166,7 +166,8 @@ class AppMirror:
             if self._held is not None:
                 self._held.append(event)
             return
-        self._newest_noted_at = _newer(self._newest_noted_at, event.at)  # held ones come late
+        if self._newest_noted_at is None or event.at > self._newest_noted_at:  # held ones come late
+            self._newest_noted_at = event.at
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
         elif self._reshapes_parent(event, index):
