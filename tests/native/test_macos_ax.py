@@ -85,12 +85,12 @@ def test_states_values_text_and_actions(tree: list[Element]) -> None:
         named(tree, "push button", "Submit"),
     )
 
-    assert "checked" in agree.states and agree.actions == ["click"]
+    assert "checked" in agree.states and agree.actions == ("click",)
     assert slider.value == ValueInfo(current=30, minimum=0, maximum=100)
-    assert slider.actions == ["increment", "decrement"]
+    assert slider.actions == ("increment", "decrement")
     assert "enabled" not in submit.states and "sensitive" not in submit.states
     assert named(tree, "text", "Name").text == "Ada"
-    assert named(tree, "menu", "Python").actions == ["click", "cancel", "select"]
+    assert named(tree, "menu", "Python").actions == ("click", "cancel", "select")
 
 
 def test_refs_lead_back_to_the_recorded_element(tree: list[Element]) -> None:

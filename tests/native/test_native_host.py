@@ -150,7 +150,7 @@ def test_the_accessibility_source_reads_each_window_as_a_frame(
             found = {}
             for kind, app in native_scene.apps.items():
                 snapshot = await client.snapshot(app.pid)
-                assert snapshot.elements[0].role == "application" and snapshot.elements[0].path == []
+                assert snapshot.elements[0].role == "application" and snapshot.elements[0].path == ()
                 found[kind] = [
                     e.bounds for e in snapshot.elements if e.role == "frame" and e.name == f"{kind}-native"
                 ]

@@ -62,9 +62,9 @@ def test_properties_become_states_actions_values_and_bounds() -> None:
     assert {"focused", "focusable", "editable", "enabled", "showing"} <= set(entry.states)
     assert entry.text == "héllo" and entry.bounds == Bounds(x=306, y=251, width=370, height=28)
     button = named("Click me")
-    assert button.actions == ["click"] and "editable" not in button.states
+    assert button.actions == ("click",) and "editable" not in button.states
     assert "enabled" not in named("Save").states
-    assert "checked" in named("Remember me").states and named("Remember me").actions == ["toggle"]
+    assert "checked" in named("Remember me").states and named("Remember me").actions == ("toggle",)
     volume = named("Volume")
     assert volume.value is not None and (volume.value.current, volume.value.maximum) == (25.0, 100.0)
     # A read-only Value (the title bar's caption) is neither editable nor text.
@@ -98,7 +98,7 @@ def test_paths_count_siblings_of_the_same_role_and_name() -> None:
     rows = [e for e in snapshot().elements if e.role == "list item"]
     assert [r.path[-1] for r in rows] == [PathStep("list item", "row", n) for n in range(3)]
     assert [step.role for step in rows[0].path] == ["frame", "panel", "list", "list item"]
-    assert snapshot().elements[0].path == []  # the application, as on Linux
+    assert snapshot().elements[0].path == ()  # the application, as on Linux
 
 
 def test_limits_truncate_the_tree() -> None:

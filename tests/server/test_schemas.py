@@ -117,7 +117,7 @@ def test_an_elements_json_leaves_out_empty_fields_and_reads_back_the_same() -> N
     full = bare.model_copy(
         update={
             "text": "",  # an empty entry: its text is "", which says more than no text at all
-            "actions": ["click"],
+            "actions": ("click",),
             "bounds": Bounds(x=1, y=2, width=3, height=4),
             "value": ValueInfo(current=0, minimum=0, maximum=1),
             "child_count": -1,

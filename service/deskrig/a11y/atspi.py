@@ -41,6 +41,7 @@ from deskrig.a11y.fetch import FetchedTree, fetch_tree, toplevel_extents
 from deskrig.a11y.mirror import MIRROR_MAX_ELEMENTS, AppMirror, MirroredTree
 from deskrig.a11y.nodes import fetch_nodes, read_properties
 from deskrig.a11y.placement import (
+    PlacedCopies,
     WindowPlacement,
     open_submenus,
     placed,
@@ -88,6 +89,7 @@ class AccessibilityClient:
         self._timeout_s = timeout_s
         self._apps: dict[str, AppConnection] = {}  # by unique name on the a11y bus
         self._mirrors: dict[str, AppMirror] = {}  # likewise
+        self._placed: dict[str, PlacedCopies] = {}  # likewise: each app's elements placed on screen last
         #: Reads that found a tree changed where no event said it had (see events_version).
         self._unannounced_changes = 0
         self.events = EventFeed(a11y_bus, self._on_event)
@@ -166,6 +168,7 @@ class AccessibilityClient:
                     return app
                 del self._apps[app.bus_name]
                 self._mirrors.pop(app.bus_name, None)
+                self._placed.pop(app.bus_name, None)
         apps = await self.applications()
         match = next((a for a in apps if a.pid == pid), None)
         if match is None:
@@ -255,7 +258,7 @@ class AccessibilityClient:
             assert mirrored is not None
             content = _from_mirror(mirrored, max_elements, time.monotonic())
         # The mirror keeps the toolkit's coordinates; where each window starts is asked anew.
-        content["elements"] = await self._on_screen(pid, content["elements"])
+        content["elements"] = await self._on_screen(pid, content["elements"], self._copies(app))
         snapshot = Snapshot(
             snapshot_id=uuid.uuid4().hex[:12],
             pid=pid,
@@ -275,7 +278,8 @@ class AccessibilityClient:
         async with self._guard(f"reading the accessibility tree of pid {pid}", pid=pid):
             app = await self._app_for_pid(pid)
             mirrored = await self._mirrored(app, refresh=False)
-        return await self._on_screen(pid, mirrored.elements)
+        # A list of the caller's own: the mirror's is the tree it corrects and serves next.
+        return await self._on_screen(pid, list(mirrored.elements), self._copies(app))
 
     def events_version(self) -> tuple[int, int] | None:
         """Changes when an AT-SPI event arrives, when a read finds a tree changed where no event
@@ -329,7 +333,7 @@ class AccessibilityClient:
             if node.has_state(c.STATE_DEFUNCT):
                 raise CallFailed(UNKNOWN_OBJECT, "the object is defunct")
             (fresh,) = await describe_many(
-                app, [(node, element.depth, element.parent, element.path)], first_index=element.index
+                app, [(node, element.depth, element.parent, element.path)], indices=[element.index]
             )
         (on_screen,) = await self._on_screen(app.pid, [fresh])
         return on_screen
@@ -362,8 +366,15 @@ class AccessibilityClient:
             placed_spans.append(Bounds(x=bounds.x + x - ox, y=bounds.y + y - oy, width=width, height=height))
         return placed_spans
 
-    async def _on_screen(self, pid: int, elements: list[Element]) -> list[Element]:
-        """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`)."""
+    def _copies(self, app: AppConnection) -> PlacedCopies:
+        """The copies of the app's elements placed on screen last (for a whole tree's elements)."""
+        return self._placed.setdefault(app.bus_name, PlacedCopies())
+
+    async def _on_screen(
+        self, pid: int, elements: list[Element], copies: PlacedCopies | None = None
+    ) -> list[Element]:
+        """``elements`` with their bounds in screen coordinates (see :mod:`deskrig.a11y.placement`),
+        the ``copies`` placed last handed out again where still right."""
         if self.placement is None or self.placement.a11y_in_screen_pixels:
             return elements  # nothing to move: no worker thread, no wait for the desktop's lock
         steps = toplevels(elements)
@@ -374,7 +385,7 @@ class AccessibilityClient:
             shifted = await asyncio.to_thread(placement.a11y_origins, pid)
             popups = pointer_popups(elements) & steps if shifted else set()
             if not popups:
-                return placed(elements, toplevel_origins(shifted, steps))
+                return placed(elements, toplevel_origins(shifted, steps), copies)
             press, displays = await asyncio.to_thread(lambda: (placement.last_press(), placement.displays()))
         except DeskrigError as exc:
             self._note(f"pid {pid}: element bounds left as the toolkit reports them: {exc.message}")
@@ -386,7 +397,7 @@ class AccessibilityClient:
         origins = toplevel_origins(
             shifted, steps, reported, press, displays, open_submenus(elements) & popups
         )
-        return placed(elements, origins)
+        return placed(elements, origins, copies)
 
     # ---- actions -----------------------------------------------------------------------------
 

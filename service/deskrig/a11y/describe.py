@@ -22,7 +22,7 @@ _OFFSCREEN = -(2**30)
 VALUE_PROPERTIES = ("CurrentValue", "MinimumValue", "MaximumValue", "MinimumIncrement")
 
 
-Kept = tuple[RawNode, int, int | None, list[PathStep]]  # node, depth, parent index, path
+Kept = tuple[RawNode, int, int | None, tuple[PathStep, ...]]  # node, depth, parent index, path
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +53,12 @@ def answered_by(app: AppConnection, node: RawNode, details: Details | None) -> b
 async def describe_many(
     app: AppConnection,
     kept: Sequence[Kept],
-    first_index: int = 0,
+    indices: Sequence[int] | None = None,
     read_ahead: Mapping[ElementRef, Details] | None = None,
 ) -> list[Element]:
-    """Turn raw nodes into :class:`Element` s, fetching bounds, actions, values and text in one
-    batch; a node's details in ``read_ahead`` are used instead where its requests are the same."""
+    """Turn raw nodes into :class:`Element` s, numbered by ``indices`` (default: their places in
+    ``kept``), fetching bounds, actions, values and text in one batch; a node's details in
+    ``read_ahead`` are used instead where its requests are the same."""
     requests: list[Request] = []
     wanted: list[dict[str, slice]] = []  # per node: detail name -> its replies' place in requests
     reused: list[Details | None] = []  # per node: the details read ahead that answer its requests
@@ -79,8 +80,8 @@ async def describe_many(
         wanted.append(slots)
     fetched = await app.call_many(requests)
     elements = []
-    for offset, ((node, depth, parent, path), slots, ahead) in enumerate(
-        zip(kept, wanted, reused, strict=True)
+    for index, (node, depth, parent, path), slots, ahead in zip(
+        range(len(kept)) if indices is None else indices, kept, wanted, reused, strict=True
     ):
         replies = fetched if ahead is None else ahead.replies
         got = {detail: replies[where] for detail, where in slots.items()}
@@ -89,13 +90,13 @@ async def describe_many(
         # a few milliseconds per few hundred elements.
         elements.append(
             Element.model_construct(
-                index=first_index + offset,
+                index=index,
                 parent=parent,
                 depth=depth,
                 role=c.role_name(node.role),
                 name=node.name,
                 description=node.description,
-                states=list(c.state_names(node.states)),
+                states=tuple(c.state_names(node.states)),
                 text=text[:TEXT_CAP] if text is not None else None,
                 text_truncated=text is not None and len(text) > TEXT_CAP,
                 value=_value(got.get("value")),
@@ -103,7 +104,7 @@ async def describe_many(
                 bounds=_bounds(got.get("bounds")),
                 child_count=node.child_count,
                 offscreen_children_omitted=node.offscreen_omitted,
-                interfaces=sorted(node.interfaces),
+                interfaces=tuple(sorted(node.interfaces)),
                 ref=node.key,
                 path=path,
             )
@@ -147,11 +148,11 @@ def _bounds(replies: list[Reply] | None) -> Bounds | None:
     return Bounds(x=x, y=y, width=width, height=height)
 
 
-def _actions(replies: list[Reply] | None) -> list[str]:
+def _actions(replies: list[Reply] | None) -> tuple[str, ...]:
     reply = _single(replies)
     if reply is None or isinstance(reply, CallFailed):
-        return []
-    return [name for name, _description, _keybinding in reply[0] if name]
+        return ()
+    return tuple(name for name, _description, _keybinding in reply[0] if name)
 
 
 def _value(replies: list[Reply] | None) -> ValueInfo | None:

@@ -225,7 +225,7 @@ class TreeFetch:
         kept: list[Kept] = []
         truncated = False
         visited: set[ElementRef] = set()
-        stack: list[tuple[ElementRef, int, int | None, list[PathStep]]] = [(self.root, 0, None, [])]
+        stack: list[tuple[ElementRef, int, int | None, tuple[PathStep, ...]]] = [(self.root, 0, None, ())]
         while stack:
             key, depth, parent_index, parent_path = stack.pop()
             node = self.nodes.get(key)
@@ -248,13 +248,13 @@ class TreeFetch:
         return kept, truncated
 
     def _child_entries(
-        self, children: list[ElementRef], depth: int, parent_index: int, parent_path: list[PathStep]
-    ) -> Iterator[tuple[ElementRef, int, int | None, list[PathStep]]]:
+        self, children: list[ElementRef], depth: int, parent_index: int, parent_path: tuple[PathStep, ...]
+    ) -> Iterator[tuple[ElementRef, int, int | None, tuple[PathStep, ...]]]:
         steps = SiblingSteps()
         for child in children:
             node = self.nodes.get(child)
             role, name = (c.role_name(node.role), node.name) if node else ("", "")
-            yield child, depth + 1, parent_index, [*parent_path, steps.step(role, name)]
+            yield child, depth + 1, parent_index, (*parent_path, steps.step(role, name))
 
 
 async def fetch_tree(

@@ -262,7 +262,7 @@ def ax_action(element: Element, action: str) -> str:
         raise DeskrigError(
             ErrorCode.INVALID_ARGUMENT,
             f"element {element.index} ({element.role} {element.name!r}) has no action {action!r}",
-            details={"action": action, "available": element.actions},
+            details={"action": action, "available": list(element.actions)},
             remediation="Use one of details.available, or click its bounds.",
         )
     return _AX_ACTION_OF.get(action, action)

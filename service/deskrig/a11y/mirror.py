@@ -42,11 +42,19 @@ What a read asks the app whatever the events say (the unreported-change checks, 
 elements' nodes, and their details as their mirrored nodes call for them) is asked while the sync
 is on its way, and so is what the events noted before the read began named: a read costs one round
 trip for all of it. Only what an event noted during the sync names, and an element whose node
-changed meanwhile (other interfaces, shown or hidden), is described again after it. A read that
-finds the tree changed where no event said so, or fetches it whole and finds it other than the
-tree it held (which events may not have announced either), tells
+changed meanwhile (other interfaces, shown or hidden), is described again after it. What an event
+noted after the sync was answered names is left to the next read: the app sent it after the
+moment the read is current as of (gtk3-widget-factory's spinners and progress bar report bounds
+180 times a second, unchanged, and a third of its reads described them again for it, one or two
+more round trips). A read that finds the tree changed where no event said so, or fetches it whole
+and finds it other than the tree it held (which events may not have announced either), tells
 (:attr:`MirroredTree.changed_unannounced`), so that the client's events version, which readers
 trust to tell them a tree may have changed (the recorder, the PII masker), moves with it.
+
+Elements are immutable, and a tree keeps the element objects of what did not change: a changed
+element is replaced by a copy, and an element fetched again (in a subtree or the whole tree) that
+equals the one served before is that one. Readers keep what they made of an element by its identity
+(the recorder's state files).
 """
 
 from __future__ import annotations
@@ -130,7 +138,9 @@ class AppMirror:
         self._served: list[Element] | None = None
         #: Whether the whole fetch described the objects from the app's cache (subtrees are described alike).
         self._cached = False
+        #: time.monotonic() of the newest event a read has taken, and of the newest one noted since.
         self._newest_event_at: float | None = None
+        self._newest_noted_at: float | None = None
         #: While a fetch runs, the events about objects not in the tree: each may be about an
         #: object the fetch adds, and is noted once the fetched tree is stored if it holds it.
         self._held: list[ObjectEvent] | None = None
@@ -156,8 +166,8 @@ class AppMirror:
             if self._held is not None:
                 self._held.append(event)
             return
-        if self._newest_event_at is None or event.at > self._newest_event_at:  # held ones come late
-            self._newest_event_at = event.at
+        if self._newest_noted_at is None or event.at > self._newest_noted_at:  # held ones come late
+            self._newest_noted_at = event.at
         if event.member == "ChildrenChanged":
             self._reshaped.setdefault(event.path, False)
         elif self._reshapes_parent(event, index):
@@ -226,33 +236,48 @@ class AppMirror:
         """Sync with the app and, on the way, ask it what a read asks whatever the events say, and
         what those noted before the read (``pending``) name: the focused elements' nodes and
         details, the nodes of the elements noted changed more than their bounds, the details of
-        every element noted. None when there is no tree to correct, or a list or window did not
-        answer (see :meth:`_unreported_change`). Every request is answered before a failure of
-        any is raised."""
+        every element noted; and take what the events noted until the sync was answered. None when
+        there is no tree to correct, or a list or window did not answer (see
+        :meth:`_unreported_change`). Every request is answered before a failure of any is raised
+        (what the sync took is then noted again)."""
         if tree is None:
             await sync()
             return None
+
+        async def synced() -> dict[str, bool]:
+            """What the events noted during the sync (those noted after it are the next read's)."""
+            await sync()
+            during, self._changed = self._changed, {}
+            self._newest_event_at = _newer(self._newest_event_at, self._newest_noted_at)
+            self._newest_noted_at = None
+            return during
+
         focused = [self._ref(path) for path in self._focused]
         noted = [key for key in map(self._ref, pending) if key in self._index and key not in focused]
         detailed = [*focused, *noted]
         redescribed = [*focused, *(key for key in noted if not pending[key.path])]
         # Sent in this order, so answered in it: the windows' extents are read before and after
         # the elements read ahead, whose bounds are in screen coordinates.
-        synced, unreported, nodes, details, extents_after = await asyncio.gather(
-            sync(),
+        during, unreported, nodes, details, extents_after = await asyncio.gather(
+            synced(),
             self._unreported_change(app),
             fetch_nodes(app, redescribed),
             read_details(app, [tree.nodes[self._index[key]] for key in detailed]),
             app.call_many(self._window_requests),
             return_exceptions=True,
         )
-        _raise_failure(synced)
+        if not isinstance(during, BaseException) and any(
+            isinstance(result, BaseException) for result in (unreported, nodes, details, extents_after)
+        ):
+            self._changed = _merged(during, self._changed)
+        during = _raise_failure(during)
         unreported = _raise_failure(unreported)
         nodes, details = _raise_failure(nodes), _raise_failure(details)
         extents_after = _raise_failure(extents_after)
         if unreported is None:
             return None
         return ReadAhead(
+            during,
             unreported,
             dict(zip(redescribed, nodes, strict=True)),
             dict(zip(detailed, details, strict=True)),
@@ -263,9 +288,9 @@ class AppMirror:
         self, app: AppConnection, tree: MirroredTree, pending: dict[str, bool], ahead: ReadAhead
     ) -> MirroredTree | None:
         """``tree`` corrected for what the events noted (``pending`` before the read, the rest
-        during its sync) and ``ahead`` found; None when only a whole fetch will do."""
+        during its sync: ``ahead.during``) and ``ahead`` found; None when only a whole fetch will do."""
         reshaped, self._reshaped = self._reshaped, {}
-        during, self._changed = self._changed, {}
+        during = ahead.during
         changed = _merged(pending, during)
         announced, read_elements = bool(changed or reshaped), tree.elements
         unreported = ahead.unreported
@@ -329,15 +354,17 @@ class AppMirror:
         self._whole_fetch_due = False
         self._generation = generation
         started = time.monotonic()
-        self._newest_event_at = None  # the fetch reads what every earlier event changed
+        # The fetch reads what every earlier event changed.
+        self._newest_event_at = self._newest_noted_at = None
         self._held = []
         try:
             fetched = await fetch_tree(app, max_depth=None, max_elements=MIRROR_MAX_ELEMENTS)
         finally:
             held, self._held = self._held, None
         self._cached = fetched.used_cache
+        elements = _reusing(fetched.elements, self._served)
         tree = MirroredTree(
-            fetched.elements,
+            elements,
             fetched.nodes,
             fetched.truncated,
             started,
@@ -346,7 +373,7 @@ class AppMirror:
             refetched=True,
             # A fetch may be what finds a change no event announced (a list that did not answer,
             # a refresh): whatever it serves that differs tells, so readers see the tree changed.
-            changed_unannounced=fetched.elements != self._served,
+            changed_unannounced=elements != self._served,
         )
         self._store(tree)
         self._note_held(held)
@@ -490,12 +517,17 @@ class AppMirror:
             root, base = tree.elements[start], len(elements)
             moved_to[start] = base
             above = None if root.parent is None else moved_to[root.parent]
-            for element in subtree.elements:
-                element.index = base + element.index
-                element.parent = above if element.parent is None else base + element.parent
-                element.depth += root.depth
-                element.path = [*root.path, *element.path]  # renumbered below if its root was renamed
-                elements.append(element)
+            elements.extend(
+                element.model_copy(
+                    update={
+                        "index": base + element.index,
+                        "parent": above if element.parent is None else base + element.parent,
+                        "depth": root.depth + element.depth,
+                        "path": (*root.path, *element.path),  # renumbered below if its root was renamed
+                    }
+                )
+                for element in subtree.elements
+            )
             nodes.extend(subtree.nodes)
         for old in range(kept_up_to, len(tree.elements)):
             keep(old)
@@ -504,7 +536,12 @@ class AppMirror:
         if not self._watches_the_same_windows(tree, elements):
             return None
         spliced = MirroredTree(
-            _with_paths(elements), nodes, False, tree.fetched_at, self._newest_event_at, tree.notes
+            _reusing(_with_paths(elements), tree.elements),
+            nodes,
+            False,
+            tree.fetched_at,
+            self._newest_event_at,
+            tree.notes,
         )
         self._store(spliced)
         self._note_held(held)
@@ -549,8 +586,8 @@ class AppMirror:
             answered_by(app, node, details_ahead.get(node.key)) for node, *_ in kept
         )
         differs = False
-        for fresh, element in zip(await describe_many(app, kept, read_ahead=details_ahead), old, strict=True):
-            fresh.index = element.index
+        described = await describe_many(app, kept, [e.index for e in old], read_ahead=details_ahead)
+        for fresh, element in zip(described, old, strict=True):
             if fresh != element:
                 elements[element.index] = fresh
                 differs = True
@@ -588,9 +625,11 @@ class Unreported:
 
 @dataclass(frozen=True, slots=True)
 class ReadAhead:
-    """What a read asked the app with its sync: what changed unreported, and the nodes and
-    details of the elements it read again (by the nodes the mirror holds)."""
+    """What a read asked the app with its sync: what the events noted during the sync (path ->
+    only its bounds changed), what changed unreported, and the nodes and details of the elements it
+    read again (by the nodes the mirror holds)."""
 
+    during: dict[str, bool]
     unreported: Unreported
     nodes: dict[ElementRef, RawNode | CallFailed]
     details: dict[ElementRef, Details]
@@ -603,6 +642,13 @@ def _raise_failure(result: T | BaseException) -> T:
     if isinstance(result, BaseException):
         raise result
     return result
+
+
+def _newer(at: float | None, other: float | None) -> float | None:
+    """The later of two times, either of which may be unknown."""
+    if at is None:
+        return other
+    return at if other is None or at >= other else other
 
 
 def _merged(earlier: dict[str, bool], later: dict[str, bool]) -> dict[str, bool]:
@@ -652,6 +698,17 @@ def _with_paths(elements: list[Element]) -> list[Element]:
             result.append(element)
             continue
         step = siblings[element.parent].step(element.role, element.name)
-        path = [*result[element.parent].path, step]
+        path = (*result[element.parent].path, step)
         result.append(element if path == element.path else element.model_copy(update={"path": path}))
     return result
+
+
+def _reusing(elements: list[Element], before: Sequence[Element] | None) -> list[Element]:
+    """``elements`` with each one equal to the element of the same object in ``before`` (a tree
+    served earlier) replaced by that element: readers keep what they made of an element by its
+    identity (the recorder's state files), so a subtree or a tree fetched again hands out the
+    objects of the elements that did not change."""
+    if not before:
+        return elements
+    earlier = {e.ref: e for e in before}
+    return [e if (old := earlier.get(e.ref)) is None or old is e or old != e else old for e in elements]

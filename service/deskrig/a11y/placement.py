@@ -154,21 +154,49 @@ def toplevel_origins(
     return Origins(origins, frozenset(unknown))
 
 
-def placed(elements: list[Element], origins: Origins) -> list[Element]:
+class PlacedCopies:
+    """The copies :func:`placed` made of one app's elements at its last call, by the element each
+    was made from. The live mirror hands out the same element objects while they do not change; an
+    element placed again from the same origin gets the same copy, so readers that key what they made
+    of an element by its identity (the recorder's state files) keep it under sway too (each
+    snapshot copied every element with bounds)."""
+
+    def __init__(self) -> None:
+        #: id(element) -> (the element, its origin or None for unknown, its copy); the element is
+        #: held so that its id is not given to another object while its entry is kept.
+        self.last: dict[int, tuple[Element, Point | None, Element]] = {}
+
+
+def placed(elements: list[Element], origins: Origins, copies: PlacedCopies | None = None) -> list[Element]:
     """``elements`` with the bounds of those in a shifted top-level moved by its origin, and none
-    (``bounds_unknown``) for those in a top-level whose place is unknown."""
+    (``bounds_unknown``) for those in a top-level whose place is unknown; with ``copies``, the
+    copies made at its last call are handed out again where the element and its origin are the same."""
     if not origins.shifted and not origins.unknown:
         return elements
+    earlier = copies.last if copies is not None else {}
+    made: dict[int, tuple[Element, Point | None, Element]] = {}
     moved = []
     for element in elements:
         toplevel = element.path[0] if element.path and element.bounds is not None else None
         origin = origins.shifted.get(toplevel) if toplevel is not None else None
-        if origin is not None and element.bounds is not None:
-            bounds = element.bounds.model_copy(
-                update={"x": element.bounds.x + origin.x, "y": element.bounds.y + origin.y}
-            )
-            element = element.model_copy(update={"bounds": bounds})
-        elif toplevel is not None and toplevel in origins.unknown:
-            element = element.model_copy(update={"bounds": None, "bounds_unknown": True})
-        moved.append(element)
+        if origin is None and (toplevel is None or toplevel not in origins.unknown):
+            moved.append(element)
+            continue
+        entry = earlier.get(id(element))
+        if entry is None or entry[0] is not element or entry[1] != origin:
+            entry = (element, origin, _placed_at(element, origin))
+        made[id(element)] = entry
+        moved.append(entry[2])
+    if copies is not None:
+        copies.last = made
     return moved
+
+
+def _placed_at(element: Element, origin: Point | None) -> Element:
+    """A copy of ``element`` (which has bounds) moved by ``origin``; None: its place is unknown."""
+    bounds = element.bounds
+    assert bounds is not None
+    if origin is None:
+        return element.model_copy(update={"bounds": None, "bounds_unknown": True})
+    moved = bounds.model_copy(update={"x": bounds.x + origin.x, "y": bounds.y + origin.y})
+    return element.model_copy(update={"bounds": moved})

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds
@@ -48,6 +48,8 @@ class PathStep(NamedTuple):
 class ValueInfo(BaseModel):
     """The AT-SPI Value interface of a slider, spin button, progress bar ..."""
 
+    model_config = ConfigDict(frozen=True)
+
     current: float
     minimum: float
     maximum: float
@@ -71,7 +73,14 @@ class Element(BaseModel):
 
     In JSON, an optional field without a value (no text, no bounds, no actions ...) is left out:
     read it with its default.
+
+    Immutable, down to its sequences (tuples) and nested models: the live mirror hands the same
+    element objects to every snapshot while they stay as they are (it puts a changed copy in the
+    place of one that changed), and readers keep what they made of an element by its identity
+    (the recorder's state files), so an element changed in place would go unseen.
     """
+
+    model_config = ConfigDict(frozen=True)
 
     index: int
     parent: int | None = Field(description="Index of the parent element; None for the application")
@@ -79,7 +88,7 @@ class Element(BaseModel):
     role: str
     name: str
     description: str = Field(default="", exclude_if=_absent, description="Absent when empty")
-    states: list[str]
+    states: tuple[str, ...]
     text: str | None = Field(
         default=None,
         exclude_if=_none,
@@ -87,8 +96,8 @@ class Element(BaseModel):
     )
     text_truncated: bool = Field(default=False, exclude_if=_absent, description="Absent when false")
     value: ValueInfo | None = Field(default=None, exclude_if=_absent, description="Absent when none")
-    actions: list[str] = Field(
-        default_factory=list,
+    actions: tuple[str, ...] = Field(
+        default=(),
         exclude_if=_absent,
         description="Action names; showing elements only; absent when none",
     )
@@ -111,9 +120,9 @@ class Element(BaseModel):
         exclude_if=_absent,
         description="Only the showing children of this list/tree/table are included; absent when false",
     )
-    interfaces: list[str] = Field(default_factory=list, exclude=True)
+    interfaces: tuple[str, ...] = Field(default=(), exclude=True)
     ref: ElementRef = Field(exclude=True)
-    path: list[PathStep] = Field(default_factory=list, exclude=True)
+    path: tuple[PathStep, ...] = Field(default=(), exclude=True)
 
     def has_state(self, state: str) -> bool:
         return state in self.states
@@ -190,7 +199,10 @@ class ElementQuery(BaseModel):
 
 
 class Snapshot(BaseModel):
-    """The accessibility tree of one application at one moment."""
+    """The accessibility tree of one application at one moment (its fields cannot be set again;
+    its list of elements is its own: validation copies the list it is given)."""
+
+    model_config = ConfigDict(frozen=True)
 
     snapshot_id: str
     pid: int

@@ -277,7 +277,7 @@ def action_pattern(element: Element, action: str) -> str:
     raise DeskrigError(
         ErrorCode.INVALID_ARGUMENT,
         f"{element.role} {element.name!r} has no action {action!r}",
-        details={"action": action, "actions": element.actions},
+        details={"action": action, "actions": list(element.actions)},
         remediation="Use one of details.actions, or click the element's bounds.",
     )
 
