@@ -197,7 +197,8 @@ class _RenderedElements:
     (on gtk3-widget-factory, about 240 of 261 from one action to the next), so a state file
     serialises and renders only the others: each element anew cost about 2 ms a turn, all of it
     holding the GIL against the actions being recorded. This relies on an element never being
-    changed once a snapshot holds it (the mirror puts a changed copy in its place). The objects
+    changed once a snapshot holds it: ``Element`` is frozen, its sequences are tuples, and the
+    mirror puts a changed copy in its place. The objects
     are held while their entries are, so an entry is never taken for another object given the
     same id."""
 
