@@ -134,11 +134,31 @@ async def _read_messages(fd: int, messages: MemoryObjectSendStream[SessionMessag
             await messages.send(_parsed(pending))
 
 
+#: How orjson writes a response's result as it is: a value it would write otherwise than
+#: pydantic-core (a datetime, a dataclass, a subclass of str, int, float, list or dict) is refused,
+#: as is any other that is not JSON data, and the message is then dumped by pydantic.
+_RESULT_AS_IS = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+_RESPONSE_FIELDS = frozenset(types.JSONRPCResponse.model_fields)
+
+
 def message_line(message: types.JSONRPCMessage) -> bytes:
     """``message`` as one line of JSON, without its newline: dumped to JSON data by pydantic (as
     the SDK's transport dumps it), written out by orjson, which copies a 200 kB base64 image in
     10 µs where pydantic-core's writer takes 127 µs to check it byte by byte. The bytes are the
-    same; pydantic-core writes what orjson refuses (an integer beyond 64 bits)."""
+    same; pydantic-core writes what orjson refuses (an integer beyond 64 bits).
+
+    A response's result is JSON data already (the SDK's result serializer dumped it): orjson
+    writes it as it is, without pydantic's walk over every value (35 µs of a screenshot's answer
+    on a CPU that was idle)."""
+    if type(message) is types.JSONRPCResponse and message.model_fields_set == _RESPONSE_FIELDS:
+        try:
+            return orjson.dumps(
+                {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}, option=_RESULT_AS_IS
+            )
+        except orjson.JSONEncodeError:
+            pass
     try:
         return orjson.dumps(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
     except orjson.JSONEncodeError:
