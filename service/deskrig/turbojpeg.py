@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import operator
 import sys
 import threading
 from dataclasses import dataclass
@@ -227,12 +228,17 @@ def _band_of(jpeg: bytes, size_and_quality: tuple[int, int, int], restart: bytes
     return _BandJpeg(band.tables, band.height_at, band.sos, restart + band.segment) if restart else band
 
 
+_TABLES = operator.attrgetter("tables")
+_SEGMENT = operator.attrgetter("segment")
+
+
 def _stitched(parts: list[_BandJpeg], width: int, height: int) -> bytes:
     """The bands' segments, each after its restart marker, as one JPEG of ``width`` x ``height``:
     the first band's markers with the frame's height and a restart interval (DRI) of one MCU row,
     put before its SOS as libjpeg puts it."""
     first = parts[0]
-    if any(part.tables != first.tables for part in parts):
+    # In C, with equal tables mostly one object (:func:`_band_of`): compared by identity first.
+    if list(map(_TABLES, parts)).count(first.tables) != len(parts):
         raise _Unstitchable("the bands were written with different tables")
     mcus_per_row = -(-width // BAND_ROWS)
     if mcus_per_row > 0xFFFF:
@@ -243,7 +249,7 @@ def _stitched(parts: list[_BandJpeg], width: int, height: int) -> bytes:
         first.tables[first.height_at + 2 :],
         bytes((0xFF, _DRI, 0, 4)) + mcus_per_row.to_bytes(2, "big"),
         first.sos,
-        *[part.segment for part in parts],
+        *map(_SEGMENT, parts),
         _EOI,
     ]
     return b"".join(pieces)
