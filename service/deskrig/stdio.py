@@ -12,9 +12,8 @@ JSON-RPC message is handed to the server as the exception that says so (the SDK'
 the same, and its server logs it and carries on); end of input ends the read stream, and with it
 ``Server.run``; an answer is written whole before the next one, even if its sender is cancelled
 once it has begun, and the server waits while the client is not reading (the write stream has no
-buffer). While serving, fd 0 reads the null
-device and fd 1 writes to stderr, so a child process or a stray ``print`` never reaches the
-protocol; both are put back on the way out.
+buffer). While serving, fd 0 reads the null device and fd 1 writes to stderr, so a child process
+or a stray ``print`` never reaches the protocol; both are put back on the way out.
 
 POSIX only (fcntl, and a selector that waits for pipes): on Windows :mod:`deskrig.serving` serves
 through the SDK's transport. This module is imported before ``initialize`` is answered: it imports
@@ -95,8 +94,8 @@ async def _write_line(fd: int, line: bytes) -> None:
     if written == len(line) + 1:
         return
     rest = memoryview(line + b"\n")[written:]  # a full pipe: the copy is the rare case
-    # A line begun is finished even if its sender is cancelled meanwhile (a client's cancellation
-    # of the request being answered): half a line would break every line after it.
+    # A line begun is finished even if its sender is cancelled meanwhile (a progress notification
+    # of a request that the client cancels): half a line would break every line after it.
     with anyio.CancelScope(shield=written > 0) as finishing:
         while rest:
             try:
