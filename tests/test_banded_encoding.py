@@ -325,6 +325,43 @@ def test_the_encoder_lets_go_of_the_frame(rows_type: Callable[[bytes], bytes | b
         gc.enable()
 
 
+band_jpegs = st.lists(
+    st.tuples(st.integers(1, 40), st.integers(1, 16), st.sampled_from([35, 80, 95]), st.integers(0, 1000)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(bands=band_jpegs)
+def test_a_band_taken_apart_by_its_known_header_is_what_walking_its_markers_gives(
+    bands: list[tuple[int, int, int, int]],
+) -> None:
+    """Bands of a few sizes and qualities in any order, each under TurboJPEG's defaults or told to
+    write optimised Huffman tables (other bytes before the scan under the same size and quality),
+    with a restart marker before the scan data or none."""
+    known, handles = turbojpeg._known_bands.copy(), turbojpeg._handles
+    turbojpeg._known_bands.clear()
+    # A handle of its own: TurboJPEG 2.1 keeps optimised tables on the handle afterwards.
+    turbojpeg._handles = turbojpeg._Handles()
+    try:
+        for width, rows, quality, seed in bands:
+            frame = bgrx_frame(
+                Image.frombytes("RGB", (width, rows), random.Random(seed).randbytes(width * rows * 3))
+            )
+            with environment("TJ_OPTIMIZE", "1" if seed % 3 == 0 else "0"):
+                jpeg = plain_encode(frame, quality)
+            restart = b"" if seed % 2 else bytes((0xFF, 0xD0 + seed % 8))
+            walked = turbojpeg._take_apart(jpeg)
+            band = turbojpeg._band_of(jpeg, (width, rows, quality), restart)
+            assert (band.tables, band.height_at, band.sos) == (walked.tables, walked.height_at, walked.sos)
+            assert band.segment == restart + walked.segment
+    finally:
+        turbojpeg._handles = handles
+        turbojpeg._known_bands.clear()
+        turbojpeg._known_bands.update(known)
+
+
 @pytest.mark.parametrize("variable", ["TJ_OPTIMIZE", "TJ_RESTART", "TJ_PROGRESSIVE", "TJ_ARITHMETIC"])
 def test_bands_turbojpeg_was_told_to_write_otherwise_give_a_whole_encode(
     variable: str, monkeypatch: pytest.MonkeyPatch

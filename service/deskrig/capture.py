@@ -105,7 +105,12 @@ class CaptureTarget:
 
 @dataclass
 class _Encoded:
-    image: imaging.Picture
+    #: What the full-fidelity file is encoded from, kept only when the inline copy was stepped
+    #: down (else the file is the inline copy). The unchanged-screen cache holds this object until
+    #: the next capture, and a frame held then pins its grabber's buffer
+    #: (:class:`deskrig.grabs.KeptFrames`): the next grab must fill the other buffer, copying every
+    #: band changed in the last two grabs, where a free one is refreshed in place.
+    stepped_down_image: imaging.Picture | None
     fmt: str
     quality: int | None
     inline: imaging.InlineImage
@@ -117,9 +122,8 @@ class _Encoded:
     def full(self) -> bytes:
         """The requested encoding at full fidelity; the inline copy unless it was stepped down."""
         if self._full is None:
-            self._full = (
-                imaging.encode(self.image, self.fmt, self.quality) if self.inline.steps else self.inline.data
-            )
+            image = self.stepped_down_image
+            self._full = self.inline.data if image is None else imaging.encode(image, self.fmt, self.quality)
         return self._full
 
 
@@ -221,7 +225,7 @@ class CapturePipeline:
         if scale != 1.0:
             inline = inline.model_copy(update={"scale": inline.scale * scale})
         return _Encoded(
-            image=image,
+            stepped_down_image=image if inline.steps else None,
             fmt=fmt,
             quality=options.quality,
             inline=inline,

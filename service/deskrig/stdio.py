@@ -2,17 +2,18 @@
 
 The MCP SDK's ``mcp.server.stdio.stdio_server`` reads every line and writes and flushes every
 answer through anyio's worker-thread file wrappers: three thread hops a call, most of the per-call
-floor of a stdio server. :func:`stdio_streams` gives ``Server.run`` the same pair of memory object
-streams, but reads and writes the descriptors directly: non-blocking, waiting for them in the event
+floor of a stdio server. :func:`stdio_streams` gives ``Server.run`` a pair of object streams that
+read and write the descriptors directly, in the tasks that receive and send (no task of their own
+hands messages over: each hand-over is a task switch): non-blocking, waiting for them in the event
 loop's selector (a regular file, which a selector cannot wait for, is read and written as it is).
 
 It keeps the SDK transport's contract: one JSON-RPC message per line, UTF-8; a line that is not a
 JSON-RPC message is handed to the server as the exception that says so (the SDK's transport does
 the same, and its server logs it and carries on); end of input ends the read stream, and with it
-``Server.run``; an answer is written whole before the next one, and the server waits while the
-client is not reading (the write stream has no buffer). While serving, fd 0 reads the null
-device and fd 1 writes to stderr, so a child process or a stray ``print`` never reaches the
-protocol; both are put back on the way out.
+``Server.run``; an answer is written whole before the next one, even if its sender is cancelled
+once it has begun, and the server waits while the client is not reading (the write stream has no
+buffer). While serving, fd 0 reads the null device and fd 1 writes to stderr, so a child process
+or a stray ``print`` never reaches the protocol; both are put back on the way out.
 
 POSIX only (fcntl, and a selector that waits for pipes): on Windows :mod:`deskrig.serving` serves
 through the SDK's transport. This module is imported before ``initialize`` is answered: it imports
@@ -27,12 +28,13 @@ import logging
 import os
 import stat
 import sys
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio
 import mcp_types as types
 import orjson
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.shared.message import SessionMessage
 
 assert sys.platform != "win32", "POSIX only"  # and for mypy --platform win32: the rest is not checked
@@ -48,8 +50,8 @@ READ_SIZE = 1 << 20
 #: write, without waiting for the client to read the first 64 KiB.
 PIPE_SIZE = 1 << 20
 
-ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
-WriteStream = MemoryObjectSendStream[SessionMessage]
+ReadStream = ObjectReceiveStream[SessionMessage | Exception]
+WriteStream = ObjectSendStream[SessionMessage]
 
 
 @contextlib.contextmanager
@@ -92,11 +94,16 @@ async def _write_line(fd: int, line: bytes) -> None:
     if written == len(line) + 1:
         return
     rest = memoryview(line + b"\n")[written:]  # a full pipe: the copy is the rare case
-    while rest:
-        try:
-            rest = rest[os.write(fd, rest) :]
-        except BlockingIOError:
-            await anyio.wait_writable(fd)
+    # A line begun is finished even if its sender is cancelled meanwhile (a progress notification
+    # of a request that the client cancels): half a line would break every line after it.
+    with anyio.CancelScope(shield=written > 0) as finishing:
+        while rest:
+            try:
+                rest = rest[os.write(fd, rest) :]
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+                continue
+            finishing.shield = True
 
 
 def _parsed(line: bytes | bytearray | str) -> SessionMessage | Exception:
@@ -114,62 +121,117 @@ def _parsed(line: bytes | bytearray | str) -> SessionMessage | Exception:
         return exc
 
 
-async def _read_messages(fd: int, messages: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
-    """Every line read from ``fd`` to ``messages``, until end of input closes them."""
-    pending = bytearray()
-    buffer = bytearray(READ_SIZE)
-    async with messages:
-        while chunk := await _read_chunk(fd, buffer):
+class _LineReader(ObjectReceiveStream[SessionMessage | Exception]):
+    """The messages of ``fd``'s lines, read as the server asks for the next one, in its task: no
+    reader task of its own hands them over (each hand-over is a task switch, tens of µs on a CPU
+    that was idle). End of input ends the stream."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray(READ_SIZE)
+        #: What was read after the last complete line.
+        self._pending = bytearray()
+        #: Lines read and not yet asked for.
+        self._lines: deque[bytearray] = deque()
+        self._ended = False
+        self._closed = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            if self._lines:
+                return _parsed(self._lines.popleft())
+            if self._ended:
+                raise anyio.EndOfStream
+            chunk = await _read_chunk(self._fd, self._buffer)
+            pending = self._pending
+            if not chunk:
+                self._ended = True
+                if pending.strip():  # a last line without its newline, as the SDK's reader takes it
+                    self._lines.append(pending[:])
+                continue
             start = len(pending)  # no newline before this chunk's first byte
             pending += chunk
             end = pending.rfind(b"\n", start)  # the last complete line's end
             if end < 0:
                 continue
-            lines = pending[:end].split(b"\n")
+            # A blank line is no message (the SDK's reader passes it on as one).
+            self._lines.extend(line for line in pending[:end].split(b"\n") if line.strip())
             del pending[: end + 1]
-            for line in lines:
-                if line.strip():  # a blank line is no message (the SDK's reader passes it on as one)
-                    await messages.send(_parsed(line))
-        if pending.strip():  # a last line without its newline, as the SDK's reader takes it
-            await messages.send(_parsed(pending))
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+
+#: How orjson writes a response's result as it is: a value it would write otherwise than
+#: pydantic-core (a datetime, a dataclass, a subclass of str, int, float, list or dict) is refused,
+#: as is any other that is not JSON data, and the message is then dumped by pydantic.
+_RESULT_AS_IS = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+_RESPONSE_FIELDS = frozenset(types.JSONRPCResponse.model_fields)
 
 
 def message_line(message: types.JSONRPCMessage) -> bytes:
     """``message`` as one line of JSON, without its newline: dumped to JSON data by pydantic (as
     the SDK's transport dumps it), written out by orjson, which copies a 200 kB base64 image in
     10 µs where pydantic-core's writer takes 127 µs to check it byte by byte. The bytes are the
-    same; pydantic-core writes what orjson refuses (an integer beyond 64 bits)."""
+    same; pydantic-core writes what orjson refuses (an integer beyond 64 bits).
+
+    A response's result is JSON data already (the SDK's result serializer dumped it): orjson
+    writes it as it is, without pydantic's walk over every value (35 µs of a screenshot's answer
+    on a CPU that was idle)."""
+    if type(message) is types.JSONRPCResponse and message.model_fields_set == _RESPONSE_FIELDS:
+        try:
+            return orjson.dumps(
+                {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}, option=_RESULT_AS_IS
+            )
+        except orjson.JSONEncodeError:
+            pass
     try:
         return orjson.dumps(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
     except orjson.JSONEncodeError:
         return message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
 
 
-async def _write_messages(
-    fd: int, answers: MemoryObjectReceiveStream[SessionMessage], first_written: Callable[[], None] | None
-) -> None:
-    """Every message from ``answers`` to ``fd``, one line each, calling ``first_written`` once the
-    first is out; when the client stops reading (a closed pipe), the rest is dropped: its hang-up
+class _LineWriter(ObjectSendStream[SessionMessage]):
+    """Each message sent written to ``fd`` as one line, in the sender's task (no writer task of its
+    own to hand it to), whole before the next one is begun; ``first_written`` is called once the
+    first is out. When the client stops reading (a closed pipe), the rest is dropped: its hang-up
     on stdin ends the server."""
-    async with answers:
-        async for answer in answers:
-            line = message_line(answer.message)
+
+    def __init__(self, fd: int, first_written: Callable[[], None] | None) -> None:
+        self._fd = fd
+        self._first_written = first_written
+        # Taken without a checkpoint when free, as it is but while the client lags behind.
+        self._writing = anyio.Lock(fast_acquire=True)
+        self._closed = False
+
+    async def send(self, item: SessionMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        line = message_line(item.message)
+        async with self._writing:
             try:
-                await _write_line(fd, line)
+                await _write_line(self._fd, line)
             except BrokenPipeError:
                 log.debug("the stdio client closed its end of stdout; dropping an answer")
-            if first_written is not None:
-                first_written()
-                first_written = None
+        if self._first_written is not None:
+            first_written, self._first_written = self._first_written, None
+            first_written()
+
+    async def aclose(self) -> None:
+        self._closed = True
 
 
 @contextlib.asynccontextmanager
 async def stdio_streams(
     first_written: Callable[[], None] | None = None,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
-    """The server's ends of stdin and stdout, for ``Server.run``, until the block exits. On the way
-    out the answers already handed over are written whole; reading stops. ``first_written`` is
-    called once the first message is written (a server's first is its ``initialize`` answer)."""
+    """The server's ends of stdin and stdout, for ``Server.run``, until the block exits; reading
+    stops then. ``first_written`` is called once the first message is written (a server's first
+    is its ``initialize`` answer)."""
     with contextlib.ExitStack() as claims:
         null = os.open(os.devnull, os.O_RDONLY)
         try:
@@ -177,20 +239,9 @@ async def stdio_streams(
         finally:
             os.close(null)
         stdout = claims.enter_context(_claimed(1, 2))
-        to_server, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        write, from_server = anyio.create_memory_object_stream[SessionMessage](0)
-        async with anyio.create_task_group() as tg:
-            reading = anyio.CancelScope()
-
-            async def read_until_stopped() -> None:
-                with reading:
-                    await _read_messages(stdin, to_server)
-
-            tg.start_soon(read_until_stopped)
-            tg.start_soon(_write_messages, stdout, from_server, first_written)
-            try:
-                yield read, write
-            finally:
-                reading.cancel()
-                read.close()
-                write.close()  # the writer ends once it has written what it holds
+        read, write = _LineReader(stdin), _LineWriter(stdout, first_written)
+        try:
+            yield read, write
+        finally:
+            await read.aclose()
+            await write.aclose()

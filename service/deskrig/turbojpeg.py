@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import operator
 import sys
 import threading
 from dataclasses import dataclass
@@ -173,12 +174,13 @@ class _Unstitchable(Exception):
 @dataclass(frozen=True)
 class _BandJpeg:
     """A band's JPEG taken apart: its markers before the scan, with the frame height zeroed (equal
-    for every band of a frame), where SOF0's height field is, the SOS segment, the scan data."""
+    for every band of a frame), where SOF0's height field is, the SOS segment, and its scan data
+    after the restart marker that comes before the band in its frame (none for the first band)."""
 
     tables: bytes
     height_at: int
     sos: bytes
-    scan: bytes
+    segment: bytes
 
 
 def _take_apart(jpeg: bytes) -> _BandJpeg:
@@ -200,12 +202,43 @@ def _take_apart(jpeg: bytes) -> _BandJpeg:
     raise _Unstitchable("TurboJPEG wrote no baseline frame header and scan")
 
 
+#: Band sizes and qualities remembered by :func:`_band_of`, at most (a window's bands of a few sizes).
+_MAX_KNOWN_BANDS = 32
+#: For each band size and quality (width, rows, quality), the bytes a band's JPEG had before its
+#: scan data and what they were taken apart into: TurboJPEG writes the same bytes there for every
+#: band of that size and quality.
+_known_bands: dict[tuple[int, int, int], tuple[bytes, _BandJpeg]] = {}
+
+
+def _band_of(jpeg: bytes, size_and_quality: tuple[int, int, int], restart: bytes = b"") -> _BandJpeg:
+    """:func:`_take_apart` of a band's JPEG of ``size_and_quality``, its scan data after the
+    ``restart`` marker. Where the JPEG starts with the bytes the last band of that size and quality
+    had before its scan, it is taken apart as that one was, by one comparison instead of a walk
+    over its markers in Python (and its parts share that one's tables, which :func:`_stitched`
+    then compares by identity)."""
+    known = _known_bands.get(size_and_quality)
+    if known is not None:
+        header, band = known
+        if len(jpeg) >= len(header) + len(_EOI) and jpeg.startswith(header) and jpeg.endswith(_EOI):
+            return _BandJpeg(band.tables, band.height_at, band.sos, restart + jpeg[len(header) : -len(_EOI)])
+    band = _take_apart(jpeg)
+    if len(_known_bands) >= _MAX_KNOWN_BANDS:
+        _known_bands.clear()
+    _known_bands[size_and_quality] = (jpeg[: len(jpeg) - len(band.segment) - len(_EOI)], band)
+    return _BandJpeg(band.tables, band.height_at, band.sos, restart + band.segment) if restart else band
+
+
+_TABLES = operator.attrgetter("tables")
+_SEGMENT = operator.attrgetter("segment")
+
+
 def _stitched(parts: list[_BandJpeg], width: int, height: int) -> bytes:
-    """The bands' segments as one JPEG of ``width`` x ``height`` with a restart marker between
-    bands: the first band's markers with the frame's height and a restart interval (DRI) of one
-    MCU row, put before its SOS as libjpeg puts it."""
+    """The bands' segments, each after its restart marker, as one JPEG of ``width`` x ``height``:
+    the first band's markers with the frame's height and a restart interval (DRI) of one MCU row,
+    put before its SOS as libjpeg puts it."""
     first = parts[0]
-    if any(part.tables != first.tables for part in parts):
+    # In C, with equal tables mostly one object (:func:`_band_of`): compared by identity first.
+    if list(map(_TABLES, parts)).count(first.tables) != len(parts):
         raise _Unstitchable("the bands were written with different tables")
     mcus_per_row = -(-width // BAND_ROWS)
     if mcus_per_row > 0xFFFF:
@@ -216,12 +249,9 @@ def _stitched(parts: list[_BandJpeg], width: int, height: int) -> bytes:
         first.tables[first.height_at + 2 :],
         bytes((0xFF, _DRI, 0, 4)) + mcus_per_row.to_bytes(2, "big"),
         first.sos,
+        *map(_SEGMENT, parts),
+        _EOI,
     ]
-    for index, part in enumerate(parts):
-        if index:
-            pieces.append(_RESTART_MARKERS[(index - 1) % 8])
-        pieces.append(part.scan)
-    pieces.append(_EOI)
     return b"".join(pieces)
 
 
@@ -240,7 +270,13 @@ def encode_bgrx(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
     stride = frame.width * _BGRX_PIXEL
 
     def band(top: int, rows: int) -> _BandJpeg:
-        return _take_apart(_compress(address + top * stride, frame.width, rows, quality))
+        # The marker is joined to the band's scan data once, when it is encoded, not at every frame.
+        index = top // BAND_ROWS
+        return _band_of(
+            _compress(address + top * stride, frame.width, rows, quality),
+            (frame.width, rows, quality),
+            _RESTART_MARKERS[(index - 1) % len(_RESTART_MARKERS)] if index else b"",
+        )
 
     try:
         return _stitched(cache.update(frame, band), frame.width, frame.height)

@@ -29,6 +29,9 @@ from Xlib.display import Display
 from Xlib.xobject.drawable import Window
 
 from deskrig import imaging
+from deskrig.capture import CaptureOptions, CapturePipeline, CaptureTarget
+from deskrig.config import Settings
+from deskrig.desktop.base import Desktop
 from deskrig.desktop.x11 import X11Backend
 from deskrig.desktop.x11_capture import (
     GET_INPUT_FOCUS,
@@ -43,6 +46,8 @@ from deskrig.desktop.x11_capture import (
 )
 from deskrig.grabs import Grab, KeptFrames
 from deskrig.model import Bounds
+from deskrig.observation import Observer
+from deskrig.security import SecurityContext, WindowBlocklist
 
 from .conftest import SCREEN, start_xvfb, stop_process
 
@@ -267,6 +272,32 @@ def test_a_held_frame_never_changes_under_its_holder(bare_x: tuple[X11Backend, P
         painter.recolour(window, (step + 1) * 40)
     for frame, rows in held:
         assert frame.bgrx == rows
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "png"])
+def test_screenshots_refresh_the_grabbers_one_buffer_in_place(
+    bare_x: tuple[X11Backend, Painter], fmt: str
+) -> None:
+    """The unchanged-screen cache keeps a capture's encoding, not its frame: a frame it held would
+    pin its buffer, and every grab would fill the other one, copying the bands changed in the last
+    two grabs instead of this one's."""
+    backend, painter = bare_x
+    window = painter.window(0, 0, 64, 64, 0x000000)
+    settings = Settings()
+    pipeline = CapturePipeline(
+        Observer(Desktop(backend), WindowBlocklist([])),
+        settings,
+        SecurityContext.from_policy(settings.security),
+    )
+    target = CaptureTarget(source="screen", region=backend.screen_bounds())
+    for step in range(3):
+        metadata, data = pipeline.run(target, CaptureOptions(format=fmt))
+        assert not metadata.from_cache
+        assert Image.open(io.BytesIO(data)).convert("RGB").getpixel((10, 10))[2] in range(
+            step * 40 - 4, step * 40 + 5
+        )
+        painter.recolour(window, (step + 1) * 40)
+    assert len(backend._grabber._kept.get(target.region)._kept) == 1
 
 
 def test_threads_grabbing_and_encoding_while_the_screen_changes_each_get_their_own_frame(

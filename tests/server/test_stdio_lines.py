@@ -5,11 +5,35 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from enum import Enum, IntEnum, StrEnum
+from uuid import UUID
 
 import mcp_types as types
 import pytest
 
 from deskrig.stdio import message_line
+
+
+class Colour(Enum):
+    RED = "red"
+
+
+class Shade(StrEnum):
+    DARK = "dark"
+
+
+class Rank(IntEnum):
+    FIRST = 1
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
 
 IMAGE = base64.b64encode(bytes(range(256)) * 600).decode("ascii")
 
@@ -45,4 +69,30 @@ def test_a_line_is_the_bytes_pydantic_core_writes(message: types.JSONRPCMessage)
     assert line == message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
     assert b"\n" not in line
     assert types.jsonrpc_message_adapter.validate_json(line) == message
+    assert json.loads(line) == message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+#: Results that are not JSON data (a custom method's handler may return any dict): what orjson
+#: would write otherwise than pydantic-core, or not at all, goes through pydantic.
+NOT_JSON_DATA = [
+    datetime(2026, 12, 2, 11, 0, tzinfo=UTC),
+    date(2026, 12, 2),
+    Colour.RED,
+    Shade.DARK,
+    Rank.FIRST,
+    Point(1, 2),
+    UUID(int=7),
+    Decimal("0.1"),
+    (1, "two"),
+    {1, 2},
+    b"bytes",
+    {1: "a key that is not a string"},
+]
+
+
+@pytest.mark.parametrize("value", NOT_JSON_DATA, ids=lambda value: type(value).__name__)
+def test_a_result_that_is_not_json_data_is_written_as_pydantic_core_writes_it(value: object) -> None:
+    message = types.JSONRPCResponse(jsonrpc="2.0", id=3, result={"value": value})
+    line = message_line(message)
+    assert line == message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
     assert json.loads(line) == message.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.message import SessionMessage
 from tests.desktop.conftest import start_xvfb, stop_process
 from tests.polling import poll
 
 from deskrig.bench.reliability_rig import INITIALIZE
+from deskrig.stdio import _LineWriter, message_line
 
 DESKRIG = [str(Path(sys.executable).parent / "deskrig"), "serve", "--stdio"]
 #: A bare server on the MCP SDK's stdio transport: what deskrig's must behave like.
@@ -202,3 +205,57 @@ def test_files_for_stdin_and_stdout(display: str, tmp_path: Path) -> None:
         done = subprocess.run(DESKRIG, stdin=stdin, capture_output=True, env=env, timeout=DEADLINE_S)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "deskrig"
+
+
+def fill(pipe: int) -> int:
+    """Fill the non-blocking ``pipe`` up; how many bytes it took."""
+    filled = 0
+    while True:
+        try:
+            filled += os.write(pipe, bytes(1 << 16))
+        except BlockingIOError:
+            return filled
+
+
+def read_exactly(pipe: int, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        data += os.read(pipe, size - len(data))
+    return data
+
+
+@pytest.mark.parametrize("full_at_first", [False, True], ids=["room for a part", "full at first"])
+def test_a_line_begun_is_written_whole_though_its_sender_is_cancelled(full_at_first: bool) -> None:
+    """A sender cancelled while its line waits for the client to read on (a progress notification
+    of a request the client cancels) still finishes the line: half of one would break the rest.
+    The pipe has room for a part of the line, or none until the client reads what fills it."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    message = types.JSONRPCResponse(jsonrpc="2.0", id=1, result={"pad": "x" * 3_000_000})  # > a pipe
+    writer = _LineWriter(write_end, None)
+    filler = fill(write_end) if full_at_first else 0
+    written: list[bytes] = []
+
+    def read_to_the_end() -> bytes:
+        with os.fdopen(read_end, "rb") as pipe:
+            return pipe.read()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            sending = anyio.CancelScope()
+
+            async def send() -> None:
+                with sending:
+                    await writer.send(SessionMessage(message))
+                os.close(write_end)  # the line is out, or given up: the client reads to the end
+
+            tg.start_soon(send)
+            await anyio.wait_all_tasks_blocked()  # waiting for room
+            assert read_exactly(read_end, filler) == bytes(filler)  # room
+            await anyio.wait_readable(read_end)  # the line is begun
+            await anyio.wait_all_tasks_blocked()  # and waits for room again
+            sending.cancel()
+            written.append(await anyio.to_thread.run_sync(read_to_the_end))
+
+    anyio.run(main)
+    assert written == [message_line(message) + b"\n"]
