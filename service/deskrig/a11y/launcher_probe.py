@@ -14,9 +14,8 @@ from typing import Any, TypeVar
 
 from dbus_fast import MessageFlag, Variant
 
-from deskrig.a11y.atspi import A11Y_BUS_NAME, A11Y_BUS_PATH, A11Y_STATUS
 from deskrig.a11y.connection import NAME_HAS_NO_OWNER, SERVICE_UNKNOWN, CallFailed, call, close_bus, open_bus
-from deskrig.a11y.constants import PROPERTIES
+from deskrig.a11y.constants import A11Y_BUS_NAME, A11Y_BUS_PATH, A11Y_STATUS, PROPERTIES
 
 T = TypeVar("T")
 
