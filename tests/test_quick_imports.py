@@ -16,10 +16,14 @@ import gc, json, sys
 {before}
 import deskrig.http, deskrig.serving
 from deskrig.errors import ErrorInfo
+from fastapi.openapi.models import Schema
+from mcp_types import CallToolRequestParams
 report = {{
     "gc_enabled": gc.isenabled(),
     "loaded": sorted(m for m in ("mcp.client", "mcp.server.mcpserver", "httpx2") if m in sys.modules),
     "error_info_built": ErrorInfo.__pydantic_complete__,
+    # Models their modules rebuild at their top level (FastAPI's OpenAPI models, four MCP types).
+    "rebuilt_at_import": [Schema.__pydantic_complete__, CallToolRequestParams.__pydantic_complete__],
 }}
 {after}
 print(json.dumps(report))
@@ -56,11 +60,17 @@ def test_without_the_switches_every_model_is_built_and_the_sdk_fronts_load() -> 
     assert report["gc_enabled"] is True
     assert report["error_info_built"] is True
     assert report["loaded"] == ["httpx2", "mcp.client", "mcp.server.mcpserver"]
+    assert report["rebuilt_at_import"] == [True, True]
 
 
 def test_begin_defers_models_the_sdk_fronts_and_collection() -> None:
     report = _run(before="from deskrig import quick_imports; quick_imports.begin()")
-    assert report == {"gc_enabled": False, "loaded": [], "error_info_built": False}
+    assert report == {
+        "gc_enabled": False,
+        "loaded": [],
+        "error_info_built": False,
+        "rebuilt_at_import": [False, False],
+    }
 
 
 @pytest.mark.parametrize(
@@ -72,6 +82,12 @@ def test_begin_defers_models_the_sdk_fronts_and_collection() -> None:
             "report['used'] = [ErrorInfo.__pydantic_complete__, info.model_dump(mode='json')['code']]",
             [True, "INVALID_ARGUMENT"],
         ),
+        # So is one whose module rebuilt it at its top level (its forward references resolved).
+        (
+            "params = CallToolRequestParams.model_validate({'name': 't', 'arguments': {'a': 1}}); "
+            "report['used'] = [CallToolRequestParams.__pydantic_complete__, params.name, params.arguments]",
+            [True, "t", {"a": 1}],
+        ),
         # A deferred package front runs its code when a name of its own is asked for.
         (
             "from mcp import Client; from mcp.server import MCPServer; "
@@ -81,7 +97,7 @@ def test_begin_defers_models_the_sdk_fronts_and_collection() -> None:
         # Threads asking while its code runs wait for it, rather than find the name missing.
         (FOUR_THREADS_ASK, ["mcp.client.client"] * 4),
     ],
-    ids=["model", "package front", "package front, four threads at once"],
+    ids=["model", "model rebuilt by its module", "package front", "package front, four threads at once"],
 )
 def test_what_was_deferred_works_when_used(use: str, expected: list[object]) -> None:
     report = _run(before="from deskrig import quick_imports; quick_imports.begin()", after=use)
@@ -94,11 +110,17 @@ quick_imports.end()
 from pydantic import BaseModel
 class Later(BaseModel):
     x: int
+class Forward(BaseModel):
+    later: "Ahead"
+class Ahead(BaseModel):
+    y: int
+Forward.model_rebuild()
 report.update(later_built=Later.__pydantic_complete__, frozen=gc.get_freeze_count() > 0,
-              gc_enabled=gc.isenabled())
+              gc_enabled=gc.isenabled(), rebuilt=Forward.__pydantic_complete__)
 """
     report = _run(before="from deskrig import quick_imports; quick_imports.begin()", after=after)
     assert report["later_built"] is True
+    assert report["rebuilt"] is True
     assert report["frozen"] is True
     assert report["gc_enabled"] is True
 
