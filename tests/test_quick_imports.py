@@ -142,3 +142,38 @@ print(json.dumps(sorted(m for m in ("deskrig.a11y.atspi", "urllib.request") if m
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+LIBRARY_LOOKUPS = """
+import ctypes.util, json, subprocess
+cpython_lookup = ctypes.util.find_library
+runs = []
+class CountingPopen(subprocess.Popen):
+    def __init__(self, args, *more, **options):
+        runs.append(args[0])
+        super().__init__(args, *more, **options)
+subprocess.Popen = CountingPopen
+names = ["X11", "Xfixes", "Xrandr", "xcb", "xcb-randr", "xcb-render", "xcb-shm", "xcb-xfixes", "c"]
+{switch}
+found = [ctypes.util.find_library(name) for name in names]
+ldconfig_runs = sum(1 for program in runs if program.endswith("ldconfig"))
+expected = [cpython_lookup(name) for name in names]
+print(json.dumps({{"same": found == expected, "found": len([f for f in found if f]), "ldconfig_runs": ldconfig_runs}}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("switch", "ldconfig_runs"),
+    [("", 9), ("import deskrig.quick_imports as q; q.begin()", 1)],
+    ids=["as ever", "begun"],
+)
+def test_shared_libraries_are_found_as_ever_from_one_ldconfig_run(switch: str, ldconfig_runs: int) -> None:
+    """Opening an X11 desktop looks up eight libraries (mss): CPython runs `ldconfig -p` for each."""
+    code = textwrap.dedent(LIBRARY_LOOKUPS).format(switch=switch)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "same": True,
+        "found": 9,
+        "ldconfig_runs": ldconfig_runs,
+    }

@@ -21,16 +21,27 @@ the first of those imports, switches these until :func:`end`:
   high-level server (with httpx, cryptography and their models) for their re-exports alone. They
   are put in place without running their code; the first name asked of one that is not one of its
   submodules (``from mcp import Client``) runs it then (:class:`LazyPackageFront`).
+- **Shared libraries looked up in one listing** (Linux). ``ctypes.util.find_library`` runs
+  ``ldconfig -p`` (a process) for every name, and opening an X11 desktop looks up eight (mss:
+  Xlib's and xcb's): 90-130 ms of the server's build at load 4-8. :class:`OneListingFinder`
+  reads one listing for them all, the way CPython reads each; a name not in it is looked up as
+  ever.
 
 Each switch that the installed library does not offer is skipped; nothing else changes.
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import gc
 import importlib.util
+import os
+import re
+import struct
+import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -103,6 +114,52 @@ def _rebuild_on_first_use(rebuild: Any) -> classmethod[Any, ..., Any]:
     return classmethod(model_rebuild)
 
 
+#: The ABI tag ``ldconfig -p`` lists a library of this interpreter's machine and word size under
+#: (CPython's table in Lib/ctypes/util.py; anything else is plain ``libc6``).
+LDCONFIG_ABI = {
+    "x86_64-64": "libc6,x86-64",
+    "ppc64-64": "libc6,64bit",
+    "sparc64-64": "libc6,64bit",
+    "s390x-64": "libc6,64bit",
+    "ia64-64": "libc6,IA-64",
+}
+
+
+class OneListingFinder:
+    """``ctypes.util.find_library`` answered from one ``ldconfig -p`` listing, read on the first
+    call: the name's first entry of this machine's ABI, as CPython's own lookup finds it in its
+    own run of ``ldconfig -p``; a name not listed is left to ``fallback`` (CPython's lookup)."""
+
+    def __init__(self, fallback: Callable[[str], str | None]) -> None:
+        self.fallback = fallback
+        self._listing: bytes | None = None
+        self._lock = threading.Lock()
+        machine = f"{os.uname().machine}-{struct.calcsize('l') * 8}"
+        self._abi = re.escape(LDCONFIG_ABI.get(machine, "libc6")).encode()
+
+    def _read_listing(self) -> bytes:
+        with self._lock:
+            if self._listing is None:
+                try:
+                    done = subprocess.run(
+                        ["/sbin/ldconfig", "-p"],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        env={"LC_ALL": "C", "LANG": "C"},
+                        check=False,
+                    )
+                    self._listing = done.stdout
+                except OSError:  # no ldconfig: every name goes to the fallback
+                    self._listing = b""
+            return self._listing
+
+    def __call__(self, name: str) -> str | None:
+        pattern = rb"\s+(lib%s\.[^\s]+)\s+\(%s" % (re.escape(os.fsencode(name)), self._abi)
+        found = re.search(pattern, self._read_listing())
+        return os.fsdecode(found.group(1)) if found is not None else self.fallback(name)
+
+
 #: ``BaseModel.model_rebuild`` as pydantic defines it, while :func:`begin` has replaced it.
 _rebuild: list[Any] = []
 
@@ -120,6 +177,8 @@ def begin() -> None:
             BaseModel.model_rebuild = _rebuild_on_first_use(_rebuild[0])  # type: ignore[method-assign,assignment]
     for name in DEFERRED_PACKAGES:
         _defer_package_front(name)
+    if sys.platform.startswith("linux") and not isinstance(ctypes.util.find_library, OneListingFinder):
+        ctypes.util.find_library = OneListingFinder(ctypes.util.find_library)
 
 
 def end() -> None:
@@ -133,5 +192,7 @@ def end() -> None:
         from pydantic import BaseModel
 
         BaseModel.model_rebuild = _rebuild.pop()  # type: ignore[method-assign]
+    if isinstance(ctypes.util.find_library, OneListingFinder):
+        ctypes.util.find_library = ctypes.util.find_library.fallback  # type: ignore[assignment]
     gc.freeze()
     gc.enable()
