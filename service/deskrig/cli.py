@@ -6,7 +6,9 @@ import sys
 
 from deskrig import quick_imports
 
-# A rig's cold start waits for its imports, which build pydantic models from the first below on.
+# A rig's cold start waits for its imports, which build pydantic models from the first below on:
+# the switches go on here, once, for a process started as `rig run` (main()'s other callers, such
+# as tests calling it in a process that runs other code too, start without them).
 if sys.argv[1:3] == ["rig", "run"]:
     quick_imports.begin()
 
@@ -172,8 +174,6 @@ def cmd_rig_run(invocation: Invocation) -> int:
 
     args, settings, transport = invocation.args, invocation.settings, invocation.transport
     tokens = resolve_tokens(settings, transport)
-    # Already on when the process started as `rig run`; this is for main()'s other callers.
-    quick_imports.begin()
     app = list(args.app)
     backend = rig_backend(settings.backend, args)
     options = RigOptions(

@@ -34,6 +34,7 @@ from deskrig.a11y.connection import (
     close_bus,
     open_bus,
 )
+from deskrig.a11y.constants import A11Y_BUS_NAME, A11Y_BUS_PATH, A11Y_STATUS, DBUS_NAME, DBUS_PATH
 from deskrig.a11y.describe import VALUE_PROPERTIES, describe_many
 from deskrig.a11y.events import EventFeed, ObjectEvent
 from deskrig.a11y.failures import invalid_argument, require_running, translate_failures
@@ -57,11 +58,6 @@ from deskrig.model import Bounds, Diagnostic
 
 log = logging.getLogger(__name__)
 
-DBUS_NAME = "org.freedesktop.DBus"
-DBUS_PATH = "/org/freedesktop/DBus"
-A11Y_BUS_NAME = "org.a11y.Bus"
-A11Y_BUS_PATH = "/org/a11y/bus"
-A11Y_STATUS = "org.a11y.Status"
 DEFAULT_TIMEOUT_S = 10.0
 
 

@@ -9,6 +9,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+DBUS_NAME = "org.freedesktop.DBus"
+DBUS_PATH = "/org/freedesktop/DBus"
+#: The AT-SPI bus launcher on the session bus: where the accessibility bus is, and whether it is on.
+A11Y_BUS_NAME = "org.a11y.Bus"
+A11Y_BUS_PATH = "/org/a11y/bus"
+A11Y_STATUS = "org.a11y.Status"
 REGISTRY_BUS_NAME = "org.a11y.atspi.Registry"
 ROOT_PATH = "/org/a11y/atspi/accessible/root"
 CACHE_PATH = "/org/a11y/atspi/cache"

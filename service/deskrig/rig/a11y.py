@@ -1,22 +1,23 @@
 """The buses stage: a private D-Bus session bus and the AT-SPI accessibility bus on it.
 
 The session bus listens on a socket in the rig's fresh ``XDG_RUNTIME_DIR`` (mode 0700); then
-**at-spi-bus-launcher** starts on it. Ready: ``org.a11y.Bus.GetAddress`` answers, after
-``org.a11y.Status.IsEnabled`` has been switched on. Missing D-Bus or AT-SPI is not fatal: the rig
+**at-spi-bus-launcher** starts on it. Ready: ``org.a11y.Bus.GetAddress`` answers (asked again
+each time the launcher's name changes owner), after ``org.a11y.Status.IsEnabled`` has been
+switched on. Missing D-Bus or AT-SPI is not fatal: the rig
 carries on without accessibility and says so in its diagnostics. Nothing here depends on the
 display protocol.
 """
 
 from __future__ import annotations
 
+import html
 import os
 import pwd
 import shutil
 import signal
 from pathlib import Path
-from xml.sax.saxutils import quoteattr
 
-from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
+from deskrig.a11y.launcher_probe import LauncherWatch
 from deskrig.files import write_atomic
 from deskrig.procs import ManagedProcess, PipeLine
 from deskrig.rig.options import RigStartupError
@@ -40,7 +41,9 @@ def admitting_supervisor(directory: Path) -> list[str]:
         '<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"'
         ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
         f"<busconfig>\n  <include>{SESSION_CONF}</include>\n"
-        f'  <policy context="default"><allow user={quoteattr(user)}/></policy>\n</busconfig>\n'
+        # html's escape, not xml.sax.saxutils's: that module imports urllib.request (some 30 ms
+        # of the rig's start-up); both make a double-quoted XML attribute of any user name.
+        f'  <policy context="default"><allow user="{html.escape(user)}"/></policy>\n</busconfig>\n'
     )
     write_atomic(config, text.encode(), mode=0o644)
     return [f"--config-file={config}"]
@@ -116,13 +119,16 @@ class SessionA11yStage(A11yStage):
             self, "at-spi", [launcher, "--launch-immediately"], env, death_signal=signal.SIGTERM
         )
         try:
-            address = host.poll(
-                "org.a11y.Bus.GetAddress to answer",
-                lambda: a11y_bus_address(session_bus),
-                launcher_proc,
-                lambda: "org.a11y.Bus has no owner on the session bus",
-            )
-            enable_a11y(session_bus)
+            # One connection for the wait, woken when the launcher takes its name, not polled.
+            with LauncherWatch(session_bus) as watch:
+                address = host.poll(
+                    "org.a11y.Bus.GetAddress to answer",
+                    watch.address,
+                    launcher_proc,
+                    lambda: "org.a11y.Bus has no owner on the session bus",
+                    wake=watch.wait_for_owner,
+                )
+                watch.enable()
         except RigStartupError:
             raise
         except Exception as exc:  # dbus-fast's errors and OSError
