@@ -78,6 +78,18 @@ def quiet(run: Run[Any], client: AccessibilityClient) -> bool:
     return client.events.received == received
 
 
+def quiet_mirror(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, query: ElementQuery
+) -> tuple[AppMirror, Element]:
+    """The form's mirror and the element ``query`` finds in it, once the form stopped sending events."""
+    snapshot = run(client.snapshot(form.pid))
+    mirror = client.mirror(snapshot.bus_name)
+    assert mirror is not None
+    element = snapshot.resolve(query)
+    poll("the form to stop sending events", lambda: quiet(run, client), 5)
+    return mirror, element
+
+
 def test_an_unchanged_app_is_read_from_the_mirror(
     run: Run[Any], client: AccessibilityClient, form: FormApp
 ) -> None:
@@ -360,11 +372,7 @@ def test_an_event_noted_after_the_sync_was_answered_is_left_to_the_next_read(
     of its reads took one or two more round trips for them) but by the next read. Here the button
     reports new bounds just after each sync returns, stamped an hour ahead: a tree that claimed to
     reflect it would show a negative ``newest_event_age_ms``."""
-    snapshot = run(client.snapshot(form.pid))
-    mirror = client.mirror(snapshot.bus_name)
-    assert mirror is not None
-    button = snapshot.resolve(BUTTON)
-    poll("the form to stop sending events", lambda: quiet(run, client), 5)
+    mirror, button = quiet_mirror(run, client, form, BUTTON)
     sync = client.events.sync
 
     async def sync_then_an_event(bus_name: str) -> None:
@@ -422,11 +430,7 @@ def test_what_a_read_took_at_its_sync_is_noted_again_when_the_rest_fails(
     """A read takes what the events noted during its sync once the sync is answered; if what it
     asked on the way fails, that is noted again for the next read. Here the status label is
     reported renamed during the sync, and the details read ahead fail."""
-    snapshot = run(client.snapshot(form.pid))
-    mirror = client.mirror(snapshot.bus_name)
-    assert mirror is not None
-    status = snapshot.resolve(STATUS)
-    poll("the form to stop sending events", lambda: quiet(run, client), 5)
+    mirror, status = quiet_mirror(run, client, form, STATUS)
     sync = client.events.sync
 
     async def an_event_then_sync(bus_name: str) -> None:

@@ -50,6 +50,10 @@ class AppRig:
             session_bus=self.rig.env["DBUS_SESSION_BUS_ADDRESS"],
         )
 
+    def inside(self) -> dict[str, int]:
+        """A click's arguments for a point inside the app's window."""
+        return {"x": self.window.x + 40, "y": self.window.y + 40}
+
     def bare_point(self) -> tuple[int, int]:
         """A point on the root window, far from the app."""
         screen = self.desktop.screen_bounds()
@@ -163,7 +167,7 @@ def test_recorded_click_observes_once_before_and_once_after(app_rig: AppRig, tmp
     looks = Looks()
     window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
     if by == "point":
-        arguments: dict[str, Any] = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+        arguments: dict[str, Any] = app_rig.inside()
     else:
         arguments = {"element": {"role": "frame", "pid": window.pid}}
     server = app_rig.server()
@@ -185,7 +189,7 @@ def test_back_to_back_actions_observe_once_between_them(
     something else (the bare screen), each is observed on its own, as before."""
     monkeypatch.setattr(registry_module, "AFTER_CAPTURE_DELAY", 60.0)  # the second call comes first
     looks = Looks()
-    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    inside = app_rig.inside()
     x, y = app_rig.bare_point()
     calls = [("click", inside), ("click", {"x": x, "y": y} if case == "another target" else inside)]
     server = app_rig.server()
@@ -216,11 +220,9 @@ def test_an_after_observation_no_action_claims_is_taken_after_the_delay(
     server = app_rig.server()
     registry = registry_of(server.services)
     out = tmp_path / "rec"
-    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
 
     async def record() -> None:
-        await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
-        await _calls(server, [("click", inside)])
+        await _recorded_calls(server, out, [("click", app_rig.inside())])
         with anyio.fail_after(30):
             while not (out / "turn-00001").exists():  # written by the writer thread, never settled
                 await anyio.sleep(0.02)
@@ -243,7 +245,6 @@ def test_a_tool_that_changes_the_desktop_without_a_target_waits_for_the_last_aft
     registry = registry_of(server.services)
     out = tmp_path / "rec"
     window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
-    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
     observed = registry_module.capture_moment
     order: list[str] = []
 
@@ -258,8 +259,9 @@ def test_a_tool_that_changes_the_desktop_without_a_target_waits_for_the_last_aft
     )
 
     async def record() -> None:
-        await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
-        await _calls(server, [("click", inside), ("focus_window", {"window_id": window.id})])
+        await _recorded_calls(
+            server, out, [("click", app_rig.inside()), ("focus_window", {"window_id": window.id})]
+        )
 
     try:
         anyio.run(record)
@@ -296,11 +298,9 @@ def test_a_turn_whose_claimed_after_failed_is_observed_on_its_own(
     server = app_rig.server()
     registry = registry_of(server.services)
     out = tmp_path / "rec"
-    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
 
     async def record() -> None:
-        await anyio.to_thread.run_sync(registry.start_session, CLIENT, out, False)
-        await _calls(server, [("click", inside)] * 2)
+        await _recorded_calls(server, out, [("click", app_rig.inside())] * 2)
         await registry.settle()
         stopped = await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
         assert stopped.turns == 1 and stopped.last_error is None, stopped
@@ -325,7 +325,7 @@ def test_recorded_states_read_the_tools_live_mirror_and_keep_no_snapshot(
     assert registry.a11y is server.services.a11y is not None
     store = registry.a11y.snapshots
     window = next(w for w in app_rig.desktop.windows() if w.title == TITLE)
-    inside = {"x": app_rig.window.x + 40, "y": app_rig.window.y + 40}
+    inside = app_rig.inside()
     turns = DEFAULT_CAPACITY // 2 + 1  # two trees a turn: more than the store holds, if they were kept
 
     async def record() -> str:
@@ -363,6 +363,12 @@ def test_blocked_window_is_blacked_out_in_recorded_images(app_rig: AppRig, tmp_p
         facts = evidence[name]
         assert facts["source"] == "screen" and facts.get("masked_windows") == 1, facts
     assert looks.windows == 2  # the blackout used the lists taken anyway
+
+
+async def _recorded_calls(server: DeskrigServer, out: Path, calls: list[tuple[str, dict[str, Any]]]) -> None:
+    """``calls``, made by a client whose recording (turn folders in ``out``) starts first."""
+    await anyio.to_thread.run_sync(registry_of(server.services).start_session, CLIENT, out, False)
+    await _calls(server, calls)
 
 
 async def _calls(server: DeskrigServer, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
