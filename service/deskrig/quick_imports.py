@@ -130,12 +130,13 @@ class OneListingFinder:
     call: the name's first entry of this machine's ABI, as CPython's own lookup finds it in its
     own run of ``ldconfig -p``; a name not listed is left to ``fallback`` (CPython's lookup)."""
 
-    def __init__(self, fallback: Callable[[str], str | None]) -> None:
+    def __init__(self, fallback: Callable[[str], str | None], machine: str) -> None:
+        """``machine``: ``os.uname().machine`` (Linux only, like ``ldconfig``)."""
         self.fallback = fallback
         self._listing: bytes | None = None
         self._lock = threading.Lock()
-        machine = f"{os.uname().machine}-{struct.calcsize('l') * 8}"
-        self._abi = re.escape(LDCONFIG_ABI.get(machine, "libc6")).encode()
+        abi = LDCONFIG_ABI.get(f"{machine}-{struct.calcsize('l') * 8}", "libc6")
+        self._abi = re.escape(abi).encode()
 
     def _read_listing(self) -> bytes:
         with self._lock:
@@ -178,7 +179,7 @@ def begin() -> None:
     for name in DEFERRED_PACKAGES:
         _defer_package_front(name)
     if sys.platform.startswith("linux") and not isinstance(ctypes.util.find_library, OneListingFinder):
-        ctypes.util.find_library = OneListingFinder(ctypes.util.find_library)
+        ctypes.util.find_library = OneListingFinder(ctypes.util.find_library, os.uname().machine)
 
 
 def end() -> None:
