@@ -28,7 +28,7 @@ from tests.sway.swayproc import start_sway
 from tests.toolkits import Toolkit
 
 from deskrig.a11y import AccessibilityClient
-from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
+from deskrig.a11y.launcher_probe import LauncherWatch
 from deskrig.rig.sway import Account, run_as_account
 
 T = TypeVar("T")
@@ -124,15 +124,12 @@ def start_at_spi(env: Mapping[str, str], session_bus_address: str) -> subprocess
         start_new_session=True,
     )
     try:
-        poll(
-            "at-spi-bus-launcher to take org.a11y.Bus",
-            lambda: a11y_bus_address(session_bus_address),
-            STARTUP_TIMEOUT_S,
-        )
+        with LauncherWatch(session_bus_address) as watch:
+            poll("at-spi-bus-launcher to take org.a11y.Bus", watch.address, STARTUP_TIMEOUT_S)
+            watch.enable()
     except BaseException:
         _stop(launcher)
         raise
-    enable_a11y(session_bus_address)
     return launcher
 
 

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from deskrig.a11y.connection import call, close_bus, open_bus
-from deskrig.a11y.launcher_probe import LauncherWatch, a11y_bus_address
+from deskrig.a11y.launcher_probe import LauncherWatch
 
 from .conftest import AT_SPI_BUS_LAUNCHER, STARTUP_TIMEOUT_S, A11yDesktop, _stop, start_session_bus
 
@@ -49,14 +49,16 @@ def test_a_bus_without_a_launcher_is_not_ready_yet_and_gets_none_started(tmp_pat
     env = _bus_env(tmp_path)
     dbus, address = start_session_bus(env)
     try:
-        assert a11y_bus_address(address) is None
+        with LauncherWatch(address) as watch:
+            assert watch.address() is None
         assert not asyncio.run(_has_owner(address, "org.a11y.Bus")), "the probe had the bus start a launcher"
     finally:
         _stop(dbus)
 
 
 def test_the_probe_finds_the_launchers_bus(a11y_desktop: A11yDesktop) -> None:
-    address = a11y_bus_address(a11y_desktop.session_bus_address)
+    with LauncherWatch(a11y_desktop.session_bus_address) as watch:
+        address = watch.address()
     assert address is not None and address.startswith("unix:")
 
 

@@ -29,7 +29,7 @@ from tests.polling import poll
 from tests.server.rigproc import APPS, SYSTEM_PYTHON, FormRig, RigProcess, start_form
 from tests.sway.swayproc import start_sway
 
-from deskrig.a11y.launcher_probe import a11y_bus_address, enable_a11y
+from deskrig.a11y.launcher_probe import LauncherWatch
 from deskrig.client import connect
 from deskrig.errors import tool_error
 
@@ -108,8 +108,9 @@ def sway_form_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormRig]
             start_new_session=True,
         )
         stack.callback(stop_process, at_spi)
-        poll("at-spi-bus-launcher to take org.a11y.Bus", lambda: a11y_bus_address(address))
-        enable_a11y(address)
+        with LauncherWatch(address) as watch:
+            poll("at-spi-bus-launcher to take org.a11y.Bus", watch.address)
+            watch.enable()
         log = tmp / "form.log"
         with (tmp / "form.stderr").open("wb") as stderr:
             app = subprocess.Popen(

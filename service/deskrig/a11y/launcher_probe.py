@@ -1,9 +1,8 @@
 """The rig's start-up probe of the AT-SPI bus launcher (``org.a11y.Bus``) on a session bus.
 
-Blocking calls for the rig's start-up code: where the accessibility bus is, and switching
-``org.a11y.Status.IsEnabled`` on, each over a connection of its own (:func:`a11y_bus_address`,
-:func:`enable_a11y`), or all over one that also waits for the launcher to take its name
-(:class:`LauncherWatch`). Every call is sent with NO_AUTOSTART, so that asking never makes the
+Blocking calls for the rig's start-up code (:class:`LauncherWatch`): where the accessibility bus
+is, and switching ``org.a11y.Status.IsEnabled`` on, over one connection that also waits for the
+launcher to take its name. Every call is sent with NO_AUTOSTART, so that asking never makes the
 session bus start a second launcher of its own.
 """
 
@@ -11,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -29,16 +27,6 @@ NOT_YET = (SERVICE_UNKNOWN, NAME_HAS_NO_OWNER)
 CALL_TIMEOUT_S = 5.0
 #: The bus daemon's signal that org.a11y.Bus changed owner (a launcher took it, or left).
 OWNER_CHANGED_MATCH = f"type='signal',sender='{DBUS_NAME}',interface='{DBUS_NAME}',member='NameOwnerChanged',arg0='{A11Y_BUS_NAME}'"
-
-
-def _run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from blocking code, even inside an event loop's thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 async def _call_launcher(
@@ -76,27 +64,9 @@ async def _enable(bus: MessageBus) -> None:
         raise ConnectionError(f"setting org.a11y.Status.IsEnabled failed: {exc}") from exc
 
 
-async def _on_a_connection_of_its_own(session_bus: str, ask: Callable[[MessageBus], Awaitable[T]]) -> T:
-    bus = await open_bus(session_bus)
-    try:
-        return await ask(bus)
-    finally:
-        await close_bus(bus)
-
-
-def a11y_bus_address(session_bus: str) -> str | None:
-    """The accessibility bus address, or None while org.a11y.Bus has no owner yet."""
-    return _run_async(_on_a_connection_of_its_own(session_bus, _address))
-
-
-def enable_a11y(session_bus: str) -> None:
-    """Set org.a11y.Status.IsEnabled: toolkits that ask (Qt, WebKit ...) then turn their bridge on."""
-    _run_async(_on_a_connection_of_its_own(session_bus, _enable))
-
-
 class LauncherWatch:
-    """One connection to a session bus for the rig's wait for its launcher: :meth:`address` and
-    :meth:`enable` as the functions above, and :meth:`wait_for_owner`, woken when org.a11y.Bus
+    """One connection to a session bus for the rig's wait for its launcher: :meth:`address`,
+    :meth:`enable` and :meth:`wait_for_owner`, woken when org.a11y.Bus
     changes owner. The subscription is in place before the first look, so no change is missed.
 
     A connection and an event loop per look made each poll cost a few milliseconds of the rig
@@ -130,7 +100,7 @@ class LauncherWatch:
         return self._ask(_address)
 
     def enable(self) -> None:
-        """Set org.a11y.Status.IsEnabled (see :func:`enable_a11y`)."""
+        """Set org.a11y.Status.IsEnabled: toolkits that ask (Qt, WebKit ...) then turn their bridge on."""
         self._ask(_enable)
 
     def wait_for_owner(self, timeout: float) -> bool:
