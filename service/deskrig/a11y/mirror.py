@@ -575,6 +575,10 @@ class AppMirror:
             node = fresh_nodes.get(key, nodes[element.index])
             if isinstance(node, CallFailed) or node.has_state(c.STATE_DEFUNCT):
                 return None
+            if element.index in self._lists:
+                # Its children are watched by listing them (see _unreported_change), and its count
+                # depends on how it was read: -1 from the app's cache, the number from ChildCount.
+                node.child_count = element.child_count
             if node.child_count != element.child_count or node.showing != element.has_state("showing"):
                 return None  # its children or their details changed too
             node.offscreen_omitted = element.offscreen_children_omitted
