@@ -4,7 +4,6 @@ survives `docker stop`."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from tests.container.conftest import (
     running_stack,
 )
 from tests.polling import poll
+from tests.recording.conftest import ffprobe_duration
 
 pytestmark = pytest.mark.docker
 
@@ -61,18 +61,5 @@ def test_docker_stop_leaves_a_decodable_video(video_stack: ComposeStack) -> None
         DOCKER_POLL_S,
     )
     assert docker("stop", "-t", "15", container).returncode == 0
-    probe = subprocess.run(
-        ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "json", str(video)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert float(json.loads(probe.stdout)["format"]["duration"]) > 0.5
-    decoded = subprocess.run(
-        ["ffmpeg", "-v", "error", "-i", str(video), "-f", "null", "-"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert decoded.returncode == 0 and not decoded.stderr.strip(), decoded.stderr
+    # Decoded as every other video test decodes (each frame at its own time: the rate varies).
+    assert ffprobe_duration(video) > 0.5
