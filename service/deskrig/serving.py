@@ -163,6 +163,18 @@ async def _serve_stdio(
         tg.cancel_scope.cancel()
 
 
+async def _settle_recorder(server: DeskrigServer) -> None:
+    """Take the "after" observations that the last recorded actions await (a short delay, or the
+    next action) now: the loop's end would cancel them, and their turns would be lost. (Over stdio,
+    and for a client with a session, the session's end does this.)"""
+    if server.services.recorder is None:
+        return
+    from deskrig.recording.registry import AFTER_CAPTURE_GRACE  # imported with the recorder
+
+    with anyio.move_on_after(AFTER_CAPTURE_GRACE):
+        await server.services.recorder.settle()
+
+
 async def _serve_http(
     server: DeskrigServer,
     transport: Transport,
@@ -203,6 +215,7 @@ async def _serve_http(
         log.info("MCP over HTTP on http://%s:%d/mcp", transport.host, transport.port)
         await http.serve(sockets=[listener])
         tg.cancel_scope.cancel()
+    await _settle_recorder(server)  # a stateless client's last action
     if not http.started:
         raise ConfigError(f"could not serve HTTP on {transport.host}:{transport.port} (port in use?)")
 

@@ -107,6 +107,8 @@ class RigProcess:
     proc: subprocess.Popen[bytes] | None = None
     stderr_path: Path | None = None
     serve: bool = False
+    #: The program and its first arguments (a harness around the CLI, for a test that needs one).
+    command: list[str] = field(default_factory=lambda: list(DESKRIG))
 
     @property
     def base(self) -> str:
@@ -118,9 +120,9 @@ class RigProcess:
 
     def start(self, tmp: Path, wait: bool = True) -> RigProcess:
         auth = ["--token", self.token] if self.token else ["--no-auth"]
-        command = ["serve"] if self.serve else ["rig", "run"]
+        mode = ["serve"] if self.serve else ["rig", "run"]
         app = [] if self.serve else ["--", *self.app]
-        argv = [*DESKRIG, *command, "--http", f"127.0.0.1:{self.port}", *auth, *self.extra, *app]
+        argv = [*self.command, *mode, "--http", f"127.0.0.1:{self.port}", *auth, *self.extra, *app]
         self.stderr_path = tmp / f"rig-{self.port}.stderr"
         env = {**os.environ, "HOME": str(tmp / "home"), **self.env}
         self.proc = subprocess.Popen(
