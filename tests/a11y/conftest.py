@@ -24,11 +24,14 @@ from typing import Any, TypeVar
 
 import pytest
 from tests.polling import poll
-from tests.sway.swayproc import start_sway
+from tests.sway.swayproc import start_sway, sway_commands
 from tests.toolkits import Toolkit
+from Xlib.display import Display
 
 from deskrig.a11y import AccessibilityClient
 from deskrig.a11y.launcher_probe import LauncherWatch
+from deskrig.desktop import Desktop, open_desktop
+from deskrig.model import Bounds, WindowInfo
 from deskrig.rig.sway import Account, run_as_account
 
 T = TypeVar("T")
@@ -69,6 +72,8 @@ def _read_line(fd: int, timeout: float, what: str) -> str:
 
 @dataclass
 class A11yDesktop:
+    #: The desktop backend it runs (x11, sway).
+    backend: str
     display: str
     session_bus_address: str
     env: dict[str, str]
@@ -96,6 +101,27 @@ class A11yDesktop:
     def stop(self, proc: subprocess.Popen[Any]) -> None:
         _stop(proc)
         self.processes.remove(proc)
+
+    def open_desktop(self) -> Desktop:
+        """deskrig's own desktop backend on this display, as a server opens it: its input (a
+        click, keys, typed text) and its window list reach an app the same way on every backend."""
+        return open_desktop(self.backend, display=self.env.get("DISPLAY"), env=self.env)
+
+    def place_window(self, window: WindowInfo, bounds: Bounds) -> None:
+        """Put ``window``'s content area at ``bounds`` on the screen. Xvfb has no window manager
+        here: the window itself is moved and sized. sway places and sizes only a floating window as
+        told (a tiled one fills its tile): the window is made floating first."""
+        x, y, width, height = bounds.x, bounds.y, bounds.width, bounds.height
+        if self.backend == "sway":
+            place = f"resize set {width} {height}, move absolute position {x} {y}"
+            sway_commands(self.env, f"[con_id={window.id}] floating enable, {place}")
+            return
+        xlib = Display(self.display)
+        try:
+            xlib.create_resource_object("window", window.id).configure(x=x, y=y, width=width, height=height)
+            xlib.sync()
+        finally:
+            xlib.close()
 
 
 def start_session_bus(env: Mapping[str, str]) -> tuple[subprocess.Popen[Any], str]:
@@ -185,7 +211,7 @@ def _a11y_desktop(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         stack.callback(lambda: [_stop(proc) for proc in reversed(processes)])
         display = display_env.get("WAYLAND_DISPLAY", display_env.get("DISPLAY", ""))
         x_user = run_as_account(None) if backend == "sway" else None
-        yield A11yDesktop(display, address, env, processes, x_user)
+        yield A11yDesktop(backend, display, address, env, processes, x_user)
 
 
 @pytest.fixture(scope="session")

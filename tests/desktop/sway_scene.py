@@ -18,7 +18,7 @@ from pathlib import Path
 from i3ipc import Connection
 from tests.polling import poll
 from tests.sway.conftest import app_env
-from tests.sway.swayproc import SwaySession, start_sway
+from tests.sway.swayproc import SwaySession, start_sway, sway_commands
 
 from deskrig.desktop.sway import _views, close_ipc, content_bounds
 from deskrig.model import Bounds
@@ -75,12 +75,7 @@ def float_at(sway: SwaySession, title: str, bounds: Bounds) -> None:
 
 
 def run_commands(sway: SwaySession, commands: str) -> None:
-    ipc = Connection(socket_path=sway.env["SWAYSOCK"])
-    try:
-        replies = ipc.command(commands)
-    finally:
-        close_ipc(ipc)
-    assert all(r.success for r in replies), [r.error for r in replies]
+    sway_commands(sway.env, commands)
 
 
 def wait_placed(sway: SwaySession, app: FixtureApp, bounds: Bounds) -> None:

@@ -8,9 +8,13 @@ root, the server's side and the fixture apps', reaches the sockets in it anyway.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from i3ipc import Connection
+
+from deskrig.desktop.sway import close_ipc
 from deskrig.procs import ManagedProcess
 from deskrig.rig import Rig, RigOptions
 
@@ -58,3 +62,13 @@ def start_sway(work_dir: Path, size: tuple[int, int], run_as: str | None = None)
     rig = Rig(options)
     rig.start()
     return SwaySession(rig=rig, work_dir=work_dir)
+
+
+def sway_commands(env: Mapping[str, str], commands: str) -> None:
+    """Run sway ``commands`` (``swaymsg``'s) on the sway that ``env``'s ``SWAYSOCK`` reaches; each must succeed."""
+    ipc = Connection(socket_path=env["SWAYSOCK"])
+    try:
+        replies = ipc.command(commands)
+    finally:
+        close_ipc(ipc)
+    assert all(r.success for r in replies), [r.error for r in replies]
