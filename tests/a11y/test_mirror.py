@@ -238,6 +238,32 @@ def test_a_moved_window_moves_its_elements_and_the_events_version(
     assert client.events_version() != version, "a change no event announced changes the events version"
 
 
+def test_a_moved_window_has_its_elements_placed_where_it_moved_from_the_mirror(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    a11y_desktop: A11yDesktop,
+    desktop: Desktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the desktop placing elements on screen, as a server's client has it (under sway the
+    window-relative tree is placed at its window's origin: :mod:`deskrig.a11y.placement`), a
+    moved window's elements are where it moved, read from the mirror: on X11 the mirror moved
+    them itself, under sway its tree stands and is placed anew."""
+    monkeypatch.setattr(client, "placement", desktop)
+    before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
+    assert before is not None
+    move_window_by(a11y_desktop, desktop, form, 40, 30)
+    expected = (before.x + 40, before.y + 30)
+
+    def placed_there() -> Snapshot | None:
+        snapshot = run(client.snapshot(form.pid))
+        bounds = snapshot.resolve(ENTRY).bounds
+        return snapshot if bounds is not None and (bounds.x, bounds.y) == expected else None
+
+    assert poll(f"the entry at {expected}", placed_there, 5).source == "mirror"
+
+
 def form_window(desktop: Desktop, form: FormApp) -> WindowInfo:
     """The form's window, as the desktop lists it."""
     return poll(
