@@ -12,7 +12,7 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from tests.desktop.conftest import start_xvfb, stop_process
+from tests.desktop.conftest import held_display_number, start_xvfb, stop_process
 from tests.polling import poll
 
 from deskrig.bench.reliability_rig import INITIALIZE
@@ -142,33 +142,33 @@ def test_the_warm_up_begins_once_initialize_is_answered(tmp_path: Path) -> None:
 def test_a_display_that_cannot_be_opened_answers_each_call_until_it_can(tmp_path: Path) -> None:
     """The server answers initialize and tools/list; a tool call gets the structured error (and the
     log says why once); started later, the display is opened by the next call."""
-    dead, display = start_xvfb(tmp_path)
-    stop_process(dead)  # a display number that no server answers, for now
-    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
-    peer = StdioPeer([sys.executable, "-m", "deskrig.cli", "serve", "--stdio"], env)
-    xvfb: subprocess.Popen[bytes] | None = None
-    try:
-        initialize(peer)
-        assert peer.request(2, "tools/list")["result"]["tools"]
-        for request_id in (3, 4):
-            refused = call(peer, request_id, "list_windows")
-            assert refused.is_error and refused.structured_content is None
-            error = tool_error(refused)
-            assert error is not None and error["code"] == "DISPLAY_NOT_FOUND" and error["remediation"]
-        xvfb = subprocess.Popen(
-            ["Xvfb", display, "-nolisten", "tcp", "-screen", "0", "640x480x24"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        windows = poll("the display opened", lambda: call(peer, 5, "list_windows").structured_content)
-        assert windows["windows"] == []
-        assert peer.close() == 0
-        log = peer.stderr()
-        assert log.count("cannot open the desktop: DISPLAY_NOT_FOUND") >= 2 and "Traceback" not in log
-    finally:
-        stop_process(peer.proc)
-        if xvfb is not None:
-            stop_process(xvfb)
+    with held_display_number() as number:  # no server answers it until the test starts one
+        display = f":{number}"
+        env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
+        peer = StdioPeer([sys.executable, "-m", "deskrig.cli", "serve", "--stdio"], env)
+        xvfb: subprocess.Popen[bytes] | None = None
+        try:
+            initialize(peer)
+            assert peer.request(2, "tools/list")["result"]["tools"]
+            for request_id in (3, 4):
+                refused = call(peer, request_id, "list_windows")
+                assert refused.is_error and refused.structured_content is None
+                error = tool_error(refused)
+                assert error is not None and error["code"] == "DISPLAY_NOT_FOUND" and error["remediation"]
+            xvfb = subprocess.Popen(
+                ["Xvfb", display, "-nolisten", "tcp", "-nolisten", "local", "-screen", "0", "640x480x24"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            windows = poll("the display opened", lambda: call(peer, 5, "list_windows").structured_content)
+            assert windows["windows"] == []
+            assert peer.close() == 0
+            log = peer.stderr()
+            assert log.count("cannot open the desktop: DISPLAY_NOT_FOUND") >= 2 and "Traceback" not in log
+        finally:
+            stop_process(peer.proc)
+            if xvfb is not None:
+                stop_process(xvfb)
 
 
 def test_tools_list_is_kept_for_the_next_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
