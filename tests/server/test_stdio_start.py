@@ -65,6 +65,20 @@ HEAVY = (
 )
 
 
+#: Runs the CLI with the tool list's cache written a second late, as on a loaded machine.
+SLOW_CACHE_WRITE = """
+import sys, time
+from deskrig import serving
+write = serving._cache_tools
+def late_write(*args):
+    time.sleep(1)
+    write(*args)
+serving._cache_tools = late_write
+from deskrig.cli import main
+sys.exit(main(["serve", "--stdio"]))
+"""
+
+
 def module_report(peer: StdioPeer, report: Path) -> dict[str, list[str]]:
     """The modules the harness has loaded now, and had loaded when the warm-up began."""
     report.unlink(missing_ok=True)
@@ -200,6 +214,23 @@ def test_tools_list_is_kept_for_the_next_start(tmp_path: Path, monkeypatch: pyte
     cache.write_text("{not json")
     assert tools_listed() == built
     assert json.loads(cache.read_text())[0]["description"] == built[0]["description"]
+
+
+def test_the_tool_list_is_kept_by_a_start_that_ends_after_listing(tmp_path: Path) -> None:
+    """A client that lists the tools and closes at once still leaves the list for the next start:
+    tools/list is answered once the list is kept, not before it is written (the process could end
+    first: under load the test of the cache found no file)."""
+    env = {**os.environ, "DISPLAY": ":0", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    peer = StdioPeer([sys.executable, "-c", SLOW_CACHE_WRITE], env)
+    try:
+        initialize(peer)
+        assert peer.request(2, "tools/list")["result"]["tools"]
+        assert peer.close() == 0
+    finally:
+        stop_process(peer.proc)
+    assert [path.name for path in (tmp_path / "cache" / "deskrig").iterdir()] == [
+        tool_list_cache("default").name
+    ]
 
 
 def described() -> list[types.Tool]:
