@@ -346,8 +346,11 @@ class DeferredServer:
             self._specs.set_result({spec.name: spec for spec in specs})
             threading.Thread(target=self._open_first, name="deskrig-open", daemon=True).start()
             if listed is None:
-                self._listed.set_result(describe_tools(specs))
-                _cache_tools(cache, self._listed.result())
+                # Kept before it is answered: a client may close as soon as it has the list, and
+                # the process would end with the write not done.
+                listed = describe_tools(specs)
+                _cache_tools(cache, listed)
+                self._listed.set_result(listed)
         except BaseException as exc:  # answered to tools/list and tools/call, not lost in a thread
             _collect_from_now_on()
             for future in (self._specs, self._listed):

@@ -11,10 +11,12 @@ and the Tk form and an accessibility bus (see ``forms.py``), one per backend for
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -75,6 +77,31 @@ def start_xvfb(log_dir: Path, *extra_args: str) -> tuple[subprocess.Popen[bytes]
     finally:
         os.close(read_fd)
     return proc, f":{number.decode().strip()}"
+
+
+@contextlib.contextmanager
+def held_display_number() -> Iterator[int]:
+    """A display number that no X server has, kept from every other until the block ends.
+
+    A stopped Xvfb's number is the lowest free one, which the next ``-displayfd`` server on the
+    machine takes. Every X server here listens on the abstract socket ``@/tmp/.X11-unix/X<n>``,
+    and a ``-displayfd`` one moves on to the next number when it cannot: this binds that socket
+    without listening, so a client is refused as if no server were there. A test starts its own
+    server on the number with ``-nolisten local`` (its file socket alone)."""
+    holder = socket.socket(socket.AF_UNIX)
+    try:
+        for number in range(1, 1000):
+            if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
+                continue  # a server that may not listen on the abstract socket has it, or had it
+            try:
+                holder.bind(f"\0/tmp/.X11-unix/X{number}")
+            except OSError:
+                continue
+            yield number
+            return
+        raise RuntimeError("no display number below 1000 is free")
+    finally:
+        holder.close()
 
 
 def window_manager_ready(xlib: Display) -> bool:

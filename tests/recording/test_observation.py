@@ -3,6 +3,7 @@ recorded action looks at the desktop, and that its images are redacted like ever
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from deskrig.errors import DeskrigError, tool_error
 from deskrig.identity import ClientRef
 from deskrig.model import Bounds
 from deskrig.recording import registry as registry_module
+from deskrig.recording import session as session_module
 from deskrig.recording.registry import RecordingRegistry, registry_of
 from deskrig.recording.turns import turn_name
 from deskrig.rig import Rig, RigOptions
@@ -312,6 +314,57 @@ def test_a_turn_whose_claimed_after_failed_is_observed_on_its_own(
     assert len(observations) == 3  # the first's before, the second's failed before, the first's after
     evidence = load_json(out / "turn-00001" / "evidence.json")
     assert evidence["after.png"]["status"] == evidence["after_state.json"]["status"] == "captured"
+
+
+def test_a_recording_being_stopped_answers_its_final_state(
+    app_rig: AppRig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """get_recording_state while the client's recording is being stopped (a turn still being
+    written) answers the state the stop ends with. The recording was then neither running nor
+    stopped, and the answer said no recording at all: no folder, no turns, no end (seen under load
+    on a recording stopped for idleness)."""
+    writing, release = threading.Event(), threading.Event()
+    write_turn = session_module.write_turn
+
+    def held_write(*args: Any, **kwargs: Any) -> Any:
+        writing.set()
+        release.wait(30)
+        return write_turn(*args, **kwargs)
+
+    monkeypatch.setattr(session_module, "write_turn", held_write)
+    server = app_rig.server()
+    registry = registry_of(server.services)
+    read = registry.settled_session_state
+
+    def read_as_the_write_resumes(client_id: str) -> Any:
+        release.set()  # the turn's write takes far longer than a read that does not wait for it
+        return read(client_id)
+
+    monkeypatch.setattr(registry, "settled_session_state", read_as_the_write_resumes)
+    out = tmp_path / "rec"
+
+    async def stop_and_read() -> Any:
+        await _recorded_calls(server, out, [("click", app_rig.inside())])
+        await anyio.to_thread.run_sync(writing.wait, 30)
+        stopping = threading.Thread(target=registry.stop_session, args=(CLIENT,))
+        stopping.start()
+        assert registry.latest is not None
+        poll("the stop to begin", lambda: not registry.latest.active)  # type: ignore[union-attr]
+        (state,) = await _calls(server, [("get_recording_state", {})])
+        await anyio.to_thread.run_sync(stopping.join)
+        return state
+
+    try:
+        state = anyio.run(stop_and_read)
+    finally:
+        release.set()
+        registry.close()
+    assert (state["recording"], state["output_dir"], state["turns"], state["ended_by"]) == (
+        False,
+        str(out),
+        1,
+        "stop_recording",
+    )
 
 
 def test_recorded_states_read_the_tools_live_mirror_and_keep_no_snapshot(

@@ -86,31 +86,40 @@ def test_stateless_recordings_are_per_identity_and_end_when_idle(tmp_path: Path)
     extra = ["--recording-idle-timeout", "2", "--token", f"alice={ALICE}", "--token", f"bob={BOB}"]
     rig = RigProcess(app=["xterm"], extra=extra).start(tmp_path)
 
-    async def run() -> dict[str, Any]:
+    async def run() -> dict[str, dict[str, Any]]:
         async with connect_stateless(rig.url, ALICE) as alice, connect_stateless(rig.url, BOB) as bob:
-            for client, name in [(alice, "alice"), (bob, "bob")]:
-                result = await client.call_tool("start_recording", {"output_dir": str(saves / name)})
+            clients = {"alice": alice, "bob": bob}
+
+            async def state(name: str) -> dict[str, Any]:
+                return (await clients[name].call_tool("get_recording_state", {})).structured_content
+
+            # Each identity's calls back to back: another's calls between them count towards its
+            # 2 s of idleness, which ran out under load (Alice's recording seen stopped).
+            for name, xs in [("alice", [10]), ("bob", [20, 30])]:
+                result = await clients[name].call_tool("start_recording", {"output_dir": str(saves / name)})
                 assert not result.is_error, result.structured_content
-            for client, x in [(alice, 10), (bob, 20), (bob, 30)]:
-                assert not (await client.call_tool("move_cursor", {"x": x, "y": 10})).is_error
-            alice_state = (await alice.call_tool("get_recording_state", {})).structured_content
-            assert alice_state["recording"] and alice_state["output_dir"] == str(saves / "alice")
+                for x in xs:
+                    assert not (await clients[name].call_tool("move_cursor", {"x": x, "y": 10})).is_error
+                running = await state(name)
+                assert running["recording"] and running["output_dir"] == str(saves / name), running
 
-            async def stopped() -> dict[str, Any] | None:
-                state = (await bob.call_tool("get_recording_state", {})).structured_content
-                return None if state["recording"] else state
-
+            ended: dict[str, dict[str, Any]] = {}
             with anyio.fail_after(15):  # 2 s idle timeout; reading the state is not activity
-                while (bob_state := await stopped()) is None:
-                    await anyio.sleep(0.25)
-            return bob_state
+                for name in clients:
+                    while (ended_state := await state(name))["recording"]:
+                        await anyio.sleep(0.25)
+                    ended[name] = ended_state
+            return ended
 
     try:
-        bob_state = anyio.run(run)
+        ended = anyio.run(run)
     finally:
         rig.stop()
-    assert bob_state["ended_by"] == "idle_timeout"
-    assert bob_state["turns"] == 2
+    # Bob's start did not end Alice's recording (it would say restarted): each ended idle, in its own folder.
+    assert {name: (s["ended_by"], s["output_dir"], s["turns"]) for name, s in ended.items()} == {
+        "alice": ("idle_timeout", str(saves / "alice"), 1),
+        "bob": ("idle_timeout", str(saves / "bob"), 2),
+    }
     turns = {name: sorted(p.name for p in (saves / name).iterdir()) for name in ("alice", "bob")}
     assert turns == {"alice": ["turn-00001"], "bob": ["turn-00001", "turn-00002"]}
     assert json.loads((saves / "bob" / "turn-00002" / "action.json").read_text())["client_id"] == "bob"

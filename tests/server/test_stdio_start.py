@@ -12,7 +12,7 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from tests.desktop.conftest import start_xvfb, stop_process
+from tests.desktop.conftest import held_display_number, start_xvfb, stop_process
 from tests.polling import poll
 
 from deskrig.bench.reliability_rig import INITIALIZE
@@ -63,6 +63,20 @@ HEAVY = (
     "deskrig.server",
     "deskrig.http",
 )
+
+
+#: Runs the CLI with the tool list's cache written a second late, as on a loaded machine.
+SLOW_CACHE_WRITE = """
+import sys, time
+from deskrig import serving
+write = serving._cache_tools
+def late_write(*args):
+    time.sleep(1)
+    write(*args)
+serving._cache_tools = late_write
+from deskrig.cli import main
+sys.exit(main(["serve", "--stdio"]))
+"""
 
 
 def module_report(peer: StdioPeer, report: Path) -> dict[str, list[str]]:
@@ -142,33 +156,33 @@ def test_the_warm_up_begins_once_initialize_is_answered(tmp_path: Path) -> None:
 def test_a_display_that_cannot_be_opened_answers_each_call_until_it_can(tmp_path: Path) -> None:
     """The server answers initialize and tools/list; a tool call gets the structured error (and the
     log says why once); started later, the display is opened by the next call."""
-    dead, display = start_xvfb(tmp_path)
-    stop_process(dead)  # a display number that no server answers, for now
-    env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
-    peer = StdioPeer([sys.executable, "-m", "deskrig.cli", "serve", "--stdio"], env)
-    xvfb: subprocess.Popen[bytes] | None = None
-    try:
-        initialize(peer)
-        assert peer.request(2, "tools/list")["result"]["tools"]
-        for request_id in (3, 4):
-            refused = call(peer, request_id, "list_windows")
-            assert refused.is_error and refused.structured_content is None
-            error = tool_error(refused)
-            assert error is not None and error["code"] == "DISPLAY_NOT_FOUND" and error["remediation"]
-        xvfb = subprocess.Popen(
-            ["Xvfb", display, "-nolisten", "tcp", "-screen", "0", "640x480x24"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        windows = poll("the display opened", lambda: call(peer, 5, "list_windows").structured_content)
-        assert windows["windows"] == []
-        assert peer.close() == 0
-        log = peer.stderr()
-        assert log.count("cannot open the desktop: DISPLAY_NOT_FOUND") >= 2 and "Traceback" not in log
-    finally:
-        stop_process(peer.proc)
-        if xvfb is not None:
-            stop_process(xvfb)
+    with held_display_number() as number:  # no server answers it until the test starts one
+        display = f":{number}"
+        env = {**os.environ, "DISPLAY": display, "HOME": str(tmp_path)}
+        peer = StdioPeer([sys.executable, "-m", "deskrig.cli", "serve", "--stdio"], env)
+        xvfb: subprocess.Popen[bytes] | None = None
+        try:
+            initialize(peer)
+            assert peer.request(2, "tools/list")["result"]["tools"]
+            for request_id in (3, 4):
+                refused = call(peer, request_id, "list_windows")
+                assert refused.is_error and refused.structured_content is None
+                error = tool_error(refused)
+                assert error is not None and error["code"] == "DISPLAY_NOT_FOUND" and error["remediation"]
+            xvfb = subprocess.Popen(
+                ["Xvfb", display, "-nolisten", "tcp", "-nolisten", "local", "-screen", "0", "640x480x24"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            windows = poll("the display opened", lambda: call(peer, 5, "list_windows").structured_content)
+            assert windows["windows"] == []
+            assert peer.close() == 0
+            log = peer.stderr()
+            assert log.count("cannot open the desktop: DISPLAY_NOT_FOUND") >= 2 and "Traceback" not in log
+        finally:
+            stop_process(peer.proc)
+            if xvfb is not None:
+                stop_process(xvfb)
 
 
 def test_tools_list_is_kept_for_the_next_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,6 +214,23 @@ def test_tools_list_is_kept_for_the_next_start(tmp_path: Path, monkeypatch: pyte
     cache.write_text("{not json")
     assert tools_listed() == built
     assert json.loads(cache.read_text())[0]["description"] == built[0]["description"]
+
+
+def test_the_tool_list_is_kept_by_a_start_that_ends_after_listing(tmp_path: Path) -> None:
+    """A client that lists the tools and closes at once still leaves the list for the next start:
+    tools/list is answered once the list is kept, not before it is written (the process could end
+    first: under load the test of the cache found no file)."""
+    env = {**os.environ, "DISPLAY": ":0", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    peer = StdioPeer([sys.executable, "-c", SLOW_CACHE_WRITE], env)
+    try:
+        initialize(peer)
+        assert peer.request(2, "tools/list")["result"]["tools"]
+        assert peer.close() == 0
+    finally:
+        stop_process(peer.proc)
+    assert [path.name for path in (tmp_path / "cache" / "deskrig").iterdir()] == [
+        tool_list_cache("default").name
+    ]
 
 
 def described() -> list[types.Tool]:

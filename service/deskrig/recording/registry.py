@@ -118,6 +118,9 @@ class RecordingRegistry:
         self._idle = IdleExpiry(settings.recording_idle_timeout, self._stop_idle, "deskrig-recording-idle")
         #: The final state of each client's last stopped recording, for ``stop_recording`` twice.
         self._stopped: dict[str, RecordingState] = {}
+        #: Each client's recording while it is being stopped (its last turns written, its video
+        #: finished), with why it ends: in neither of the above until its final state is kept.
+        self._stopping: dict[str, tuple[Recording, EndReason]] = {}
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._teardowns: list[threading.Thread] = []
@@ -191,19 +194,24 @@ class RecordingRegistry:
 
     def stop_session(self, client_id: str) -> RecordingState:
         """Stop the client's recording; its final state (also when it was already stopped)."""
-        recording = self._take(client_id)
+        recording = self._take(client_id, "stop_recording")
         if recording is None:
             return self._stopped.get(client_id) or self.session_state(client_id)
         return self._remember(client_id, recording.stop(), "stop_recording")
 
-    def _take(self, client_id: str) -> Recording | None:
+    def _take(self, client_id: str, ended_by: EndReason) -> Recording | None:
+        """The client's running recording, moved to those being stopped (for ``ended_by``)."""
         self._idle.forget(client_id)
         with self._lock:
-            return self._sessions.pop(client_id, None)
+            recording = self._sessions.pop(client_id, None)
+            if recording is not None:
+                self._stopping[client_id] = (recording, ended_by)
+            return recording
 
     def _remember(self, client_id: str, state: RecordingState, ended_by: EndReason) -> RecordingState:
         state = state.model_copy(update={"ended_by": ended_by})
         with self._lock:
+            self._stopping.pop(client_id, None)
             self._stopped.pop(client_id, None)
             self._stopped[client_id] = state
             while len(self._stopped) > REMEMBERED_CLIENTS:
@@ -216,26 +224,43 @@ class RecordingRegistry:
 
     def _stop_idle(self, client_id: str) -> None:
         """Stop ``client_id``'s session recording: its owner made no action for ``recording_idle_timeout``."""
-        recording = self._take(client_id)
+        recording = self._take(client_id, "idle_timeout")
         if recording is not None:
             log.info("recording of %s idle for %gs: stopping it", client_id, self._idle.timeout)
             self._remember(client_id, recording.stop(), "idle_timeout")
 
     def session_state(self, client_id: str) -> RecordingState:
+        """The client's recording now: running, being stopped (why it ends, its turns so far), or
+        the last one stopped; a blank state when it has none."""
         with self._lock:
             recording = self._sessions.get(client_id)
+            stopping = self._stopping.get(client_id)
+            last = self._stopped.get(client_id)
         if recording is not None:
             return recording.state()
-        last = self._stopped.get(client_id)
+        if stopping is not None:
+            stopped, ended_by = stopping
+            return stopped.state().model_copy(update={"ended_by": ended_by})
         if last is not None:
             return last
         return RecordingState(recording=False, output_dir=None, turns=0, video_path=None, last_error=None)
+
+    def settled_session_state(self, client_id: str) -> RecordingState:
+        """:meth:`session_state`, after the stop of a recording being stopped is done (its queued
+        turns written, its video finished): blocking, call it from a thread."""
+        with self._lock:
+            stopping = self._stopping.get(client_id)
+        if stopping is not None:
+            stopped, ended_by = stopping
+            # The stop is idempotent and waits for one in progress; the state is the one it keeps.
+            return stopped.stop().model_copy(update={"ended_by": ended_by})
+        return self.session_state(client_id)
 
     async def client_closed(self, client_id: str) -> None:
         """The client disconnected (or its session ended): finish its recording in the background."""
         with anyio.move_on_after(AFTER_CAPTURE_GRACE):
             await self.settle()  # its last turn
-        recording = self._take(client_id)
+        recording = self._take(client_id, "disconnect")
         if recording is None:
             return
         log.info("client %s is gone: finishing its recording in %s", client_id, recording.output_dir)
@@ -254,6 +279,7 @@ class RecordingRegistry:
         with self._lock:
             sessions = list(self._sessions.items())
             self._sessions.clear()
+            self._stopping.update((client_id, (r, "server_stop")) for client_id, r in sessions)
             teardowns = list(self._teardowns)
         for client_id, recording in sessions:
             self._remember(client_id, recording.stop(), "server_stop")
