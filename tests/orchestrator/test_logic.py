@@ -114,7 +114,10 @@ async def test_a_crashed_rig_fails_its_session_with_reason_and_logs(
         runtime.exit(started.id, code=3)
         info = await ended(orch, started.id)
         assert info.state is SessionState.FAILED
-        assert info.reason == "the rig stopped unexpectedly: container exited with code 3"
+        assert info.reason == (
+            "the rig stopped unexpectedly: container exited with code 3; "
+            "its last log line: rig: the app exited with code 3"
+        )
         assert info.error is not None and info.error.details is not None
         assert info.error.details["exit_code"] == 3
         assert info.error.details["logs"][-1] == "rig: the app exited with code 3"
@@ -138,7 +141,10 @@ async def test_a_vanished_rig_fails_its_session(fast: OrchestratorConfig, runtim
         runtime.vanish(started.id)
         info = await ended(orch, started.id)
         assert info.state is SessionState.FAILED
-        assert info.reason == "the rig stopped unexpectedly: container gone (removed from outside)"
+        assert info.reason == (
+            "the rig stopped unexpectedly: container gone (removed from outside); "
+            "its last log line: rig: app started"
+        )
 
 
 async def test_stopping_a_recorded_session_finalizes_and_drains_the_feed(

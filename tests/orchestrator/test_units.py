@@ -198,6 +198,8 @@ async def test_wait_gives_up_at_once_when_the_container_exited(strategy: WaitStr
             await wait_for(_Target("http://127.0.0.1:9", http, running=False), strategy, 30)
     assert time.monotonic() - started < 2
     assert "gave up" in raised.value.message and "exited with code 1" in raised.value.message
+    # Why it exited, in the message itself: a report that prints only the message still says it.
+    assert raised.value.message.endswith("; its last log line: deskrig: the app exited with code 1")
 
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "/abs/file", "turn-00001/../../x", ".incoming/x", ""])

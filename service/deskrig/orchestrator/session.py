@@ -18,12 +18,12 @@ from deskrig.orchestrator.models import RIG_RECORD_DIR, OrchestratorConfig, Sess
 from deskrig.orchestrator.reaper import host_id
 from deskrig.orchestrator.rig_client import RigClient
 from deskrig.orchestrator.runtime import ArtifactStream, RigHandle, RigRequest, Runtime, rig_labels
+from deskrig.orchestrator.waits import LOG_TAIL, last_words
 
 log = logging.getLogger("deskrig.orchestrator")
 
 #: The feed must have been quiet this long after finalize before the container goes.
 SETTLE_QUIET = 0.5
-LOG_TAIL = 30
 #: How long a running session outlives an engine that does not answer.
 ENGINE_GRACE = 30.0
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
@@ -117,7 +117,7 @@ async def watch(
             logs = (await runtime.logs(session.handle, LOG_TAIL)).splitlines()
             raise DeskrigError(
                 ErrorCode.RIG_FAILED,
-                f"the rig stopped unexpectedly: container {status.detail}",
+                f"the rig stopped unexpectedly: container {status.detail}{last_words(logs)}",
                 details={"exit_code": status.exit_code, "logs": logs[-LOG_TAIL:]},
             )
         now = time.time()

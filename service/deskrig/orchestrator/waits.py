@@ -177,6 +177,13 @@ class _RigTarget:
         return await self.runtime.logs(self.handle, tail)
 
 
+def last_words(logs: list[str]) -> str:
+    """The last line a rig that ended logged, to end the message that says it ended: it mostly
+    says why (the full tail is in the error's details, which a log or a test's report may not show)."""
+    last = next((line.strip() for line in reversed(logs) if line.strip()), None)
+    return "" if last is None else f"; its last log line: {last}"
+
+
 async def wait_until_ready(
     runtime: RigObserver, handle: RigHandle, timeout: float, *, interval: float = READY_POLL
 ) -> None:
@@ -197,7 +204,7 @@ async def wait_for(
     raise DeskrigError(
         ErrorCode.RIG_FAILED,
         f"rig at {target.endpoint} not ready: waiting for {strategy.description} {why}; "
-        f"last observed: {probe.observed}",
+        f"last observed: {probe.observed}{last_words(logs) if probe.fatal else ''}",
         details={
             "waited_for": strategy.description,
             "observed": probe.observed,
