@@ -178,7 +178,32 @@ class WindowManagerStage(Stage):
             lambda: "the root window has no valid _NET_SUPPORTING_WM_CHECK",
             wake=self._display.root_changed,
         )
+        # openbox sets the check before its event loop runs, and a MapRequest that comes in
+        # between is lost: an app mapping its window then was never shown. The WM is ready once it
+        # has managed a window: a 1x1 probe, asked to be mapped again at each check until it is.
+        probe = conn.screen().root.create_window(0, 0, 1, 1, 0, X.CopyFromParent)
+        try:
+            host.poll(
+                "the window manager to manage a window",
+                lambda: _managed(conn, probe),
+                self.processes[0],
+                lambda: "a window mapped on the display got no WM_STATE from the window manager",
+                wake=self._display.root_changed,
+            )
+        finally:
+            probe.destroy()
+            conn.sync()
         self._ready = True
+
+
+def _managed(conn: Any, window: Any) -> bool | None:
+    """True once the window manager manages ``window`` (it sets WM_STATE, ICCCM 4.1.3.1); else
+    asks for it to be mapped again, and None."""
+    if window.get_full_property(conn.get_atom("WM_STATE"), X.AnyPropertyType) is not None:
+        return True
+    window.map()
+    conn.flush()
+    return None
 
 
 class X11AppStage(WindowedAppStage):
