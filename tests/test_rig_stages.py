@@ -83,11 +83,11 @@ class ShellApp(AppStage):
         super().stop(grace)
 
 
-def sleeper_rig(log: list[str], app_script: str) -> tuple[Rig, list[Stage]]:
+def sleeper_rig(log: list[str], app_script: str, startup_timeout: float = 10) -> tuple[Rig, list[Stage]]:
     stages = RigStages(
         display=SleeperDisplay(log), wm=None, a11y=SessionA11yStage(a11y=False), app=ShellApp(log, app_script)
     )
-    options = RigOptions(wm=None, a11y=False, app=["sh"], startup_timeout=10)
+    options = RigOptions(wm=None, a11y=False, app=["sh"], startup_timeout=startup_timeout)
     return Rig(options, stages), stages.ordered
 
 
@@ -116,6 +116,17 @@ def test_a_failing_stage_tears_down_the_stages_before_it() -> None:
     assert "app exited with status 3 during start-up" in error.message and "no config" in error.message
     assert log == ["start display", "start app", "end start-up", "stop app", "stop display"]
     assert not any(proc.alive for stage in stages for proc in stage.processes)
+
+
+def test_a_stage_that_never_gets_ready_says_what_it_waited_for_and_what_it_saw() -> None:
+    log: list[str] = []
+    rig, _ = sleeper_rig(log, "exec sleep 60", startup_timeout=0.5)
+    with pytest.raises(RigStartupError) as raised:
+        rig.start()
+    error = raised.value
+    assert error.code is ErrorCode.INTERNAL_ERROR and error.details["stage"] == "app"
+    assert error.message == "app: gave up waiting for the app to say ready after 0.5 s; observed: no ready line"
+    assert error.details["observed"] == "no ready line"
 
 
 def test_a_waiter_learns_when_the_desktop_is_up_before_the_app(tmp_path: Path) -> None:

@@ -367,7 +367,10 @@ class Supervisor:
             if time.monotonic() >= deadline:
                 seen = observe()
                 raise self.failure(
-                    proc, f"{proc.name}: no {what} after {timeout:g} s; observed: {seen}", code, observed=seen
+                    proc,
+                    f"{proc.name}: gave up waiting for {what} after {timeout:g} s; observed: {seen}",
+                    code,
+                    observed=seen,
                 )
             if wake is None:
                 self._abort.wait(POLL_INTERVAL)
