@@ -125,7 +125,9 @@ def test_a_stage_that_never_gets_ready_says_what_it_waited_for_and_what_it_saw()
         rig.start()
     error = raised.value
     assert error.code is ErrorCode.INTERNAL_ERROR and error.details["stage"] == "app"
-    assert error.message == "app: gave up waiting for the app to say ready after 0.5 s; observed: no ready line"
+    assert (
+        error.message == "app: gave up waiting for the app to say ready after 0.5 s; observed: no ready line"
+    )
     assert error.details["observed"] == "no ready line"
 
 
