@@ -42,7 +42,7 @@ OTHER_OS_DISTRIBUTIONS = {
 #: Modules imported from this repository rather than from a distribution.
 REPOSITORY_MODULES = {"pii_content": "the PII fixture app's module (tests/apps), for the privacy benchmark"}
 #: Imports every module of the installed package (``__main__`` modules run their command instead;
-#: another platform's modules are left out).
+#: another platform's modules are left out); prints how many, and where the package is.
 IMPORT_ALL = f"""
 import importlib, pkgutil, sys, deskrig
 other_platforms = {{name for name, platform in {PLATFORM_MODULES!r}.items() if platform != sys.platform}}
@@ -50,8 +50,12 @@ names = [m.name for m in pkgutil.walk_packages(deskrig.__path__, "deskrig.") if 
 for name in names:
     if name not in other_platforms:
         importlib.import_module(name)
-print(len(names))
+print(len(names), deskrig.__file__)
 """
+#: The caller's variables that would have the venv's Python look elsewhere than the venv:
+#: PYTHONPATH=service put the sources before the wheel, and with them the *.egg-info of an editable
+#: install, which made pip find deskrig installed already and leave the wheel out of the venv.
+CALLERS_PYTHON = ("PYTHONPATH", "PYTHONHOME")
 
 
 def command_paths(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -63,8 +67,13 @@ def command_paths(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ())
                 yield from command_paths(sub, (*prefix, name))
 
 
-def run(*argv: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, timeout=600)
+def run(*argv: str | Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` in ``cwd`` (a folder of the test's: the caller's would be the first place a Python
+    imports from), with ``env`` added to this environment less :data:`CALLERS_PYTHON`."""
+    environment = {name: value for name, value in os.environ.items() if name not in CALLERS_PYTHON} | env
+    return subprocess.run(
+        [str(a) for a in argv], capture_output=True, text=True, env=environment, cwd=cwd, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,23 +89,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ROOT / "service", source / "service", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
     )
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    built = run(*pip, "wheel", "--no-deps", "-w", work / "dist", source)
+    built = run(*pip, "wheel", "--no-deps", "-w", work / "dist", source, cwd=work)
     assert built.returncode == 0, built.stderr
     (wheel,) = (work / "dist").glob("deskrig-*.whl")
     venv = work / "venv"
-    made = run(sys.executable, "-m", "venv", "--without-pip", venv)
+    made = run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=work)
     assert made.returncode == 0, made.stderr
     # This environment's pip installs into the new venv (pip's cache makes it quick).
     python = venv / "bin" / "python"
-    added = run(*pip, "--python", python, "install", "--quiet", "--no-compile", wheel, "pytest")
+    added = run(*pip, "--python", python, "install", "--quiet", "--no-compile", wheel, "pytest", cwd=work)
     assert added.returncode == 0, added.stderr
     return venv
 
 
 def test_every_module_imports_without_the_dev_extras(installed: Path) -> None:
-    imported = run(installed / "bin" / "python", "-c", IMPORT_ALL)
+    """The wheel's modules, not the sources' (a PYTHONPATH=service of the caller's put those first)."""
+    imported = run(installed / "bin" / "python", "-c", IMPORT_ALL, cwd=installed.parent)
     assert imported.returncode == 0, imported.stderr
-    assert int(imported.stdout) > 50
+    count, package = imported.stdout.split()
+    assert int(count) > 50
+    assert Path(package).is_relative_to(installed), package
 
 
 def test_every_command_answers_help(installed: Path) -> None:
@@ -104,21 +116,26 @@ def test_every_command_answers_help(installed: Path) -> None:
     paths = [(), *command_paths(build_parser())]
     assert ("session", "ls") in paths and ("orchestrator", "status") in paths
     for path in paths:
-        done = run(deskrig, *path, "--help")
+        done = run(deskrig, *path, "--help", cwd=installed.parent)
         assert done.returncode == 0, (path, done.stderr)
         assert done.stdout.startswith("usage: deskrig"), (path, done.stdout)
 
 
 def test_session_ls_runs_and_explains_a_missing_service(installed: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "DESKRIG_STATE_DIR": str(tmp_path / "state")}
-    done = run(installed / "bin" / "deskrig", "session", "ls", env=env)
+    done = run(
+        installed / "bin" / "deskrig",
+        "session",
+        "ls",
+        cwd=tmp_path,
+        DESKRIG_STATE_DIR=str(tmp_path / "state"),
+    )
     assert "Traceback" not in done.stderr
     assert done.returncode == 1, done.stderr
     assert "no orchestrator service is running" in done.stderr
 
 
 def test_the_pytest_plugin_loads(installed: Path, tmp_path: Path) -> None:
-    done = run(installed / "bin" / "python", "-m", "pytest", "--help", "-p", "no:cacheprovider")
+    done = run(installed / "bin" / "python", "-m", "pytest", "--help", "-p", "no:cacheprovider", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "--deskrig-image" in done.stdout
 

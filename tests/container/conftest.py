@@ -82,12 +82,13 @@ def call_tool(url: str, token: str, tool: str, arguments: dict[str, Any] | None 
 
 @pytest.fixture(scope="session")
 def rig_images(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Docker engine, compose plugin and all three images, ready (built or reused) once per run."""
+    """Docker engine, compose plugin and all three images, ready (built or reused) once per run,
+    as ``latest`` (the tag the tests use, whatever DESKRIG_TAG the caller has)."""
     log = tmp_path_factory.mktemp("build") / "build-images.log"
     env = os.environ | {"DESKRIG_PROGRESS": "plain"}
     with log.open("w") as out:
         result = subprocess.run(
-            [str(REPO / "scripts" / "build-images")],
+            [str(REPO / "scripts" / "build-images"), "--tag", "latest"],
             cwd=REPO,
             env=env,
             stdout=out,

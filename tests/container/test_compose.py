@@ -91,15 +91,21 @@ def greet_round_trip(url: str, token: str, pid: int, name: str) -> None:
     assert poll("the greeting to update", greeting, timeout=10, interval=DOCKER_POLL_S) == f"Hello, {name}!"
 
 
-def test_defaults_publish_each_service_on_its_loopback_port(tmp_path: Path) -> None:
-    """With nothing set: 8765, 8766 and 8767 on 127.0.0.1, X11 unless the service is sway's, and
-    the sway service hardened exactly as the X11 one."""
+def compose_services(tmp_path: Path, **settings: str) -> dict[str, Any]:
+    """compose.yaml's services (every profile's) as compose resolves them with only ``settings``
+    set: no .env, no DESKRIG_ or COMPOSE_ variable of the caller's."""
     (tmp_path / "empty.env").write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DESKRIG_", "COMPOSE_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DESKRIG_", "COMPOSE_"))} | settings
     argv = ["docker", "compose", "-f", str(COMPOSE_FILE), "--env-file", str(tmp_path / "empty.env")]
     result = run([*argv, *ALL_PROFILES, "config", "--format", "json"], env=env)
     assert result.returncode == 0, result.stderr
-    services = json.loads(result.stdout)["services"]
+    return json.loads(result.stdout)["services"]  # type: ignore[no-any-return]
+
+
+def test_defaults_publish_each_service_on_its_loopback_port(tmp_path: Path) -> None:
+    """With nothing set: 8765, 8766 and 8767 on 127.0.0.1, X11 unless the service is sway's, and
+    the sway service hardened exactly as the X11 one."""
+    services = compose_services(tmp_path)
     published = {
         name: [(p["host_ip"], p["published"], p["target"]) for p in services[name]["ports"]]
         for name in SERVICES
@@ -115,6 +121,25 @@ def test_defaults_publish_each_service_on_its_loopback_port(tmp_path: Path) -> N
     rig, sway = services["rig"], services["example-sway"]
     assert {key: sway.get(key) for key in hardening} == {key: rig.get(key) for key in hardening}
     assert sway["image"] == rig["image"] == "deskrig/example-gtk:latest"
+
+
+@pytest.mark.parametrize(("settings", "tag"), [({}, "latest"), ({"DESKRIG_TAG": "s31"}, "s31")])
+def test_deskrig_tag_names_every_image_and_the_examples_base(
+    tmp_path: Path, settings: dict[str, str], tag: str
+) -> None:
+    """DESKRIG_TAG (which `scripts/build-images --tag` sets) is the tag of every image the stack
+    builds or runs, and the examples are built on the rig image of that tag (default: latest)."""
+    services = compose_services(tmp_path, **settings)
+    images = {name: service["image"] for name, service in services.items()}
+    assert images == {
+        "rig-image": f"deskrig/rig:{tag}",
+        "artifacts-dir": f"deskrig/rig:{tag}",
+        "rig": f"deskrig/example-gtk:{tag}",
+        "example-qt": f"deskrig/example-qt:{tag}",
+        "example-sway": f"deskrig/example-gtk:{tag}",
+    }
+    bases = {name: services[name]["build"]["args"]["RIG_IMAGE"] for name in SERVICES}
+    assert set(bases.values()) == {f"deskrig/rig:{tag}"}
 
 
 def test_mcp_client_finds_the_app_and_sees_its_pixels(backend_stack: ComposeStack) -> None:

@@ -24,9 +24,10 @@ GTK_IMAGE = "deskrig/example-gtk:latest"
 
 
 def build_images(*services: str) -> None:
-    """``scripts/build-images SERVICE...``: a cache hit when nothing changed."""
+    """``scripts/build-images --tag latest SERVICE...``: a cache hit when nothing changed. The tag
+    is said: the tests use ``latest``, whatever DESKRIG_TAG the caller has."""
     build = subprocess.run(
-        [str(ROOT / "scripts" / "build-images"), *services],
+        [str(ROOT / "scripts" / "build-images"), "--tag", "latest", *services],
         env={**os.environ, "DESKRIG_PROGRESS": "quiet"},
         capture_output=True,
         text=True,

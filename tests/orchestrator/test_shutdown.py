@@ -1,6 +1,7 @@
 """``deskrig orchestrator serve`` as a real process, stopped by a signal: it stops every session
 (copying the turns it can), removes its rigs on the real engine (Docker containers; swarm
-services, their task containers and token secrets) and exits 0; a second signal exits at once."""
+services, their task containers and token secrets) and exits 0; a signal once a stop is under way
+(asked by a signal or ``POST /shutdown``) exits at once."""
 
 from __future__ import annotations
 
@@ -151,16 +152,37 @@ def paused_rig(
     return serving, session, rig
 
 
-def test_a_second_signal_exits_at_once(
-    docker_client: docker.DockerClient, cli: Cli, serve: Callable[[str], Serving]
+def ask_stop_by_signal(serving: Serving) -> None:
+    serving.proc.send_signal(signal.SIGTERM)
+
+
+def ask_stop_by_post(serving: Serving) -> None:
+    with serving.api() as api:
+        api.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("ask_stop", "asked_by"),
+    [(ask_stop_by_signal, "SIGTERM"), (ask_stop_by_post, "POST /shutdown")],
+    ids=["after-SIGTERM", "after-POST-shutdown"],
+)
+def test_a_signal_once_a_stop_is_under_way_exits_at_once(
+    docker_client: docker.DockerClient,
+    cli: Cli,
+    serve: Callable[[str], Serving],
+    ask_stop: Callable[[Serving], None],
+    asked_by: str,
 ) -> None:
+    """A second signal means "now"; so does a first one after ``POST /shutdown`` (`orchestrator
+    stop`, then `docker stop`): the stop under way is the first. It counted as the first, and the
+    service went on stopping its sessions."""
     serving, _, rig = paused_rig(docker_client, serve)
 
-    serving.proc.send_signal(signal.SIGTERM)
+    ask_stop(serving)
     poll("the shutdown to begin", lambda: "stopping its sessions" in serving.log.read_text())
     serving.proc.send_signal(signal.SIGTERM)
     assert serving.proc.wait(timeout=10) == 128 + signal.SIGTERM
-    assert "SIGTERM again: exiting now" in serving.log.read_text()
+    assert f"SIGTERM while stopping (asked by {asked_by}): exiting now" in serving.log.read_text()
     assert read_state(cli.state_dir) is None
     rig.unpause()
 

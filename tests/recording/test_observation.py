@@ -4,10 +4,10 @@ recorded action looks at the desktop, and that its images are redacted like ever
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -31,10 +31,12 @@ from deskrig.rig import Rig, RigOptions
 from deskrig.server import DeskrigServer
 from deskrig.services import CallInfo
 from deskrig.serving import build_server
+from deskrig.tools.recording import NoArguments, get_recording_state
 
 TITLE = "Observed Green"
 GREEN = (0x20, 0xC0, 0x40)
 CLIENT = "observation-test"
+T = TypeVar("T")
 
 
 @dataclass
@@ -336,9 +338,9 @@ def test_a_recording_being_stopped_answers_its_final_state(
     registry = registry_of(server.services)
     read = registry.settled_session_state
 
-    def read_as_the_write_resumes(client_id: str) -> Any:
+    async def read_as_the_write_resumes(client_id: str) -> Any:
         release.set()  # the turn's write takes far longer than a read that does not wait for it
-        return read(client_id)
+        return await read(client_id)
 
     monkeypatch.setattr(registry, "settled_session_state", read_as_the_write_resumes)
     out = tmp_path / "rec"
@@ -365,6 +367,47 @@ def test_a_recording_being_stopped_answers_its_final_state(
         1,
         "stop_recording",
     )
+
+
+def answered_at_once(call: Coroutine[Any, Any, T]) -> T:
+    """What ``call`` returns, checking that it returns on its first step: it never suspended (for
+    a worker thread, or anything else)."""
+    try:
+        call.send(None)
+    except StopIteration as answered:
+        return answered.value  # type: ignore[no-any-return]
+    call.close()
+    raise AssertionError("the call suspended: it waited for something")
+
+
+def test_the_recording_state_is_answered_without_a_thread_unless_a_stop_is_in_progress(
+    app_rig: AppRig, tmp_path: Path
+) -> None:
+    """get_recording_state answers on the event loop, without waiting on a worker thread, when no
+    stop is in progress: before any recording, while one runs, and once it is stopped. (It hopped
+    to a thread on every call, to wait for a stop that was almost never there.)"""
+    server = app_rig.server()
+    registry = registry_of(server.services)
+    call = CallInfo(ClientRef(CLIENT))
+
+    async def state() -> dict[str, Any]:
+        result = answered_at_once(get_recording_state(server.services, call, NoArguments()))
+        return result.structured.model_dump()
+
+    async def through_a_recording() -> list[dict[str, Any]]:
+        states = [await state()]
+        await anyio.to_thread.run_sync(registry.start_session, CLIENT, tmp_path / "rec", False)
+        states.append(await state())
+        await anyio.to_thread.run_sync(registry.stop_session, CLIENT)
+        return [*states, await state()]
+
+    try:
+        blank, running, stopped = anyio.run(through_a_recording)
+    finally:
+        registry.close()
+    assert (blank["recording"], blank["output_dir"]) == (False, None)
+    assert (running["recording"], running["output_dir"]) == (True, str(tmp_path / "rec"))
+    assert (stopped["recording"], stopped["ended_by"]) == (False, "stop_recording")
 
 
 def test_recorded_states_read_the_tools_live_mirror_and_keep_no_snapshot(

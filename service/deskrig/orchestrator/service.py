@@ -5,8 +5,9 @@ port and writes where it listens to a user-local state file (``<state_dir>/orche
 mode 0600, holding the API token). The CLI finds the service there; ``session start`` starts one
 in the background when none answers, so sessions outlive the command that started them.
 SIGTERM, SIGINT and ``POST /shutdown`` stop every session (finalizing its recording, copying the
-last turns, removing its rig), then the service exits 0; a second SIGTERM or SIGINT exits at once
-(status 128 + the signal), leaving the remaining rigs to the next orchestrator's reaper.
+last turns, removing its rig), then the service exits 0; a SIGTERM or SIGINT once a stop is under
+way (asked by a signal or by ``POST /shutdown``) exits at once (status 128 + the signal), leaving
+the remaining rigs to the next orchestrator's reaper.
 """
 
 from __future__ import annotations
@@ -87,16 +88,31 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
 
+    # A stop is asked by SIGINT, SIGTERM or POST /shutdown. The first stops every session; a signal
+    # once a stop is under way means "now" (`docker stop` after `orchestrator stop` is one), while
+    # a POST then changes nothing (an HTTP client asking twice does not mean "now").
+    # uvicorn handles SIGINT/SIGTERM itself while it serves, then raises them again once its
+    # connections are drained, which would end the process before the orchestrator stops its
+    # sessions; these handlers take that delivery, and any signal outside serving.
+    stop_asked_by: list[str] = []
+    server: uvicorn.Server | None = None
+
+    def ask_stop(by: str) -> None:
+        if not stop_asked_by:
+            stop_asked_by.append(by)
+        if server is not None:
+            server.should_exit = True
+
+    def on_signal(signum: int) -> None:
+        if stop_asked_by:
+            _exit_at_once(config.state_dir, signum, stop_asked_by[0])
+        ask_stop(signal.Signals(signum).name)
+
     async def run() -> None:
+        nonlocal server
         try:
             async with Orchestrator(config) as orchestrator:
-                server: uvicorn.Server | None = None
-
-                def shut_down() -> None:
-                    if server is not None:
-                        server.should_exit = True
-
-                app = create_api(orchestrator, token=token, on_shutdown=shut_down)
+                app = create_api(orchestrator, token=token, on_shutdown=lambda: ask_stop("POST /shutdown"))
                 server = uvicorn.Server(
                     uvicorn_config(
                         app,
@@ -114,32 +130,23 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
                 )
                 _write_state(config.state_dir, state)
                 log.info("orchestrator %s serving on %s", orchestrator.id, state.url)
-                if not signalled:
+                if not stop_asked_by:
                     await server.serve(sockets=[sock])
                 log.info("orchestrator %s stopping its sessions", orchestrator.id)
         finally:
             # Only now: `orchestrator stop` waits for this file to go, i.e. for the sessions to end.
             _remove_state(config.state_dir, os.getpid())
 
-    # uvicorn handles SIGINT/SIGTERM while it serves, then raises them again, which would end the
-    # process before the orchestrator stops its sessions; these handlers take that delivery (and
-    # any signal outside serving) and let the shutdown finish. A second one means "now".
-    signalled: list[int] = []
-
-    def on_signal(signum: int) -> None:
-        if signalled:
-            _exit_at_once(config.state_dir, signum)
-        signalled.append(signum)
-
     with handling_signals(on_signal):
         anyio.run(run)
 
 
-def _exit_at_once(state_dir: Path, signum: int) -> NoReturn:
+def _exit_at_once(state_dir: Path, signum: int, stop_asked_by: str) -> NoReturn:
     """End the process now, without stopping the sessions: their rigs carry this orchestrator's
     lease, which the kernel drops with the process, so the next orchestrator's reaper takes them."""
     sys.stderr.write(
-        f"deskrig: {signal.Signals(signum).name} again: exiting now; the next orchestrator removes the rigs left\n"
+        f"deskrig: {signal.Signals(signum).name} while stopping (asked by {stop_asked_by}): exiting now; "
+        "the next orchestrator removes the rigs left\n"
     )
     sys.stderr.flush()
     _remove_state(state_dir, os.getpid())

@@ -245,16 +245,18 @@ class RecordingRegistry:
             return last
         return RecordingState(recording=False, output_dir=None, turns=0, video_path=None, last_error=None)
 
-    def settled_session_state(self, client_id: str) -> RecordingState:
+    async def settled_session_state(self, client_id: str) -> RecordingState:
         """:meth:`session_state`, after the stop of a recording being stopped is done (its queued
-        turns written, its video finished): blocking, call it from a thread."""
+        turns written, its video finished). Only that wait takes a worker thread: any other answer
+        is read here, without leaving the event loop (the thread hop was most of the call)."""
         with self._lock:
             stopping = self._stopping.get(client_id)
-        if stopping is not None:
-            stopped, ended_by = stopping
-            # The stop is idempotent and waits for one in progress; the state is the one it keeps.
-            return stopped.stop().model_copy(update={"ended_by": ended_by})
-        return self.session_state(client_id)
+        if stopping is None:
+            return self.session_state(client_id)
+        stopped, ended_by = stopping
+        # The stop is idempotent and waits for one in progress; the state is the one it keeps.
+        state = await anyio.to_thread.run_sync(stopped.stop)
+        return state.model_copy(update={"ended_by": ended_by})
 
     async def client_closed(self, client_id: str) -> None:
         """The client disconnected (or its session ended): finish its recording in the background."""

@@ -68,8 +68,7 @@ async def stop_recording(services: Services, call: CallInfo, args: NoArguments) 
 async def get_recording_state(services: Services, call: CallInfo, args: NoArguments) -> ToolResult:
     registry = registry_of(services)
     boot = registry.boot.state() if registry.boot is not None else None
-    # In a thread: a recording being stopped answers once its stop is done.
-    state = await anyio.to_thread.run_sync(registry.settled_session_state, call.client_id)
+    state = await registry.settled_session_state(call.client_id)
     return ToolResult(RecordingStateResult(**state.model_dump(), boot=boot))
 
 
