@@ -7,6 +7,9 @@ row names), each a :class:`~deskrig.rig.Rig` as ``deskrig rig run`` starts it. T
 times ``deskrig rig run`` from spawn to ``/readyz`` 200 for both backends. The idle table shows what
 an untouched sway rig costs (sway's CPU and wake-ups, and this process's, which serves it): before
 any capture, while the damage watch holds frames after a few, and once it has given them back.
+The still-rig table puts an X11 rig and a sway rig showing the GTK example's form (which draws
+nothing once its text cursor stops blinking) side by side, every process of each rig counted: what
+an idle rig costs on each backend, and who spends it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,14 @@ IDLE_SECONDS = 10.0
 HELD_SECONDS = sway_damage.HOLD_SECONDS / 2
 #: Screenshots that arm the damage watch before the idle rig is watched again.
 IDLE_CAPTURES = 5
+#: A still app for the idle rigs: the GTK example's form (Debian's python3-gi, not this venv).
+STILL_APP = [
+    "/usr/bin/python3",
+    str(Path(__file__).resolve().parents[3] / "images" / "apps" / "gtk" / "gtk_form.py"),
+]
+#: How long the still rigs settle before they are watched: GTK stops blinking the focused entry's
+#: text cursor after 10 s (gtk-cursor-blink-timeout).
+STILL_SETTLE_SECONDS = 11.0
 #: A region well inside the screen, for the cost of copying only part of an output.
 REGION = Bounds(x=100, y=100, width=400, height=300)
 #: What each side does, printed under the tables so the comparisons can be judged.
@@ -66,6 +77,13 @@ How the sides compare (same app, same 1280x800 output, same lossless PNG pixels)
   widget factory's spinners redraw every frame, so the screen is never still here.
 - CPU time counts this process and the peers' processes, not the compositor's or X server's;
   the idle table counts sway's own.
+- The still rigs (no client, no capture, no accessibility bus): an idle sway wakes about 60 times
+  a second, none of it the rig's doing. sway 1.7's wlroots 0.15 headless backend re-arms every output's frame timer
+  whether or not anything was drawn, and sway keeps a second headless output, FALLBACK (800x600,
+  60 Hz, for when no output is left), which no config reaches ("Refusing to configure the no op
+  output"). The two timers fire together, so a slower HEADLESS-1 leaves the wake-ups as they are
+  and saves only its idle frame's check, while a capture after an app's redraw would wait up to
+  a refresh interval for its frame: the output stays at 60 Hz.
 """
 
 #: A named thing to time, once per round (see ``measure_interleaved``).
@@ -249,16 +267,33 @@ def _cold_starts() -> None:
     print_table(f"cold start to /readyz 200 (p50 of {COLD_STARTS})", [Row(x11), Row(sway, x11)])
 
 
+def _task_counters(pid: int) -> dict[int, tuple[int, int]]:
+    """Each live thread of ``pid``: its run time so far (ns) and its context switches so far."""
+    counters = {}
+    for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
+        with suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            run_ns = int((task / "schedstat").read_text().split()[0])
+            switches = sum(
+                int(line.split()[1])
+                for line in (task / "status").read_text().splitlines()
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+            )
+            counters[int(task.name)] = (run_ns, switches)
+    return counters
+
+
+def _spent(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """Run time (ns) and context switches between two counts, by the threads alive at the second
+    (a thread that ended in between takes its share along; a sum over threads would go negative)."""
+    run_ns = sum(ns - before.get(tid, (0, 0))[0] for tid, (ns, _) in after.items())
+    switches = sum(n - before.get(tid, (0, 0))[1] for tid, (_, n) in after.items())
+    return run_ns, switches
+
+
 def _wakeups(pid: int) -> int:
     """Context switches of every thread of ``pid`` so far: each is the process waking (or being
     woken from the CPU)."""
-    total = 0
-    for status in Path(f"/proc/{pid}/task").glob("*/status"):
-        with suppress(FileNotFoundError):  # a thread that ended meanwhile
-            for line in status.read_text().splitlines():
-                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                    total += int(line.split()[1])
-    return total
+    return sum(switches for _, switches in _task_counters(pid).values())
 
 
 @dataclass(frozen=True)
@@ -302,6 +337,74 @@ def idle_rows(sway: Side, seconds: float, held_seconds: float) -> list[Idle]:
     return rows
 
 
+def _with_children(pids: dict[str, int]) -> dict[str, int]:
+    """``pids`` and the children of each (sway's Xwayland, if it started), a child named by /proc,
+    its pid and its parent's name."""
+    found = dict(pids)
+    parents = {pid: name for name, pid in pids.items()}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):  # a process that ended meanwhile
+            text = stat.read_text()
+            name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+            parent, pid = int(fields[1]), int(stat.parent.name)
+            if parent in parents:
+                found[f"{name} ({parents[parent]}'s child {pid})"] = pid
+    return found
+
+
+@dataclass(frozen=True)
+class ProcessIdle:
+    """What one process of an idle rig spent per second."""
+
+    rig: str
+    process: str
+    cpu_ms: float
+    wakeups: float
+
+
+def still_idle_rows(seconds: float) -> list[ProcessIdle]:
+    """An X11 rig and a sway rig showing :data:`STILL_APP`, both idle, watched at once for
+    ``seconds``: every process of each (and its children), no client and no capture."""
+    width, height = SIZE
+    with ExitStack() as stack:
+        rigs = {
+            label: stack.enter_context(
+                Rig(RigOptions(backend=backend, size=f"{width}x{height}", app=STILL_APP, a11y=False))
+            )
+            for backend, label in (("x11", "X11"), ("sway", "sway"))
+        }
+        time.sleep(STILL_SETTLE_SECONDS)
+        watched = [
+            (label, name, pid)
+            for label, rig in rigs.items()
+            for name, pid in _with_children({proc.name: proc.pid for proc in rig.processes}).items()
+        ]
+        before = [_task_counters(pid) for _, _, pid in watched]
+        time.sleep(seconds)
+        spent = [
+            _spent(counted, _task_counters(pid)) for (_, _, pid), counted in zip(watched, before, strict=True)
+        ]
+        return [
+            ProcessIdle(label, name, run_ns / 1e6 / seconds, switches / seconds)
+            for (label, name, _), (run_ns, switches) in zip(watched, spent, strict=True)
+        ]
+
+
+def print_still_idle(title: str, rows: list[ProcessIdle]) -> None:
+    out = sys.stdout
+    out.write(f"\n### {title}\n\n")
+    out.write("| rig | process | CPU ms/s | wake-ups/s |\n")
+    out.write("|---|---|---:|---:|\n")
+    for row in rows:
+        out.write(f"| {row.rig} | {row.process} | {row.cpu_ms:.2f} | {row.wakeups:.1f} |\n")
+    for rig in dict.fromkeys(row.rig for row in rows):
+        mine = [row for row in rows if row.rig == rig]
+        out.write(
+            f"| {rig} | **all** | {sum(r.cpu_ms for r in mine):.2f} | {sum(r.wakeups for r in mine):.1f} |\n"
+        )
+    out.flush()
+
+
 def print_idle(title: str, rows: list[Idle]) -> None:
     out = sys.stdout
     out.write(f"\n### {title}\n\n")
@@ -327,6 +430,7 @@ def run(runs: int) -> None:
         load = os.getloadavg()
         captures, actions = capture_rows(x11, sway, runs), action_rows(x11, sway, runs)
         load_after = os.getloadavg()
+    still = still_idle_rows(IDLE_SECONDS)
     sys.stdout.write(
         f"\nload average (1, 5, 15 min) before the timed cases: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}; "
         f"after: {load_after[0]:.2f}, {load_after[1]:.2f}, {load_after[2]:.2f} on {os.cpu_count()} CPUs\n"
@@ -335,5 +439,10 @@ def run(runs: int) -> None:
     print_table(f"sway actions vs X11 and swaymsg/wtype/grim ({title})", actions)
     print_table(f"the same in CPU time ({title})", _cpu(captures + actions))
     print_idle(f"an idle sway rig showing {APP[0]} (per second)", idle)
+    print_still_idle(
+        f"idle rigs showing the GTK example's form, {STILL_SETTLE_SECONDS:g} s after ready, per second over "
+        f"{IDLE_SECONDS:g} s (every process of each rig)",
+        still,
+    )
     sys.stdout.write(METHOD)
     _cold_starts()

@@ -60,7 +60,11 @@ def sway_config(width: int, height: int, display_file: Path, xwayland: bool) -> 
     """A config with one output of ``width`` x ``height`` at scale 1 and nothing else running.
 
     No ``bar`` block (no swaybar), no ``output * bg`` (no swaybg), no ``exec swayidle``; sway
-    itself animates nothing. The one ``exec`` writes Xwayland's ``$DISPLAY`` (which sway sets
+    itself animates nothing. The output keeps the headless default of 60 Hz: sway 1.7 still wakes
+    60 times a second with nothing to draw (wlroots 0.15's headless backend re-arms an output's
+    frame timer every frame, and sway's own FALLBACK output, 60 Hz, is one no config may set), so
+    a slower output would leave the wake-ups as they are and only delay the frames captures wait
+    for. The one ``exec`` writes Xwayland's ``$DISPLAY`` (which sway sets
     before it runs the config's commands) and a newline to ``display_file`` in one write, with
     the shell's builtin ``printf`` only: the line is complete once the newline is there."""
     return "\n".join(
