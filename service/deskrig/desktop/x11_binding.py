@@ -12,8 +12,10 @@ restoring, it must have handled every key sent.
 A client slow to re-read is waited for as long as it takes, up to ``CATCH_UP_TIMEOUT_S``: keys it
 translates before it has caught up come out as nothing or as the wrong character, and a client
 stalled on a loaded machine re-reads late (Tk stopped for 1.5 s lost every bound character when
-the wait was 1 s). A client that has never re-read is then taken not to (given a fixed grace from
-then on); one that has re-read before is hung, and the call fails (TIMEOUT).
+the wait was 1 s). A key without keysyms follows every change, so that clients which re-read only
+when they next translate a key (Xaw's xedit) re-read at once too. A client that has never re-read
+by then is taken not to (given a fixed grace from then on); one that has re-read before is hung,
+and the call fails (TIMEOUT) rather than type on.
 """
 
 from __future__ import annotations
