@@ -8,16 +8,17 @@ import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from tests.polling import poll
 
 from deskrig.desktop.base import InputDevice
 from deskrig.errors import DeskrigError, ErrorCode
-from deskrig.model import TypeReport
 
 from .forms import Forms
+
+T = TypeVar("T")
 
 UNICODE = "Grüße, Ñandú — 東京 😀\nline 2"
 UNICODE_LINE = UNICODE.splitlines()[0]
@@ -75,12 +76,11 @@ def stopped(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
-def type_while_stalled(forms: Forms, pid: int, text: str) -> TypeReport:
-    """``type_text`` into an app stopped from the start for STALL_S, or until the call returned if
-    it does not wait for the app."""
+def type_while_stalled(pid: int, type_text: Callable[[], T]) -> T:
+    """Call ``type_text`` with the app ``pid`` stopped from the start for STALL_S, or until the
+    call returned if it does not wait for the app."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         with stopped(pid):
-            typing = pool.submit(send, forms, lambda d: d.type_text(text))
+            typing = pool.submit(type_text)
             wait([typing], timeout=STALL_S)
-        report: TypeReport = typing.result()
-    return report
+        return typing.result()

@@ -41,7 +41,9 @@ def test_unicode_lands_exactly_in_a_tk_stalled_while_it_is_typed(backend: Forms)
     layout lacks, then typed on and restored the mapping: a Tk stalled longer (load 8) translated
     the keys late and lost every bound character. It is waited for now."""
     focus_tk_field(backend, "text")
-    report = type_while_stalled(backend, backend.tk.pid, UNICODE)
+    report: TypeReport = type_while_stalled(
+        backend.tk.pid, lambda: send(backend, lambda d: d.type_text(UNICODE))
+    )
     assert report.chars == len(UNICODE)
     backend.tk.wait("text", lambda e: e["text"] == UNICODE, "the Tk text widget to hold the text")
 
