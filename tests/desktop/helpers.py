@@ -3,8 +3,12 @@ test_clipboard, test_sway_focus)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import os
+import signal
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import pytest
 from tests.polling import poll
@@ -13,6 +17,8 @@ from deskrig.desktop.base import InputDevice
 from deskrig.errors import DeskrigError, ErrorCode
 
 from .forms import Forms
+
+T = TypeVar("T")
 
 UNICODE = "Grüße, Ñandú — 東京 😀\nline 2"
 UNICODE_LINE = UNICODE.splitlines()[0]
@@ -53,3 +59,28 @@ def click_and_wait(backend: Forms, x: int, y: int) -> None:
     clicks = len(backend.tk.events("button"))
     send(backend, lambda d: d.button(x, y))
     backend.tk.wait("button", lambda e: e["count"] == clicks + 1)
+
+
+#: Well past the 1 s X11 typing once gave an app to re-read the keyboard mapping.
+STALL_S = 3.0
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """The process stalled (SIGSTOP) until the block ends, as a loaded machine can stall an app:
+    it reads nothing from its X or Wayland connection meanwhile."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def type_while_stalled(pid: int, type_text: Callable[[], T]) -> T:
+    """Call ``type_text`` with the app ``pid`` stopped from the start for STALL_S, or until the
+    call returned if it does not wait for the app."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with stopped(pid):
+            typing = pool.submit(type_text)
+            wait([typing], timeout=STALL_S)
+        return typing.result()

@@ -7,20 +7,25 @@ refusals that every backend shares are in test_input.py. Key-name parsing
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from tests.polling import poll
 from Xlib import X
 from Xlib.display import Display
 
+from deskrig.desktop import x11_binding
 from deskrig.desktop.keys import KeyCombo, parse_combo, parse_hotkey, parse_key
 from deskrig.desktop.x11_input import X11Input
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import TypeReport
 
+from .conftest import start_xvfb, stop_process
 from .forms import Forms
-from .helpers import UNICODE, UNICODE_LINE, focus_gtk_entry, focus_tk_field, send
+from .helpers import UNICODE, UNICODE_LINE, focus_gtk_entry, focus_tk_field, send, stopped
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +53,57 @@ def test_unicode_through_xtest_remaps_keys_and_restores_the_mapping(x11_forms: F
     assert report.remapped_keysyms == 8  # ü ß Ñ ú — 東 京 😀 are not on the US layout
     x11_forms.tk.wait("text", lambda e: e["text"] == UNICODE, "the Tk text widget to hold the text")
     assert keyboard_mapping(xlib) == before
+
+
+def test_typing_into_a_hung_app_fails_and_types_nothing_wrong(
+    x11_forms: Forms, xlib: Display, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app that re-read the keyboard mapping before and does not within CATCH_UP_TIMEOUT_S is
+    hung: type_text fails with TIMEOUT before sending keys it would translate with a stale mapping
+    (it used to type them blind), and the mapping is put back."""
+    before = keyboard_mapping(xlib)
+    focus_tk_field(x11_forms, "text")
+    send(x11_forms, lambda d: d.type_text("é"))  # Tk is seen re-reading a binding
+    x11_forms.tk.wait("text", lambda e: e["text"] == "é", "the Tk text widget to hold é")
+    focus_tk_field(x11_forms, "text")
+    monkeypatch.setattr(x11_binding, "CATCH_UP_TIMEOUT_S", 2.0)  # the test need not wait 10 s
+    with stopped(x11_forms.tk.pid), pytest.raises(DeskrigError) as caught:
+        send(x11_forms, lambda d: d.type_text(UNICODE))
+    assert caught.value.code == ErrorCode.TIMEOUT, caught.value
+    assert caught.value.details is not None and caught.value.details["waited_seconds"] == 2.0
+    assert keyboard_mapping(xlib) == before
+    # Once it runs again, nothing of that call reaches the text: only what is typed next.
+    send(x11_forms, lambda d: d.type_text("x"))
+    x11_forms.tk.wait("text", lambda e: e["text"] == "x", "the Tk text widget to hold only x")
+
+
+def test_an_app_that_re_reads_the_mapping_only_for_its_next_key_is_waited_for(tmp_path: Path) -> None:
+    """xedit (Xaw) re-reads the keyboard mapping only when it next translates a key. A key without
+    keysyms after each binding makes it re-read then, so it is waited for like any app; it used to
+    be taken for one that never re-reads (after 1 s, or after 10 s without that key) and typed at
+    blind from then on. On a display of its own (no window manager: the keyboard follows the
+    pointer), not to disturb the forms' focus."""
+    xvfb, display = start_xvfb(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "WAYLAND_DISPLAY"} | {"DISPLAY": display}
+    # Not "international": Xaw then reads Latin-1 keysyms without an input method.
+    command = ["xedit", "-xrm", "*international: false", "-geometry", "600x400+0+0"]
+    xedit = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.DEVNULL)
+    keyboard = X11Input(display)
+    try:
+        xlib = Display(display)
+        root = xlib.screen().root
+        poll(
+            "xedit's window", lambda: [w for w in root.query_tree().children if w.get_attributes().map_state]
+        )
+        xlib.close()
+        keyboard.button(300, 300)  # in its text
+        report = keyboard.type_text("Grüße")
+        assert report.remapped_keysyms == 2
+        assert not [d.message for d in keyboard.diagnostics if "re-read" in d.message]
+    finally:
+        keyboard.close()
+        stop_process(xedit)
+        stop_process(xvfb)
 
 
 def test_capitals_are_typed_with_shift_held(x11_forms: Forms, xlib: Display) -> None:

@@ -8,6 +8,14 @@ a call makes few: per segment one bind and one sentinel, then one restore.
 Around the keys, the focused client is kept in step (see ``x11_mapping_watch`` for why and how):
 after binding, it must have re-read the mapping before the keys go out; before rebinding or
 restoring, it must have handled every key sent.
+
+A client slow to re-read is waited for as long as it takes, up to ``CATCH_UP_TIMEOUT_S``: keys it
+translates before it has caught up come out as nothing or as the wrong character, and a client
+stalled on a loaded machine re-reads late (Tk stopped for 1.5 s lost every bound character when
+the wait was 1 s). A key without keysyms follows every change, so that clients which re-read only
+when they next translate a key (Xaw's xedit) re-read at once too. A client that has never re-read
+by then is taken not to (given a fixed grace from then on); one that has re-read before is hung,
+and the call fails (TIMEOUT) rather than type on.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ from deskrig.desktop.x11_keymap import Keymap, Stroke
 from deskrig.desktop.x11_mapping_watch import MappingWatch
 from deskrig.errors import DeskrigError, ErrorCode
 
-#: How long the focused client may take to read a mapping change before we stop waiting for it.
-MAPPING_READ_TIMEOUT_S = 1.0
+#: How long the focused client may take to re-read a mapping change: a client seen re-reading
+#: before is then hung or stopped, and the call fails rather than go on with keys it would
+#: translate wrongly; one never seen re-reading is taken not to re-read at all.
+CATCH_UP_TIMEOUT_S = 10.0
 #: How long to wait after that read for the client to repaint (it has then handled our keys).
 #: Apps that do not repaint on typing cost this much per call that binds keysyms.
 REPAINT_TIMEOUT_S = 0.5
@@ -40,6 +50,9 @@ class ClientSync:
 
     target: int | None
     watch: MappingWatch | None
+    #: Clients seen re-reading a change of ours.
+    reading_clients: set[int] = field(default_factory=set)
+    #: Clients never seen re-reading that did not within CATCH_UP_TIMEOUT_S: not waited for.
     deaf_clients: set[int] = field(default_factory=set)
     note: Callable[[str], None] = lambda message: None
 
@@ -73,6 +86,9 @@ class KeysymBindings:
             self._settle()
         self._display.change_keyboard_mapping(self._block[0], [self._keymap.row(kc) for kc in self._block])
         self._count_change()
+        # A call that failed (TIMEOUT, CANCELLED) skips the sync that ends a call, and python-xlib
+        # only sends on a flush: the restore would wait for the next call.
+        self._display.sync()
 
     def segments(self, keysyms: list[int]) -> Iterator[list[int]]:
         """Split into consecutive runs that each need at most ``capacity`` keysyms bound."""
@@ -112,6 +128,7 @@ class KeysymBindings:
             rows.append([pair[0], pair[-1]] if pair else [X.NoSymbol, X.NoSymbol])
         self._display.change_keyboard_mapping(self._block[0], rows)
         self._bound_rows = rows
+        self._press_sentinel()
         # Keys sent before the client has re-read the mapping are translated with its old copy.
         self._await_read(self._count_change(), set(self._block[: (len(missing) + 1) // 2]))
         self._keys_unsettled = True
@@ -131,16 +148,21 @@ class KeysymBindings:
         sentinel = self._slots.sentinel
         if sentinel is not None:
             self._display.change_keyboard_mapping(sentinel, [self._keymap.row(sentinel)])
-            # A key without keysyms, for clients that re-read the mapping only when they next
-            # translate a key.
-            xtest.fake_input(self._display, X.KeyPress, sentinel)
-            xtest.fake_input(self._display, X.KeyRelease, sentinel)
+            self._press_sentinel()
         else:  # no spare keycode for it: rewrite the block as it is
             sentinel = self._block[0]
             self._display.change_keyboard_mapping(sentinel, self._bound_rows)
         read = self._await_read(self._count_change(), {sentinel})
         if read is not None and self._sync.watch is not None:
             self._sync.watch.wait_for_draw(read, REPAINT_TIMEOUT_S)
+
+    def _press_sentinel(self) -> None:
+        """Press a key without keysyms after a change, for clients that re-read the mapping only
+        when they next translate a key."""
+        sentinel = self._slots.sentinel
+        if sentinel is not None and self._sync.target is not None:
+            xtest.fake_input(self._display, X.KeyPress, sentinel)
+            xtest.fake_input(self._display, X.KeyRelease, sentinel)
 
     def _await_read(self, change: int | None, keycodes: set[int]) -> int | None:
         """Wait for the focused client to read our latest change; the serial of that read."""
@@ -151,12 +173,26 @@ class KeysymBindings:
         if watch is None or change is None or not watch.alive or target in self._sync.deaf_clients:
             time.sleep(MAPPING_GRACE_S)
             return None
-        read = watch.wait_for_read(change, keycodes, MAPPING_READ_TIMEOUT_S)
-        if read is None:
-            self._sync.deaf_clients.add(target)
-            self._sync.note(
-                f"client {target:#x} did not re-read the keyboard mapping within "
-                f"{MAPPING_READ_TIMEOUT_S:.0f} s; allowing it {MAPPING_GRACE_S * 1000:.0f} ms from now on"
+        read = watch.wait_for_read(change, keycodes, CATCH_UP_TIMEOUT_S)
+        if read is not None:
+            self._sync.reading_clients.add(target)
+            return read
+        if target in self._sync.reading_clients:
+            raise DeskrigError(
+                ErrorCode.TIMEOUT,
+                f"the focused app did not re-read the keyboard mapping within {CATCH_UP_TIMEOUT_S:.0f} s "
+                "(it is hung or stopped): typing stopped there rather than go on with keys it would "
+                "translate with a stale mapping; keys it had not handled yet may be missing from it",
+                details={
+                    "client": f"{target:#x}",
+                    "waited_seconds": CATCH_UP_TIMEOUT_S,
+                    "observed": "no GetKeyboardMapping or XkbGetMap from it since the change",
+                },
             )
-            time.sleep(MAPPING_GRACE_S)
-        return read
+        self._sync.deaf_clients.add(target)
+        self._sync.note(
+            f"client {target:#x} did not re-read the keyboard mapping within "
+            f"{CATCH_UP_TIMEOUT_S:.0f} s; allowing it {MAPPING_GRACE_S * 1000:.0f} ms from now on"
+        )
+        time.sleep(MAPPING_GRACE_S)
+        return None
