@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,40 +31,21 @@ from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.desktop import Desktop
 from deskrig.errors import DeskrigError
-from deskrig.model import Bounds, WindowInfo
 
-from .conftest import A11yDesktop, FormApp
+from .conftest import MOVE_UNSEEN, A11yDesktop, FormApp, click, form_window, move_window_by, on_every_backend
 
 T = TypeVar("T")
 Run = Callable[[Coroutine[Any, Any, T]], T]
 
 pytestmark = needs(Capability.A11Y_TREE)
+a11y_desktop = on_every_backend()
 
 BUTTON = ElementQuery(role="push button", name="Click me")
 STATUS = ElementQuery(role="label", name="clicked")
 ENTRY = ElementQuery(role="text", name="Name", match="exact")
 ROWS = ElementQuery(name="Rows", match="exact")
-#: Why a test of a window's move does not run on sway.
-MOVE_UNSEEN = (
-    "a native Wayland client (the GTK form under sway) is never told where its window is: its AT-SPI "
-    "extents are relative to the window and a move leaves every one as it was, so there is no move "
-    "for the mirror to follow (the desktop places them on screen: tests/desktop/test_a11y_coordinates.py)"
-)
 #: The size the window resize test gives the form's window (no window starts at this size).
 RESIZED = (720, 600)
-
-
-@pytest.fixture(scope="module")
-def a11y_desktop(backend: str, a11y_desktops: Callable[[str], A11yDesktop]) -> A11yDesktop:
-    """This module runs on every desktop backend."""
-    return a11y_desktops(backend)
-
-
-@pytest.fixture(scope="module")
-def desktop(a11y_desktop: A11yDesktop) -> Iterator[Desktop]:
-    """The desktop's input and window list, as a server has them."""
-    with a11y_desktop.open_desktop() as opened:
-        yield opened
 
 
 def names(snapshot: Snapshot) -> list[str]:
@@ -262,32 +243,6 @@ def test_a_moved_window_has_its_elements_placed_where_it_moved_from_the_mirror(
         return snapshot if bounds is not None and (bounds.x, bounds.y) == expected else None
 
     assert poll(f"the entry at {expected}", placed_there, 5).source == "mirror"
-
-
-def form_window(desktop: Desktop, form: FormApp) -> WindowInfo:
-    """The form's window, as the desktop lists it."""
-    return poll(
-        "the form's window listed", lambda: next((w for w in desktop.windows() if w.pid == form.pid), None)
-    )
-
-
-def move_window_by(a11y_desktop: A11yDesktop, desktop: Desktop, form: FormApp, dx: int, dy: int) -> None:
-    """Move the form's window ``dx``, ``dy`` from where the desktop lists it (Qt reports nothing of
-    the elements in it moving, GTK the new bounds of a few)."""
-    window = form_window(desktop, form)
-    a11y_desktop.place_window(
-        window, window.bounds.model_copy(update={"x": window.bounds.x + dx, "y": window.bounds.y + dy})
-    )
-
-
-def click(desktop: Desktop, form: FormApp, bounds: Bounds) -> None:
-    """Click the middle of ``bounds`` (as the form reports them) with the desktop's pointer: a
-    native Wayland client reports them relative to its window, which starts where the desktop says
-    (:mod:`deskrig.a11y.placement`)."""
-    origins = desktop.a11y_origins(form.pid)
-    x, y = (origins[0][1].x, origins[0][1].y) if origins else (0, 0)
-    x, y = x + bounds.x + bounds.width // 2, y + bounds.y + bounds.height // 2
-    desktop.with_input(lambda device: device.button(x, y))
 
 
 def focused_ref(snapshot: Snapshot) -> ElementRef | None:
