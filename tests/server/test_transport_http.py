@@ -332,14 +332,12 @@ def test_an_open_session_does_not_hold_a_stopping_rig(idle_rig: RigProcess, stop
     try:
         poll("an open session", opened.is_set)
         app_pid = (idle_rig.readyz() or {})["details"]["pids"]["app"]
-        started = time.monotonic()
         if stop == "SIGTERM":
             idle_rig.proc.send_signal(signal.SIGTERM)
         else:
             os.kill(app_pid, signal.SIGTERM)
         idle_rig.proc.wait(timeout=20)
-        took = time.monotonic() - started
     finally:
         release.set()
         holder.join(timeout=30)
-    assert took < 6.0, f"the rig took {took:.1f} s to stop with a session open"
+    idle_rig.assert_exit_not_held("an open session's event stream")
