@@ -353,20 +353,38 @@ MOVE_UNSEEN = (
 )
 
 
-def form_window(desktop: Desktop, form: FormApp) -> WindowInfo:
-    """The form's window, as the desktop lists it."""
-    return poll(
-        "the form's window listed", lambda: next((w for w in desktop.windows() if w.pid == form.pid), None)
-    )
+@dataclass
+class FormWindow:
+    """A form's window on the test's desktop: where the desktop lists it, placed and moved by
+    :meth:`A11yDesktop.place_window`."""
+
+    a11y_desktop: A11yDesktop
+    desktop: Desktop
+    form: FormApp
+
+    def listed(self) -> WindowInfo:
+        """The window, as the desktop lists it."""
+        return poll(
+            "the form's window listed",
+            lambda: next((w for w in self.desktop.windows() if w.pid == self.form.pid), None),
+        )
+
+    def place(self, bounds: Bounds) -> None:
+        self.a11y_desktop.place_window(self.listed(), bounds)
+
+    def move_by(self, dx: int, dy: int) -> Bounds:
+        """Move the window ``dx``, ``dy`` from where the desktop lists it (Qt reports nothing of
+        the elements in it moving, GTK the new bounds of a few); where it is to be."""
+        bounds = self.listed().bounds
+        to = bounds.model_copy(update={"x": bounds.x + dx, "y": bounds.y + dy})
+        self.place(to)
+        return to
 
 
-def move_window_by(a11y_desktop: A11yDesktop, desktop: Desktop, form: FormApp, dx: int, dy: int) -> Bounds:
-    """Move the form's window ``dx``, ``dy`` from where the desktop lists it (Qt reports nothing of
-    the elements in it moving, GTK the new bounds of a few); where it is to be."""
-    window = form_window(desktop, form)
-    to = window.bounds.model_copy(update={"x": window.bounds.x + dx, "y": window.bounds.y + dy})
-    a11y_desktop.place_window(window, to)
-    return to
+@pytest.fixture
+def form_window(a11y_desktop: A11yDesktop, desktop: Desktop, form: FormApp) -> FormWindow:
+    """The form's window on the test's desktop."""
+    return FormWindow(a11y_desktop, desktop, form)
 
 
 def screen_point(desktop: Desktop, form: FormApp, bounds: Bounds) -> tuple[int, int]:

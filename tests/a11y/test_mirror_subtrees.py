@@ -38,9 +38,8 @@ from .conftest import (
     STARTUP_TIMEOUT_S,
     A11yDesktop,
     FormApp,
+    FormWindow,
     click,
-    form_window,
-    move_window_by,
     on_every_backend,
     scroll,
     wait_until_registered,
@@ -79,16 +78,9 @@ class Changes:
     (snapshots without a depth limit, which come from the mirror; their ``source`` says whether it
     had to fetch the whole tree)."""
 
-    def __init__(
-        self,
-        run: Run[Any],
-        client: AccessibilityClient,
-        form: FormApp,
-        a11y_desktop: A11yDesktop,
-        desktop: Desktop,
-    ) -> None:
-        self.run, self.client, self.form = run, client, form
-        self.a11y_desktop, self.desktop = a11y_desktop, desktop
+    def __init__(self, run: Run[Any], client: AccessibilityClient, window: FormWindow) -> None:
+        self.run, self.client, self.window = run, client, window
+        self.form, self.desktop = window.form, window.desktop
         self.reads = 0
         #: Reads that fetched the whole tree; only where ``whole_fetches_allowed``.
         self.whole_fetches = 0
@@ -178,17 +170,17 @@ class Changes:
         """Move the window some way off, not past the screen's top or left edge; return once the
         desktop lists it there and, where the app's extents are screen pixels, its frame says so."""
         frame = next(e.bounds for e in self.read().elements if e.depth == 1 and e.bounds is not None)
-        window = form_window(self.desktop, self.form).bounds
+        window = self.window.listed().bounds
 
         def offset(at: int) -> int:
             step = rng.randint(10, 40)
             return step if at < step else rng.choice((-1, 1)) * step
 
         dx, dy = offset(window.x), offset(window.y)
-        to = move_window_by(self.a11y_desktop, self.desktop, self.form, dx, dy)
+        to = self.window.move_by(dx, dy)
 
         def moved() -> bool:
-            listed = form_window(self.desktop, self.form).bounds
+            listed = self.window.listed().bounds
             return (listed.x, listed.y) == (to.x, to.y) and (
                 not self.desktop.a11y_in_screen_pixels
                 or any(e.depth == 1 and e.bounds not in (None, frame) for e in self.fetch().elements)
@@ -209,7 +201,7 @@ class Changes:
         ``call_many``: the app connection's own, where a test has patched it."""
         extents = Request(watched.ref.path, c.COMPONENT, "GetExtents", "u", (c.COORD_TYPE_SCREEN,))
         before = await call_many(app, [extents])
-        await asyncio.to_thread(move_window_by, self.a11y_desktop, self.desktop, self.form, 40, 30)
+        await asyncio.to_thread(self.window.move_by, 40, 30)
         deadline = time.monotonic() + 5
         while await call_many(app, [extents]) == before:
             assert time.monotonic() < deadline, f"{watched.role} {watched.name!r} did not move"
@@ -217,11 +209,9 @@ class Changes:
 
 
 @pytest.fixture
-def changes(
-    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop, desktop: Desktop
-) -> Changes:
+def changes(run: Run[Any], client: AccessibilityClient, form_window: FormWindow) -> Changes:
     """Changes to the form, on the test's desktop."""
-    return Changes(run, client, form, a11y_desktop, desktop)
+    return Changes(run, client, form_window)
 
 
 def test_after_random_changes_the_mirror_equals_a_fresh_fetch(changes: Changes) -> None:
@@ -328,7 +318,7 @@ def test_a_scrolled_viewport_shows_in_the_next_snapshot(
     """GTK reports neither the new bounds nor the showing state of what a scrolled viewport moves;
     the scroll bar's value change has the pane's subtree fetched again."""
     with viewport(runner, client, a11y_desktop, tmp_path) as app:
-        changes = Changes(runner.run, client, app, a11y_desktop, desktop)
+        changes = Changes(runner.run, client, FormWindow(a11y_desktop, desktop, app))
         scroll_down(changes, changes.read(refresh=True).elements)  # after the one whole fetch
         changes.matches_a_fresh_fetch()
 
@@ -345,7 +335,7 @@ def test_a_scroll_while_the_tree_is_fetched_afresh_shows_in_the_next_snapshot(
     the scroll that a value change arriving meanwhile reports, so that change too has the pane's
     subtree fetched again at the next read."""
     with viewport(runner, client, a11y_desktop, tmp_path) as app:
-        changes = Changes(runner.run, client, app, a11y_desktop, desktop)
+        changes = Changes(runner.run, client, FormWindow(a11y_desktop, desktop, app))
         elements = changes.read(refresh=True).elements
         whole_fetch = mirror_module.fetch_tree
 
