@@ -3,8 +3,8 @@
 A window manager that starts after the input backend must be seen, and one that dies must stop
 being believed. Here the window manager is a real X client that publishes EWMH's check window and
 does nothing else, so it never moves the keyboard focus: a click then shows whether the input
-backend thinks a WM runs (it waits up to ``FOCUS_SETTLE_TIMEOUT_S`` for a click-to-focus WM to
-move the focus) or not (it returns at once).
+backend thinks a WM runs (it looks for the focus in the clicked window for up to
+``FOCUS_SETTLE_TIMEOUT_S``, waiting for a click-to-focus WM to move it) or not (it never looks).
 """
 
 from __future__ import annotations
