@@ -26,8 +26,9 @@ LONG_TEXT = "a" * 100_000
 MARKERS = ("X", "Y")
 ALICE, BOB = "alice-secret-1", "bob-secret-2"
 LOCK_TIMEOUT_S = 1.0
-#: How long a long type_text runs when a test has another client wait for the input lock meanwhile.
-UNBOUNDED_WAIT_S = 30.0
+#: Longer than a wait for the input lock takes, far shorter than typing LONG_TEXT: a wait for
+#: the lock without bound would outlast it.
+LOCK_WAIT_LIMIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +83,18 @@ def assert_typing_stopped(form: FormRig) -> None:
     assert 0 < len(delivered) < len(LONG_TEXT) and delivered == LONG_TEXT[: len(delivered)]
 
 
-async def type_until_cancelled(client: Client, seconds: float = 2.0) -> None:
-    with anyio.move_on_after(seconds):
-        await client.call_tool("type_text", {"text": LONG_TEXT})
-        raise AssertionError("type_text of 100,000 characters returned within seconds")
+async def type_long(client: Client) -> None:
+    """Type LONG_TEXT, which takes minutes: a test cancels the call."""
+    await client.call_tool("type_text", {"text": LONG_TEXT})
+    raise AssertionError("type_text of 100,000 characters returned")
+
+
+async def type_until_cancelled(client: Client, form: FormRig) -> None:
+    """Type LONG_TEXT, and cancel the call once the entry shows some of it."""
+    async with anyio.create_task_group() as typing:
+        typing.start_soon(type_long, client)
+        await anyio.to_thread.run_sync(typing_started, form)
+        typing.cancel_scope.cancel()
 
 
 async def next_input_is_taken(client: Client) -> None:
@@ -103,7 +112,7 @@ def test_long_type_text_stops_when_its_client_cancels(entry: FormRig, connector:
     # stream on the stateless protocol) stops the typing while the client stays connected.
     async def run() -> None:
         async with connector(entry.rig.url, ALICE) as client:
-            await type_until_cancelled(client)
+            await type_until_cancelled(client, entry)
             await anyio.to_thread.run_sync(assert_typing_stopped, entry)
             await next_input_is_taken(client)
 
@@ -137,11 +146,10 @@ def test_input_waits_for_other_clients_input_only_so_long(entry: FormRig) -> Non
     async def run() -> tuple[Any, float]:
         async with connect(entry.rig.url, ALICE) as alice, connect(entry.rig.url, BOB) as bob:
             async with anyio.create_task_group() as typing:
-                typing.start_soon(type_until_cancelled, alice, UNBOUNDED_WAIT_S)
+                typing.start_soon(type_long, alice)
                 await anyio.to_thread.run_sync(typing_started, entry)
                 started = time.monotonic()
-                # A wait for the lock without bound would last as long as alice types.
-                with anyio.fail_after(UNBOUNDED_WAIT_S / 2):
+                with anyio.fail_after(LOCK_WAIT_LIMIT_S):
                     refused = await bob.call_tool("press_key", {"key": "End"})
                 waited = time.monotonic() - started
                 typing.cancel_scope.cancel()
@@ -187,14 +195,14 @@ def test_a_stopping_rig_does_not_wait_for_long_input(tmp_path: Path) -> None:
     x, y = form.widget_center("entry")
     form.ok("click", {"x": x, "y": y})
 
-    async def type_long() -> None:
+    async def type_until_stopped() -> None:
         with contextlib.suppress(Exception):  # the rig goes away under the call
             async with connect(form.rig.url, form.rig.token) as client:
-                await client.call_tool("type_text", {"text": LONG_TEXT})
+                await type_long(client)
 
     async def run() -> int:
         async with anyio.create_task_group() as typing:
-            typing.start_soon(type_long)
+            typing.start_soon(type_until_stopped)
             await anyio.to_thread.run_sync(typing_started, form)
             # Typing it all takes minutes: a stop that waited for it would outlast stop()'s wait.
             return await anyio.to_thread.run_sync(form.rig.stop)  # SIGTERM
