@@ -23,6 +23,7 @@ from .conftest import (
     SYSTEM_PYTHON,
     A11yDesktop,
     FormApp,
+    on_every_backend,
     wait_until_registered,
 )
 
@@ -41,6 +42,7 @@ GTK_TREE = "asserts the GTK form's tree in detail (its label rows, a 'Volume' la
 
 #: The form fixture needs an AT-SPI bridge; Tk has its own test below.
 pytestmark = needs(Capability.A11Y_TREE)
+a11y_desktop = on_every_backend()
 SLIDER = ElementQuery(role="slider", name="Volume")
 STATUS = ElementQuery(role="label", name="clicked")
 
@@ -56,12 +58,6 @@ def assert_matches_geometry(element: Element, geometry: dict[str, int]) -> None:
     actual = element.bounds.model_dump()
     for key in ("x", "y", "width", "height"):
         assert abs(actual[key] - geometry[key]) <= GEOMETRY_TOLERANCE_PX, (element.name, actual, geometry)
-
-
-@pytest.fixture(scope="module")
-def a11y_desktop(backend: str, a11y_desktops: Callable[[str], A11yDesktop]) -> A11yDesktop:
-    """This module runs on every desktop backend."""
-    return a11y_desktops(backend)
 
 
 @pytest.fixture

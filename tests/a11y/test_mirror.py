@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,40 +31,21 @@ from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.desktop import Desktop
 from deskrig.errors import DeskrigError
-from deskrig.model import Bounds, WindowInfo
 
-from .conftest import A11yDesktop, FormApp
+from .conftest import MOVE_UNSEEN, A11yDesktop, FormApp, FormWindow, click, on_every_backend
 
 T = TypeVar("T")
 Run = Callable[[Coroutine[Any, Any, T]], T]
 
 pytestmark = needs(Capability.A11Y_TREE)
+a11y_desktop = on_every_backend()
 
 BUTTON = ElementQuery(role="push button", name="Click me")
 STATUS = ElementQuery(role="label", name="clicked")
 ENTRY = ElementQuery(role="text", name="Name", match="exact")
 ROWS = ElementQuery(name="Rows", match="exact")
-#: Why a test of a window's move does not run on sway.
-MOVE_UNSEEN = (
-    "a native Wayland client (the GTK form under sway) is never told where its window is: its AT-SPI "
-    "extents are relative to the window and a move leaves every one as it was, so there is no move "
-    "for the mirror to follow (the desktop places them on screen: tests/desktop/test_a11y_coordinates.py)"
-)
 #: The size the window resize test gives the form's window (no window starts at this size).
 RESIZED = (720, 600)
-
-
-@pytest.fixture(scope="module")
-def a11y_desktop(backend: str, a11y_desktops: Callable[[str], A11yDesktop]) -> A11yDesktop:
-    """This module runs on every desktop backend."""
-    return a11y_desktops(backend)
-
-
-@pytest.fixture(scope="module")
-def desktop(a11y_desktop: A11yDesktop) -> Iterator[Desktop]:
-    """The desktop's input and window list, as a server has them."""
-    with a11y_desktop.open_desktop() as opened:
-        yield opened
 
 
 def names(snapshot: Snapshot) -> list[str]:
@@ -218,12 +199,12 @@ def test_a_change_whose_events_are_still_on_their_way_is_in_the_next_snapshot(
 
 @not_on("sway", why=MOVE_UNSEEN)
 def test_a_moved_window_moves_its_elements_and_the_events_version(
-    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop, desktop: Desktop
+    run: Run[Any], client: AccessibilityClient, form: FormApp, form_window: FormWindow
 ) -> None:
     before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
     assert before is not None
     version = client.events_version()
-    move_window_by(a11y_desktop, desktop, form, 40, 30)
+    form_window.move_by(40, 30)
     # No element reports new bounds (GTK and Qt report no event at all); every element in the
     # window has moved on the screen.
     expected = (before.x + 40, before.y + 30)
@@ -239,55 +220,25 @@ def test_a_moved_window_moves_its_elements_and_the_events_version(
 
 
 def test_a_moved_window_has_its_elements_placed_where_it_moved_from_the_mirror(
-    run: Run[Any],
-    client: AccessibilityClient,
-    form: FormApp,
-    a11y_desktop: A11yDesktop,
-    desktop: Desktop,
-    monkeypatch: pytest.MonkeyPatch,
+    run: Run[Any], client: AccessibilityClient, form_window: FormWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the desktop placing elements on screen, as a server's client has it (under sway the
     window-relative tree is placed at its window's origin: :mod:`deskrig.a11y.placement`), a
     moved window's elements are where it moved, read from the mirror: on X11 the mirror moved
     them itself, under sway its tree stands and is placed anew."""
-    monkeypatch.setattr(client, "placement", desktop)
-    before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
+    pid = form_window.form.pid
+    monkeypatch.setattr(client, "placement", form_window.desktop)
+    before = run(client.snapshot(pid)).resolve(ENTRY).bounds
     assert before is not None
-    move_window_by(a11y_desktop, desktop, form, 40, 30)
+    form_window.move_by(40, 30)
     expected = (before.x + 40, before.y + 30)
 
     def placed_there() -> Snapshot | None:
-        snapshot = run(client.snapshot(form.pid))
+        snapshot = run(client.snapshot(pid))
         bounds = snapshot.resolve(ENTRY).bounds
         return snapshot if bounds is not None and (bounds.x, bounds.y) == expected else None
 
     assert poll(f"the entry at {expected}", placed_there, 5).source == "mirror"
-
-
-def form_window(desktop: Desktop, form: FormApp) -> WindowInfo:
-    """The form's window, as the desktop lists it."""
-    return poll(
-        "the form's window listed", lambda: next((w for w in desktop.windows() if w.pid == form.pid), None)
-    )
-
-
-def move_window_by(a11y_desktop: A11yDesktop, desktop: Desktop, form: FormApp, dx: int, dy: int) -> None:
-    """Move the form's window ``dx``, ``dy`` from where the desktop lists it (Qt reports nothing of
-    the elements in it moving, GTK the new bounds of a few)."""
-    window = form_window(desktop, form)
-    a11y_desktop.place_window(
-        window, window.bounds.model_copy(update={"x": window.bounds.x + dx, "y": window.bounds.y + dy})
-    )
-
-
-def click(desktop: Desktop, form: FormApp, bounds: Bounds) -> None:
-    """Click the middle of ``bounds`` (as the form reports them) with the desktop's pointer: a
-    native Wayland client reports them relative to its window, which starts where the desktop says
-    (:mod:`deskrig.a11y.placement`)."""
-    origins = desktop.a11y_origins(form.pid)
-    x, y = (origins[0][1].x, origins[0][1].y) if origins else (0, 0)
-    x, y = x + bounds.x + bounds.width // 2, y + bounds.y + bounds.height // 2
-    desktop.with_input(lambda device: device.button(x, y))
 
 
 def focused_ref(snapshot: Snapshot) -> ElementRef | None:
@@ -598,14 +549,14 @@ def test_an_element_renamed_while_a_read_syncs_shows_its_new_name(
 
 @not_on("sway", why=MOVE_UNSEEN)
 def test_a_change_only_a_whole_fetch_finds_moves_the_events_version(
-    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop, desktop: Desktop
+    run: Run[Any], client: AccessibilityClient, form: FormApp, form_window: FormWindow
 ) -> None:
     """A whole fetch (here a refresh) may be what first serves a change no event announced (a
     moved window): the events version, which readers trust to say a tree may have changed (the
     recorder takes an after-tree over as the next before on it), moves with it."""
     before = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
     assert before is not None
-    move_window_by(a11y_desktop, desktop, form, 30, 20)
+    form_window.move_by(30, 20)
 
     def moved_past_the_mirror() -> bool:
         fetched = run(client.snapshot(form.pid, max_depth=1000, store=False)).resolve(ENTRY).bounds
@@ -620,12 +571,7 @@ def test_a_change_only_a_whole_fetch_finds_moves_the_events_version(
 
 
 def test_a_resized_window_is_laid_out_anew_in_the_next_snapshot(
-    run: Run[Any],
-    client: AccessibilityClient,
-    form: FormApp,
-    a11y_desktop: A11yDesktop,
-    desktop: Desktop,
-    monkeypatch: pytest.MonkeyPatch,
+    run: Run[Any], client: AccessibilityClient, form_window: FormWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every read checks each window's extents: a window of another size has its subtree fetched
     again, whatever the toolkit reported of its elements' new bounds. Under sway a native Wayland
@@ -633,16 +579,17 @@ def test_a_resized_window_is_laid_out_anew_in_the_next_snapshot(
     changes in them (a tiled window's tile changes whenever another window maps). Here every event
     is dropped while the window is resized, as from a toolkit that reports none of it; the next
     snapshot is the tree a fetch past the mirror finds."""
-    window = form_window(desktop, form)
+    pid = form_window.form.pid
+    window = form_window.listed()
     assert (window.bounds.width, window.bounds.height) != RESIZED
-    entry = run(client.snapshot(form.pid)).resolve(ENTRY).bounds
+    entry = run(client.snapshot(pid)).resolve(ENTRY).bounds
     assert entry is not None
     monkeypatch.setattr(AppMirror, "note", lambda mirror, event: None)
     width, height = RESIZED
-    a11y_desktop.place_window(window, window.bounds.model_copy(update={"width": width, "height": height}))
+    form_window.place(window.bounds.model_copy(update={"width": width, "height": height}))
 
     def laid_out_anew() -> bool:
-        fetched = run(client.snapshot(form.pid, max_depth=1000, store=False))
+        fetched = run(client.snapshot(pid, max_depth=1000, store=False))
         frame, now = fetched.elements[1].bounds, fetched.resolve(ENTRY).bounds
         return (
             frame is not None
@@ -654,8 +601,8 @@ def test_a_resized_window_is_laid_out_anew_in_the_next_snapshot(
     poll("the form laid out in its resized window", laid_out_anew, 5)
     poll("the form to stop sending events", lambda: quiet(run, client), 5)
     monkeypatch.undo()
-    mirrored = run(client.snapshot(form.pid))
-    fetched = run(client.snapshot(form.pid, max_depth=1000, store=False))
+    mirrored = run(client.snapshot(pid))
+    fetched = run(client.snapshot(pid, max_depth=1000, store=False))
     assert [(e.role, e.name, e.bounds) for e in mirrored.elements] == [
         (e.role, e.name, e.bounds) for e in fetched.elements
     ]

@@ -3,14 +3,13 @@
 A window manager that starts after the input backend must be seen, and one that dies must stop
 being believed. Here the window manager is a real X client that publishes EWMH's check window and
 does nothing else, so it never moves the keyboard focus: a click then shows whether the input
-backend thinks a WM runs (it waits up to ``FOCUS_SETTLE_TIMEOUT_S`` for a click-to-focus WM to
-move the focus) or not (it returns at once).
+backend thinks a WM runs (it looks for the focus in the clicked window for up to
+``FOCUS_SETTLE_TIMEOUT_S``, waiting for a click-to-focus WM to move it) or not (it never looks).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,10 +26,10 @@ from deskrig.desktop.x11_windows import wm_check_window
 
 from .conftest import start_xvfb, stop_process
 
-#: Long, so that "waited for the focus" and "did not wait" cannot be confused on a busy machine.
-SETTLE_S = 2.0
-#: A click that does not wait for the focus is done far sooner than this.
-PROMPT_S = SETTLE_S / 2
+#: How long a click that waits for a window manager's focus waits, in tests where none comes.
+SETTLE_S = 0.3
+#: ... and where it comes once the click waits for it: longer than any test takes.
+LATE_FOCUS_SETTLE_S = 60.0
 
 
 class CheckWindowOnly:
@@ -76,10 +75,29 @@ def _toplevel(xlib: Display, x: int, override_redirect: bool = False) -> Window:
     return window
 
 
-def _click_seconds(device: X11Input, x: int, y: int) -> float:
-    start = time.monotonic()
-    device.button(x, y)
-    return time.monotonic() - start
+class FocusLooks:
+    """The looks clicks take for the keyboard focus in the window they clicked: only a click that
+    waits for a window manager to focus it looks (until it is focused, or ``settle_s``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, settle_s: float) -> None:
+        monkeypatch.setattr(x11_pointer, "FOCUS_SETTLE_TIMEOUT_S", settle_s)
+        self.count = 0
+        #: Set at a click's first look: it waits for the focus.
+        self.waiting = threading.Event()
+        look = x11_pointer.X11Pointer._focus_within
+
+        def counted(pointer: x11_pointer.X11Pointer, toplevel: int) -> bool:
+            self.count += 1
+            self.waiting.set()
+            return look(pointer, toplevel)
+
+        monkeypatch.setattr(x11_pointer.X11Pointer, "_focus_within", counted)
+
+    def click(self, device: X11Input, x: int, y: int) -> int:
+        """Click at (x, y); the looks for the focus it took."""
+        before = self.count
+        device.button(x, y)
+        return self.count - before
 
 
 def test_the_check_follows_a_window_manager_that_starts_and_dies(display: str) -> None:
@@ -101,7 +119,7 @@ def test_the_check_follows_a_window_manager_that_starts_and_dies(display: str) -
 def test_input_sees_a_window_manager_start_after_it_and_stops_believing_in_a_dead_one(
     display: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(x11_pointer, "FOCUS_SETTLE_TIMEOUT_S", SETTLE_S)
+    looks = FocusLooks(monkeypatch, SETTLE_S)
     xlib = Display(display)
     device = X11Input(display)
     try:
@@ -112,19 +130,19 @@ def test_input_sees_a_window_manager_start_after_it_and_stops_believing_in_a_dea
             lambda: all(w.get_attributes().map_state == X.IsViewable for w in (clicked, focused)),
         )
 
-        def click() -> float:
+        def click() -> int:
             # The focus is elsewhere and nothing here moves it: only a believed WM makes the click wait.
             focused.set_input_focus(X.RevertToNone, X.CurrentTime)
             xlib.sync()
-            return _click_seconds(device, 200, 175)
+            return looks.click(device, 200, 175)
 
-        assert click() < PROMPT_S
+        assert click() == 0
 
         wm = CheckWindowOnly(display)  # started after the input backend
-        assert click() >= SETTLE_S, "the click did not wait for a window manager that started late"
+        assert click() > 0, "the click did not wait for a window manager that started late"
 
         wm.die(xlib)
-        assert click() < PROMPT_S, "the click still waited for the focus from a window manager that died"
+        assert click() == 0, "the click still waited for the focus from a window manager that died"
     finally:
         device.close()
         xlib.close()
@@ -138,9 +156,13 @@ def _viewable(xlib: Display, *windows: Window) -> None:
     )
 
 
-def test_a_click_waits_for_a_window_manager_that_focuses_late(display: str) -> None:
+def test_a_click_waits_for_a_window_manager_that_focuses_late(
+    display: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """GTK and Qt take the focus themselves on WM_TAKE_FOCUS; under load that comes late, and keys
-    sent after the click must not go to the window focused before it."""
+    sent after the click must not go to the window focused before it. Here the focus moves once
+    the click waits for it."""
+    looks = FocusLooks(monkeypatch, LATE_FOCUS_SETTLE_S)
     xlib, wm_side = Display(display), Display(display)
     device = X11Input(display)
     wm = CheckWindowOnly(display)
@@ -151,7 +173,7 @@ def test_a_click_waits_for_a_window_manager_that_focuses_late(display: str) -> N
         xlib.sync()
 
         def focus_late() -> None:
-            time.sleep(0.6)
+            looks.waiting.wait(timeout=LATE_FOCUS_SETTLE_S)
             wm_side.set_input_focus(clicked.id, X.RevertToNone, X.CurrentTime)
             wm_side.sync()
 
@@ -172,7 +194,7 @@ def test_a_click_waits_for_a_window_manager_that_focuses_late(display: str) -> N
 
 def test_a_click_on_a_menu_does_not_wait_for_the_focus(display: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Override-redirect windows (menus, tooltips) never get the focus from a window manager."""
-    monkeypatch.setattr(x11_pointer, "FOCUS_SETTLE_TIMEOUT_S", SETTLE_S)
+    looks = FocusLooks(monkeypatch, SETTLE_S)
     xlib = Display(display)
     device = X11Input(display)
     wm = CheckWindowOnly(display)
@@ -181,7 +203,7 @@ def test_a_click_on_a_menu_does_not_wait_for_the_focus(display: str, monkeypatch
         _viewable(xlib, menu, focused)
         focused.set_input_focus(X.RevertToNone, X.CurrentTime)
         xlib.sync()
-        assert _click_seconds(device, 200, 175) < PROMPT_S, "the click waited for a menu to get the focus"
+        assert looks.click(device, 200, 175) == 0, "the click waited for a menu to get the focus"
     finally:
         device.close()
         wm.xlib.close()

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from playwright.sync_api import Page
+from tests.polling import poll
 
 #: A pixel of the picture the live page shows, as [r, g, b], read back through a canvas.
 PIXEL_JS = """([x, y]) => {
@@ -34,14 +33,6 @@ def near(pixel: list[int] | None, rgb: tuple[int, int, int], tolerance: int = 24
     return pixel is not None and all(abs(a - b) <= tolerance for a, b in zip(pixel, rgb, strict=True))
 
 
-def wait_for_pixel(page: Page, x: int, y: int, rgb: tuple[int, int, int], timeout: float) -> float:
-    """Seconds until the live page shows ``rgb`` at (x, y); AssertionError after ``timeout``."""
-    started = time.monotonic()
-    while True:
-        pixel = live_pixel(page, x, y)
-        elapsed = time.monotonic() - started
-        if near(pixel, rgb):
-            return elapsed
-        if elapsed > timeout:
-            raise AssertionError(f"the live page still shows {pixel} at ({x}, {y}) after {elapsed:.2f} s")
-        page.wait_for_timeout(10)
+def wait_for_pixel(page: Page, x: int, y: int, rgb: tuple[int, int, int]) -> None:
+    """Wait until the live page shows ``rgb`` at (x, y): how soon is ``scripts/bench live``'s to say."""
+    poll(f"the live page to show {rgb} at ({x}, {y})", lambda: near(live_pixel(page, x, y), rgb))

@@ -36,6 +36,9 @@ APPS = ROOT / "tests" / "apps"
 NODE = ROOT / ".tools" / "conformance" / "node_modules" / ".bin" / "node"
 SYSTEM_PYTHON = "/usr/bin/python3"
 DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
+#: What uvicorn logs as it cancels the requests still open at the end of its graceful-shutdown
+#: timeout: they held the server's exit for all of it.
+EXIT_HELD = "timeout graceful shutdown exceeded"
 
 
 @contextlib.asynccontextmanager
@@ -138,6 +141,11 @@ class RigProcess:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path else ""
+
+    def assert_exit_not_held(self, by: str) -> None:
+        """The stopped rig's server did not wait out its graceful-shutdown timeout for what was
+        still open (``by``): uvicorn logs the requests it cancels at its end."""
+        assert EXIT_HELD not in self.stderr(), f"{by} held the rig's exit for the graceful-shutdown timeout"
 
     @property
     def auth(self) -> dict[str, str]:

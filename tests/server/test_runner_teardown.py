@@ -142,7 +142,6 @@ import pathlib; p=pathlib.Path({str(marker)!r}); [time.sleep(0.05) for _ in iter
 
 
 def test_app_dying_at_startup_reports_status_and_stderr(tmp_path: Path) -> None:
-    started = time.monotonic()
     result = subprocess.run(
         [
             *DESKRIG,
@@ -166,4 +165,3 @@ def test_app_dying_at_startup_reports_status_and_stderr(tmp_path: Path) -> None:
     assert "app exited with status 3 during start-up" in result.stderr
     assert "boom: cannot open thing" in result.stderr
     assert "Traceback" not in result.stderr
-    assert time.monotonic() - started < 30

@@ -190,18 +190,22 @@ def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
         keep_alive = socket.create_connection(("127.0.0.1", rig.port))
         assert _healthz_on(keep_alive, rig.port).startswith(b"HTTP/1.1 200")
         keep_alive.sendall(head)  # the next request on the same connection stops half-way
-        started = time.monotonic()
-        for byte in head:  # one byte at a time, well inside the timeout each: still cut off
+        # One byte at a time, well inside the timeout each: cut off on the way, however long the
+        # head (a deadline that each byte put off would take this one's 30 s).
+        trickled = head + b"x-slow: " + b"." * 300
+        sent = 0
+        for byte in trickled:
             try:
                 trickle.send(bytes([byte]))
             except OSError:
                 break
+            sent += 1
             time.sleep(0.1)
+        assert sent < len(trickled), "a head trickled a byte at a time was never cut off"
         assert http_status(f"{rig.base}/healthz") == 200  # the server still serves others
         for sock in [*partial, trickle, keep_alive]:
             assert read_until_closed(sock, timeout=5).startswith(b"HTTP/1.1 408 "), sock
         assert read_until_closed(silent, timeout=5) == b""
-        assert time.monotonic() - started < 8
     finally:
         rig.stop()
 
@@ -332,14 +336,12 @@ def test_an_open_session_does_not_hold_a_stopping_rig(idle_rig: RigProcess, stop
     try:
         poll("an open session", opened.is_set)
         app_pid = (idle_rig.readyz() or {})["details"]["pids"]["app"]
-        started = time.monotonic()
         if stop == "SIGTERM":
             idle_rig.proc.send_signal(signal.SIGTERM)
         else:
             os.kill(app_pid, signal.SIGTERM)
         idle_rig.proc.wait(timeout=20)
-        took = time.monotonic() - started
     finally:
         release.set()
         holder.join(timeout=30)
-    assert took < 6.0, f"the rig took {took:.1f} s to stop with a session open"
+    idle_rig.assert_exit_not_held("an open session's event stream")
