@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TextIO, TypeVar
 
 import anyio
 
@@ -142,12 +142,34 @@ class Row:
         return None if self.baseline is None else self.baseline.p50 / self.timing.p50
 
 
-def print_table(title: str, rows: list[Row]) -> None:
-    """A Markdown table on stdout (the benchmark's own output, not a server's)."""
+#: How a Markdown table's column is aligned, as its separator row says it.
+_ALIGNMENT = {"left": "---", "right": "---:", "centre": ":-:"}
+
+
+def write_table_head(title: str, columns: Sequence[tuple[str, Literal["left", "right", "centre"]]]) -> TextIO:
+    """A Markdown table's title, header and separator rows on stdout (the benchmark's own output,
+    not a server's); the stream to write its rows to."""
     out = sys.stdout
     out.write(f"\n### {title}\n\n")
-    out.write("| case | p50 ms | p95 ms | baseline | speed-up | target | met |\n")
-    out.write("|---|---:|---:|---|---:|---:|:-:|\n")
+    out.write("| " + " | ".join(name for name, _ in columns) + " |\n")
+    out.write("|" + "|".join(_ALIGNMENT[align] for _, align in columns) + "|\n")
+    return out
+
+
+def print_table(title: str, rows: list[Row]) -> None:
+    """A Markdown table on stdout (the benchmark's own output, not a server's)."""
+    out = write_table_head(
+        title,
+        [
+            ("case", "left"),
+            ("p50 ms", "right"),
+            ("p95 ms", "right"),
+            ("baseline", "left"),
+            ("speed-up", "right"),
+            ("target", "right"),
+            ("met", "centre"),
+        ],
+    )
     for row in rows:
         ratio = row.ratio
         met = "" if row.target is None or ratio is None else ("yes" if ratio >= row.target else "NO")

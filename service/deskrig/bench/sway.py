@@ -28,7 +28,15 @@ import anyio
 from deskrig.bench.actions import TEXT_100, call_tool
 from deskrig.bench.capture import peer_capture, screenshot_call
 from deskrig.bench.reliability_rig import BenchRig
-from deskrig.bench.stats import Row, Timing, awaitable, measure_interleaved, print_table, process_cpu_seconds
+from deskrig.bench.stats import (
+    Row,
+    Timing,
+    awaitable,
+    measure_interleaved,
+    print_table,
+    process_cpu_seconds,
+    write_table_head,
+)
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop, sway_damage
 from deskrig.model import Bounds, WindowInfo
@@ -391,10 +399,9 @@ def still_idle_rows(seconds: float) -> list[ProcessIdle]:
 
 
 def print_still_idle(title: str, rows: list[ProcessIdle]) -> None:
-    out = sys.stdout
-    out.write(f"\n### {title}\n\n")
-    out.write("| rig | process | CPU ms/s | wake-ups/s |\n")
-    out.write("|---|---|---:|---:|\n")
+    out = write_table_head(
+        title, [("rig", "left"), ("process", "left"), ("CPU ms/s", "right"), ("wake-ups/s", "right")]
+    )
     for row in rows:
         out.write(f"| {row.rig} | {row.process} | {row.cpu_ms:.2f} | {row.wakeups:.1f} |\n")
     for rig in dict.fromkeys(row.rig for row in rows):
@@ -406,10 +413,16 @@ def print_still_idle(title: str, rows: list[ProcessIdle]) -> None:
 
 
 def print_idle(title: str, rows: list[Idle]) -> None:
-    out = sys.stdout
-    out.write(f"\n### {title}\n\n")
-    out.write("| when | sway CPU ms/s | sway wake-ups/s | server CPU ms/s | server wake-ups/s |\n")
-    out.write("|---|---:|---:|---:|---:|\n")
+    out = write_table_head(
+        title,
+        [
+            ("when", "left"),
+            ("sway CPU ms/s", "right"),
+            ("sway wake-ups/s", "right"),
+            ("server CPU ms/s", "right"),
+            ("server wake-ups/s", "right"),
+        ],
+    )
     for row in rows:
         out.write(
             f"| {row.when} | {row.sway_cpu_ms:.1f} | {row.sway_wakeups:.0f} | "
