@@ -22,6 +22,7 @@ from Xlib.xobject.drawable import Window
 
 from deskrig.desktop import x11_pointer
 from deskrig.desktop.x11_input import X11Input
+from deskrig.desktop.x11_probes import mapped_windows
 from deskrig.desktop.x11_windows import wm_check_window
 
 from .conftest import start_xvfb, stop_process
@@ -112,6 +113,27 @@ def test_the_check_follows_a_window_manager_that_starts_and_dies(display: str) -
         )
         assert root_names is not None and list(root_names.value) == [wm.check.id], "the stale id stays"
         assert wm_check_window(xlib) is None
+    finally:
+        xlib.close()
+
+
+def test_the_rig_finds_a_window_mapped_after_the_window_manager_died(display: str) -> None:
+    """The rig waits for the app's window in the WM's client list only while the WM lives: a dead
+    one's stale list on the root names none of the windows mapped after it."""
+    xlib = Display(display)
+    try:
+        wm = CheckWindowOnly(display)
+        managed = _toplevel(xlib, 10)
+        xlib.screen().root.change_property(
+            xlib.intern_atom("_NET_CLIENT_LIST"), Xatom.WINDOW, 32, [managed.id]
+        )
+        unlisted = _toplevel(xlib, 300)
+        xlib.sync()
+        assert [wid for wid, _, _ in mapped_windows(xlib)] == [managed.id], "a live WM's list counts"
+        wm.die(xlib)
+        later = _toplevel(xlib, 600)
+        xlib.sync()
+        assert {wid for wid, _, _ in mapped_windows(xlib)} == {managed.id, unlisted.id, later.id}
     finally:
         xlib.close()
 

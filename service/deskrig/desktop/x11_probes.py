@@ -15,7 +15,7 @@ from pathlib import Path
 from Xlib import X
 from Xlib.display import Display
 
-from deskrig.desktop.x11_windows import VANISHED, window_pid
+from deskrig.desktop.x11_windows import VANISHED, window_pid, wm_check_window
 from deskrig.files import write_atomic
 
 _COOKIE_NAME = b"MIT-MAGIC-COOKIE-1"
@@ -77,11 +77,15 @@ def grant_local_user(display_number: int, cookie: bytes, user: str, timeout: flo
 
 
 def _top_level_windows(display: Display) -> list[int]:
-    """Managed clients from _NET_CLIENT_LIST, or the root's children when no WM keeps one."""
+    """Managed clients from _NET_CLIENT_LIST while a window manager runs, else the root's children.
+
+    A WM that died leaves its last _NET_CLIENT_LIST on the root: a window mapped after it is on
+    no list, so the list counts only while :func:`wm_check_window` finds the WM alive."""
     root = display.screen().root
-    clients = root.get_full_property(display.get_atom("_NET_CLIENT_LIST"), X.AnyPropertyType)
-    if clients is not None:
-        return [int(wid) for wid in clients.value]
+    if wm_check_window(display) is not None:
+        clients = root.get_full_property(display.get_atom("_NET_CLIENT_LIST"), X.AnyPropertyType)
+        if clients is not None:
+            return [int(wid) for wid in clients.value]
     return [child.id for child in root.query_tree().children]
 
 
