@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import ssl
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
 if TYPE_CHECKING:
+    import jsonschema_rs
     from mcp import Client
+    from mcp.client.session import ClientSession
 
 #: The MCP SDK's own transport defaults: 30 s to connect, write or wait for the pool, and 5 min
 #: to read, because a server may hold a response stream open that long.
@@ -35,11 +37,13 @@ def rig_http_client(token: str | None = None) -> httpx2.AsyncClient:
 
 
 @contextlib.asynccontextmanager
-async def connect(url: str, token: str | None = None) -> AsyncIterator[Client]:
+async def connect(url: str, token: str | None = None, *, quick_checks: bool = True) -> AsyncIterator[Client]:
     """A connected :class:`mcp.Client` for the rig at ``url`` (``http://host:port/mcp``).
 
     It speaks the session-based (initialize handshake) protocol: a rig scopes recordings, rate
     limits and the audit log by MCP session, which the stateless 2026-07-28 protocol does not have.
+    Its results are checked by :func:`check_outputs_quickly` unless ``quick_checks`` is false
+    (the SDK's own check alone, as the benchmarks time it).
     """
     # Here, not at the top: the orchestrator shares :func:`tls_context` without the MCP SDK's import.
     from mcp import Client
@@ -49,4 +53,56 @@ async def connect(url: str, token: str | None = None) -> AsyncIterator[Client]:
         rig_http_client(token) as http,
         Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
     ):
+        if quick_checks:
+            check_outputs_quickly(client.session)
         yield client
+
+
+class _ValidFirst:
+    """A tool's output schema check for the MCP SDK's ``ClientSession``: jsonschema-rs says whether
+    a result is valid, and only a result it finds invalid is checked again by the SDK's own
+    validator, whose errors the session reports as it always has.
+
+    The SDK checks every structured result with ``jsonschema`` in pure Python, which pays for
+    each value it checks: 20-38 ms for a 261-element get_app_state, against 0.15 ms here."""
+
+    def __init__(self, checked: Any, quick: jsonschema_rs.Validator) -> None:
+        #: The SDK's validator (a ``jsonschema`` one: untyped), as its session made and keeps it.
+        self.checked = checked
+        self._quick = quick
+
+    def iter_errors(self, instance: object) -> Iterator[Any]:
+        if self._quick.is_valid(instance):
+            return iter(())
+        errors: Iterator[Any] = self.checked.iter_errors(instance)
+        return errors
+
+
+def check_outputs_quickly(session: ClientSession) -> None:
+    """Have ``session`` check tool results against their output schemas with jsonschema-rs first
+    (:class:`_ValidFirst`), where the ``client`` extra installed it; else it checks as the SDK does.
+
+    It takes the place of the session's per-tool validator factory, which the SDK keeps for
+    compiled validators (``_output_schema_validator``): the SDK's own validator is still made,
+    schema check included, and the session still drops it when the tool's schema changes, so the
+    quick one is made again with it. ``$ref``s resolve within the schema document, as the SDK's do:
+    jsonschema-rs runs offline, and a schema it cannot compile is checked by the SDK alone."""
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return
+    made_by_sdk = session._output_schema_validator
+    quick: dict[str, _ValidFirst] = {}
+
+    def validator(name: str, output_schema: dict[str, Any]) -> Any:
+        checked = made_by_sdk(name, output_schema)
+        kept = quick.get(name)
+        if kept is None or kept.checked is not checked:
+            try:
+                compiled = jsonschema_rs.validator_for(output_schema, validate_formats=False, offline=True)
+            except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError):
+                return checked
+            kept = quick[name] = _ValidFirst(checked, compiled)
+        return kept
+
+    session._output_schema_validator = validator  # type: ignore[method-assign]

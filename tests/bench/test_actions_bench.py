@@ -1,6 +1,6 @@
 """`scripts/bench actions`' get_app_state comparison in one round against a real rig: the pyatspi
-walk, the bare JSON-RPC client (session and stateless calls) and mcp.Client (with and without its
-output schema check) and the TypeScript SDK's Client all answer, and each is set against the walk."""
+walk, the bare JSON-RPC client (session and stateless calls), mcp.Client (with and without its
+output schema check), deskrig.client (jsonschema-rs first) and the TypeScript SDK's Client all answer, and each is set against the walk."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ def test_one_round_of_get_app_state_against_the_pyatspi_walk() -> None:
         "get_app_state",
         "get_app_state over MCP/HTTP",
     }
-    # in process, bare client (session, stateless), mcp.Client, the TypeScript SDK's Client
-    assert len(compared) == 5
+    # in process, bare client (session, stateless), mcp.Client, deskrig.client, the TypeScript SDK's Client
+    assert len(compared) == 6
     assert all(row.timing.p50 > 0 for row in rows)
     assert [row.timing.name for row in rows if row.timing.name.endswith(", CPU")] == [
         "get_app_state over MCP/HTTP, bare JSON-RPC client, CPU",
         "get_app_state over MCP/HTTP, mcp.Client (checks the result against the outputSchema), CPU",
+        "get_app_state over MCP/HTTP, deskrig.client (an mcp.Client whose check is jsonschema-rs first: the "
+        "client extra), CPU",
         "get_app_state over MCP/HTTP, mcp.Client without its outputSchema check, CPU",
     ]

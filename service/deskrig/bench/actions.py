@@ -150,12 +150,20 @@ def _over_mcp(
         )
 
         async def run(walker: PyatspiWalker) -> list[Timing]:
-            async with connect(url) as client, connect(url) as unchecked:
+            async with (
+                connect(url, quick_checks=False) as client,
+                connect(url) as quick,
+                connect(url, quick_checks=False) as unchecked,
+            ):
                 unchecked.session.validate_tool_result = _skip_output_check  # type: ignore[method-assign]
 
                 async def sdk(tool: str, args: dict[str, Any]) -> None:
                     result = await client.call_tool(tool, args)
                     assert not result.is_error, result
+
+                async def sdk_quick() -> None:
+                    result = await quick.call_tool("get_app_state", arguments)
+                    assert not result.is_error and result.structured_content, result
 
                 async def sdk_unchecked() -> None:
                     result = await unchecked.call_tool("get_app_state", arguments)
@@ -175,6 +183,11 @@ def _over_mcp(
                         (
                             "get_app_state over MCP/HTTP, mcp.Client (checks the result against the outputSchema)",
                             lambda: sdk("get_app_state", arguments),
+                        ),
+                        (
+                            "get_app_state over MCP/HTTP, deskrig.client (an mcp.Client whose check is "
+                            "jsonschema-rs first: the client extra)",
+                            sdk_quick,
                         ),
                         (
                             "per-call floor: get_screen_size over MCP/HTTP, mcp.Client",
@@ -248,11 +261,12 @@ def app_state_rows(runs: int) -> list[Row]:
 
             ours = anyio.run(run)
             whole = anyio.run(fetched)
-            checked = _output_check(server, anyio.run(call_tool, server, "get_app_state", {"pid": pid}), runs)
+            structured = anyio.run(call_tool, server, "get_app_state", {"pid": pid})
+            checked, quick_checked = _output_checks(server, structured, runs)
             parsed = _result_parse(server, pid, runs)
             parts = _breakdown(server, pid, runs)
-            peer, (bare, bare_floor, sdk, sdk_floor, unchecked, bare_stateless), ts_timings = _over_mcp(
-                server, {**os.environ, **rig.env}, pid, runs
+            peer, (bare, bare_floor, sdk, quick, sdk_floor, unchecked, bare_stateless), ts_timings = (
+                _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
             )
     return [
         Row(peer),
@@ -269,6 +283,9 @@ def app_state_rows(runs: int) -> list[Row]:
         # The SDK client's own costs, apart: its output schema check, its pydantic parse of the
         # result, and (what is left of the unchecked call over the bare one's) its transport.
         Row(checked),
+        Row(quick, peer, 20.0),
+        Row(quick.cpu()),
+        Row(quick_checked),
         Row(unchecked, peer),
         Row(unchecked.cpu()),
         Row(parsed),
@@ -351,20 +368,31 @@ def _result_parse(server: DeskrigServer, pid: int, runs: int) -> Timing:
     )
 
 
-def _output_check(server: DeskrigServer, structured: Any, runs: int) -> Timing:
-    """What ``mcp.Client`` spends checking one get_app_state result against the tool's output
-    schema (``jsonschema``, compiled once, as the SDK does), apart from the protocol."""
+def _output_checks(server: DeskrigServer, structured: Any, runs: int) -> tuple[Timing, Timing]:
+    """What a client spends checking one get_app_state result against the tool's output schema,
+    apart from the protocol: ``mcp.Client``'s ``jsonschema`` (compiled once, as the SDK does), and
+    jsonschema-rs, which ``deskrig.client`` asks first."""
+    import jsonschema_rs
     from jsonschema import Draft202012Validator  # what the SDK picks for a schema without $schema
     from referencing import Registry
 
     schema = describe_tools([server.tools["get_app_state"]])[0].output_schema
     assert schema is not None
     validator = Draft202012Validator(schema, registry=Registry())
+    quick = jsonschema_rs.validator_for(schema, validate_formats=False, offline=True)
 
     def check() -> None:
         assert validator.is_valid(structured)
 
-    return measure("of which the client's outputSchema check (jsonschema), in process", check, runs)
+    def check_quickly() -> None:
+        assert quick.is_valid(structured)
+
+    return (
+        measure("of which the client's outputSchema check (jsonschema), in process", check, runs),
+        measure(
+            "of which deskrig.client's outputSchema check (jsonschema-rs), in process", check_quickly, runs
+        ),
+    )
 
 
 def _input(runs: int) -> list[Row]:
