@@ -1,5 +1,6 @@
 """The orchestrator's pieces that need no Docker: FIFO slots, leases, reaper verdicts, waits, feed paths,
-the swarm runtime's placement of a task (over the engine's task listings, scripted)."""
+the swarm runtime's placement of a task (over the engine's task listings, scripted), what a stop
+asked by a signal or POST /shutdown means (over a stand-in for uvicorn's server)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import anyio
 import docker
@@ -25,6 +26,7 @@ from deskrig.orchestrator.mirror import FeedError, _safe_relative
 from deskrig.orchestrator.models import RIG_PORT, OrchestratorConfig, SessionInfo, SessionSpec, SessionState
 from deskrig.orchestrator.reaper import Lease, Reaper
 from deskrig.orchestrator.runtime import ContainerState, RigHandle
+from deskrig.orchestrator.service import StopAsks
 from deskrig.orchestrator.session import Session, rig_request
 from deskrig.orchestrator.slots import Slots
 from deskrig.orchestrator.swarm_backend import PLACEMENT_ATTEMPTS, Placement, SwarmRuntime
@@ -343,3 +345,49 @@ def test_removing_a_swarm_rig_removes_its_container_here_and_waits_for_another_n
     assert not runtime._tasks_stopped(handle, {"t2"}).done
     client.script = [[_task("t2", "shutdown", node="n2")]]
     assert runtime._tasks_stopped(handle, {"t2"}).done
+
+
+class ExitedAtOnce(Exception):
+    """What a fake exit-at-once raises, with the signal and what asked first."""
+
+
+def stop_asks() -> tuple[StopAsks, SimpleNamespace]:
+    """Stop asks over a stand-in for uvicorn's server, whose exit at once raises ExitedAtOnce."""
+
+    def exit_at_once(signum: int, first: str) -> NoReturn:
+        raise ExitedAtOnce(signum, first)
+
+    asks = StopAsks(exit_at_once)
+    server = SimpleNamespace(should_exit=False)
+    asks.server = server
+    return asks, server
+
+
+def test_a_post_while_uvicorn_holds_a_signal_leaves_that_signal_first() -> None:
+    """uvicorn took SIGTERM (its handler sets should_exit and holds the signal until its
+    connections drain); a POST /shutdown handled meanwhile must not count first, or the held
+    SIGTERM, raised again after the drain, would be taken for a second ask: an exit at once,
+    without stopping the sessions."""
+    asks, server = stop_asks()
+    server.should_exit = True  # uvicorn's handle_exit
+    asks.post()
+    asks.signal(signal.SIGTERM)  # raised again by uvicorn once drained
+    assert asks.first == "SIGTERM"
+
+
+def test_a_signal_after_a_post_or_a_signal_exits_at_once_and_a_second_post_does_nothing() -> None:
+    asks, server = stop_asks()
+    asks.post()
+    assert (asks.first, server.should_exit) == ("POST /shutdown", True)
+    asks.post()
+    assert asks.first == "POST /shutdown"
+    with pytest.raises(ExitedAtOnce) as exited:
+        asks.signal(signal.SIGINT)
+    assert exited.value.args == (signal.SIGINT, "POST /shutdown")
+
+    asks, server = stop_asks()
+    asks.signal(signal.SIGTERM)
+    assert (asks.first, server.should_exit) == ("SIGTERM", True)
+    with pytest.raises(ExitedAtOnce) as exited:
+        asks.signal(signal.SIGTERM)
+    assert exited.value.args == (signal.SIGTERM, "SIGTERM")

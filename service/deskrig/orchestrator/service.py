@@ -19,8 +19,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 import httpx2
 from pydantic import BaseModel, ValidationError
@@ -87,33 +88,13 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
     sock = bind_listener(host, port)
     port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
-
-    # A stop is asked by SIGINT, SIGTERM or POST /shutdown. The first stops every session; a signal
-    # once a stop is under way means "now" (`docker stop` after `orchestrator stop` is one), while
-    # a POST then changes nothing (an HTTP client asking twice does not mean "now").
-    # uvicorn handles SIGINT/SIGTERM itself while it serves, then raises them again once its
-    # connections are drained, which would end the process before the orchestrator stops its
-    # sessions; these handlers take that delivery, and any signal outside serving.
-    stop_asked_by: list[str] = []
-    server: uvicorn.Server | None = None
-
-    def ask_stop(by: str) -> None:
-        if not stop_asked_by:
-            stop_asked_by.append(by)
-        if server is not None:
-            server.should_exit = True
-
-    def on_signal(signum: int) -> None:
-        if stop_asked_by:
-            _exit_at_once(config.state_dir, signum, stop_asked_by[0])
-        ask_stop(signal.Signals(signum).name)
+    asks = StopAsks(lambda signum, by: _exit_at_once(config.state_dir, signum, by))
 
     async def run() -> None:
-        nonlocal server
         try:
             async with Orchestrator(config) as orchestrator:
-                app = create_api(orchestrator, token=token, on_shutdown=lambda: ask_stop("POST /shutdown"))
-                server = uvicorn.Server(
+                app = create_api(orchestrator, token=token, on_shutdown=asks.post)
+                asks.server = server = uvicorn.Server(
                     uvicorn_config(
                         app,
                         lifespan="off",
@@ -130,15 +111,60 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
                 )
                 _write_state(config.state_dir, state)
                 log.info("orchestrator %s serving on %s", orchestrator.id, state.url)
-                if not stop_asked_by:
+                if asks.first is None:
                     await server.serve(sockets=[sock])
                 log.info("orchestrator %s stopping its sessions", orchestrator.id)
         finally:
             # Only now: `orchestrator stop` waits for this file to go, i.e. for the sessions to end.
             _remove_state(config.state_dir, os.getpid())
 
-    with handling_signals(on_signal):
+    with handling_signals(asks.signal):
         anyio.run(run)
+
+
+class Exiting(Protocol):
+    """What :class:`StopAsks` sets on the HTTP server to end its serving (uvicorn's ``Server``)."""
+
+    should_exit: bool
+
+
+class StopAsks:
+    """Who asked the service to stop first, and what a later ask means.
+
+    A stop is asked by SIGINT, SIGTERM or POST /shutdown. The first stops every session; a signal
+    once a stop is under way means "now" (`docker stop` after `orchestrator stop` is one), while a
+    POST then changes nothing (an HTTP client asking twice does not mean "now").
+
+    uvicorn handles SIGINT and SIGTERM itself while it serves, holds them until its connections are
+    drained, then raises them again, which would end the process before the orchestrator stops its
+    sessions: :meth:`signal` takes that delivery, and any signal outside serving. A POST handled
+    while uvicorn holds a signal finds the server exiting already and counts for nothing: the held
+    signal asked first and names itself when it is raised again (counted first, the POST would
+    have that signal taken for a second one, which exits without stopping the sessions).
+    """
+
+    def __init__(self, exit_at_once: Callable[[int, str], NoReturn]) -> None:
+        #: What asked first ("SIGTERM", "POST /shutdown"); None while nothing has.
+        self.first: str | None = None
+        #: The HTTP server, once it exists.
+        self.server: Exiting | None = None
+        self._exit_at_once = exit_at_once
+
+    def signal(self, signum: int) -> None:
+        if self.first is not None:
+            self._exit_at_once(signum, self.first)
+        self._ask(signal.Signals(signum).name)
+
+    def post(self) -> None:
+        if self.server is not None and self.server.should_exit:
+            return  # a stop under way: asked by an earlier POST, or by a signal uvicorn holds
+        self._ask("POST /shutdown")
+
+    def _ask(self, by: str) -> None:
+        if self.first is None:
+            self.first = by
+        if self.server is not None:
+            self.server.should_exit = True
 
 
 def _exit_at_once(state_dir: Path, signum: int, stop_asked_by: str) -> NoReturn:
