@@ -99,10 +99,18 @@ def check_outputs_quickly(session: ClientSession) -> None:
         kept = quick.get(name)
         if kept is None or kept.checked is not checked:
             try:
-                compiled = jsonschema_rs.validator_for(output_schema, validate_formats=False, offline=True)
-            except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError):
+                compiled = quick_validator(output_schema)
+            except (jsonschema_rs.ReferencingError, ValueError):  # its ValidationError is a ValueError
                 return checked
             kept = quick[name] = _ValidFirst(checked, compiled)
         return kept
 
     session._output_schema_validator = validator  # type: ignore[method-assign]
+
+
+def quick_validator(output_schema: dict[str, Any]) -> jsonschema_rs.Validator:
+    """jsonschema-rs's validator for ``output_schema``, checking as the SDK's ``jsonschema`` does:
+    formats are not asserted, and no ``$ref`` is fetched (offline)."""
+    import jsonschema_rs
+
+    return jsonschema_rs.validator_for(output_schema, validate_formats=False, offline=True)

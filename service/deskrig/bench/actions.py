@@ -27,7 +27,7 @@ from deskrig.bench.stats import (
     measure_interleaved,
     print_table,
 )
-from deskrig.client import connect
+from deskrig.client import connect, quick_validator
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
 from deskrig.identity import ClientRef
@@ -372,14 +372,13 @@ def _output_checks(server: DeskrigServer, structured: Any, runs: int) -> tuple[T
     """What a client spends checking one get_app_state result against the tool's output schema,
     apart from the protocol: ``mcp.Client``'s ``jsonschema`` (compiled once, as the SDK does), and
     jsonschema-rs, which ``deskrig.client`` asks first."""
-    import jsonschema_rs
     from jsonschema import Draft202012Validator  # what the SDK picks for a schema without $schema
     from referencing import Registry
 
     schema = describe_tools([server.tools["get_app_state"]])[0].output_schema
     assert schema is not None
     validator = Draft202012Validator(schema, registry=Registry())
-    quick = jsonschema_rs.validator_for(schema, validate_formats=False, offline=True)
+    quick = quick_validator(schema)
 
     def check() -> None:
         assert validator.is_valid(structured)
