@@ -1,10 +1,13 @@
-"""The one way the tests wait for something to happen: ``poll(what, check)``."""
+"""The one way the tests wait for something to happen: ``poll(what, check)``; and what they read
+while they wait: :func:`json_lines`, the events a fixture app is still writing to its log."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -30,3 +33,13 @@ def poll(
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+def json_lines(log: Path) -> list[dict[str, Any]]:
+    """The complete lines of a JSON-lines log that another process may be writing right now (none
+    while it does not exist). A read beside a write can see part of it, even of one ``write()`` in
+    append mode: the last line without its newline is left for the next read."""
+    if not log.exists():
+        return []
+    complete = log.read_text(encoding="utf-8").rpartition("\n")[0]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]

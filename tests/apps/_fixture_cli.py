@@ -76,6 +76,6 @@ class GeometryLog:
             {"event": event, "pid": os.getpid(), "title": self._title}
             | {"x": x, "y": y, "width": width, "height": height}
         )
-        # One write() of a whole line in append mode: readers never see half a line.
+        # One write of a whole line in append mode; a reader may still catch part of it (tests.polling.json_lines).
         with self._path.open("a", encoding="utf-8") as log:
             log.write(line + "\n")

@@ -64,7 +64,7 @@ def app_arguments() -> tuple[str, Callable[..., None]]:
     args = parser.parse_args()
 
     def log(**event: Any) -> None:
-        # One write of a whole line in append mode: readers never see half a line.
+        # One write of a whole line in append mode; a reader may still catch part of it (tests.polling.json_lines).
         with open(args.log, "a", encoding="utf-8") as out:
             out.write(json.dumps(event) + "\n")
 

@@ -33,7 +33,7 @@ class EventLog:
         self._path = path
 
     def write(self, event: str, **fields: Any) -> None:
-        # One write() of a whole line in append mode: readers never see half a line.
+        # One write of a whole line in append mode; a reader may still catch part of it (tests.polling.json_lines).
         with self._path.open("a", encoding="utf-8") as log:
             log.write(json.dumps({"event": event, **fields}, ensure_ascii=False) + "\n")
 

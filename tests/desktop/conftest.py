@@ -12,7 +12,6 @@ and the Tk form and an accessibility bus (see ``forms.py``), one per backend for
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import shutil
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests.polling import poll
+from tests.polling import json_lines, poll
 from Xlib.display import Display
 
 from deskrig.desktop.x11 import X11Backend
@@ -124,9 +123,7 @@ class FixtureApp:
         return self.proc.pid
 
     def events(self) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+        return json_lines(self.log)
 
     def geometry(self) -> Bounds:
         """The client area the app last reported, in root coordinates."""

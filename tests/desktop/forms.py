@@ -11,7 +11,6 @@ Each app logs what it receives as JSON lines; tests read the app's own view of w
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 from tests.a11y.conftest import _stop as stop_session
 from tests.a11y.conftest import start_at_spi, start_session_bus
-from tests.polling import poll
+from tests.polling import json_lines, poll
 from tests.sway.swayproc import SwaySession, start_sway
 from Xlib.display import Display
 
@@ -52,9 +51,7 @@ class App:
         return self.proc.pid
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        lines = self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
-        events = [json.loads(line) for line in lines]
-        return [e for e in events if name is None or e["event"] == name]
+        return [e for e in json_lines(self.log) if name is None or e["event"] == name]
 
     def wait(self, name: str, check: Callable[[dict[str, Any]], bool], what: str = "") -> dict[str, Any]:
         """The newest ``name`` event once it satisfies ``check``."""

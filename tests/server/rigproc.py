@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -22,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 # INITIALIZE: a raw JSON-RPC initialize request, re-exported for the tests that speak plain HTTP.
-from tests.polling import poll
+from tests.polling import json_lines, poll
 
 from deskrig.bench.reliability_rig import INITIALIZE as INITIALIZE
 from deskrig.bench.reliability_rig import free_port
@@ -91,10 +90,7 @@ def color_app(
 
 
 def read_events(log: Path, event: str | None = None) -> list[dict[str, Any]]:
-    if not log.exists():
-        return []
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [e for e in lines if event is None or e.get("event") == event]
+    return [e for e in json_lines(log) if event is None or e.get("event") == event]
 
 
 @dataclass
