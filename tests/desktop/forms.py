@@ -54,15 +54,21 @@ class App:
         return [e for e in json_lines(self.log) if name is None or e["event"] == name]
 
     def wait(self, name: str, check: Callable[[dict[str, Any]], bool], what: str = "") -> dict[str, Any]:
-        """The newest ``name`` event once it satisfies ``check``."""
+        """The newest ``name`` event once it satisfies ``check``; a timeout says what the newest was."""
+        seen: list[dict[str, Any]] = []
 
         def newest() -> dict[str, Any] | None:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.title} exited with {self.proc.returncode}")
-            found = self.events(name)
-            return found[-1] if found and check(found[-1]) else None
+            seen[:] = self.events(name)[-1:]
+            return seen[0] if seen and check(seen[0]) else None
 
-        return poll(what or f"{self.title}: {name} event", newest, timeout=10)
+        try:
+            return poll(what or f"{self.title}: {name} event", newest, timeout=10)
+        except AssertionError as timed_out:
+            raise AssertionError(
+                f"{timed_out}; the newest {name} event: {seen[0] if seen else None}"
+            ) from None
 
     def layout(self) -> dict[str, Any]:
         """The newest ready/layout event: widget geometry as the app sees it."""
