@@ -17,13 +17,31 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from dbus_fast import Message
+from dbus_fast.aio import MessageBus
 from tests.polling import poll
 from tests.toolkits import Capability, needs, not_on
 
 from deskrig.a11y import AccessibilityClient, ElementQuery, Snapshot
 from deskrig.a11y import mirror as mirror_module
-from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
-from deskrig.a11y.events import ObjectEvent
+from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request, call, close_bus, open_bus
+from deskrig.a11y.constants import (
+    A11Y_BUS_NAME,
+    A11Y_BUS_PATH,
+    ACCESSIBLE,
+    DBUS_NAME,
+    DBUS_PATH,
+    REGISTRY_BUS_NAME,
+    ROOT_PATH,
+)
+from deskrig.a11y.events import (
+    EVENT_INTERFACE,
+    EVENT_KINDS,
+    MATCH_RULE,
+    REGISTRY_INTERFACE,
+    REGISTRY_PATH,
+    ObjectEvent,
+)
 from deskrig.a11y.fetch import FetchedTree
 from deskrig.a11y.mirror import AppMirror
 from deskrig.a11y.nodes import RawNode
@@ -31,6 +49,7 @@ from deskrig.a11y.source import deepest_focused
 from deskrig.a11y.tree import Element, ElementRef
 from deskrig.desktop import Desktop
 from deskrig.errors import DeskrigError
+from deskrig.model import Bounds
 
 from .conftest import MOVE_UNSEEN, A11yDesktop, FormApp, FormWindow, click, on_every_backend
 
@@ -160,6 +179,98 @@ def test_an_event_gap_fetches_the_tree_again(
 
     renamed = click_button(run, client, form, after_gap)
     assert run(client.snapshot(form.pid)).resolve(STATUS).name == renamed
+
+
+#: What the toolkits' bridges send whether or not anyone listens: AT-SPI clients cache names.
+ALWAYS_SENT = {"PropertyChange:accessible-name"}
+
+
+class EventWatch:
+    """The AT-SPI object events one app sends, and what the registry says clients listen for, on
+    a connection of its own to the accessibility bus that registers for nothing (so it changes
+    nothing of what the toolkit's bridge emits)."""
+
+    def __init__(self, bus: MessageBus, bus_name: str) -> None:
+        self.bus, self.bus_name = bus, bus_name
+        #: Each event as member:detail (``StateChanged:focused``).
+        self.events: list[str] = []
+
+    @classmethod
+    async def open(cls, session_bus_address: str, bus_name: str) -> EventWatch:
+        session = await open_bus(session_bus_address)
+        try:
+            (address,) = await call(session, A11Y_BUS_NAME, A11Y_BUS_PATH, A11Y_BUS_NAME, "GetAddress")
+        finally:
+            await close_bus(session)
+        watch = cls(await open_bus(address), bus_name)
+        watch.bus.add_message_handler(watch._handle)
+        await call(watch.bus, DBUS_NAME, DBUS_PATH, DBUS_NAME, "AddMatch", "s", [MATCH_RULE])
+        return watch
+
+    def _handle(self, message: Message) -> None:
+        if message.interface == EVENT_INTERFACE and message.sender == self.bus_name:
+            self.events.append(f"{message.member}:{message.body[0] if message.body else ''}")
+
+    async def synced(self) -> list[str]:
+        """The events once every one the app sent before now has arrived (the app answers a call
+        through the bus after the events it sent before it)."""
+        await call(self.bus, self.bus_name, ROOT_PATH, ACCESSIBLE, "GetRole")
+        return list(self.events)
+
+    async def registered(self) -> list[str]:
+        """The object events clients have registered for with the registry, which the bridges
+        follow (as it spells them: ``Object:BoundsChanged:``)."""
+        (listeners,) = await call(
+            self.bus, REGISTRY_BUS_NAME, REGISTRY_PATH, REGISTRY_INTERFACE, "GetRegisteredEvents"
+        )
+        return [str(kind) for _, kind in listeners if str(kind).startswith("Object:")]
+
+
+def test_a_feed_nobody_reads_ends_and_the_app_stops_sending_events(
+    run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop, desktop: Desktop
+) -> None:
+    """Toolkits emit events only while someone has registered for them: once no tree has been read
+    for the quiet spell, the next event ends the feed and deregisters it, and the app sends no
+    events but the always sent for a change; the next read registers again and fetches the tree
+    whole, change included."""
+    run(client.events.unsubscribe())  # the module's client: it subscribes again at its next read
+    quiet = run(AccessibilityClient.connect(a11y_desktop.session_bus_address, events_quiet_s=0.5))
+    watch: EventWatch | None = None
+    try:
+        before = run(quiet.snapshot(form.pid))
+        watch = run(EventWatch.open(a11y_desktop.session_bus_address, before.bus_name))
+        assert len(run(watch.registered())) == len(EVENT_KINDS)
+        button = before.resolve(BUTTON).bounds
+        assert button is not None
+        click_button_by_pointer(desktop, form, button)
+        run(asyncio.sleep(0.6))  # the loop hears the click's events, within the read's quiet spell
+        assert quiet.events.subscribed
+        click_button_by_pointer(desktop, form, button)  # its events come after the quiet spell
+        poll("the quiet feed to end", lambda: run(asyncio.sleep(0.05, not quiet.events.subscribed)), 5)
+        assert run(watch.registered()) == [], "nobody listens"
+        sent = len(run(watch.synced()))
+        renamed = click_button_by_pointer(desktop, form, button)
+        assert set(run(watch.synced())[sent:]) <= ALWAYS_SENT, "the app sends no events for nobody"
+
+        after = run(quiet.snapshot(form.pid))
+        assert quiet.events.subscribed and len(run(watch.registered())) == len(EVENT_KINDS)
+        assert after.source == "fetch", "a tree that may have missed events is fetched whole"
+        assert after.resolve(STATUS).name == renamed
+        renamed = click_button_by_pointer(desktop, form, button)
+        assert run(quiet.snapshot(form.pid)).resolve(STATUS).name == renamed
+    finally:
+        if watch is not None:
+            run(close_bus(watch.bus))
+        run(quiet.close())
+
+
+def click_button_by_pointer(desktop: Desktop, form: FormApp, button: Bounds) -> str:
+    """Click the form's button with the desktop's pointer (no D-Bus call); what its status label
+    reads once the app has acted."""
+    count = len(form.events("button")) + 1
+    click(desktop, form, button)
+    form.wait_for_event("button", lambda e: e["count"] == count)
+    return f"clicked {count}"
 
 
 def accessibility_bus_daemon(a11y_desktop: A11yDesktop) -> int:

@@ -59,6 +59,12 @@ from deskrig.model import Bounds, Diagnostic
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
+#: How long the event feed outlives the last tree read. Toolkits emit events only while someone
+#: listens, and an app that animates sends them without pause (gtk3-widget-factory some 180 a
+#: second, which cost it, the bus daemon and the server about 6% of a core between them). Once
+#: nobody has read a tree for this long, the next event ends the feed; the next read subscribes
+#: again and fetches its tree whole, as after any gap in the events.
+EVENTS_QUIET_S = 60.0
 
 
 class AppRef(BaseModel):
@@ -80,9 +86,16 @@ class AccessibilityClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         store: SnapshotStore | None = None,
+        events_quiet_s: float = EVENTS_QUIET_S,
     ) -> None:
         self._a11y_bus = a11y_bus
         self._timeout_s = timeout_s
+        self._events_quiet_s = events_quiet_s
+        #: Mirror reads under way, and when the last one ended (see EVENTS_QUIET_S).
+        self._reads = 0
+        self._last_read_at = time.monotonic()
+        #: The task ending the event feed after a quiet spell, while it runs.
+        self._quieting: asyncio.Task[None] | None = None
         self._apps: dict[str, AppConnection] = {}  # by unique name on the a11y bus
         self._mirrors: dict[str, AppMirror] = {}  # likewise
         self._placed: dict[str, PlacedCopies] = {}  # likewise: each app's elements placed on screen last
@@ -97,7 +110,11 @@ class AccessibilityClient:
 
     @classmethod
     async def connect(
-        cls, session_bus_address: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+        cls,
+        session_bus_address: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        events_quiet_s: float = EVENTS_QUIET_S,
     ) -> AccessibilityClient:
         """Ask the session bus's AT-SPI launcher for the accessibility bus, and connect to it."""
         try:
@@ -118,7 +135,7 @@ class AccessibilityClient:
                     )
                 finally:
                     await close_bus(session)
-                client = cls(await open_bus(address), timeout_s=timeout_s)
+                client = cls(await open_bus(address), timeout_s=timeout_s, events_quiet_s=events_quiet_s)
         except (CallFailed, Disconnected, TimeoutError) as exc:
             raise DeskrigError(
                 ErrorCode.A11Y_UNAVAILABLE,
@@ -132,6 +149,8 @@ class AccessibilityClient:
         return client
 
     async def close(self) -> None:
+        if self._quieting is not None:
+            self._quieting.cancel()  # the bus it would call on closes below
         for app in self._apps.values():
             await app.close()
         self._apps.clear()
@@ -292,14 +311,21 @@ class AccessibilityClient:
 
     async def _mirrored(self, app: AppConnection, *, refresh: bool) -> MirroredTree:
         """The app's mirrored tree, current as of now (see :mod:`deskrig.a11y.events`)."""
-        if not self.events.subscribed:
-            await self.events.subscribe()
-        mirror = self._mirrors.get(app.bus_name)
-        if mirror is None:
-            mirror = self._mirrors[app.bus_name] = AppMirror(app.bus_name)
-        if refresh:
-            mirror.forget()
-        tree = await mirror.read(app, lambda: self.events.sync(app.bus_name), lambda: self.events.generation)
+        self._reads += 1
+        try:
+            if not self.events.subscribed:
+                await self.events.subscribe()
+            mirror = self._mirrors.get(app.bus_name)
+            if mirror is None:
+                mirror = self._mirrors[app.bus_name] = AppMirror(app.bus_name)
+            if refresh:
+                mirror.forget()
+            tree = await mirror.read(
+                app, lambda: self.events.sync(app.bus_name), lambda: self.events.generation
+            )
+        finally:
+            self._reads -= 1
+            self._last_read_at = time.monotonic()
         self._unannounced_changes += tree.changed_unannounced
         if tree.refetched:
             for note in tree.notes:
@@ -310,6 +336,25 @@ class AccessibilityClient:
         mirror = self._mirrors.get(event.sender)
         if mirror is not None:
             mirror.note(event)
+        if self._quieting is None and self._quiet_spell(event.at):
+            self._quieting = asyncio.get_running_loop().create_task(self._end_quiet_feed())
+
+    def _quiet_spell(self, now: float) -> bool:
+        """True when no tree read is under way and none ended within :data:`EVENTS_QUIET_S`."""
+        return not self._reads and now - self._last_read_at >= self._events_quiet_s
+
+    async def _end_quiet_feed(self) -> None:
+        """Unsubscribe from the events, unless a read began since the event that called for it
+        (the feed's turns then put the read's subscription after this)."""
+        try:
+            if self._quiet_spell(time.monotonic()):
+                async with asyncio.timeout(self._timeout_s):  # a hung registry holds no read up
+                    await self.events.unsubscribe()
+        except (CallFailed, Disconnected, TimeoutError) as exc:
+            # The feed counts itself unsubscribed already: the next read subscribes again.
+            log.info("ending the quiet accessibility event feed failed: %s", exc)
+        finally:
+            self._quieting = None
 
     async def focused_element(self, pid: int) -> Element | None:
         """The deepest focusable element with the ``focused`` state, if any.

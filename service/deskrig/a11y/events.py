@@ -8,12 +8,14 @@ daemon (:meth:`EventFeed.sync`) returns only after every event the app sent befo
 been handed over: the mirror is then as current as a fetch made at that moment.
 
 ``generation`` counts subscriptions: a tree built under an older generation may have missed
-events (the feed was dropped or resubscribed) and must be fetched again. ``received`` counts the
+events (the feed was dropped or resubscribed) and must be fetched again. Unsubscribing deregisters
+the kinds too, so that the bridges stop emitting what nobody hears. ``received`` counts the
 events handed over: a reader that saw the same generation and count before has seen no event since.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -64,6 +66,9 @@ class EventFeed:
         #: Events handed to ``on_event`` so far (of every app).
         self.received = 0
         self._subscribed = False
+        #: Subscribing and unsubscribing take turns: interleaved, the registry could end up with
+        #: the kinds deregistered under a feed that counts itself subscribed, and hear nothing.
+        self._turns = asyncio.Lock()
 
     @property
     def subscribed(self) -> bool:
@@ -71,32 +76,31 @@ class EventFeed:
         return self._subscribed and bool(self._bus.connected)
 
     async def subscribe(self) -> None:
-        if self._subscribed:
-            return
-        self._bus.add_message_handler(self._handle)
-        await call(self._bus, _DBUS, "/org/freedesktop/DBus", _DBUS, "AddMatch", "s", [MATCH_RULE])
-        for kind in EVENT_KINDS:
-            await call(
-                self._bus,
-                c.REGISTRY_BUS_NAME,
-                REGISTRY_PATH,
-                REGISTRY_INTERFACE,
-                "RegisterEvent",
-                "s",
-                [kind],
-            )
-        self.generation += 1
-        self._subscribed = True
+        async with self._turns:
+            if self._subscribed:
+                return
+            self._bus.add_message_handler(self._handle)
+            await call(self._bus, _DBUS, "/org/freedesktop/DBus", _DBUS, "AddMatch", "s", [MATCH_RULE])
+            await self._to_registry("RegisterEvent")
+            self.generation += 1
+            self._subscribed = True
 
     async def unsubscribe(self) -> None:
         """Stop listening: every mirrored tree is then fetched afresh until :meth:`subscribe`."""
-        if not self._subscribed:
-            return
-        self._subscribed = False
-        self.generation += 1
-        self._bus.remove_message_handler(self._handle)
-        if self._bus.connected:
-            await call(self._bus, _DBUS, "/org/freedesktop/DBus", _DBUS, "RemoveMatch", "s", [MATCH_RULE])
+        async with self._turns:
+            if not self._subscribed:
+                return
+            self._subscribed = False
+            self.generation += 1
+            self._bus.remove_message_handler(self._handle)
+            if self._bus.connected:
+                await call(self._bus, _DBUS, "/org/freedesktop/DBus", _DBUS, "RemoveMatch", "s", [MATCH_RULE])
+                await self._to_registry("DeregisterEvent")
+
+    async def _to_registry(self, method: str) -> None:
+        """``method`` (RegisterEvent or DeregisterEvent) for each of :data:`EVENT_KINDS`."""
+        for kind in EVENT_KINDS:
+            await call(self._bus, c.REGISTRY_BUS_NAME, REGISTRY_PATH, REGISTRY_INTERFACE, method, "s", [kind])
 
     async def sync(self, bus_name: str) -> None:
         """Return once every event ``bus_name`` sent before now has been handed to ``on_event``."""
