@@ -41,6 +41,7 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_RECORDING_IDLE_TIMEOUT": (None, "recording_idle_timeout"),
     "DESKRIG_INPUT_LOCK_TIMEOUT": (None, "input_lock_timeout"),
     "DESKRIG_HELD_INPUT_IDLE_TIMEOUT": (None, "held_input_idle_timeout"),
+    "DESKRIG_A11Y_EVENTS_IDLE_TIMEOUT": (None, "a11y_events_idle_timeout"),
     "DESKRIG_MAX_FILE_BYTES": (None, "max_file_bytes"),
     "DESKRIG_ALLOW_COMMANDS": (None, "allow_commands"),
 }
@@ -52,6 +53,9 @@ def default_allowed_directories() -> list[str]:
 
 #: Seconds an HTTP client has to send a request's headers (``--header-timeout``).
 DEFAULT_HEADER_TIMEOUT = 10.0
+#: How long a server listens to the apps' accessibility events after its last tree read
+#: (deskrig.a11y.atspi says why it stops).
+A11Y_EVENTS_IDLE_TIMEOUT = 60.0
 
 
 #: The built-in PII detectors (``deskrig.privacy.detectors``); custom ones are named regexes.
@@ -169,6 +173,10 @@ class Settings(BaseModel):
     #: Keys and buttons a client holds (key_down, mouse_down) are released after this many seconds
     #: without a call from it, when its connection's close cannot be seen (stateless clients; 0: never).
     held_input_idle_timeout: float = Field(120.0, ge=0)
+    #: The server stops listening to the apps' accessibility events (which toolkits send only while
+    #: someone listens) this many seconds after its last tree read; the next read fetches the tree
+    #: whole (0: listen for as long as the server runs).
+    a11y_events_idle_timeout: float = Field(A11Y_EVENTS_IDLE_TIMEOUT, ge=0)
     #: Largest file upload_file/download_file and the /files endpoints move (default 25 MiB).
     max_file_bytes: int = Field(25 * 1024 * 1024, ge=1)
     #: run_command is refused unless this is on: it gives a token holder a shell as the rig's user.

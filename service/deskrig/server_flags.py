@@ -209,6 +209,16 @@ def server_options(parser: argparse.ArgumentParser) -> None:
     )
     option(
         parser,
+        "--a11y-events-idle-timeout",
+        env="DESKRIG_A11Y_EVENTS_IDLE_TIMEOUT",
+        setting="a11y_events_idle_timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop listening to the apps' accessibility events this long after the last tree read "
+        "(the next read fetches the tree whole; default 60; 0: never)",
+    )
+    option(
+        parser,
         "--max-file-bytes",
         env="DESKRIG_MAX_FILE_BYTES",
         setting="max_file_bytes",

@@ -88,7 +88,7 @@ def build_server(
     # Recording (issue 4): the recorder observes action tools (through the same observation path
     # as the screenshot tools), ends a session's recording when its client disconnects, and records
     # from boot with --record. Replay runs through the server's call path, handed to it per call.
-    a11y = a11y or open_access(desktop, session_bus)
+    a11y = a11y or open_access(desktop, session_bus, settings.a11y_events_idle_timeout)
     # The tree detector and the recorder read the agents' client's live mirrors (one event feed,
     # trees kept current for all); they store no snapshot, so never evict an agent's.
     masker = PiiMasker(settings.security.pii_masking, a11y)

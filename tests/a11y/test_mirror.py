@@ -230,38 +230,38 @@ def test_a_feed_nobody_reads_ends_and_the_app_stops_sending_events(
     run: Run[Any], client: AccessibilityClient, form: FormApp, a11y_desktop: A11yDesktop, desktop: Desktop
 ) -> None:
     """Toolkits emit events only while someone has registered for them: once no tree has been read
-    for the quiet spell, the next event ends the feed and deregisters it, and the app sends no
+    for the events idle timeout, the next event ends the feed and deregisters it, and the app sends no
     events but the always sent for a change; the next read registers again and fetches the tree
     whole, change included."""
     run(client.events.unsubscribe())  # the module's client: it subscribes again at its next read
-    quiet = run(AccessibilityClient.connect(a11y_desktop.session_bus_address, events_quiet_s=0.5))
+    reader = run(AccessibilityClient.connect(a11y_desktop.session_bus_address, events_idle_timeout=0.5))
     watch: EventWatch | None = None
     try:
-        before = run(quiet.snapshot(form.pid))
+        before = run(reader.snapshot(form.pid))
         watch = run(EventWatch.open(a11y_desktop.session_bus_address, before.bus_name))
         assert len(run(watch.registered())) == len(EVENT_KINDS)
         button = before.resolve(BUTTON).bounds
         assert button is not None
         click_button_by_pointer(desktop, form, button)
-        run(asyncio.sleep(0.6))  # the loop hears the click's events, within the read's quiet spell
-        assert quiet.events.subscribed
-        click_button_by_pointer(desktop, form, button)  # its events come after the quiet spell
-        poll("the quiet feed to end", lambda: run(asyncio.sleep(0.05, not quiet.events.subscribed)), 5)
+        run(asyncio.sleep(0.6))  # the loop hears the click's events, within the timeout
+        assert reader.events.subscribed
+        click_button_by_pointer(desktop, form, button)  # its events come after the timeout
+        poll("the idle feed to end", lambda: run(asyncio.sleep(0.05, not reader.events.subscribed)), 5)
         assert run(watch.registered()) == [], "nobody listens"
         sent = len(run(watch.synced()))
         renamed = click_button_by_pointer(desktop, form, button)
         assert set(run(watch.synced())[sent:]) <= ALWAYS_SENT, "the app sends no events for nobody"
 
-        after = run(quiet.snapshot(form.pid))
-        assert quiet.events.subscribed and len(run(watch.registered())) == len(EVENT_KINDS)
+        after = run(reader.snapshot(form.pid))
+        assert reader.events.subscribed and len(run(watch.registered())) == len(EVENT_KINDS)
         assert after.source == "fetch", "a tree that may have missed events is fetched whole"
         assert after.resolve(STATUS).name == renamed
         renamed = click_button_by_pointer(desktop, form, button)
-        assert run(quiet.snapshot(form.pid)).resolve(STATUS).name == renamed
+        assert run(reader.snapshot(form.pid)).resolve(STATUS).name == renamed
     finally:
         if watch is not None:
             run(close_bus(watch.bus))
-        run(quiet.close())
+        run(reader.close())
 
 
 def click_button_by_pointer(desktop: Desktop, form: FormApp, button: Bounds) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from deskrig.a11y.placement import WindowPlacement
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.source import AccessibilitySource, NativePlatform, NativeReader, NativeTreeSource
+from deskrig.config import A11Y_EVENTS_IDLE_TIMEOUT
 from deskrig.errors import DeskrigError, ErrorCode
 
 if TYPE_CHECKING:
@@ -37,14 +38,22 @@ class A11yAccess:
         self._lock: asyncio.Lock | None = None
 
     @classmethod
-    def atspi(cls, session_bus_address: str, placement: WindowPlacement | None = None) -> A11yAccess:
+    def atspi(
+        cls,
+        session_bus_address: str,
+        placement: WindowPlacement | None = None,
+        events_idle_timeout: float = A11Y_EVENTS_IDLE_TIMEOUT,
+    ) -> A11yAccess:
         """AT-SPI through the session bus at ``session_bus_address``; ``placement``: the desktop,
-        to put element bounds in screen coordinates."""
+        to put element bounds in screen coordinates; ``events_idle_timeout``: how long the client
+        listens to events after its last tree read (0: always)."""
 
         async def connect() -> AccessibilitySource:
             from deskrig.a11y.atspi import AccessibilityClient  # dbus-fast: Linux only
 
-            client = await AccessibilityClient.connect(session_bus_address)
+            client = await AccessibilityClient.connect(
+                session_bus_address, events_idle_timeout=events_idle_timeout
+            )
             client.placement = placement
             return client
 
@@ -76,9 +85,12 @@ class A11yAccess:
         self._client = None
 
 
-def open_access(desktop: Desktop, session_bus: str | None) -> A11yAccess | None:
+def open_access(
+    desktop: Desktop, session_bus: str | None, events_idle_timeout: float = A11Y_EVENTS_IDLE_TIMEOUT
+) -> A11yAccess | None:
     """The accessibility source of ``desktop``'s platform, imported only there: the AX API on
-    macOS, UI Automation on Windows, else AT-SPI on the session bus (None without one)."""
+    macOS, UI Automation on Windows, else AT-SPI on the session bus (None without one), which
+    listens to events until ``events_idle_timeout`` after its last tree read (0: always)."""
     if desktop.backend_name == "macos":
         from deskrig.a11y.macos_ax import MacAX
 
@@ -106,4 +118,4 @@ def open_access(desktop: Desktop, session_bus: str | None) -> A11yAccess | None:
             raise DeskrigError(ErrorCode.A11Y_UNAVAILABLE, "UI Automation runs on Windows only")
 
         return A11yAccess.native(WindowsUIA(), open_uia)
-    return A11yAccess.atspi(session_bus, desktop) if session_bus else None
+    return A11yAccess.atspi(session_bus, desktop, events_idle_timeout) if session_bus else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
@@ -53,18 +54,13 @@ from deskrig.a11y.placement import (
 from deskrig.a11y.snapshots import SnapshotStore
 from deskrig.a11y.source import ACTIVATE_ALIASES, check_limits, deepest_focused
 from deskrig.a11y.tree import Element, ElementQuery, ElementRef, Snapshot
+from deskrig.config import A11Y_EVENTS_IDLE_TIMEOUT
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import Bounds, Diagnostic
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
-#: How long the event feed outlives the last tree read. Toolkits emit events only while someone
-#: listens, and an app that animates sends them without pause (gtk3-widget-factory some 180 a
-#: second, which cost it, the bus daemon and the server about 6% of a core between them). Once
-#: nobody has read a tree for this long, the next event ends the feed; the next read subscribes
-#: again and fetches its tree whole, as after any gap in the events.
-EVENTS_QUIET_S = 60.0
 
 
 class AppRef(BaseModel):
@@ -86,16 +82,21 @@ class AccessibilityClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         store: SnapshotStore | None = None,
-        events_quiet_s: float = EVENTS_QUIET_S,
+        events_idle_timeout: float = A11Y_EVENTS_IDLE_TIMEOUT,
     ) -> None:
         self._a11y_bus = a11y_bus
         self._timeout_s = timeout_s
-        self._events_quiet_s = events_quiet_s
-        #: Mirror reads under way, and when the last one ended (see EVENTS_QUIET_S).
+        # Toolkits emit events only while someone listens, and an app that animates sends them
+        # without pause (gtk3-widget-factory some 180 a second, which cost it, the bus daemon and
+        # the server about 6% of a core between them). Once nobody has read a tree for this long,
+        # the next event ends the feed; the next read subscribes again and fetches its tree whole,
+        # as after any gap in the events. 0: never.
+        self._events_idle_timeout = events_idle_timeout or math.inf
+        #: Mirror reads under way, and when the last one ended.
         self._reads = 0
         self._last_read_at = time.monotonic()
-        #: The task ending the event feed after a quiet spell, while it runs.
-        self._quieting: asyncio.Task[None] | None = None
+        #: The task ending the idle event feed, while it runs.
+        self._ending_feed: asyncio.Task[None] | None = None
         self._apps: dict[str, AppConnection] = {}  # by unique name on the a11y bus
         self._mirrors: dict[str, AppMirror] = {}  # likewise
         self._placed: dict[str, PlacedCopies] = {}  # likewise: each app's elements placed on screen last
@@ -114,7 +115,7 @@ class AccessibilityClient:
         session_bus_address: str,
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
-        events_quiet_s: float = EVENTS_QUIET_S,
+        events_idle_timeout: float = A11Y_EVENTS_IDLE_TIMEOUT,
     ) -> AccessibilityClient:
         """Ask the session bus's AT-SPI launcher for the accessibility bus, and connect to it."""
         try:
@@ -135,7 +136,9 @@ class AccessibilityClient:
                     )
                 finally:
                     await close_bus(session)
-                client = cls(await open_bus(address), timeout_s=timeout_s, events_quiet_s=events_quiet_s)
+                client = cls(
+                    await open_bus(address), timeout_s=timeout_s, events_idle_timeout=events_idle_timeout
+                )
         except (CallFailed, Disconnected, TimeoutError) as exc:
             raise DeskrigError(
                 ErrorCode.A11Y_UNAVAILABLE,
@@ -149,8 +152,8 @@ class AccessibilityClient:
         return client
 
     async def close(self) -> None:
-        if self._quieting is not None:
-            self._quieting.cancel()  # the bus it would call on closes below
+        if self._ending_feed is not None:
+            self._ending_feed.cancel()  # the bus it would call on closes below
         for app in self._apps.values():
             await app.close()
         self._apps.clear()
@@ -310,7 +313,8 @@ class AccessibilityClient:
         return self._mirrors.get(bus_name)
 
     async def _mirrored(self, app: AppConnection, *, refresh: bool) -> MirroredTree:
-        """The app's mirrored tree, current as of now (see :mod:`deskrig.a11y.events`)."""
+        """The app's mirrored tree, current as of now (see :mod:`deskrig.a11y.events`); a read
+        holds off the end of the event feed (``events_idle_timeout``) while it runs."""
         self._reads += 1
         try:
             if not self.events.subscribed:
@@ -336,25 +340,25 @@ class AccessibilityClient:
         mirror = self._mirrors.get(event.sender)
         if mirror is not None:
             mirror.note(event)
-        if self._quieting is None and self._quiet_spell(event.at):
-            self._quieting = asyncio.get_running_loop().create_task(self._end_quiet_feed())
+        if self._ending_feed is None and self._feed_idle(event.at):
+            self._ending_feed = asyncio.get_running_loop().create_task(self._end_idle_feed())
 
-    def _quiet_spell(self, now: float) -> bool:
-        """True when no tree read is under way and none ended within :data:`EVENTS_QUIET_S`."""
-        return not self._reads and now - self._last_read_at >= self._events_quiet_s
+    def _feed_idle(self, now: float) -> bool:
+        """True when no tree read is under way and none ended within ``events_idle_timeout``."""
+        return not self._reads and now - self._last_read_at >= self._events_idle_timeout
 
-    async def _end_quiet_feed(self) -> None:
+    async def _end_idle_feed(self) -> None:
         """Unsubscribe from the events, unless a read began since the event that called for it
         (the feed's turns then put the read's subscription after this)."""
         try:
-            if self._quiet_spell(time.monotonic()):
+            if self._feed_idle(time.monotonic()):
                 async with asyncio.timeout(self._timeout_s):  # a hung registry holds no read up
                     await self.events.unsubscribe()
         except (CallFailed, Disconnected, TimeoutError) as exc:
             # The feed counts itself unsubscribed already: the next read subscribes again.
-            log.info("ending the quiet accessibility event feed failed: %s", exc)
+            log.info("ending the idle accessibility event feed failed: %s", exc)
         finally:
-            self._quieting = None
+            self._ending_feed = None
 
     async def focused_element(self, pid: int) -> Element | None:
         """The deepest focusable element with the ``focused`` state, if any.

@@ -12,6 +12,7 @@ import logging
 import sys
 
 from deskrig.bench import (
+    a11y_idle,
     actions,
     capture,
     density,
@@ -37,6 +38,7 @@ SUITES = {
     "privacy": privacy.run,
     "live": live.run,
     "viewer": viewer.run,
+    "a11y-idle": a11y_idle.run,
 }
 
 
