@@ -35,6 +35,8 @@ RESULTS: dict[str, dict[str, Any]] = {
     # Its schema is a $ref out of the document: the SDK cannot resolve it, nor jsonschema-rs
     # (offline) compile it.
     "remote_ref": {"count": 2},
+    # Its schema is not a JSON Schema: both reject it.
+    "bad_schema": {"count": 2},
 }
 
 
@@ -46,6 +48,8 @@ def counting_server(schemas: dict[str, dict[str, Any]] | None = None) -> Server[
     def schema(name: str) -> dict[str, Any]:
         if name == "remote_ref":
             return {"type": "object", "$ref": "https://schemas.example/count.json"}
+        if name == "bad_schema":
+            return {"type": "object", "properties": {"count": {"type": "integr"}}}
         return schemas.get(name, COUNT_SCHEMA)
 
     async def list_tools(
@@ -115,6 +119,30 @@ async def _call(tool: str, *, quickly: bool) -> types.CallToolResult | RuntimeEr
             return exc
 
 
+@pytest.fixture
+def sdk_validators_made(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each output schema the MCP SDK checked against the metaschema, as it does before it makes a
+    tool's validator."""
+    made: list[object] = []
+    check_schema = Draft202012Validator.check_schema
+
+    def counted(cls: Any, schema: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(schema)
+        check_schema(schema, *args, **kwargs)
+
+    monkeypatch.setattr(Draft202012Validator, "check_schema", classmethod(counted))
+    return made
+
+
+def test_a_valid_result_makes_no_validator_of_the_sdks(sdk_validators_made: list[object]) -> None:
+    anyio.run(lambda: _call("valid", quickly=True))
+    assert sdk_validators_made == []
+    anyio.run(lambda: _call("wrong_type", quickly=True))
+    assert sdk_validators_made == [COUNT_SCHEMA], "an invalid result is checked by the SDK's own"
+    anyio.run(lambda: _call("valid", quickly=False))
+    assert len(sdk_validators_made) == 2, "the SDK alone makes its validator for a valid result"
+
+
 def test_a_valid_result_is_not_checked_again_in_pure_python(jsonschema_checks: list[object]) -> None:
     result = anyio.run(lambda: _call("valid", quickly=True))
     assert isinstance(result, types.CallToolResult) and result.structured_content == RESULTS["valid"]
@@ -129,6 +157,10 @@ def test_a_valid_result_is_not_checked_again_in_pure_python(jsonschema_checks: l
         ("wrong_type", "Invalid structured content returned by tool wrong_type: 3 is not of type 'string'"),
         ("missing", "Invalid structured content returned by tool missing: 'count' is a required property"),
         ("remote_ref", "Invalid schema for tool remote_ref: "),
+        (
+            "bad_schema",
+            "Invalid schema for tool bad_schema: 'integr' is not valid under any of the given schemas",
+        ),
     ],
 )
 def test_an_invalid_result_fails_as_the_sdk_alone_reports_it(tool: str, sdk_says: str) -> None:
