@@ -73,13 +73,13 @@ class Element(BaseModel):
 
     In JSON, an optional field without a value (no text, no bounds, no actions ...) is left out:
     read it with its default.
-
-    Immutable, down to its sequences (tuples) and nested models: the live mirror hands the same
-    element objects to every snapshot while they stay as they are (it puts a changed copy in the
-    place of one that changed), and readers keep what they made of an element by its identity
-    (the recorder's state files), so an element changed in place would go unseen.
     """
 
+    # Immutable, down to its sequences (tuples) and nested models: the live mirror hands the same
+    # element objects to every snapshot while they stay as they are (it puts a changed copy in the
+    # place of one that changed), and readers keep what they made of an element by its identity
+    # (the recorder's state files), so an element changed in place would go unseen. (A comment, not
+    # the docstring: the docstring is the output schema's description, which clients read.)
     model_config = ConfigDict(frozen=True)
 
     index: int
