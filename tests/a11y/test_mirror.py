@@ -264,6 +264,24 @@ def test_a_feed_nobody_reads_ends_and_the_app_stops_sending_events(
         run(reader.close())
 
 
+def test_a_feed_without_an_idle_timeout_listens_on(
+    run: Run[Any], form: FormApp, a11y_desktop: A11yDesktop, desktop: Desktop
+) -> None:
+    """``events_idle_timeout`` 0: the feed never ends for want of reads."""
+    reader = run(AccessibilityClient.connect(a11y_desktop.session_bus_address, events_idle_timeout=0))
+    try:
+        button = run(reader.snapshot(form.pid)).resolve(BUTTON).bounds
+        assert button is not None
+        run(asyncio.sleep(0.2))
+        renamed = click_button_by_pointer(desktop, form, button)
+        run(asyncio.sleep(0.2))  # the loop hears the click's events
+        assert reader.events.subscribed
+        after = run(reader.snapshot(form.pid))
+        assert after.source == "mirror" and after.resolve(STATUS).name == renamed
+    finally:
+        run(reader.close())
+
+
 def click_button_by_pointer(desktop: Desktop, form: FormApp, button: Bounds) -> str:
     """Click the form's button with the desktop's pointer (no D-Bus call); what its status label
     reads once the app has acted."""
