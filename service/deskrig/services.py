@@ -62,6 +62,9 @@ class ToolResult:
     resources: list[ResourcePart] = field(default_factory=list)
     #: Facts for the call's audit line (e.g. ``pii_masking`` counts; never masked text).
     audit: dict[str, Any] = field(default_factory=dict)
+    #: ``structured`` as JSON data, when the handler has it already (get_app_state keeps its
+    #: elements' JSON from call to call): what ``structured.model_dump(mode="json")`` would give.
+    structured_data: dict[str, Any] | None = None
 
 
 #: Reports progress on the current call: (progress, total, message), as MCP progress notifications.

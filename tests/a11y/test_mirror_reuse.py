@@ -15,8 +15,15 @@ import pydantic
 import pytest
 from tests.toolkits import Capability, needs
 
-from deskrig.a11y import AccessibilityClient, Element, Snapshot
+from deskrig.a11y import AccessibilityClient, Element, ElementQuery, Snapshot
+from deskrig.a11y.access import A11yAccess
 from deskrig.a11y.events import ObjectEvent
+from deskrig.a11y.source import AccessibilitySource
+from deskrig.config import SecurityPolicy, Settings
+from deskrig.desktop import Desktop
+from deskrig.identity import ClientRef
+from deskrig.serving import build_server
+from deskrig.tools import CallInfo
 
 from .conftest import A11yDesktop, FormApp
 
@@ -100,3 +107,46 @@ def test_a_subtree_fetched_again_keeps_the_elements_that_did_not_change(
     assert after.source == "mirror", "the subtree was fetched again and spliced in"
     assert after.elements == before.elements
     assert shared(before, after) == len(after.elements)
+
+
+def test_get_app_state_dumps_and_renders_only_the_elements_its_last_state_did_not_hold(
+    run: Run[Any],
+    client: AccessibilityClient,
+    form: FormApp,
+    desktop: Desktop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tool keeps each element's JSON and line of its last state, by the element object: after
+    a change only the elements the mirror replaced are rendered again, and its structured content
+    is still the state's whole dump, field for field and in the model's order."""
+
+    async def connected() -> AccessibilitySource:
+        return client
+
+    server = build_server(desktop, Settings(security=SecurityPolicy()), a11y=A11yAccess(connected))
+    spec = server.tools["get_app_state"]
+    arguments = spec.input_model.model_validate({"pid": form.pid})
+    rendered: list[Element] = []
+    render_line = Element.render_line
+
+    def counted(element: Element) -> str:
+        rendered.append(element)
+        return render_line(element)
+
+    monkeypatch.setattr(Element, "render_line", counted)
+
+    def state() -> tuple[dict[str, Any], Snapshot]:
+        result = run(spec.handler(server.services, CallInfo(ClientRef("test")), arguments))
+        dumped = result.structured.model_dump(mode="json")
+        assert result.structured_data == dumped and list(result.structured_data) == list(dumped)
+        return result.structured_data, client.snapshots.get(dumped["snapshot_id"])
+
+    _, before = state()
+    count = len(form.events("button")) + 1
+    run(client.element_action(before.resolve(ElementQuery(role="push button", name="Click me")), "click"))
+    form.wait_for_event("button", lambda e: e["count"] == count)
+    rendered.clear()
+    data, after = state()
+    assert 0 < len(rendered) == len(after.elements) - shared(before, after) < len(after.elements)
+    assert f'label "clicked {count}"' in data["text"]
+    assert [e["name"] for e in data["elements"]] == [e.name for e in after.elements]

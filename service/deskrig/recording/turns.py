@@ -43,13 +43,14 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from deskrig import imaging, png
+from deskrig.a11y.tree import RenderedElements
 from deskrig.grabs import BGRX_PIXEL, Grab
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent, WindowInfo
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
-if TYPE_CHECKING:  # a turn's tree is written by readers that never load the accessibility client
-    from deskrig.a11y.tree import Element, Snapshot
+if TYPE_CHECKING:
+    from deskrig.a11y.tree import Snapshot
 
 #: Tools that get a click.png.
 CLICK_TOOLS = frozenset({"click", "double_click", "right_click"})
@@ -185,47 +186,29 @@ class TurnTree:
                 elif isinstance(self.data, dict):
                     self._serialised = _json(self.data)
                 elif self.data is not None:
-                    self._serialised = _rendered_elements.state_json(self.data)
+                    self._serialised = _state_json(self.data)
             return self._serialised
 
 
-class _RenderedElements:
-    """What a state file holds of each element (its JSON and its line of the text rendering), for
-    the elements of the last snapshot written, by the element object itself.
-
-    The live mirror hands out the same element objects for the parts of a tree that did not change
-    (on gtk3-widget-factory, about 240 of 261 from one action to the next), so a state file
-    serialises and renders only the others: each element anew cost about 2 ms a turn, all of it
-    holding the GIL against the actions being recorded. This relies on an element never being
-    changed once a snapshot holds it: ``Element`` is frozen, its sequences are tuples, and the
-    mirror puts a changed copy in its place. The objects
-    are held while their entries are, so an entry is never taken for another object given the
-    same id."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: dict[int, tuple[Element, orjson.Fragment, str]] = {}
-
-    def state_json(self, snapshot: Snapshot) -> bytes:
-        """The snapshot's fields, its elements (one a line) and its text rendering, as JSON."""
-        with self._lock:
-            last, rendered = self._last, {}
-            for element in snapshot.elements:
-                entry = last.get(id(element))
-                if entry is None or entry[0] is not element:
-                    entry = (element, orjson.Fragment(pydantic_core.to_json(element)), element.render_line())
-                rendered[id(element)] = entry
-            self._last = rendered
-        fields = snapshot.model_dump(mode="json", exclude={"elements"})
-        document = {
-            **fields,
-            "elements": [rendered[id(element)][1] for element in snapshot.elements],
-            "text": snapshot.render_text(lambda element: rendered[id(element)][2]),
-        }
-        return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+def _state_json(snapshot: Snapshot) -> bytes:
+    """The snapshot's fields, its elements (one a line) and its text rendering, as JSON; the
+    elements the last state file held are not serialised nor rendered again
+    (:class:`~deskrig.a11y.tree.RenderedElements`)."""
+    rendered = _rendered_elements.of(snapshot.elements)
+    lines = {id(element): line for element, (_, line) in zip(snapshot.elements, rendered, strict=True)}
+    fields = snapshot.model_dump(mode="json", exclude={"elements"})
+    document = {
+        **fields,
+        "elements": [fragment for fragment, _ in rendered],
+        "text": snapshot.render_text(lambda element: lines[id(element)]),
+    }
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-_rendered_elements = _RenderedElements()
+#: Each element's JSON and line, for the elements of the last state file written.
+_rendered_elements: RenderedElements[tuple[orjson.Fragment, str]] = RenderedElements(
+    lambda element: (orjson.Fragment(pydantic_core.to_json(element)), element.render_line())
+)
 
 
 def _same_tree(one: Snapshot | dict[str, Any] | None, other: Snapshot | dict[str, Any] | None) -> bool:
