@@ -310,7 +310,11 @@ def _breakdown(server: DeskrigServer, pid: int, runs: int) -> list[Timing]:
             runs,
         )
         snapshot = await (await a11y_of(server.services).client()).snapshot(pid)
-        rendered = measure("of which the text rendering", snapshot.render_text, runs)
+        rendered = measure(
+            "the text rendering of every element (the tool renders those its last state did not hold)",
+            snapshot.render_text,
+            runs,
+        )
         return handled, rendered, await spec.handler(server.services, call, args)
 
     handled, rendered, result = anyio.run(handler)
