@@ -25,6 +25,7 @@ Evidence classifications are stable strings (see :data:`CLASSIFICATIONS`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -43,14 +44,13 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from deskrig import imaging, png
-from deskrig.a11y.tree import RenderedElements
 from deskrig.grabs import BGRX_PIXEL, Grab
 from deskrig.model import Bounds, FileEntry, Point, TurnEvent, WindowInfo
 from deskrig.privacy import MaskReport
 from deskrig.recording.signing import SIGNATURE_FILE, TurnSigner, recorded_mac
 
-if TYPE_CHECKING:
-    from deskrig.a11y.tree import Snapshot
+if TYPE_CHECKING:  # a turn's tree is read by readers that never load the accessibility modules
+    from deskrig.a11y.tree import RenderedElements, Snapshot
 
 #: Tools that get a click.png.
 CLICK_TOOLS = frozenset({"click", "double_click", "right_click"})
@@ -194,7 +194,7 @@ def _state_json(snapshot: Snapshot) -> bytes:
     """The snapshot's fields, its elements (one a line) and its text rendering, as JSON; the
     elements the last state file held are not serialised nor rendered again
     (:class:`~deskrig.a11y.tree.RenderedElements`)."""
-    rendered = _rendered_elements.of(snapshot.elements)
+    rendered = _rendered_elements().of(snapshot.elements)
     lines = {id(element): line for element, (_, line) in zip(snapshot.elements, rendered, strict=True)}
     fields = snapshot.model_dump(mode="json", exclude={"elements"})
     document = {
@@ -205,10 +205,14 @@ def _state_json(snapshot: Snapshot) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-#: Each element's JSON and line, for the elements of the last state file written.
-_rendered_elements: RenderedElements[tuple[orjson.Fragment, str]] = RenderedElements(
-    lambda element: (orjson.Fragment(pydantic_core.to_json(element)), element.render_line())
-)
+@functools.cache
+def _rendered_elements() -> RenderedElements[tuple[orjson.Fragment, str]]:
+    """Each element's JSON and line, for the elements of the last state file written."""
+    from deskrig.a11y.tree import RenderedElements  # only a writer of trees loads the model
+
+    return RenderedElements(
+        lambda element: (orjson.Fragment(pydantic_core.to_json(element)), element.render_line())
+    )
 
 
 def _same_tree(one: Snapshot | dict[str, Any] | None, other: Snapshot | dict[str, Any] | None) -> bool:
