@@ -228,20 +228,21 @@ class Snapshot(BaseModel):
     query: ElementQuery | None = Field(default=None, description="Set when elements lists only the matches")
     elements: list[Element]
 
-    def render_text(self, line: Callable[[Element], str] | None = None) -> str:
-        """A compact indented outline for agents, one element per line, rendered by ``line``
-        (default :meth:`Element.render_line`; a reader that renders many snapshots of one tree
-        may keep its elements' lines)."""
+    def render_text(self, lines: Sequence[str] | None = None) -> str:
+        """A compact indented outline for agents, one element per line: ``lines``, the elements'
+        :meth:`Element.render_line` in order, rendered here when not given (a reader that renders
+        many snapshots of one tree keeps its elements' lines: :class:`RenderedElements`)."""
         header = f"app {_quote(self.app_name)} pid={self.pid} snapshot={self.snapshot_id}"
         if self.query is not None:
             header += f" matching {self.query.describe()}"
-        lines = [header]
+        if lines is None:
+            lines = [element.render_line() for element in self.elements]
         indent = 0 if self.query is not None else 1
-        render = line if line is not None else Element.render_line
-        lines.extend("  " * (e.depth * indent) + render(e) for e in self.elements)
+        outline = [header]
+        outline.extend("  " * (e.depth * indent) + line for e, line in zip(self.elements, lines, strict=True))
         if self.truncated:
-            lines.append("… tree truncated (raise max_depth / max_elements to see more)")
-        return "\n".join(lines)
+            outline.append("… tree truncated (raise max_depth / max_elements to see more)")
+        return "\n".join(outline)
 
     def element(self, index: int) -> Element:
         """The element at ``index`` (valid only on an unfiltered snapshot)."""

@@ -195,12 +195,11 @@ def _state_json(snapshot: Snapshot) -> bytes:
     elements the last state file held are not serialised nor rendered again
     (:class:`~deskrig.a11y.tree.RenderedElements`)."""
     rendered = _rendered_elements().of(snapshot.elements)
-    lines = {id(element): line for element, (_, line) in zip(snapshot.elements, rendered, strict=True)}
     fields = snapshot.model_dump(mode="json", exclude={"elements"})
     document = {
         **fields,
         "elements": [fragment for fragment, _ in rendered],
-        "text": snapshot.render_text(lambda element: lines[id(element)]),
+        "text": snapshot.render_text([line for _, line in rendered]),
     }
     return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
 
