@@ -255,12 +255,30 @@ def test_a_held_frame_showing_a_change_stamped_after_it_serves_again_after_one_f
         return grab(*args)
 
     monkeypatch.setattr(backend._wayland, "grab", counted)
+    # What each capture asked the watch and what it had then, for a failure to show (CI42 saw two
+    # fresh copies with no copy ended and no answer late, which this test's reading rules out).
+    asked: list[str] = []
+    ask = watch._asked
+
+    def noted(question: sway_damage._Question) -> sway_damage._Question:
+        answer = ask(question)
+        outputs = {n: (o.covered, o.held and o.held.current_as_of) for n, o in watch._outputs.items()}
+        asked.append(
+            f"not before {question.not_before - stamp:+.4f} s: answered {answer.answered.is_set()}, "
+            f"frame {answer.frame is not None}; outputs (covered, held frame current as of) {outputs}"
+        )
+        return answer
+
+    monkeypatch.setattr(watch, "_asked", noted)
     # A change sway has drawn already (nothing moves, so no damage follows), stamped after it.
-    backend._pointer.drawn_change_at = time.monotonic()
+    stamp = backend._pointer.drawn_change_at = time.monotonic()
     ended = watch._ended
 
     captures = [own_desktop.grab(inside).image().tobytes() for _ in range(4)]
 
     assert captures == [observer.grab(_output(own_desktop), inside).image().tobytes()] * 4
     # One fresh copy (none if anything else drew a frame since: that frame is dated after the stamp).
-    assert len(fresh) <= 1, f"{len(fresh)} fresh copies; copies ended meanwhile: {watch._ended - ended}"
+    assert len(fresh) <= 1, (
+        f"{len(fresh)} fresh copies; copies ended meanwhile: {watch._ended - ended}; stamp {stamp}; "
+        + "; ".join(asked)
+    )
