@@ -113,9 +113,9 @@ KEY_READER = Path(__file__).parents[1] / "apps" / "x_key_reader.py"
 def test_an_app_that_misses_a_mapping_change_is_sent_it_again(tmp_path: Path) -> None:
     """Xlib misses a change made while it loads the map for the first time (tests/apps/
     x_key_reader.py says how). xedit, whose first key is our sentinel after the binding, so
-    missed the sentinel change after the typed keys in one call in twelve on a loaded machine,
-    and the call failed: the app "did not re-read the keyboard mapping within 10 s". The change
-    is made again, so the app re-reads and every key comes out right."""
+    missed the sentinel change after the typed keys in 12 of 230 calls on a loaded machine, and
+    the call failed: the app "did not re-read the keyboard mapping within 10 s". The change is
+    made again, so the app re-reads and every key comes out right."""
     xvfb, display = start_xvfb(tmp_path)
     log = tmp_path / "keys.jsonl"
     reader = subprocess.Popen([sys.executable, str(KEY_READER), "--display", display, "--log", str(log)])

@@ -187,9 +187,10 @@ class KeysymBindings:
         if read is None:
             # Xlib asks XKB for map notifications only once its first XkbGetMap is answered, so a
             # change the server makes between the two never reaches the client, and it translates
-            # on with the map it got (xedit, whose first key is our sentinel, missed about one
-            # call's restore in twelve on a loaded machine). The same change made again reaches it;
-            # a client merely slow re-reads once more. A read after either counts.
+            # on with the map it got (xedit, whose first key is our sentinel, missed the sentinel
+            # change after the typed keys in 12 of 230 calls on a loaded machine). The same change
+            # made again reaches it; a client merely slow re-reads once more. A read after either
+            # counts.
             self._change(first, rows)
             self._display.sync()
             read = watch.wait_for_read(change, keycodes, CATCH_UP_TIMEOUT_S - CHANGE_AGAIN_AFTER_S)
