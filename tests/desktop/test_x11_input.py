@@ -24,7 +24,7 @@ from deskrig.desktop.x11_input import X11Input
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.model import TypeReport
 
-from .conftest import start_xvfb, stop_process
+from .conftest import APPS_DIR, start_xvfb, stop_process
 from .forms import Forms
 from .helpers import UNICODE, UNICODE_LINE, focus_gtk_entry, focus_tk_field, send, stopped
 
@@ -107,7 +107,7 @@ def test_an_app_that_re_reads_the_mapping_only_for_its_next_key_is_waited_for(tm
         stop_process(xvfb)
 
 
-KEY_READER = Path(__file__).parents[1] / "apps" / "x_key_reader.py"
+KEY_READER = APPS_DIR / "x_key_reader.py"
 
 
 def test_an_app_that_misses_a_mapping_change_is_sent_it_again(tmp_path: Path) -> None:
