@@ -186,6 +186,10 @@ class DamageWatch:
         self._wake_read, self._wake_write = nonblocking_pipe()
         self._outputs: dict[str, _Output] = {}
         self._questions: queue.SimpleQueue[_Question] = queue.SimpleQueue()
+        #: Questions whose sync is out, by id, until answered (the watcher thread's). Nothing else
+        #: holds a confirm once asked: it and its marker would be garbage, and a marker proxy that
+        #: is collected drops sway's answer (CI42: a confirm lost so, a capture copied afresh).
+        self._asking: dict[int, _Question] = {}
         #: The live screen watches from its first viewer on, for the rig's life.
         self._watched = False
         #: Monotonic time until which captures keep the frames current.
@@ -356,6 +360,7 @@ class DamageWatch:
                 question = self._questions.get_nowait()
             except queue.Empty:
                 return
+            self._asking[id(question)] = question
             question.marker = self._connection.sync(functools.partial(self._answer, question))
 
     def _answer(self, question: _Question) -> None:
@@ -370,6 +375,7 @@ class DamageWatch:
             if question.part.intersection(Bounds(x=0, y=0, width=width, height=height)) == question.part:
                 question.frame = bgrx_part(held.buffer, held.inverted, question.part)
         question.marker = None
+        del self._asking[id(question)]
         question.answered.set()
 
     def _current(self, output: str, not_before: float) -> _Held | None:
