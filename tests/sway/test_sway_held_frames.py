@@ -11,20 +11,23 @@ again) proves a still screen again by itself, with nothing drawn.
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.desktop.conftest import FixtureApp
+from tests.desktop.conftest import SCREEN, FixtureApp
 from tests.desktop.sway_scene import run_commands
 from tests.polling import poll
 from tests.sway.conftest import COLOR, window_of
-from tests.sway.swayproc import SwaySession
+from tests.sway.swayproc import SwaySession, start_sway
 
 from deskrig.desktop import Desktop, open_desktop, sway_damage
 from deskrig.desktop.sway_wayland import WaylandConnection
@@ -299,3 +302,31 @@ def test_a_held_frame_showing_a_change_stamped_after_it_serves_again_after_one_f
         f"{len(fresh)} fresh copies; copies ended meanwhile: {watch._ended - ended}; stamp {stamp}; "
         + "; ".join(asked)
     )
+
+
+def test_a_capture_whose_question_is_out_when_sway_goes_away_is_answered_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """sway dies with a capture's question asked of it: the watch ends, and the capture, whose
+    answer will never come, is told so at once (it copies afresh and meets the compositor's
+    error) rather than waiting out the watch's answer timeout."""
+    session = start_sway(tmp_path, SCREEN)  # its own sway: this one is killed
+    try:
+        watch = sway_damage.DamageWatch(_wayland_socket(session))
+        ask_questions = watch._ask_questions
+
+        def asked_then_gone() -> None:
+            ask_questions()  # the question's sync is queued, not yet sent: sway never answers it
+            os.kill(session.proc.pid, signal.SIGKILL)
+            session.proc.wait(10)
+
+        monkeypatch.setattr(watch, "_ask_questions", asked_then_gone)
+        monkeypatch.setattr(sway_damage, "ANSWER_TIMEOUT", 30.0)  # waited out: the test fails slowly
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger=sway_damage.__name__):
+            assert watch.latest("HEADLESS-1", Bounds(x=0, y=0, width=1, height=1), -math.inf) is None
+        assert "did not answer" not in caplog.text
+        assert time.monotonic() - started < sway_damage.ANSWER_TIMEOUT
+        watch.close()
+    finally:
+        session.stop()

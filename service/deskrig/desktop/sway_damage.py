@@ -412,7 +412,11 @@ class DamageWatch:
 
     def _release(self) -> None:
         self._release_outputs()
-        while True:  # a capture waiting for an answer takes a fresh copy (and meets its error)
+        # A capture waiting for an answer takes a fresh copy (and meets its error) at once: those
+        # whose question is out (its answer will not come) and those not asked yet.
+        for question in self._asking.values():
+            question.answered.set()
+        while True:
             try:
                 self._questions.get_nowait().answered.set()
             except queue.Empty:
