@@ -17,7 +17,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -237,6 +237,20 @@ def _still(watch: sway_damage.DamageWatch) -> bool:
     return watch._ended == ended
 
 
+def _after_asking(
+    watch: sway_damage.DamageWatch, monkeypatch: pytest.MonkeyPatch, then: Callable[[], object]
+) -> None:
+    """``then`` runs in the watch's thread each time it has asked sway its questions (their syncs
+    queued, not yet sent)."""
+    ask_questions = watch._ask_questions
+
+    def asked_then() -> None:
+        ask_questions()
+        then()
+
+    monkeypatch.setattr(watch, "_ask_questions", asked_then)
+
+
 @pytest.mark.parametrize("collected", [False, True], ids=["as-it-comes", "garbage-collected-while-asking"])
 def test_a_held_frame_showing_a_change_stamped_after_it_serves_again_after_one_fresh_copy(
     own_desktop: Desktop,
@@ -283,13 +297,7 @@ def test_a_held_frame_showing_a_change_stamped_after_it_serves_again_after_one_f
 
     monkeypatch.setattr(watch, "_asked", noted)
     if collected:
-        ask_questions = watch._ask_questions
-
-        def asked_then_collected() -> None:
-            ask_questions()
-            gc.collect()
-
-        monkeypatch.setattr(watch, "_ask_questions", asked_then_collected)
+        _after_asking(watch, monkeypatch, gc.collect)
     # A change sway has drawn already (nothing moves, so no damage follows), stamped after it.
     stamp = backend._pointer.drawn_change_at = time.monotonic()
     ended = watch._ended
@@ -313,14 +321,12 @@ def test_a_capture_whose_question_is_out_when_sway_goes_away_is_answered_at_once
     session = start_sway(tmp_path, SCREEN)  # its own sway: this one is killed
     try:
         watch = sway_damage.DamageWatch(_wayland_socket(session))
-        ask_questions = watch._ask_questions
 
-        def asked_then_gone() -> None:
-            ask_questions()  # the question's sync is queued, not yet sent: sway never answers it
+        def gone() -> None:  # the question's sync is queued, not yet sent: sway never answers it
             os.kill(session.proc.pid, signal.SIGKILL)
             session.proc.wait(10)
 
-        monkeypatch.setattr(watch, "_ask_questions", asked_then_gone)
+        _after_asking(watch, monkeypatch, gone)
         monkeypatch.setattr(sway_damage, "ANSWER_TIMEOUT", 30.0)  # waited out: the test fails slowly
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger=sway_damage.__name__):
