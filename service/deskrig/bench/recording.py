@@ -28,11 +28,14 @@
   ffmpeg grabbing the display itself (x11grab at 30 fps, the pipeline before video came from the
   observation path) on the same screen in the same run.
 - Turn write throughput: full-screen click turns (three 1280x800 PNGs, two states) through one
-  recording's writer thread.
+  recording's writer thread, their moments BGRX grabs as on X11: of a live screen (only the
+  spinner's bands deflated again from one moment to the next), of a screen whose every row changes
+  between moments, and the live frames as Pillow images (a backend without BGRX grabs).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -51,8 +54,9 @@ from deskrig.bench.stats import Timing, process_cpu_seconds, thread_cpu_seconds
 from deskrig.client import connect
 from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
+from deskrig.grabs import Grab
 from deskrig.identity import ClientRef
-from deskrig.model import ActionTarget, Point
+from deskrig.model import ActionTarget, Bounds, Point
 from deskrig.observation import Observer
 from deskrig.recording.moments import grab_image
 from deskrig.recording.registry import registry_of
@@ -391,21 +395,71 @@ def _video_cost(app: list[str], seconds: float) -> VideoCost:
     return VideoCost(ffmpeg + pumping, ffmpeg, pumping, frames_per_second, x11grab)
 
 
-def _throughput(turns: int) -> tuple[float, float]:
-    """(turns per second, ms per turn) for full-screen click turns through one writer."""
+#: Frames grabbed of the live screen for the write throughput, :data:`LIVE_FRAME_GAP` apart: the
+#: turns' moments cycle through them, so one moment differs from the next as the spinner moved.
+LIVE_FRAMES = 8
+LIVE_FRAME_GAP = 0.05
+#: Every byte with its lowest bit flipped: a frame whose every row differs from the original's,
+#: and deflates about as well.
+_EVERY_ROW_CHANGED = bytes(value ^ 1 for value in range(256))
+
+
+@dataclass(frozen=True)
+class Throughput:
+    screen: str
+    turns_per_second: float
+    ms_per_turn: float
+
+
+def _unlinked(frame: Grab) -> Grab:
+    """``frame``'s pixels without its place in the grabber's history: the PNG writer then compares
+    each frame's rows with the last one's (about 1 ms a 1280x800 frame), as for frames of another
+    grabber. With its history a frame would not be compared, but the history cannot say what changed
+    between frames taken out of its order, as the turns' moments cycle through them."""
+    assert frame.bgrx is not None, "X11 grabs are BGRX rows"
+    return Grab.from_bgrx(frame.bgrx, frame.width, frame.height)
+
+
+def _throughput(turns: int) -> list[Throughput]:
+    """Turns per second and ms per turn for full-screen click turns through one writer, their
+    moments as the recorder takes them on X11 (BGRX grabs, a moment of its own each: a moment is
+    encoded once however many turns show it), on three screens: a live one (gtk3-widget-factory
+    with its spinner, where from one moment to the next only the spinner's bands are deflated
+    again), one whose every row changes between moments (every band deflated), and the same live
+    frames as Pillow images (the path of a backend whose grabs are not BGRX rows: each PNG
+    converted and deflated whole)."""
     with (
         Rig(RigOptions(size=SIZE, app=["gtk3-widget-factory"], a11y=False)) as rig,
         open_desktop("x11", rig.display) as desktop,
     ):
         screen = desktop.screen_bounds()
-        image = desktop.capture(screen)
+        live: list[Grab] = []
+        for _ in range(LIVE_FRAMES):
+            live.append(_unlinked(desktop.grab(screen)))
+            time.sleep(LIVE_FRAME_GAP)
+    first = live[0]
+    assert first.bgrx is not None
+    changed = Grab.from_bgrx(bytes(first.bgrx).translate(_EVERY_ROW_CHANGED), first.width, first.height)
+    screens = [
+        ("live (the spinner's bands change)", live),
+        ("every row changed", [first, changed]),
+        ("live, as Pillow images", [Grab.of(frame.image()) for frame in live]),
+    ]
+    return [Throughput(name, *_write_turns(frames, screen, turns)) for name, frames in screens]
+
+
+def _write_turns(frames: list[Grab], screen: Bounds, turns: int) -> tuple[float, float]:
+    """(turns per second, ms per turn) for ``turns`` click turns whose moments cycle through
+    ``frames``, written by one recording's writer."""
     state: dict[str, Any] = {
         "elements": [{"index": i, "role": "push button", "name": f"b{i}"} for i in range(200)]
     }
+    frame_of = itertools.cycle(frames)
 
     def moment() -> Moment:
-        """A moment of its own: a moment's PNG and JSON are encoded once, however many turns show it."""
-        return Moment(TurnImage(image, captured(source="screen", region=screen)), TurnTree(state, captured()))
+        return Moment(
+            TurnImage(next(frame_of), captured(source="screen", region=screen)), TurnTree(state, captured())
+        )
 
     records = [
         TurnRecord(
@@ -464,8 +518,8 @@ def run(runs: int) -> None:
         )
 
     turns = max(20, runs)
-    per_second, per_turn = _throughput(turns)
     out.write(f"\n### recording: turn write throughput ({turns} full-screen click turns, one writer)\n\n")
-    out.write("| turns/s | ms per turn |\n|---:|---:|\n")
-    out.write(f"| {per_second:.1f} | {per_turn:.1f} |\n")
+    out.write("| screen | turns/s | ms per turn |\n|---|---:|---:|\n")
+    for row in _throughput(turns):
+        out.write(f"| {row.screen} | {row.turns_per_second:.1f} | {row.ms_per_turn:.1f} |\n")
     out.flush()
