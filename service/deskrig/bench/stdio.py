@@ -2,9 +2,11 @@
 
 The encoders at the limit: full-screen PNG and JPEG q80 over MCP stdio on a changing screen
 (through the MCP SDK's client, and in bare JSON-RPC lines with the server's CPU time per call)
-beside the same figures before (issue 12's last stop), the in-process grab + encode, the old Pillow
-path (BGRX->RGB copy, Pillow's encoders) in the same run, the per-call floor (``get_screen_size``
-over the same transport) and the load average.
+beside the same figures at issue 12's stop 23, the in-process grab + encode, the old Pillow path
+(BGRX->RGB copy, Pillow's encoders) in the same run, the per-call floor (``get_screen_size`` over
+the same transport) and the load average; then, for each call, the server's CPU over stdio beside
+the same tool call's in process (``DeskrigServer.call``), whose difference is what the MCP SDK's
+dispatch and the transport cost.
 
 The start: how soon ``deskrig serve --stdio`` answers, beside the MCP SDK's own import.
 
@@ -48,10 +50,14 @@ from deskrig.bench import ts_client
 from deskrig.bench.capture import DEMO_APP
 from deskrig.bench.reliability_rig import INITIALIZE
 from deskrig.bench.stats import Timing, awaitable, measure_interleaved
+from deskrig.config import load_settings
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.grabs import Grab
+from deskrig.identity import ClientRef
 from deskrig.model import Bounds
 from deskrig.rig import Rig, RigOptions
+from deskrig.serving import build_server, close_server
+from deskrig.tools import CallInfo
 
 DESKRIG = [str(Path(sys.executable).parent / "deskrig"), "serve", "--stdio"]
 SDK_IMPORT = [sys.executable, "-c", "import mcp.server.lowlevel, mcp.server.stdio"]
@@ -312,6 +318,10 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
     # A fast round of 300 runs makes more than the default 600 captures a minute on one server.
     env = {**os.environ, "DISPLAY": display, "DESKRIG_MAX_CAPTURES_PER_MINUTE": "1000000"}
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)  # the venv's, like the tests
+    # The same tools called in process, as the stdio server calls them for its one client: what a
+    # call costs without the MCP SDK's dispatch and the transport.
+    server = build_server(desktop, load_settings(env={"DESKRIG_MAX_CAPTURES_PER_MINUTE": "1000000"}))
+    server.one_client = True
     cached = 0
     raw = _RawStdio(argv, env)
     sdk_transport = _RawStdio([sys.executable, "-c", ON_THE_SDK_TRANSPORT, *argv[1:]], env)
@@ -332,8 +342,13 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
                 assert not result.is_error, result
                 cached += bool((result.structured_content or {}).get("from_cache"))
 
+            async def call_in_process(tool: str, arguments: dict[str, Any]) -> None:
+                result = await server.call(server.tools[tool], arguments, CallInfo(ClientRef("bench")))
+                assert not result.is_error, result
+
             cases: list[tuple[str, Callable[[], Awaitable[object]]]] = [
                 ("floor", functools.partial(call, "get_screen_size", {})),
+                ("call floor", functools.partial(call_in_process, "get_screen_size", {})),
                 ("raw floor", awaitable(functools.partial(raw.call, "raw floor", "get_screen_size", {}))),
                 (
                     "sdk floor",
@@ -348,6 +363,7 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
                 arguments = {"format": fmt}
                 cases += [
                     (f"stdio {fmt}", functools.partial(call, "screenshot_screen", arguments)),
+                    (f"call {fmt}", functools.partial(call_in_process, "screenshot_screen", arguments)),
                     (
                         f"raw {fmt}",
                         awaitable(functools.partial(raw.call, f"raw {fmt}", "screenshot_screen", arguments)),
@@ -375,6 +391,7 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
     try:
         timings = {timing.name: timing for timing in anyio.run(run)}
     finally:
+        close_server(server)
         raw.peer.close()
         sdk_transport.peer.close()
         if ts is not None:
@@ -412,7 +429,27 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
         f"{cached + raw.cached + sdk_transport.cached + (0 if ts is None else ts.cached)} of "
         f"{(6 if ts is None else 8) * (runs + 2)}"
     )
-    return lines + _ts_rows(ts, timings, runs)
+    return lines + _ts_rows(ts, timings, runs) + _dispatch_rows(timings, server_cpu)
+
+
+def _dispatch_rows(timings: dict[str, Timing], server_cpu: Callable[[str], str]) -> list[str]:
+    """The server's CPU per call over stdio (bare JSON-RPC client) beside the same tool call's in
+    process: what is left is the MCP SDK's dispatch (its read loop, request context, middleware,
+    params and result checks) and the transport (the line read, parsed, written)."""
+    lines = [
+        "\n#### where the server's time goes: its CPU per call, p50 ms\n",
+        "| call | over MCP stdio: the server's CPU (bare JSON-RPC client) | in process: the tool call "
+        "(`DeskrigServer.call`), CPU | the rest: the MCP SDK's dispatch and the transport |",
+        "|---|---:|---:|---:|",
+    ]
+    for call, over_stdio, in_process in (
+        ("get_screen_size", "raw floor", "call floor"),
+        *((f"screenshot_screen {fmt}", f"raw {fmt}", f"call {fmt}") for fmt in STDIO_TARGETS_MS),
+    ):
+        served = float(server_cpu(over_stdio))
+        tool = timings[in_process].cpu().p50
+        lines.append(f"| {call} | {served:.2f} | {tool:.2f} | {served - tool:.2f} |")
+    return lines
 
 
 def _ts_rows(ts: ts_client.TsClient | None, timings: dict[str, Timing], runs: int) -> list[str]:
@@ -462,9 +499,9 @@ def _encoders_at_the_limit(runs: int) -> None:
     )
     out.write("| format | MCP stdio, SDK client | MCP stdio, bare JSON-RPC | bare, on the SDK's transport | ")
     out.write(
-        "last stop: SDK / bare | target | met (SDK/bare) | in process: grab + encode | in process: old "
+        "stop 23: SDK / bare | target | met (SDK/bare) | in process: grab + encode | in process: old "
         "Pillow path | floor: get_screen_size, SDK client | floor, bare JSON-RPC | floor, bare, on the "
-        "SDK's transport | floor last stop: SDK / bare |\n"
+        "SDK's transport | floor, stop 23: SDK / bare |\n"
     )
     out.write("|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|---:|\n")
     out.write("\n".join(lines) + "\n")
