@@ -240,6 +240,8 @@ def _start(runs: int) -> None:
 
 #: End-to-end targets over MCP stdio, full screen 1280x800 on a changing screen (ms, p50).
 STDIO_TARGETS_MS = {"png": 9.0, "jpeg": 5.0}
+#: Long enough for a server to be waiting again after its last answer.
+SETTLE_SECONDS = 0.1
 #: ``deskrig serve`` on the MCP SDK's stdio transport (worker-thread reads, writes and flushes), as it
 #: was served before :mod:`deskrig.stdio`: the transport's baseline, measured in the same run.
 ON_THE_SDK_TRANSPORT = """
@@ -288,7 +290,15 @@ def process_cpu_clock(pid: int) -> int:
 class _RawStdio:
     """``deskrig serve --stdio`` spoken to in bare JSON-RPC lines: the transport's own cost, without
     an MCP client's validation of every answer; the server's CPU time per call is read from its
-    CPU-time clock (:func:`process_cpu_clock`: nanoseconds, all its threads)."""
+    CPU-time clock (:func:`process_cpu_clock`: nanoseconds, all its threads).
+
+    A call's CPU time is read up to the start of the next call, not when its answer arrives. A
+    process's clock counts each of its threads' time up to when the thread last stopped running
+    (Linux adds a running thread's current stretch only to the thread's own clock, which another
+    process cannot read), and the server's thread runs on for a moment after writing an answer:
+    read then, a call that ran in one stretch took 0 ms, and one that ran in several lost its last.
+    By the next call the server has long been waiting for it; what it did meanwhile unasked (its
+    damage watch, its timers) counts to the call before, some hundredths of a ms."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         self.peer = StdioPeer(argv, env)
@@ -297,16 +307,31 @@ class _RawStdio:
         self.server_cpu_ms: dict[str, list[float]] = {}
         self.cached = 0
         self._cpu_clock = process_cpu_clock(self.peer.proc.pid)
+        #: The last call's name and the server's CPU time when it began, until the next call begins.
+        self._uncounted: tuple[str, float] | None = None
 
     def _cpu_ms(self) -> float:
         return time.clock_gettime_ns(self._cpu_clock) / 1e6
 
+    def _count(self, now_ms: float) -> None:
+        if self._uncounted is not None:
+            name, began_ms = self._uncounted
+            self.server_cpu_ms.setdefault(name, []).append(now_ms - began_ms)
+            self._uncounted = None
+
     def call(self, name: str, tool: str, arguments: dict[str, Any]) -> None:
-        before = self._cpu_ms()
+        began_ms = self._cpu_ms()
+        self._count(began_ms)
         answer = self.peer.request(next(self.ids), "tools/call", {"name": tool, "arguments": arguments})
-        self.server_cpu_ms.setdefault(name, []).append(self._cpu_ms() - before)
+        self._uncounted = (name, began_ms)
         assert not answer["result"].get("isError"), answer
         self.cached += bool(answer["result"].get("structuredContent", {}).get("from_cache"))
+
+    def close(self) -> None:
+        """Count the last call (once the server has settled), then end the server."""
+        time.sleep(SETTLE_SECONDS)
+        self._count(self._cpu_ms())
+        self.peer.close()
 
 
 def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
@@ -392,8 +417,8 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
         timings = {timing.name: timing for timing in anyio.run(run)}
     finally:
         close_server(server)
-        raw.peer.close()
-        sdk_transport.peer.close()
+        raw.close()
+        sdk_transport.close()
         if ts is not None:
             ts.close()
 
