@@ -406,6 +406,8 @@ _EVERY_ROW_CHANGED = bytes(value ^ 1 for value in range(256))
 
 @dataclass(frozen=True)
 class Throughput:
+    """One screen's turn write throughput."""
+
     screen: str
     turns_per_second: float
     ms_per_turn: float
@@ -413,9 +415,10 @@ class Throughput:
 
 def _unlinked(frame: Grab) -> Grab:
     """``frame``'s pixels without its place in the grabber's history: the PNG writer then compares
-    each frame's rows with the last one's (about 1 ms a 1280x800 frame), as for frames of another
-    grabber. With its history a frame would not be compared, but the history cannot say what changed
-    between frames taken out of its order, as the turns' moments cycle through them."""
+    each frame's rows with the last one's (up to about 1 ms a 1280x800 frame, when every row
+    changed), as for frames of another grabber. With its history a frame would not be compared,
+    but the history cannot say what changed between frames taken out of its order, as the turns'
+    moments cycle through them."""
     assert frame.bgrx is not None, "X11 grabs are BGRX rows"
     return Grab.from_bgrx(frame.bgrx, frame.width, frame.height)
 
