@@ -293,12 +293,12 @@ class _RawStdio:
     CPU-time clock (:func:`process_cpu_clock`: nanoseconds, all its threads).
 
     A call's CPU time is read up to the start of the next call, not when its answer arrives. A
-    process's clock counts each of its threads' time up to when the thread last stopped running
-    (Linux adds a running thread's current stretch only to the thread's own clock, which another
-    process cannot read), and the server's thread runs on for a moment after writing an answer:
-    read then, a call that ran in one stretch took 0 ms, and one that ran in several lost its last.
-    By the next call the server has long been waiting for it; what it did meanwhile unasked (its
-    damage watch, its timers) counts to the call before, some hundredths of a ms."""
+    process's clock counts each of its threads' time up to the thread's last scheduler tick or
+    switch (Linux adds a running thread's current stretch only to the thread's own clock, which
+    another process cannot read), and the server's thread runs on for a moment after writing an
+    answer: read then, a call that ran in one stretch between two ticks took 0 ms, and every call
+    lost its tail. By the next call the server has long been waiting for it; what it did meanwhile
+    unasked (its damage watch, its timers) counts to the call before, some hundredths of a ms."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         self.peer = StdioPeer(argv, env)
