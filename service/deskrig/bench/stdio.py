@@ -428,9 +428,12 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
     def cpu(name: str) -> str:  # the CPU time does not move with the machine's load
         return f"{timings[name].cpu().p50:.2f}"
 
-    def server_cpu(name: str) -> str:
+    def server_cpu_ms(name: str) -> float:
         peer = sdk_transport if name.startswith("sdk ") else raw
-        return f"{statistics.median(peer.server_cpu_ms[name][-runs:]):.2f}"
+        return statistics.median(peer.server_cpu_ms[name][-runs:])
+
+    def server_cpu(name: str) -> str:
+        return f"{server_cpu_ms(name):.2f}"
 
     def on_sdk(name: str) -> str:
         return f"{ms(name)} (server CPU {server_cpu(name)})"
@@ -454,10 +457,10 @@ def _limit_rows(desktop: Desktop, display: str, runs: int) -> list[str]:
         f"{cached + raw.cached + sdk_transport.cached + (0 if ts is None else ts.cached)} of "
         f"{(6 if ts is None else 8) * (runs + 2)}"
     )
-    return lines + _ts_rows(ts, timings, runs) + _dispatch_rows(timings, server_cpu)
+    return lines + _ts_rows(ts, timings, runs) + _dispatch_rows(timings, server_cpu_ms)
 
 
-def _dispatch_rows(timings: dict[str, Timing], server_cpu: Callable[[str], str]) -> list[str]:
+def _dispatch_rows(timings: dict[str, Timing], server_cpu_ms: Callable[[str], float]) -> list[str]:
     """The server's CPU per call over stdio (bare JSON-RPC client) beside the same tool call's in
     process: what is left is the MCP SDK's dispatch (its read loop, request context, middleware,
     params and result checks) and the transport (the line read, parsed, written)."""
@@ -471,7 +474,7 @@ def _dispatch_rows(timings: dict[str, Timing], server_cpu: Callable[[str], str])
         ("get_screen_size", "raw floor", "call floor"),
         *((f"screenshot_screen {fmt}", f"raw {fmt}", f"call {fmt}") for fmt in STDIO_TARGETS_MS),
     ):
-        served = float(server_cpu(over_stdio))
+        served = server_cpu_ms(over_stdio)
         tool = timings[in_process].cpu().p50
         lines.append(f"| {call} | {served:.2f} | {tool:.2f} | {served - tool:.2f} |")
     return lines
