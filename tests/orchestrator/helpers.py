@@ -17,6 +17,8 @@ import anyio.abc
 import docker
 import httpx
 import kubernetes_validate
+from docker.models.containers import Container
+from tests.orchestrator.runtimes import listed_containers
 from tests.polling import poll
 
 from deskrig.client import connect
@@ -71,12 +73,12 @@ def labels_of(
     )
 
 
-def containers(client: docker.DockerClient, **labels: str) -> list[Any]:
+def containers(client: docker.DockerClient, **labels: str) -> list[Container]:
     """Containers (running or not) carrying the given deskrig labels: orchestrator=, session=."""
     names = {"orchestrator": LABEL_ORCHESTRATOR, "session": LABEL_SESSION}
     wanted = {**managed_labels(), **{names[key]: value for key, value in labels.items()}}
     filters = [f"{key}={value}" for key, value in wanted.items()]
-    return client.containers.list(all=True, filters={"label": filters})
+    return listed_containers(client, {"label": filters})
 
 
 def turn_folders(directory: Path) -> list[str]:

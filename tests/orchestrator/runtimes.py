@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import docker
+from docker.models.containers import Container
 
 from deskrig.orchestrator.memory_runtime import MemoryRuntime
 from deskrig.orchestrator.models import OrchestratorConfig
@@ -75,6 +76,14 @@ def container_names(client: docker.DockerClient, filters: dict[str, Any]) -> lis
     return [entry["Names"][0].lstrip("/") for entry in client.api.containers(all=True, filters=filters)]
 
 
+def listed_containers(
+    client: docker.DockerClient, filters: dict[str, Any], *, stopped_too: bool = True
+) -> list[Container]:
+    """Containers as the SDK's objects. ``containers.list`` inspects each listed container in turn:
+    one removed meanwhile (a rig an orchestrator is tearing down) is left out, not raised."""
+    return client.containers.list(all=stopped_too, filters=filters, ignore_removed=True)  # type: ignore[no-any-return]
+
+
 def service_names(client: docker.DockerClient, filters: dict[str, Any]) -> list[str]:
     """Services, by one list call (the SDK's ``services.list`` races with removals as above)."""
     return [entry["Spec"]["Name"] for entry in client.api.services(filters=filters)]
@@ -82,7 +91,7 @@ def service_names(client: docker.DockerClient, filters: dict[str, Any]) -> list[
 
 def crash_app_in_container(client: docker.DockerClient, session_id: str) -> None:
     """Kill the app in the session's rig container (a swarm task's too: on this single node)."""
-    (container,) = client.containers.list(filters=_session_filter(session_id))
+    (container,) = listed_containers(client, _session_filter(session_id), stopped_too=False)
     container.exec_run(["sh", "-c", _KILL_APP])
 
 

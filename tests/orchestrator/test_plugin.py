@@ -8,6 +8,7 @@ from pathlib import Path
 import docker
 import pytest
 from tests.orchestrator.helpers import BACKEND_TESTS, USER_TESTS, run_user_tests, turn_folders
+from tests.orchestrator.runtimes import listed_containers
 
 from deskrig.orchestrator.runtime import LABEL_LEASE, LABEL_MANAGED
 
@@ -93,7 +94,7 @@ def test_plugin_removes_passing_rigs_and_keeps_failing_ones_artifacts(
 
     leftovers = [
         c
-        for c in docker_client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+        for c in listed_containers(docker_client, {"label": f"{LABEL_MANAGED}=1"})
         if c.labels.get(LABEL_LEASE, "").startswith(str(state_dir))
     ]
     assert leftovers == []

@@ -23,7 +23,7 @@ from tests.orchestrator.helpers import (
     services_of,
     turn_folders,
 )
-from tests.orchestrator.runtimes import RIG_IMAGE, ensure_swarm
+from tests.orchestrator.runtimes import RIG_IMAGE, ensure_swarm, listed_containers
 from tests.polling import poll
 
 from deskrig.errors import ErrorCode
@@ -101,7 +101,7 @@ async def test_a_swarm_rig_is_one_hardened_service_with_reservations_limits_and_
         assert spec["Labels"][LABEL_ORCHESTRATOR] == orchestrator.id
 
         # The task's container, as the node runs it.
-        (running,) = swarm.containers.list(filters={"label": f"{LABEL_SESSION}={info.id}"})
+        (running,) = listed_containers(swarm, {"label": f"{LABEL_SESSION}={info.id}"}, stopped_too=False)
         host = running.attrs["HostConfig"]
         assert host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"] and host["Privileged"] is False
         assert host["PidsLimit"] == 1024 and host["Memory"] == 2 * 1024**3
@@ -117,7 +117,7 @@ async def test_a_swarm_rig_is_one_hardened_service_with_reservations_limits_and_
         assert secrets_of(swarm, info.id) == []
         # Its container has stopped too (the swarm stops it a second or two after the service
         # goes, and removes it soon after): a stopped session's slot does not free while its rig runs.
-        assert swarm.containers.list(filters={"label": f"{LABEL_SESSION}={info.id}"}) == []
+        assert listed_containers(swarm, {"label": f"{LABEL_SESSION}={info.id}"}, stopped_too=False) == []
 
 
 @pytest.mark.anyio
@@ -158,7 +158,7 @@ def test_a_sigkilled_swarm_services_sessions_are_readopted_or_failed_and_nothing
         poll("the first turn mirrored", lambda: api.get(live["id"]).turns == 1)
 
     kill_hard(first)
-    (dying,) = swarm.containers.list(filters={"label": f"{LABEL_SESSION}={lost['id']}"})
+    (dying,) = listed_containers(swarm, {"label": f"{LABEL_SESSION}={lost['id']}"}, stopped_too=False)
     dying.kill()  # this rig dies while no orchestrator watches it
 
     second = cli.serve("--runtime", "swarm")
