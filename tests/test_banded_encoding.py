@@ -24,7 +24,7 @@ from tests.frames import bgrx_frame, desktop_like, environment, forget_frames, l
 from tests.polling import poll
 
 from deskrig import imaging, png, turbojpeg
-from deskrig.grabs import IDLE_RELEASE_S, MAX_CACHED_FRAMES, BandCaches, Grab
+from deskrig.grabs import IDLE_RELEASE_S, MAX_CACHED_FRAMES, BandCache, BandCaches, Grab
 
 
 @pytest.fixture(autouse=True)
@@ -135,23 +135,49 @@ def test_any_sequence_of_damage_sizes_qualities_and_formats_gives_the_exact_jpeg
             assert_exact(encoded, frame, quality)
 
 
-def test_only_the_png_bands_that_changed_are_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    deflated: list[int] = []
-    deflate = png._deflated_band
+def test_only_the_png_bands_that_changed_are_deflated_again_a_run_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each run of consecutive changed bands is packed in one pass (the first frame is one run)."""
+    deflated: list[tuple[int, int]] = []
+    deflate = png._deflated_bands
 
-    def counting(rows: memoryview, width: int, height: int) -> png._DeflatedBand:
-        deflated.append(height)
-        return deflate(rows, width, height)
+    def counting(rows: memoryview, width: int, height: int) -> list[png._DeflatedBand]:
+        bands = deflate(rows, width, height)
+        deflated.append((height, len(bands)))
+        return bands
 
-    monkeypatch.setattr(png, "_deflated_band", counting)
-    image = desktop_like(640, 403)
+    monkeypatch.setattr(png, "_deflated_bands", counting)
+    image = desktop_like(640, 403)  # 25 full bands and one of 3 rows
     imaging.encode(bgrx_frame(image), "png")
-    assert deflated == [16] * 25 + [3]
+    assert deflated == [(403, 26)]
     deflated.clear()
-    spinner = painted(image, (300, 30, 330, 40), (200, 30, 30))
+    spinner = painted(image, (300, 30, 330, 40), (200, 30, 30))  # rows 30-40: bands 1 and 2
     back = Image.open(io.BytesIO(imaging.encode(bgrx_frame(spinner), "png")))
-    assert deflated == [16, 16]
+    assert deflated == [(32, 2)]
     assert back.tobytes() == spinner.tobytes()
+    deflated.clear()
+    # Bands 3, 4 and 5, then 20, then 25 (the last, of 3 rows): three runs.
+    apart = painted(
+        painted(painted(spinner, (0, 60, 9, 90), (9, 9, 9)), (5, 330, 6, 331), (1, 2, 3)),
+        (0, 401, 1, 402),
+        (0, 0, 0),
+    )
+    back = Image.open(io.BytesIO(imaging.encode(bgrx_frame(apart), "png")))
+    assert deflated == [(48, 3), (16, 1), (3, 1)]
+    assert back.tobytes() == apart.tobytes()
+
+
+def test_a_png_band_deflated_in_a_run_refers_to_no_other_band() -> None:
+    """Every band repeats the first one's rows, so deflating the run could point back into the
+    band before; then only the first band changes, and the second is kept as it was."""
+    band = desktop_like(96, 64).crop((0, 20, 96, 20 + png.PNG_BAND_ROWS))
+    image = Image.new("RGB", (96, png.PNG_BAND_ROWS * 3))
+    for top in range(0, image.height, png.PNG_BAND_ROWS):
+        image.paste(band, (0, top))
+    imaging.encode(bgrx_frame(image), "png")
+    changed = painted(image, (0, 0, 95, 3), (250, 0, 0))
+    assert Image.open(io.BytesIO(imaging.encode(bgrx_frame(changed), "png"))).tobytes() == changed.tobytes()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -272,9 +298,26 @@ def test_the_frames_are_let_go_after_an_idle_period_and_the_next_capture_starts_
 
 def test_an_idle_encoder_lets_its_frames_go_on_its_own() -> None:
     caches: BandCaches[bytes] = BandCaches(16, idle_release_s=0.05)
-    caches.get(64, 48, 80).update(bgrx_frame(desktop_like(64, 48)), lambda top, rows: b"part")
+    caches.get(64, 48, 80).update(
+        bgrx_frame(desktop_like(64, 48)), lambda top, rows: [b"part"] * -(-rows // 16)
+    )
     assert len(caches) == 1
     poll("the idle frames to be let go", lambda: len(caches) == 0)
+
+
+def test_parts_made_for_other_rows_than_asked_are_refused_and_nothing_is_kept() -> None:
+    cache: BandCache[bytes] = BandCaches[bytes](16).get(64, 48, 80)
+    frame = bgrx_frame(desktop_like(64, 48))
+    with pytest.raises(ValueError, match="2 parts made for the 48 rows from row 0"):
+        cache.update(frame, lambda top, rows: [b"a", b"b"])
+    asked: list[tuple[int, int]] = []
+
+    def make(top: int, rows: int) -> list[bytes]:
+        asked.append((top, rows))
+        return [b"part"] * 3
+
+    assert cache.update(frame, make) == [b"part"] * 3
+    assert asked == [(0, 48)]  # every band anew: the refused parts were not kept
 
 
 @pytest.mark.parametrize("fmt", ["jpeg", "png"])

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from PIL import Image, ImageColor
@@ -355,26 +355,27 @@ class BandCache(Generic[Part]):
         self._lineage: Lineage | None = None
         self._parts: list[Part] = []
 
-    def update(self, frame: Grab, make: Callable[[int, int], Part]) -> list[Part]:
+    def update(self, frame: Grab, make: Callable[[int, int], Sequence[Part]]) -> list[Part]:
         """Every band's part for ``frame`` (BGRX rows), top to bottom: the remembered one where the
-        band's rows are as in the last frame, ``make(top, rows)`` for the others. Should ``make``
-        fail, everything is forgotten: no part is ever kept for rows other than its own."""
+        band's rows are as in the last frame, else made anew. ``make(top, rows)`` makes the parts of
+        the bands in ``rows`` rows from ``top``, one after another: each run of consecutive changed
+        bands at once, so an encoder pays its setup once a run (the whole frame is one run when
+        everything changed). Should ``make`` fail, everything is forgotten: no part is ever kept
+        for rows other than its own."""
         assert frame.bgrx is not None, "a band cache takes BGRX frames"
         with self._lock:
             try:
                 changed = self._changed_by_history(frame)
-                if changed is not None:
-                    for index in sorted(changed):
-                        top = index * self.band_rows
-                        self._parts[index] = make(top, min(self.band_rows, self.height - top))
-                elif frame.lineage is not None:  # a history of its own, not comparable: all anew
-                    self._rows.clear()
-                    self._parts = [
-                        make(top, min(self.band_rows, self.height - top))
-                        for top in range(0, self.height, self.band_rows)
-                    ]
+                if changed is None and frame.lineage is None:
+                    changed = self._compare(frame.bgrx)
+                if changed is None:  # nothing to compare with: every band anew, in one run
+                    self._parts = self._made(make, 0, self.height)
+                    self._rows = [] if frame.lineage is not None else self._bands_of(frame.bgrx)
                 else:
-                    self._compare(frame.bgrx, make)
+                    for first, count in _runs(changed):
+                        top = first * self.band_rows
+                        rows = min(count * self.band_rows, self.height - top)
+                        self._parts[first : first + count] = self._made(make, top, rows)
                 self._lineage = frame.lineage
             except BaseException:
                 self._rows.clear()
@@ -382,6 +383,12 @@ class BandCache(Generic[Part]):
                 self._lineage = None
                 raise
             return list(self._parts)
+
+    def _made(self, make: Callable[[int, int], Sequence[Part]], top: int, rows: int) -> list[Part]:
+        parts = list(make(top, rows))
+        if len(parts) != -(-rows // self.band_rows):
+            raise ValueError(f"{len(parts)} parts made for the {rows} rows from row {top}")
+        return parts
 
     def _changed_by_history(self, frame: Grab) -> frozenset[int] | None:
         """The bands ``frame`` changes since the last frame, as its history says; None when it
@@ -394,22 +401,38 @@ class BandCache(Generic[Part]):
             return None
         return history.changed_between(last_number, number)
 
-    def _compare(self, bgrx: bytes | bytearray, make: Callable[[int, int], Part]) -> None:
+    def _band_views(self, bgrx: bytes | bytearray) -> list[memoryview]:
         stride = self.width * BGRX_PIXEL
         view = memoryview(bgrx)
-        if len(self._rows) != len(self._parts):  # the last frame had a history, not rows
-            self._rows.clear()
-            self._parts.clear()
-        for index, top in enumerate(range(0, self.height, self.band_rows)):
-            rows = min(self.band_rows, self.height - top)
-            band = view[top * stride : (top + rows) * stride]
-            if index < len(self._rows):
-                if self._rows[index] != band:
-                    self._parts[index] = make(top, rows)
-                    self._rows[index][:] = band
-            else:  # the first frame: the bands come in order
-                self._parts.append(make(top, rows))
-                self._rows.append(bytearray(band))
+        return [
+            view[top * stride : (top + self.band_rows) * stride]
+            for top in range(0, self.height, self.band_rows)
+        ]
+
+    def _bands_of(self, bgrx: bytes | bytearray) -> list[bytearray]:
+        return [bytearray(band) for band in self._band_views(bgrx)]
+
+    def _compare(self, bgrx: bytes | bytearray) -> frozenset[int] | None:
+        """The bands whose rows differ from the last frame's, which are kept as ``bgrx``'s from now
+        on; None when the last frame's rows are not kept (none yet, or it had a history)."""
+        if not self._rows or len(self._rows) != len(self._parts):
+            return None
+        bands = self._band_views(bgrx)
+        changed = frozenset(index for index, band in enumerate(bands) if self._rows[index] != band)
+        for index in changed:
+            self._rows[index][:] = bands[index]
+        return changed
+
+
+def _runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
+    """Runs of consecutive numbers among ``indexes``, lowest first: (first, count) each."""
+    runs: list[tuple[int, int]] = []
+    for index in sorted(indexes):
+        if runs and index == sum(runs[-1]):
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((index, 1))
+    return runs
 
 
 class RecentlyUsed(Generic[Key, Value]):

@@ -73,15 +73,16 @@ def _rows_of(packed: bytes | memoryview, stride: int) -> Iterator[memoryview]:
 
 
 def _bgrx_rgb_bands(size: tuple[int, int], bgrx: bytes | bytearray) -> Iterator[bytes]:
-    """RGB rows of BGRX rows, packed in one pass a band of rows at a time: Pillow's raw packer
-    reverses the first three bytes of each pixel of a zero-copy view (``Image.tobytes`` runs the
-    same encoder but joins the bands into one more copy)."""
+    """RGB rows of BGRX rows, packed in one pass a band of :data:`PNG_BAND_ROWS` rows at a time
+    (the last may have fewer): Pillow's raw packer reverses the first three bytes of each pixel of
+    a zero-copy view, and packs as many whole rows as the size asked for holds (``Image.tobytes``
+    runs the same encoder but joins the bands into one more copy)."""
     view = Image.frombuffer("RGBX", size, bgrx, "raw", "RGBX", 0, 1)
     encoder = Image._getencoder("RGBX", "raw", ("BGR", 0, 1))
     encoder.setimage(view.im, (0, 0, *view.size))
     done = 0
     while not done:
-        _, done, band = encoder.encode(size[0] * 3 * _PACKED_BAND_ROWS)
+        _, done, band = encoder.encode(size[0] * 3 * PNG_BAND_ROWS)
         if done < 0:
             raise ValueError(f"packing RGB rows failed (Pillow encoder error {done})")
         yield band
@@ -123,13 +124,21 @@ def _adler32_combine(first: int, second: int, second_length: int) -> int:
     return (high << 16) | low
 
 
-def _deflated_band(rows: memoryview, width: int, height: int) -> _DeflatedBand:
-    """A band of BGRX rows, packed to RGB and deflated."""
-    # A copy of the band's BGRX rows (microseconds) for Pillow, whose stubs take no memoryview.
+def _deflated_bands(rows: memoryview, width: int, height: int) -> list[_DeflatedBand]:
+    """A run of BGRX rows in bands of :data:`PNG_BAND_ROWS` rows, packed to RGB in one pass and
+    deflated by one compressor, fully flushed at the end of each band (which starts the next one
+    afresh, as a compressor of its own would): set up once a run, not once a band."""
+    from isal import isal_zlib
+
+    # A copy of the run's BGRX rows (microseconds) for Pillow, whose stubs take no memoryview.
     packed_bands = _bgrx_rgb_bands((width, height), rows.tobytes())
-    return _deflated_scanlines_band(
-        b"".join(_scanlines(_rows_of(packed, width * 3)) for packed in packed_bands)
-    )
+    compressor = isal_zlib.compressobj(PNG_ISAL_LEVEL, isal_zlib.DEFLATED, -15)
+    bands = []
+    for packed in packed_bands:
+        scanlines = _scanlines(_rows_of(packed, width * 3))
+        blocks = compressor.compress(scanlines) + compressor.flush(isal_zlib.Z_FULL_FLUSH)
+        bands.append(_DeflatedBand(blocks, isal_zlib.adler32(scanlines), len(scanlines)))
+    return bands
 
 
 def _deflated_rgb_band(rows: memoryview, width: int) -> _DeflatedBand:
@@ -206,10 +215,10 @@ def deflate_frame(frame: Grab) -> DeflatedFrame:
     view = memoryview(bgrx)
     stride = frame.width * 4
 
-    def band(top: int, rows: int) -> _DeflatedBand:
-        return _deflated_band(view[top * stride : (top + rows) * stride], frame.width, rows)
+    def run(top: int, rows: int) -> list[_DeflatedBand]:
+        return _deflated_bands(view[top * stride : (top + rows) * stride], frame.width, rows)
 
-    bands = _band_caches.get(frame.width, frame.height, PNG_ISAL_LEVEL).update(frame, band)
+    bands = _band_caches.get(frame.width, frame.height, PNG_ISAL_LEVEL).update(frame, run)
     return DeflatedFrame(frame.width, frame.height, tuple(bands))
 
 

@@ -278,8 +278,13 @@ def encode_bgrx(frame: Grab, bgrx: bytes | bytearray, quality: int) -> bytes:
             _RESTART_MARKERS[(index - 1) % len(_RESTART_MARKERS)] if index else b"",
         )
 
+    def run(top: int, rows: int) -> list[_BandJpeg]:
+        # Band by band: TurboJPEG 2.1 writes restart markers only when the environment says so
+        # (TJ_RESTART), for the whole process, so a run is not one encode split at its markers.
+        return [band(at, min(BAND_ROWS, top + rows - at)) for at in range(top, top + rows, BAND_ROWS)]
+
     try:
-        return _stitched(cache.update(frame, band), frame.width, frame.height)
+        return _stitched(cache.update(frame, run), frame.width, frame.height)
     except _Unstitchable:
         _band_caches.drop(cache)
         return encode_bgrx_whole(frame, bgrx, quality)

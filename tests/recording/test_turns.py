@@ -530,17 +530,17 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
     address = ctypes.addressof((ctypes.c_char * len(screen)).from_buffer(screen))
     kept = KeptFrames(width, height)
     deflated: list[int] = []
-    deflate_band, deflate_rgb_band, deflate_whole = (
-        png._deflated_band,
+    deflate_bands, deflate_rgb_band, deflate_whole = (
+        png._deflated_bands,
         png._deflated_rgb_band,
         png._deflated_scanlines,
     )
     marked_rows: list[int] = []
     wholes: list[int] = []
 
-    def counting(rows: memoryview, band_width: int, band_height: int) -> Any:
-        deflated.append(band_height)
-        return deflate_band(rows, band_width, band_height)
+    def counting(rows: memoryview, run_width: int, run_height: int) -> Any:
+        deflated.append(run_height)
+        return deflate_bands(rows, run_width, run_height)
 
     def counting_marked(rows: memoryview, band_width: int) -> Any:
         marked_rows.append(len(rows) // (band_width * 3))
@@ -550,7 +550,7 @@ def test_click_turns_deflate_only_the_bands_their_frames_changed(
         wholes.append(stride)
         return deflate_whole(bands, stride)
 
-    monkeypatch.setattr(png, "_deflated_band", counting)
+    monkeypatch.setattr(png, "_deflated_bands", counting)
     monkeypatch.setattr(png, "_deflated_rgb_band", counting_marked)
     monkeypatch.setattr(png, "_deflated_scanlines", counting_whole)
     region = Bounds(x=0, y=0, width=width, height=height)
