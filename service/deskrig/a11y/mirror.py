@@ -36,6 +36,11 @@ fallbacks) on first use. Events then mark what changed (:meth:`AppMirror.note`):
   renewed), or a read that failed after taking what the events said changed: the whole tree is
   fetched again (a read whose first round trip fails leaves what changed to the next read).
 
+Events that arrive while a whole fetch runs are noted against the tree it stores. When they say a
+subtree of it changed shape, the same read corrects the tree as a read corrects one (sync, then
+the subtrees fetched again) before serving it: the fetch may have read that subtree either side of
+the change (:meth:`AppMirror._fetch_settled`).
+
 A read first syncs with the app (:meth:`~deskrig.a11y.events.EventFeed.sync`), so every event
 the app sent before the read is applied: the mirror never serves a tree older than a fetch would.
 What a read asks the app whatever the events say (the unreported-change checks, the focused
@@ -67,7 +72,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from deskrig.a11y import constants as c
-from deskrig.a11y.connection import AppConnection, CallFailed, Reply, Request
+from deskrig.a11y.connection import AppConnection, CallFailed, Disconnected, Reply, Request
 from deskrig.a11y.describe import Details, answered_by, describe_many, read_details
 from deskrig.a11y.events import ObjectEvent
 from deskrig.a11y.fetch import FetchedTree, children_request, fetch_subtrees, fetch_tree, listed_children
@@ -218,13 +223,51 @@ class AppMirror:
             try:
                 current = generation()
                 if tree is None or current != self._generation or self._whole_fetch_due or ahead is None:
-                    return await self._fetch(app, current)
+                    return await self._fetch_settled(app, sync, generation, current)
                 corrected = await self._corrected(app, tree, pending, ahead)
-                return corrected if corrected is not None else await self._fetch(app, current)
+                if corrected is not None:
+                    return corrected
+                return await self._fetch_settled(app, sync, generation, current)
             except BaseException:
                 # What this read took from the events to correct is noted nowhere now.
                 self._whole_fetch_due = True
                 raise
+
+    async def _fetch_settled(
+        self,
+        app: AppConnection,
+        sync: Callable[[], Awaitable[None]],
+        generation: Callable[[], int],
+        current: int,
+    ) -> MirroredTree:
+        """The tree fetched whole, and corrected within the same read when the events the app sent
+        while the fetch ran say a subtree in it changed shape: objects gone, children added or
+        removed, shown or hidden, a pane scrolled. The fetch may have read such a subtree either side
+        of the change, and served as it was the tree could hold objects already gone (the first
+        fetch of gtk3-widget-factory read 20 cells of a tree view that the app reported defunct
+        while the fetch ran, replacing them). One pass, as a read makes: what it cannot correct
+        short of another whole fetch is the next read's, which fetches the tree whole."""
+        fetched = await self._fetch(app, current)
+        if not self._reshaped:
+            return fetched
+        pending, self._changed = self._changed, {}
+        try:
+            ahead = await self._read_with_sync(app, sync, fetched, pending)
+            corrected = (
+                None
+                if ahead is None or generation() != self._generation
+                else await self._corrected(app, fetched, pending, ahead)
+            )
+        except (CallFailed, Disconnected, TimeoutError):
+            corrected = None  # the fetched tree stands, as it would without this pass
+        if corrected is None:
+            self._whole_fetch_due = True
+            return fetched
+        return replace(
+            corrected,
+            refetched=True,
+            changed_unannounced=fetched.changed_unannounced or corrected.changed_unannounced,
+        )
 
     async def _read_with_sync(
         self,
