@@ -331,18 +331,17 @@ def test_a_scrolled_viewport_shows_in_the_next_snapshot(
         changes.matches_a_fresh_fetch()
 
 
-def test_a_scroll_while_the_tree_is_fetched_afresh_shows_in_that_snapshot(
+@pytest.fixture
+def scrolled_while_fetched(
     runner: asyncio.Runner,
     client: AccessibilityClient,
     a11y_desktop: A11yDesktop,
     desktop: Desktop,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A refresh drops the mirrored tree and fetches it whole; the fetch may read the pane before
-    the scroll that a value change arriving meanwhile reports, so the same read fetches the pane's
-    subtree again: it does not serve what it already knows changed (it once left that to the next
-    read)."""
+) -> Iterator[Changes]:
+    """The viewport app, read once; the next whole fetch scrolls its pane down once it has read
+    the tree, so the scroll's events arrive while the fetch runs (undone by ``monkeypatch.undo``)."""
     with viewport(runner, client, a11y_desktop, tmp_path) as app:
         changes = Changes(runner.run, client, FormWindow(a11y_desktop, desktop, app))
         elements = changes.read(refresh=True).elements
@@ -355,47 +354,43 @@ def test_a_scroll_while_the_tree_is_fetched_afresh_shows_in_that_snapshot(
             return fetched
 
         monkeypatch.setattr(mirror_module, "fetch_tree", scrolled_meanwhile)
-        refreshed = changes.read(refresh=True)
-        monkeypatch.undo()
-        assert refreshed.source == "fetch"
-        # The pane as a fetch after the scroll finds it (the rest of the window, its focused entry
-        # among them, may still change: only the next read must equal such a fetch whole).
-        assert pane_view(refreshed) == pane_view(changes.fetch())
-        changes.matches_a_fresh_fetch()
+        yield changes
+
+
+def test_a_scroll_while_the_tree_is_fetched_afresh_shows_in_that_snapshot(
+    scrolled_while_fetched: Changes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh drops the mirrored tree and fetches it whole; the fetch may read the pane before
+    the scroll that a value change arriving meanwhile reports, so the same read fetches the pane's
+    subtree again: it does not serve what it already knows changed (it once left that to the next
+    read)."""
+    changes = scrolled_while_fetched
+    refreshed = changes.read(refresh=True)
+    monkeypatch.undo()
+    assert refreshed.source == "fetch"
+    # The pane as a fetch after the scroll finds it (the rest of the window, its focused entry
+    # among them, may still change: only the next read must equal such a fetch whole).
+    assert pane_view(refreshed) == pane_view(changes.fetch())
+    changes.matches_a_fresh_fetch()
 
 
 def test_a_fetched_tree_whose_correction_fails_is_served_and_fetched_whole_next(
-    runner: asyncio.Runner,
-    client: AccessibilityClient,
-    a11y_desktop: A11yDesktop,
-    desktop: Desktop,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    scrolled_while_fetched: Changes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pane scrolls while the tree is fetched whole, and fetching the pane's subtree again then
     fails: the read serves the tree it fetched (as it would without the correction), and the next
     read fetches the whole tree again rather than serve the unscrolled pane."""
-    with viewport(runner, client, a11y_desktop, tmp_path) as app:
-        changes = Changes(runner.run, client, FormWindow(a11y_desktop, desktop, app))
-        elements = changes.read(refresh=True).elements
-        whole_fetch = mirror_module.fetch_tree
+    changes = scrolled_while_fetched
 
-        async def scrolled_meanwhile(fetched_from: AppConnection, **limits: Any) -> FetchedTree:
-            fetched = await whole_fetch(fetched_from, **limits)
-            scroll_down(changes, elements)
-            await client.events.sync(fetched_from.bus_name)
-            return fetched
+    async def failing(app: AppConnection, roots: list[str], **options: Any) -> Any:
+        raise CallFailed("org.freedesktop.DBus.Error.NoReply", "the app did not answer")
 
-        async def failing(app: AppConnection, roots: list[str], **options: Any) -> Any:
-            raise CallFailed("org.freedesktop.DBus.Error.NoReply", "the app did not answer")
-
-        monkeypatch.setattr(mirror_module, "fetch_tree", scrolled_meanwhile)
-        monkeypatch.setattr(mirror_module, "fetch_subtrees", failing)
-        assert changes.read(refresh=True).source == "fetch"
-        monkeypatch.undo()
-        changes.whole_fetches_allowed = True
-        assert changes.read().source == "fetch"
-        changes.matches_a_fresh_fetch()
+    monkeypatch.setattr(mirror_module, "fetch_subtrees", failing)
+    assert changes.read(refresh=True).source == "fetch"
+    monkeypatch.undo()
+    changes.whole_fetches_allowed = True
+    assert changes.read().source == "fetch"
+    changes.matches_a_fresh_fetch()
 
 
 @not_on("sway", why=MOVE_UNSEEN)
