@@ -123,7 +123,7 @@ class RigProcess:
         app = [] if self.serve else ["--", *self.app]
         argv = [*self.command, *mode, "--http", f"127.0.0.1:{self.port}", *auth, *self.extra, *app]
         self.stderr_path = tmp / f"rig-{self.port}.stderr"
-        env = {**os.environ, "HOME": str(tmp / "home"), **self.env}
+        env = {**os.environ, "HOME": str(tmp / "home"), "PYTHONFAULTHANDLER": "1", **self.env}
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -175,10 +175,25 @@ class RigProcess:
         return {**os.environ, "DISPLAY": self.display, "NO_AT_BRIDGE": "1"}
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Signal the rig and wait for it to exit. One that does not within ``timeout`` is aborted
+        (its server's threads' stacks then end its log, by ``PYTHONFAULTHANDLER``) and the test
+        fails with that log: a rig once hung on SIGTERM in CI, and its log was not kept."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            raise AssertionError(
+                f"the rig did not exit within {timeout:g} s of signal {sig}; its log, ending with its "
+                f"threads' stacks:\n{self.stderr()[-12000:]}"
+            ) from None
 
     def call(self, tool: str, arguments: dict[str, Any] | None = None) -> Any:
         """One tool call on a fresh MCP connection (sync, for tests)."""
