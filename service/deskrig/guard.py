@@ -9,15 +9,11 @@ importing the rig's MCP server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
-import signal
 import socket
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from email.utils import formatdate
 from types import FrameType
 from typing import Any
@@ -261,8 +257,7 @@ class QuietServer(uvicorn.Server):
             self._exit_asked.set()
         _SERVER_EXITS[self._loop] = self._exit_asked
         try:
-            with signals_wake(self._loop):
-                await super().serve(sockets)
+            await super().serve(sockets)
         finally:
             _SERVER_EXITS.pop(self._loop, None)
 
@@ -285,49 +280,6 @@ class QuietServer(uvicorn.Server):
         loop, asked = self._loop, self._exit_asked
         if loop is not None and asked is not None and not loop.is_closed():
             loop.call_soon_threadsafe(asked.set)
-
-
-@contextlib.contextmanager
-def signals_wake(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-    """Have every signal wake ``loop``, whichever thread the kernel hands it to.
-
-    uvicorn's handlers, and deskrig's, are Python's (``signal.signal``): the C handler only marks
-    them pending, and they run when the main thread next runs Python. The kernel may hand a
-    process's signal to any of its threads; handed to another than the main one, it left the main
-    thread asleep in the selector, which nothing else wakes on an idle :class:`QuietServer` (no
-    tick): a rig in CI did not stop on SIGTERM. Python writes each signal's number to the wakeup
-    fd from the thread that takes it, and the loop reads it here. Main thread only (as
-    ``signal.set_wakeup_fd``); left as it is where a wakeup fd is set already (asyncio sets one
-    for ``add_signal_handler``, which wakes the loop itself), and on Windows, where Python takes
-    signals in the main thread and the proactor loop has no ``add_reader``."""
-    if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    reader, writer = socket.socketpair()
-    reader.setblocking(False)
-    writer.setblocking(False)
-    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    if previous != -1:
-        signal.set_wakeup_fd(previous)
-        reader.close()
-        writer.close()
-        yield
-        return
-    loop.add_reader(reader.fileno(), _drained, reader)
-    try:
-        yield
-    finally:
-        signal.set_wakeup_fd(-1)
-        loop.remove_reader(reader.fileno())
-        reader.close()
-        writer.close()
-
-
-def _drained(reader: socket.socket) -> None:
-    """Empty the wakeup socket: waking the loop was all it was for (the handlers run on the way)."""
-    with contextlib.suppress(BlockingIOError):
-        while reader.recv(4096):
-            pass
 
 
 #: The exit of the :class:`QuietServer` serving on each event loop, which its event streams await.

@@ -38,6 +38,7 @@ from deskrig.config import Settings, ToolProfile
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.files import write_atomic
 from deskrig.mcp_face import MORE_REQUESTS, mcp_server
+from deskrig.signals import run_woken_by_signals
 from deskrig.transport import Transport
 
 if TYPE_CHECKING:
@@ -234,9 +235,9 @@ def serve(
     try:
         if listener is None:
             server.one_client = True
-            anyio.run(_serve_stdio, server.mcp, stop)
+            run_woken_by_signals(_serve_stdio, server.mcp, stop)
         else:
-            anyio.run(_serve_http, server, transport, listener, tokens, readiness, stop)
+            run_woken_by_signals(_serve_http, server, transport, listener, tokens, readiness, stop)
     finally:
         stop.set()
         close_server(server)
@@ -497,7 +498,7 @@ def serve_stdio_deferred(
     ``stop`` is set or the client hangs up."""
     front = DeferredServer(profile, open_desktop, build)
     try:
-        anyio.run(_serve_stdio, front.mcp, stop, front.warm_up)
+        run_woken_by_signals(_serve_stdio, front.mcp, stop, front.warm_up)
     finally:
         stop.set()
         front.close()

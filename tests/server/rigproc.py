@@ -40,6 +40,27 @@ DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
 EXIT_HELD = "timeout graceful shutdown exceeded"
 
 
+def exit_status_or_stacks(
+    proc: subprocess.Popen[bytes], after: str, log: Callable[[], str], timeout: float = 20.0
+) -> int:
+    """The exit status of a server asked to stop (by ``after``). One that does not exit within
+    ``timeout`` is aborted (its threads' stacks then end its log, by ``PYTHONFAULTHANDLER``) and
+    the test fails with that log: a rig once hung on SIGTERM in CI, and its log was not kept."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise AssertionError(
+            f"the server did not exit within {timeout:g} s of {after}; its log, ending with its "
+            f"threads' stacks:\n{log()[-12000:]}"
+        ) from None
+
+
 @contextlib.asynccontextmanager
 async def connect_stateless(url: str, token: str) -> AsyncIterator[Client]:
     """An MCP client speaking the stateless 2026-07-28 protocol (no session id), as MCP 2.x
@@ -175,25 +196,11 @@ class RigProcess:
         return {**os.environ, "DISPLAY": self.display, "NO_AT_BRIDGE": "1"}
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
-        """Signal the rig and wait for it to exit. One that does not within ``timeout`` is aborted
-        (its server's threads' stacks then end its log, by ``PYTHONFAULTHANDLER``) and the test
-        fails with that log: a rig once hung on SIGTERM in CI, and its log was not kept."""
+        """Signal the rig and wait for it to exit (:func:`exit_status_or_stacks`)."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGABRT)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            raise AssertionError(
-                f"the rig did not exit within {timeout:g} s of signal {sig}; its log, ending with its "
-                f"threads' stacks:\n{self.stderr()[-12000:]}"
-            ) from None
+        return exit_status_or_stacks(self.proc, f"signal {sig}", self.stderr, timeout)
 
     def call(self, tool: str, arguments: dict[str, Any] | None = None) -> Any:
         """One tool call on a fresh MCP connection (sync, for tests)."""

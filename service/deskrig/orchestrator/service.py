@@ -38,7 +38,7 @@ from deskrig.orchestrator.models import (
     SessionSpec,
     Timestamp,
 )
-from deskrig.signals import handling_signals
+from deskrig.signals import handling_signals, run_woken_by_signals
 
 log = logging.getLogger("deskrig.orchestrator.service")
 
@@ -77,7 +77,6 @@ def _remove_state(state_dir: Path, pid: int) -> None:
 
 def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0) -> None:
     """Run the service in the foreground until a signal or ``POST /shutdown``."""
-    import anyio
     import uvicorn
 
     from deskrig.guard import uvicorn_config
@@ -119,7 +118,7 @@ def serve(config: OrchestratorConfig, *, host: str = "127.0.0.1", port: int = 0)
             _remove_state(config.state_dir, os.getpid())
 
     with handling_signals(asks.signal):
-        anyio.run(run)
+        run_woken_by_signals(run)
 
 
 class Exiting(Protocol):
