@@ -6,15 +6,16 @@ import sys
 
 from deskrig import quick_imports
 
-# A rig's cold start waits for its imports, which build pydantic models from the first below on:
-# the switches go on here, once, for a process started as `rig run` (main()'s other callers, such
-# as tests calling it in a process that runs other code too, start without them).
-if sys.argv[1:3] == ["rig", "run"]:
+# A rig's cold start, and a stdio server's first answers (MCP clients spawn one on every start),
+# wait for their imports, which build pydantic models from the first below on: the switches go on
+# here, once, for a process started as `rig run` or `serve` (main()'s other callers, such as tests
+# calling it in a process that runs other code too, start without them). Each turns them off once
+# its server is built.
+if sys.argv[1:3] == ["rig", "run"] or sys.argv[1:2] == ["serve"]:
     quick_imports.begin()
 
 import argparse
 import contextlib
-import gc
 import importlib
 import json
 import logging
@@ -107,12 +108,6 @@ def _listener(transport: Transport) -> contextlib.AbstractContextManager[socket.
 
 
 def cmd_serve(invocation: Invocation) -> int:
-    if invocation.transport.kind == "stdio":
-        # No garbage collection until the server is built (see cmd_rig_run): the start-up's imports
-        # make objects that live as long as the process, and the collector's passes over them
-        # were a fifth of the time from `initialize` to the first screenshot. DeferredServer
-        # freezes them and collects again once the desktop has been opened (or failed to open).
-        gc.disable()
     from deskrig.desktop import choose_backend, open_desktop
     from deskrig.signals import handling_signals
 
@@ -147,6 +142,7 @@ def cmd_serve(invocation: Invocation) -> int:
 
     with _listener(transport) as listener, open_now() as desktop:
         server = build(desktop)
+        quick_imports.end()
 
         def readiness() -> Readiness:
             try:

@@ -1,4 +1,5 @@
-"""Cheaper imports for a process whose start-up is its imports: ``deskrig rig run``.
+"""Cheaper imports for a process whose start-up is its imports: ``deskrig rig run`` and
+``deskrig serve`` (over stdio, whose client waits for ``initialize`` and its first answers).
 
 A rig's cold start waits for its server's imports (the MCP SDK, FastAPI, the tools: some 0.8 s of
 CPU, one thread at a time under the GIL), and most of that CPU builds pydantic models at class

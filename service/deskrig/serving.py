@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import gc
 import hashlib
 import json
 import logging
@@ -34,6 +33,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from deskrig import quick_imports
 from deskrig.config import Settings, ToolProfile
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode
 from deskrig.files import write_atomic
@@ -302,8 +302,8 @@ class DeferredServer:
     are a fifth of the start), tools/call for the server. A desktop that cannot be opened is
     logged, and each tools/call tries again and answers the error while it still cannot be (a
     display started after the server is then used; the client gets the structured error, not a
-    dead server). Garbage collection, off for the start-up (``cmd_serve``), is back on once the
-    first opening is over, with what the start-up made frozen out of its passes.
+    dead server). The start-up's cheaper imports (:mod:`deskrig.quick_imports`, on for a process
+    started as ``deskrig serve``) end once the first opening is over.
     """
 
     def __init__(
@@ -353,7 +353,7 @@ class DeferredServer:
                 _cache_tools(cache, listed)
                 self._listed.set_result(listed)
         except BaseException as exc:  # answered to tools/list and tools/call, not lost in a thread
-            _collect_from_now_on()
+            quick_imports.end()
             for future in (self._specs, self._listed):
                 if not future.done():
                     future.set_exception(exc)
@@ -368,7 +368,7 @@ class DeferredServer:
             with contextlib.suppress(DeskrigError):  # logged by _open; each tools/call tries again
                 self._open(0)
         finally:
-            _collect_from_now_on()
+            quick_imports.end()
 
     def _open(self, seen: int) -> DeskrigServer:
         """The server, opened now unless an attempt was made since the caller saw ``seen`` of them."""
@@ -472,13 +472,6 @@ class DeferredServer:
         if server is not None:
             close_server(server)
             server.services.desktop.close()
-
-
-def _collect_from_now_on() -> None:
-    """End the start-up's pause of garbage collection (``deskrig serve --stdio`` starts without
-    it): what the start-up made lives as long as the process, so it is frozen out of every pass."""
-    gc.freeze()
-    gc.enable()
 
 
 def _chained(middleware: ServerMiddleware[Any], call_next: CallNext) -> CallNext:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -20,27 +21,29 @@ from deskrig.bench.stdio import StdioPeer, initialize
 from deskrig.errors import tool_error
 from deskrig.serving import tool_list_cache
 
-#: Runs the CLI and, on SIGUSR1, writes to the file named by argv[1] its sys.modules now and as
-#: they were when the warm-up began (once `initialize` was answered).
+#: Runs the CLI as `deskrig serve --stdio` starts (its start-up switches on) and, on SIGUSR1, writes
+#: to the file named by argv[1] its sys.modules and collector state now and as they were when the
+#: warm-up began (once `initialize` was answered).
 HARNESS = """
-import json, os, signal, sys
+import gc, json, os, signal, sys
 from pathlib import Path
-from deskrig.serving import DeferredServer
 report = Path(sys.argv[1])
-at_warm_up = []
+sys.argv = ["deskrig", "serve", "--stdio"]
+from deskrig.cli import main
+from deskrig.serving import DeferredServer
+at_warm_up = {}
 def dump(*_):
-    modules = {"now": sorted(sys.modules), "at_warm_up": at_warm_up}
-    Path(f"{report}.part").write_text(json.dumps(modules))
+    now = {"modules": sorted(sys.modules), "collecting": gc.isenabled(), "frozen": gc.get_freeze_count()}
+    Path(f"{report}.part").write_text(json.dumps({"now": now, "at_warm_up": at_warm_up}))
     os.replace(f"{report}.part", report)
 signal.signal(signal.SIGUSR1, dump)
 warm_up = DeferredServer.warm_up
 def noted_warm_up(self):
     if not at_warm_up:
-        at_warm_up.extend(sorted(sys.modules))
+        at_warm_up.update(modules=sorted(sys.modules), collecting=gc.isenabled())
     warm_up(self)
 DeferredServer.warm_up = noted_warm_up
-from deskrig.cli import main
-sys.exit(main(["serve", "--stdio"]))
+sys.exit(main(sys.argv[1:]))
 """
 #: What may not be imported before `initialize` is answered: backends, accessibility, codecs,
 #: recording, FastAPI, the tool modules and the server proper. (The MCP SDK itself imports starlette
@@ -79,13 +82,14 @@ sys.exit(main(["serve", "--stdio"]))
 """
 
 
-def module_report(peer: StdioPeer, report: Path) -> dict[str, list[str]]:
-    """The modules the harness has loaded now, and had loaded when the warm-up began."""
+def process_report(peer: StdioPeer, report: Path) -> dict[str, dict[str, Any]]:
+    """What the harness has loaded, and whether it collects garbage: now, and when the warm-up
+    began (empty before)."""
     report.unlink(missing_ok=True)
     peer.proc.send_signal(signal.SIGUSR1)
-    text = poll("the module report", lambda: report.read_text() if report.exists() else None)
-    modules: dict[str, list[str]] = json.loads(text)
-    return modules
+    text = poll("the process report", lambda: report.read_text() if report.exists() else None)
+    states: dict[str, dict[str, Any]] = json.loads(text)
+    return states
 
 
 def heavy(modules: list[str]) -> list[str]:
@@ -112,7 +116,11 @@ def test_initialize_is_answered_before_anything_heavy_is_imported(tmp_path: Path
         answer = initialize(peer)
         assert answer["result"]["serverInfo"]["name"] == "deskrig"
         assert answer["result"]["capabilities"]["tools"] is not None
-        assert heavy(poll("the warm-up", lambda: module_report(peer, report)["at_warm_up"])) == []
+        at_warm_up = poll("the warm-up", lambda: process_report(peer, report)["at_warm_up"])
+        assert heavy(at_warm_up["modules"]) == []
+        # The start-up's cheaper imports (deskrig.quick_imports) were on: no garbage collection,
+        # and the SDK's client, which its package's __init__ imports, left out.
+        assert not at_warm_up["collecting"] and "mcp.client" not in at_warm_up["modules"]
 
         tools = peer.request(2, "tools/list")["result"]["tools"]
         assert {"screenshot_screen", "list_windows", "click"} <= {tool["name"] for tool in tools}
@@ -120,7 +128,10 @@ def test_initialize_is_answered_before_anything_heavy_is_imported(tmp_path: Path
         assert not shot.is_error and shot.content[0].type == "image", shot
         # The check sees what the server loads: after a screenshot, the backend and the codecs;
         # not what only a video or input needs (loaded when a call needs them).
-        loaded = module_report(peer, report)["now"]
+        now = process_report(peer, report)["now"]
+        loaded = now["modules"]
+        # They are off once the server is built, with the start-up's objects frozen.
+        assert now["collecting"] and now["frozen"] > 0
         assert {"Xlib", "PIL", "deskrig.tools", "deskrig.desktop.x11"} <= set(heavy(loaded))
         assert not {"ffmpeg", "deskrig.desktop.x11_input"} & set(loaded)
         # Resources and logging are advertised by the front and answered by the server behind it.
@@ -146,7 +157,10 @@ def test_the_warm_up_begins_once_initialize_is_answered(tmp_path: Path) -> None:
         assert (
             peer.request(1, "initialize", INITIALIZE["params"])["result"]["serverInfo"]["name"] == "deskrig"
         )
-        poll("the desktop opened", lambda: "deskrig.desktop.x11" in module_report(peer, report)["now"])
+        poll(
+            "the desktop opened",
+            lambda: "deskrig.desktop.x11" in process_report(peer, report)["now"]["modules"],
+        )
         assert peer.close() == 0
     finally:
         stop_process(peer.proc)
