@@ -26,11 +26,15 @@ def _to_thread(pid: int, tid: int, sig: int) -> None:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
 
 
+#: What ``/proc/<pid>/wchan`` names for a thread in epoll_wait (``ep_poll`` on older kernels).
+EPOLL_WAITS = ("do_epoll_wait", "ep_poll")
+
+
 def _asleep_in_the_selector(pid: int) -> bool:
     """The main thread of ``pid`` has waited in epoll for half a second on end: the server is idle
     (a signal taken while it still runs Python, just after a call, is handled at once)."""
     for _ in range(10):
-        if Path(f"/proc/{pid}/wchan").read_text() != "do_epoll_wait":
+        if Path(f"/proc/{pid}/wchan").read_text() not in EPOLL_WAITS:
             return False
         time.sleep(0.05)
     return True
