@@ -11,6 +11,7 @@ import io
 import random
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -74,7 +75,7 @@ def test_a_banded_jpeg_is_libjpegs_own_restart_interval_jpeg(size: tuple[int, in
 def test_only_the_bands_that_changed_are_encoded_again(compressed_rows: list[int]) -> None:
     image = desktop_like(640, 403)  # 25 full bands and one of 3 rows
     imaging.encode(bgrx_frame(image), "jpeg", 80)
-    assert compressed_rows == [16] * 25 + [3]
+    assert sorted(compressed_rows) == [3] + [16] * 25  # in shares, by more than one thread
     compressed_rows.clear()
     imaging.encode(bgrx_frame(image), "jpeg", 80)
     assert compressed_rows == []
@@ -88,6 +89,94 @@ def test_only_the_bands_that_changed_are_encoded_again(compressed_rows: list[int
     stitched = imaging.encode(bottom, "jpeg", 80)
     assert compressed_rows == [3]
     assert_exact(stitched, bottom, 80)
+
+
+@pytest.fixture
+def compressing_threads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The address of every band TurboJPEG is asked to compress and the thread that asked, in order."""
+    calls: list[tuple[int, int]] = []
+    compress = turbojpeg._compress
+
+    def noting(address: int, width: int, height: int, quality: int) -> bytes:
+        calls.append((address, threading.get_ident()))
+        return compress(address, width, height, quality)
+
+    monkeypatch.setattr(turbojpeg, "_compress", noting)
+    return calls
+
+
+@pytest.mark.parametrize("helpers", [1, 2])
+def test_a_whole_frame_change_is_shared_between_threads_and_stitched_exactly(
+    helpers: int, monkeypatch: pytest.MonkeyPatch, compressing_threads: list[tuple[int, int]]
+) -> None:
+    monkeypatch.setattr(turbojpeg, "shared_helpers", turbojpeg.Helpers(helpers))
+    image = desktop_like(1280, 800)
+    for frame in (bgrx_frame(image), bgrx_frame(painted(image, (0, 0, 1279, 799), (10, 20, 30)))):
+        compressing_threads.clear()
+        stitched = imaging.encode(frame, "jpeg", 80)
+        assert len(compressing_threads) == 50
+        # Dealt in turn: the calling thread took every (helpers + 1)th band from the top one, the
+        # helpers the others (a helper done with its share early may take the next one too).
+        top_down = [thread for _, thread in sorted(compressing_threads)]
+        mine = top_down[:: helpers + 1]
+        assert mine == [threading.get_ident()] * len(mine)
+        assert threading.get_ident() not in [
+            thread for band, thread in enumerate(top_down) if band % (helpers + 1)
+        ]
+        assert_exact(stitched, frame, 80)
+
+
+def test_a_short_run_of_changed_bands_is_encoded_by_the_calling_thread_alone(
+    monkeypatch: pytest.MonkeyPatch, compressing_threads: list[tuple[int, int]]
+) -> None:
+    monkeypatch.setattr(turbojpeg, "shared_helpers", turbojpeg.Helpers(2))
+    image = desktop_like(1280, 800)
+    imaging.encode(bgrx_frame(image), "jpeg", 80)
+    compressing_threads.clear()
+    spinner = bgrx_frame(painted(image, (300, 30, 330, 60), (200, 30, 30)))  # bands 1 to 3
+    stitched = imaging.encode(spinner, "jpeg", 80)
+    assert [thread for _, thread in compressing_threads] == [threading.get_ident()] * 3
+    assert_exact(stitched, spinner, 80)
+
+
+def test_a_band_a_helper_fails_on_fails_the_encode_once_every_helper_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(turbojpeg, "shared_helpers", turbojpeg.Helpers(2))
+    compress = turbojpeg._compress
+    caller = threading.get_ident()
+    running: list[int] = []
+
+    def failing_in_a_helper(address: int, width: int, height: int, quality: int) -> bytes:
+        if threading.get_ident() == caller:
+            return compress(address, width, height, quality)
+        running.append(1)
+        try:
+            time.sleep(0.01)  # the other helper is still at work when the first one fails
+            raise turbojpeg.TurboJpegError("refused")
+        finally:
+            running.pop()
+
+    monkeypatch.setattr(turbojpeg, "_compress", failing_in_a_helper)
+    frame = bgrx_frame(desktop_like(1280, 800))
+    assert frame.bgrx is not None
+    with pytest.raises(turbojpeg.TurboJpegError, match="refused"):
+        turbojpeg.encode_bgrx(frame, frame.bgrx, 80)
+    assert running == []  # no helper still reads the frame's rows
+    monkeypatch.setattr(turbojpeg, "_compress", compress)
+    assert_exact(turbojpeg.encode_bgrx(frame, frame.bgrx, 80), frame, 80)  # nothing half made was kept
+
+
+def test_when_no_helper_takes_work_any_more_the_calling_thread_encodes_every_band(
+    monkeypatch: pytest.MonkeyPatch, compressing_threads: list[tuple[int, int]]
+) -> None:
+    helpers = turbojpeg.Helpers(1)
+    helpers.executor().shutdown()  # as at the interpreter's exit, with a daemon thread still capturing
+    monkeypatch.setattr(turbojpeg, "shared_helpers", helpers)
+    frame = bgrx_frame(desktop_like(1280, 800))
+    stitched = imaging.encode(frame, "jpeg", 80)
+    assert [thread for _, thread in compressing_threads] == [threading.get_ident()] * 50
+    assert_exact(stitched, frame, 80)
 
 
 def test_a_frame_differing_only_in_padding_bytes_gives_the_same_jpeg() -> None:

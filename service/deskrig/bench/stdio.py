@@ -45,7 +45,7 @@ from mcp import Client, StdioServerParameters
 from PIL import Image
 
 import deskrig
-from deskrig import imaging
+from deskrig import imaging, turbojpeg
 from deskrig.bench import ts_client
 from deskrig.bench.capture import DEMO_APP
 from deskrig.bench.reliability_rig import INITIALIZE
@@ -518,6 +518,7 @@ def _encoders_at_the_limit(runs: int) -> None:
         load_before = os.getloadavg()
         lines = _limit_rows(desktop, rig.display, runs)
         load_after = os.getloadavg()
+        whole_change = _whole_change_rows(desktop, runs)
     out = sys.stdout
     out.write(f"\n### full screen 1280x800 over MCP stdio ({DEMO_APP[0]}, {runs} runs, p50 ms)\n\n")
     out.write(
@@ -532,5 +533,41 @@ def _encoders_at_the_limit(runs: int) -> None:
         "SDK's transport | floor, stop 23: SDK / bare |\n"
     )
     out.write("|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|---:|\n")
-    out.write("\n".join(lines) + "\n")
+    out.write("\n".join(lines + whole_change) + "\n")
     out.flush()
+
+
+def _whole_change_rows(desktop: Desktop, runs: int) -> list[str]:
+    """A JPEG of a screen whose every band changed since the last one (the grab, and the same
+    grab scrolled by half a band, in turn), in process: with TurboJPEG's helper threads, and in
+    the calling thread alone. Alternated run by run: both meet the same load."""
+    grab = desktop.grab(desktop.screen_bounds())
+    rows = bytes(grab.bgrx or b"")
+    shift = grab.width * 4 * 8
+    frames = [
+        Grab.from_bgrx(bytearray(rows), *grab.size),
+        Grab.from_bgrx(bytearray(rows[shift:] + rows[:shift]), *grab.size),
+    ]
+    alone = turbojpeg.Helpers(0)
+    turns = itertools.count()
+
+    def encode(helpers: turbojpeg.Helpers | None) -> None:
+        frame = frames[next(turns) % 2]
+        assert frame.bgrx is not None
+        turbojpeg.encode_bgrx(frame, frame.bgrx, 80, helpers)
+
+    timings = anyio.run(
+        measure_interleaved,
+        [
+            ("helpers", awaitable(functools.partial(encode, None))),
+            ("alone", awaitable(functools.partial(encode, alone))),
+        ],
+        runs,
+    )
+    shared, single = timings
+    return [
+        f"\n#### a whole-screen change, JPEG q80 in process ({runs} runs, p50 ms; every band encoded anew)\n",
+        "| TurboJPEG's helper threads | with them: wall (CPU) | the calling thread alone: wall (CPU) |",
+        "|---:|---:|---:|",
+        f"| {turbojpeg.shared_helpers.count} | {shared.p50:.2f} ({shared.cpu().p50:.2f}) | {single.p50:.2f} ({single.cpu().p50:.2f}) |",
+    ]

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
+from deskrig.cpus import usable_cpus
 from deskrig.errors import ErrorInfo
 from deskrig.orchestrator.images import check_registry
 
@@ -90,7 +91,7 @@ Timestamp = Annotated[float, BeforeValidator(_epoch_seconds), PlainSerializer(is
 
 def default_max_sessions() -> int:
     """How many rigs this machine runs at once by default: bounded by CPUs and by memory."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = usable_cpus()
     memory = 4096 * _MIB  # where the memory size cannot be read (Windows has no sysconf)
     if sys.platform != "win32":
         with contextlib.suppress(ValueError, OSError):
