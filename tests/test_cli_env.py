@@ -51,6 +51,7 @@ def sample(action: argparse.Action, tmp: Path) -> tuple[list[str], str]:
         "record": "/srv/turns",
         "recording_key_file": "/srv/recording.key",
         "header_timeout": "30",
+        "body_timeout": "40",
         "display": ":7",
         "size": "640x480",
         "wm": "xfwm4",

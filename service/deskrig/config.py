@@ -27,6 +27,7 @@ ENV_KEYS: dict[str, tuple[str | None, str]] = {
     "DESKRIG_ALLOWED_HOSTS": (None, "allowed_hosts"),
     "DESKRIG_MAX_INLINE_BYTES": (None, "max_inline_bytes"),
     "DESKRIG_HEADER_TIMEOUT": (None, "header_timeout"),
+    "DESKRIG_BODY_TIMEOUT": (None, "body_timeout"),
     "DESKRIG_ALLOWED_DIRS": ("security", "allowed_directories"),
     "DESKRIG_MAX_CAPTURES_PER_MINUTE": ("security", "max_captures_per_minute"),
     "DESKRIG_BLOCKED_WINDOWS": ("security", "blocked_window_patterns"),
@@ -53,6 +54,8 @@ def default_allowed_directories() -> list[str]:
 
 #: Seconds an HTTP client has to send a request's headers (``--header-timeout``).
 DEFAULT_HEADER_TIMEOUT = 10.0
+#: Seconds a request body may stall, nothing of it arriving while more is due (``--body-timeout``).
+DEFAULT_BODY_TIMEOUT = 10.0
 #: How long a server listens to the apps' accessibility events after its last tree read
 #: (deskrig.a11y.atspi says why it stops).
 A11Y_EVENTS_IDLE_TIMEOUT = 60.0
@@ -155,6 +158,8 @@ class Settings(BaseModel):
     max_inline_bytes: int = Field(1024 * 1024, ge=16 * 1024)
     #: Seconds an HTTP client has to send a request's headers before its connection is closed.
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0, le=3600)
+    #: Seconds a request body may go without a byte arriving before its connection is closed.
+    body_timeout: float = Field(DEFAULT_BODY_TIMEOUT, gt=0, le=3600)
     #: Reuse the encoding of an unchanged screen (the backend's damage tracking says when).
     reuse_unchanged_captures: bool = True
     security: SecurityPolicy = Field(default_factory=SecurityPolicy)

@@ -20,10 +20,11 @@ from typing import Any
 
 import h11
 import uvicorn
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from deskrig.config import DEFAULT_HEADER_TIMEOUT
+from deskrig.config import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 from deskrig.error_responses import http_error
 from deskrig.errors import ErrorCode, ErrorInfo
 from deskrig.identity import ANONYMOUS_IDENTITY, SCOPE_KEY, TokenTable
@@ -137,29 +138,39 @@ def _http_date(second: int) -> bytes:
 
 
 class HeaderDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's headers, dating each response.
+    """uvicorn's h11 protocol with a deadline on each request's headers and on each stall of its
+    body, dating each response.
 
     uvicorn only times out idle keep-alive connections: a client that sends nothing, or a request
     head a byte at a time, holds a connection (and its memory) for ever. Here the head must be
     complete within ``header_timeout`` seconds of the connection opening or of the request's first
     byte; otherwise a partial head gets ``408 Request Timeout`` and the connection is closed.
-    A request body and the response are not bounded by this.
+    So does a request whose body stops coming (a ``Content-Length`` larger than what is sent):
+    once ``body_timeout`` seconds pass without a byte of it while more is due, it gets 408 (just
+    the close if its response has begun), and the handler waiting for the body sees the client
+    gone. A body that keeps coming, however slowly, and a stall that is the server's own (uvicorn
+    stops reading while a handler has not taken what came) are not cut off. The response is not
+    bounded by either.
     """
 
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     _deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._arm(self.header_timeout)
 
     def data_received(self, data: bytes) -> None:
         self._date_responses()
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:  # a whole request head has arrived
+        if self.conn.their_state is h11.SEND_BODY:  # a whole head, and more of its body is due
+            self._disarm()
+            self._arm(self.body_timeout)
+        elif self.conn.their_state is not h11.IDLE:  # a whole request has arrived
             self._disarm()
         elif self._deadline is None:  # the first bytes of a request after a keep-alive pause
-            self._arm()
+            self._arm(self.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -172,8 +183,8 @@ class HeaderDeadlineProtocol(H11Protocol):
         date = [(b"date", _http_date(int(time.time())))] if self.config.date_header else []
         self.server_state.default_headers = date + self.config.encoded_headers
 
-    def _arm(self) -> None:
-        self._deadline = self.loop.call_later(self.header_timeout, self._expired)
+    def _arm(self, timeout: float) -> None:
+        self._deadline = self.loop.call_later(timeout, self._expired)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -182,40 +193,69 @@ class HeaderDeadlineProtocol(H11Protocol):
 
     def _expired(self) -> None:
         self._deadline = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing():
             return
-        partial, _ = self.conn.trailing_data
-        if partial:
+        if self.conn.their_state is h11.SEND_BODY:
+            if self.flow.read_paused:  # the stall is the handler's, not the client's
+                self._arm(self.body_timeout)
+                return
+            # Where a response has begun (a 401 sent before the body was read), more bytes would
+            # be taken as part of it: the close alone says it.
+            answer = self.cycle is None or not self.cycle.response_started
+            log.info("closed a connection whose request body stalled for %g s", self.body_timeout)
+        elif self.conn.their_state is h11.IDLE:
+            answer = bool(self.conn.trailing_data[0])  # a partial head; a silent connection is just closed
+        else:
+            return
+        if answer:
             self.transport.write(
                 b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
             )
         self.transport.close()
 
 
-class _ShutdownCancellationFilter(logging.Filter):
-    """Drops uvicorn's "Exception in ASGI application" for a request it cancelled at the end of its
-    graceful shutdown (an MCP session's open GET stream, a call blocked on a dead display): that
-    cancellation is the shutdown working, and its traceback would read like a crash in the log."""
+class _ExceptionFilter(logging.Filter):
+    """Drops the log records that carry an exception of one of ``kinds``."""
+
+    def __init__(self, *kinds: type[BaseException]) -> None:
+        super().__init__()
+        self.kinds = kinds
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+        return not (record.exc_info and isinstance(record.exc_info[1], self.kinds))
 
 
-_SHUTDOWN_FILTER = _ShutdownCancellationFilter()
+#: uvicorn's "Exception in ASGI application" for a request it cancelled at the end of its graceful
+#: shutdown (an MCP session's open GET stream, a call blocked on a dead display): that cancellation
+#: is the shutdown working, and its traceback would read like a crash in the log.
+_SHUTDOWN_FILTER = _ExceptionFilter(asyncio.CancelledError)
+#: The MCP SDK's "Error handling POST request" for a client gone before its request body was
+#: whole (it hung up, or its body stalled past the deadline, which logs a line of its own): the
+#: client's doing, not a fault of the server's, and its traceback would read like one.
+_CLIENT_GONE_FILTER = _ExceptionFilter(ClientDisconnect)
 
 
 def uvicorn_config(
-    app: ASGIApp, *, header_timeout: float = DEFAULT_HEADER_TIMEOUT, **options: Any
+    app: ASGIApp,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    **options: Any,
 ) -> uvicorn.Config:
     """The uvicorn settings every deskrig HTTP server shares, plus ``options``.
 
-    The header deadline above, and a keep-alive timeout well beyond clients' idle expiry (httpx,
+    The header and body deadlines above, and a keep-alive timeout well beyond clients' idle expiry (httpx,
     under the MCP SDK: 5 s, uvicorn's own default too): with equal timeouts a server under load
     closed an idle connection just as its client reused it, and the request died with a reset
     (``ReadError``). Now the client always drops an idle connection first.
     """
     logging.getLogger("uvicorn.error").addFilter(_SHUTDOWN_FILTER)  # idempotent: a set of filters
-    protocol = type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
+    logging.getLogger("mcp.server.streamable_http").addFilter(_CLIENT_GONE_FILTER)
+    protocol = type(
+        "HeaderDeadlineProtocol",
+        (HeaderDeadlineProtocol,),
+        {"header_timeout": header_timeout, "body_timeout": body_timeout},
+    )
     return uvicorn.Config(
         app,
         http=protocol,

@@ -96,6 +96,15 @@ def server_options(parser: argparse.ArgumentParser) -> None:
     )
     option(
         parser,
+        "--body-timeout",
+        env="DESKRIG_BODY_TIMEOUT",
+        setting="body_timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close an HTTP connection whose request body stalls that long, no byte of it arriving (default 10)",
+    )
+    option(
+        parser,
         "--tool-profile",
         env="DESKRIG_TOOL_PROFILE",
         setting="tool_profile",

@@ -198,6 +198,7 @@ async def _serve_http(
     config = uvicorn_config(
         app,
         header_timeout=server.services.settings.header_timeout,
+        body_timeout=server.services.settings.body_timeout,
         host=transport.host,
         port=transport.port,
         lifespan="on",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -208,6 +209,48 @@ def test_slow_request_headers_are_cut_off(tmp_path: Path) -> None:
         assert read_until_closed(silent, timeout=5) == b""
     finally:
         rig.stop()
+
+
+def _post_head(port: int, length: int, headers: dict[str, str]) -> bytes:
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"host: 127.0.0.1:{port}",
+        *(f"{name}: {value}" for name, value in {**MCP_HEADERS, **headers}.items()),
+        f"content-length: {length}",
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def test_a_request_body_that_stops_coming_is_cut_off(tmp_path: Path) -> None:
+    """A Content-Length larger than the body sent: 408 and closed after --body-timeout, and the
+    close alone where the response went out before the body (a 401). A body that keeps coming
+    more slowly than that in all, each byte well inside it, is served; so are other clients."""
+    rig = RigProcess(app=["xterm"], extra=["--body-timeout", "1", "--no-a11y"]).start(tmp_path)
+    body = json.dumps(INITIALIZE).encode()
+    try:
+        short = socket.create_connection(("127.0.0.1", rig.port))
+        short.sendall(_post_head(rig.port, len(body) + 100, rig.auth) + body)
+        unauthorized = socket.create_connection(("127.0.0.1", rig.port))
+        unauthorized.sendall(_post_head(rig.port, len(body) + 100, {}) + body)
+        started = time.monotonic()
+        trickle = socket.create_connection(("127.0.0.1", rig.port))
+        trickle.sendall(_post_head(rig.port, len(body), rig.auth))
+        for at in range(0, len(body), len(body) // 4 + 1):
+            time.sleep(0.4)
+            trickle.sendall(body[at : at + len(body) // 4 + 1])
+        assert time.monotonic() - started > 1.5  # longer than the stall limit, all told
+        assert http_status(f"{rig.base}/healthz") == 200
+        answer = read_until_closed(short, timeout=5)
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        refused = read_until_closed(unauthorized, timeout=5)
+        assert refused.startswith(b"HTTP/1.1 401 ") and b"408" not in refused, refused
+        trickle.settimeout(5)
+        served = trickle.recv(65536)
+        assert served.startswith(b"HTTP/1.1 200 "), served
+        trickle.close()
+    finally:
+        rig.stop()
+    assert "Traceback" not in rig.stderr()
 
 
 def test_idle_connections_outlive_the_clients_keep_alive(green_rig: GreenRig) -> None:

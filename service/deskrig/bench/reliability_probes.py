@@ -302,10 +302,20 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 
 
 def run_probes(timeout: float, slow_wait: float, body_mib: int) -> list[ProbeResult]:
-    # The rig's header deadline is half the probes' wait, so a closed stalled connection is seen.
-    header_timeout = str(max(1.0, slow_wait / 2))
+    # The rig's header and body deadlines are half the probes' wait, so a closed stalled
+    # connection is seen.
+    deadline = str(max(1.0, slow_wait / 2))
     rig = BenchRig(
-        app=["xterm"], extra=["--tool-profile", "all", "--no-a11y", "--header-timeout", header_timeout]
+        app=["xterm"],
+        extra=[
+            "--tool-profile",
+            "all",
+            "--no-a11y",
+            "--header-timeout",
+            deadline,
+            "--body-timeout",
+            deadline,
+        ],
     )
     try:
         rig.start()
