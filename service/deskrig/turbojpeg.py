@@ -319,7 +319,7 @@ def _submitted(
         return None
 
 
-def _each(band: Callable[[int], _BandJpeg], tops: Sequence[int]) -> list[_BandJpeg]:
+def _bands_at(band: Callable[[int], _BandJpeg], tops: Sequence[int]) -> list[_BandJpeg]:
     return [band(top) for top in tops]
 
 
@@ -332,10 +332,10 @@ def _encoded(
     futures: list[concurrent.futures.Future[list[_BandJpeg]] | None] = []
     try:
         for share in others:
-            futures.append(_submitted(helpers, functools.partial(_each, band, share)))
-        shares = [_each(band, first)]
+            futures.append(_submitted(helpers, functools.partial(_bands_at, band, share)))
+        shares = [_bands_at(band, first)]
         for share, future in zip(others, futures, strict=True):
-            shares.append(_each(band, share) if future is None else future.result())
+            shares.append(_bands_at(band, share) if future is None else future.result())
     finally:
         # On the way out by an error too: the helpers read the caller's rows, which live only as
         # long as this call.

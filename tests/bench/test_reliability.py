@@ -106,7 +106,8 @@ def test_dangerous_tools_are_fuzzed_only_with_safe_arguments(rig: BenchRig) -> N
 
 
 def test_probes_report_each_attack_against_its_expected_answer() -> None:
-    results = {result.probe: result for result in run_probes(timeout=30.0, slow_wait=1.0, body_mib=1)}
+    # The rig's deadlines are half the wait, so a stalled request is cut off inside it.
+    results = {result.probe: result for result in run_probes(timeout=30.0, slow_wait=2.0, body_mib=1)}
     assert {r.group for r in results.values()} == {"auth", "host", "origin", "body", "path", "slow headers"}
     # Checks that hold on every branch: the token, Host and path guards.
     for probe in (
@@ -118,6 +119,8 @@ def test_probes_report_each_attack_against_its_expected_answer() -> None:
     ):
         assert results[probe].met, results[probe]
     assert results["no token"].observed.startswith("HTTP 401")
+    stalled = results["Content-Length larger than the body"]
+    assert stalled.met and stalled.observed.startswith("HTTP 408"), stalled
 
 
 def test_load_reports_calls_latencies_and_rss() -> None:
@@ -136,6 +139,15 @@ def test_a_fault_run_reports_what_the_client_saw_and_what_was_left() -> None:
     # The rig outlives its window manager and stops cleanly on SIGTERM.
     assert report.ended_after_s is None and report.exit_status == 0
     assert report.leftover_processes == [] and report.leftover_dirs == []
+    assert report.clean
+
+
+def test_a_killed_server_leaves_only_dirs_that_the_next_rigs_sweep_removes() -> None:
+    report = run_fault("server", timeout=30.0)
+    assert report.exit_status == -9  # SIGKILLed
+    assert report.leftover_processes == []
+    assert [name.rsplit("-", 1)[0] for name in report.swept_dirs] == ["deskrig-rig", "deskrig-xdg"]
+    assert report.leftover_dirs == []
     assert report.clean
 
 

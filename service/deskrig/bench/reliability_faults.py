@@ -3,7 +3,9 @@
 After the kill a connected client makes a few calls; the report says what it saw (results,
 structured errors, hangs, transport errors), then how the runner ended (by itself or after
 SIGTERM, its exit status, a traceback in its log), and what it left behind: live processes of its
-family and ``deskrig-*`` dirs in its private TMPDIR.
+family and ``deskrig-*`` dirs in its private TMPDIR. A killed runner cannot remove its own dirs;
+the next rig's start sweeps those whose owner is gone (:mod:`deskrig.rundirs`), so after that
+kill the sweep is run as the next rig would, and only what it leaves counts as left behind.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from deskrig.bench.reliability_calls import call_fresh, call_once, leaf_exceptio
 from deskrig.bench.reliability_outcomes import Outcome, Tally, format_counts, table, write
 from deskrig.bench.reliability_rig import GTK_APP, BenchRig
 from deskrig.client import connect
+from deskrig.rundirs import sweep_stale_dirs
 
 #: Every process of a rig, by the name /readyz lists it under, plus the server (the runner itself).
 VICTIMS = ["xvfb", "wm", "dbus", "at-spi", "app", "server"]
@@ -40,6 +43,8 @@ class FaultReport(BaseModel):
     traceback_in_log: bool = False
     leftover_processes: list[str] = Field(default_factory=list)
     leftover_dirs: list[str] = Field(default_factory=list)
+    #: Dirs the killed runner left, which the next rig's sweep removed.
+    swept_dirs: list[str] = Field(default_factory=list)
     note: str = ""
 
     @property
@@ -114,6 +119,8 @@ def run_fault(victim: str, timeout: float) -> FaultReport:
         if rig.proc.poll() is not None:
             report.ended_after_s = time.monotonic() - report.killed_at
         report.exit_status, report.leftover_processes = rig.stop_and_leftovers()
+        if victim == "server":
+            report.swept_dirs = sorted(path.name for path in sweep_stale_dirs(rig.tmpdir))
         report.leftover_dirs = rig.leftover_dirs()
         report.traceback_in_log = "Traceback" in rig.stderr_path.read_text(errors="replace")
         return report
@@ -155,7 +162,7 @@ def print_faults(reports: list[FaultReport]) -> None:
             "killed" if r.exit_status is None else str(r.exit_status),
             "YES" if r.traceback_in_log else "no",
             ", ".join(r.leftover_processes) or "-",
-            ", ".join(r.leftover_dirs) or "-",
+            ", ".join(r.leftover_dirs) or ("-" if not r.swept_dirs else f"- ({len(r.swept_dirs)} swept)"),
             "yes" if r.clean else "NO",
         ]
         for r in reports
