@@ -137,7 +137,7 @@ def _http_date(second: int) -> bytes:
     return formatdate(second, usegmt=True).encode()
 
 
-class HeaderDeadlineProtocol(H11Protocol):
+class RequestDeadlineProtocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline on each request's headers and on each stall of its
     body, dating each response.
 
@@ -252,8 +252,8 @@ def uvicorn_config(
     logging.getLogger("uvicorn.error").addFilter(_SHUTDOWN_FILTER)  # idempotent: a set of filters
     logging.getLogger("mcp.server.streamable_http").addFilter(_CLIENT_GONE_FILTER)
     protocol = type(
-        "HeaderDeadlineProtocol",
-        (HeaderDeadlineProtocol,),
+        "RequestDeadlineProtocol",
+        (RequestDeadlineProtocol,),
         {"header_timeout": header_timeout, "body_timeout": body_timeout},
     )
     return uvicorn.Config(
@@ -276,7 +276,7 @@ class QuietServer(uvicorn.Server):
     container a few tenths of a millisecond of CPU, and issue 12 packs 64 idle rigs on two cores.
 
     Here the main loop waits for :meth:`exit` (or uvicorn's own signal handler) and nothing else;
-    responses are dated as each request arrives (:class:`HeaderDeadlineProtocol`); and the event
+    responses are dated as each request arrives (:class:`RequestDeadlineProtocol`); and the event
     streams served on this server's loop end on the same exit (:func:`event_streams_end_on_exit`)
     instead of the watcher's poll. ``on_exit`` is called in the event loop as soon as the server
     decides to exit (before it drains its connections), however it was asked to.

@@ -21,14 +21,14 @@ the stitched file is byte for byte what libjpeg writes for the whole frame with
 ``restart_in_rows = 1`` (``TJ_RESTART=1``), and decodes to the same pixels as a plain encode.
 :class:`deskrig.grabs.BandCaches` keeps the segments of the last frame of each size and quality,
 and only the bands whose rows changed are encoded again: on a 1280x800 screen with a spinner
-0.3-0.5 ms of CPU against 2.3 ms for a whole encode, and about 2.9 ms when every band changed.
+0.3-0.5 ms of CPU against 2.3 ms for a whole encode, and about 4 ms when every band changed.
 
 Helpers. A long run of changed bands (a whole-screen change: a page switched, a list scrolled, the
-first capture) is shared between the calling thread and helper threads, one per other usable CPU
-(:class:`_Helpers`): TurboJPEG runs without the GIL (ctypes lets go of it around every foreign
-call), so on an idle second core every band of a 1280x800 screen takes about 1.5 ms instead of
-2.9. A short run is encoded by the calling thread alone: handing work to a thread and back costs
-about what TurboJPEG takes for a few bands.
+first capture) is dealt out between the calling thread and helper threads, one per other usable
+CPU (:class:`Helpers`): TurboJPEG runs without the GIL (ctypes lets go of it around every foreign
+call), so with an idle second core every band of gtk3-widget-factory's 1280x800 screen takes about
+2.9 ms instead of 4.0, for a tenth more CPU. A short run is encoded by the calling thread alone:
+handing work to a thread and back costs about what TurboJPEG takes for a few bands.
 """
 
 from __future__ import annotations
