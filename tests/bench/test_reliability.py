@@ -16,7 +16,7 @@ import pytest
 
 from deskrig.bench.reliability import ReliabilityReport
 from deskrig.bench.reliability_calls import call_all
-from deskrig.bench.reliability_faults import run_fault
+from deskrig.bench.reliability_faults import FaultReport, run_fault
 from deskrig.bench.reliability_fuzz import generate, narrowed
 from deskrig.bench.reliability_load import run_load
 from deskrig.bench.reliability_outcomes import Outcome, Tally
@@ -149,6 +149,24 @@ def test_a_killed_server_leaves_only_dirs_that_the_next_rigs_sweep_removes() -> 
     assert [name.rsplit("-", 1)[0] for name in report.swept_dirs] == ["deskrig-rig", "deskrig-xdg"]
     assert report.leftover_dirs == []
     assert report.clean
+
+
+@pytest.mark.parametrize(
+    ("victim", "ended_after_s", "code", "clean"),
+    [
+        ("dbus", 0.3, "JSON-RPC -32000", True),  # the rig closed the call's connection as it ended
+        ("dbus", 0.3, "connection: RemoteProtocolError", True),
+        ("wm", None, "JSON-RPC -32000", False),  # the rig went on: a closed connection is a defect
+        ("dbus", 0.3, "JSON-RPC -32603", False),
+        ("server", None, "connection: ReadError", True),
+    ],
+)
+def test_a_call_cut_off_by_the_rig_going_away_is_clean_and_only_then(
+    victim: str, ended_after_s: float | None, code: str, clean: bool
+) -> None:
+    report = FaultReport(victim=victim, ended_after_s=ended_after_s)
+    report.seen.add(Outcome(tool="list_windows", kind="protocol", code=code, ms=1.0))
+    assert report.clean is clean
 
 
 def test_check_fails_on_internal_errors_and_unmet_probes() -> None:

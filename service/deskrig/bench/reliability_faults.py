@@ -15,6 +15,7 @@ import signal
 import time
 
 import anyio
+import mcp_types as types
 from pydantic import BaseModel, Field
 
 from deskrig.bench.reliability_calls import call_fresh, call_once, leaf_exception
@@ -27,6 +28,8 @@ from deskrig.rundirs import sweep_stale_dirs
 VICTIMS = ["xvfb", "wm", "dbus", "at-spi", "app", "server"]
 #: What a client sees once the rig has ended: nothing listens on its port.
 REFUSED = "connection: ConnectError"
+#: What the MCP client says of a call whose connection closed before its answer came.
+CONNECTION_CLOSED = f"JSON-RPC {types.CONNECTION_CLOSED}"
 #: How long the runner may take to end by itself (app death ends a rig) before it gets SIGTERM.
 EXIT_GRACE = 5.0
 
@@ -50,11 +53,15 @@ class FaultReport(BaseModel):
     @property
     def clean(self) -> bool:
         """Each call answered (a result, a structured error, or a refused connection once the rig
-        has ended; a killed server breaks its connections), no traceback, nothing left behind."""
+        has ended), no traceback, nothing left behind. A killed server breaks its connections; a
+        rig that ends by itself may close one whose call came in its last moments (the MCP
+        client's CONNECTION_CLOSED): both are the rig going away, as a refused connection is."""
+        going_away = self.victim == "server" or self.ended_after_s is not None
         unexpected = {
             code
             for code in self.seen.protocol_errors
-            if code != REFUSED and not (self.victim == "server" and code.startswith("connection: "))
+            if code != REFUSED
+            and not (going_away and (code.startswith("connection: ") or code == CONNECTION_CLOSED))
         }
         return (
             self.seen.hangs == 0
