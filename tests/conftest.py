@@ -12,7 +12,7 @@ from tests.rigprocs import BACKENDS, open_dir
 from tests.toolkits import TOOLKITS, backends_for, runs_for, toolkits_for
 
 #: Fixtures shared across folders: ``browser_page`` (Debian's Chromium through Playwright),
-#: ``compressed_rows`` (the bands TurboJPEG compresses) and ``ca_loads`` (CA bundles loaded).
+#: ``compressed_rows`` and ``compressing_threads`` (the bands TurboJPEG compresses) and ``ca_loads`` (CA bundles loaded).
 pytest_plugins = ["tests.browser", "tests.frames", "tests.tls"]
 
 #: Why toolkits were left out of tests, for the summary: test -> reasons.

@@ -1,13 +1,14 @@
 """Frames the encoding tests make and encode: screen-like images, as X11 grabs, and libjpeg's
 own encoding of a whole frame to compare banded JPEGs with; the encoders' band caches forgotten,
-and ``compressed_rows``, a fixture (this module is a pytest plugin, see tests/conftest.py)."""
+and ``compressed_rows`` and ``compressing_threads``, fixtures (this module is a pytest plugin, see
+tests/conftest.py)."""
 
 from __future__ import annotations
 
 import os
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -75,15 +76,28 @@ def forget_frames() -> None:
     png._band_caches = BandCaches(png.PNG_BAND_ROWS)
 
 
+def _noting_compressions(monkeypatch: pytest.MonkeyPatch, note: Callable[[int, int], None]) -> None:
+    """``note(address, height)`` of every band TurboJPEG is asked to compress, on the thread that asks."""
+    compress = turbojpeg._compress
+
+    def noting(address: int, width: int, height: int, quality: int) -> bytes:
+        note(address, height)
+        return compress(address, width, height, quality)
+
+    monkeypatch.setattr(turbojpeg, "_compress", noting)
+
+
 @pytest.fixture
 def compressed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The height of every band TurboJPEG is asked to compress, in order."""
     heights: list[int] = []
-    compress = turbojpeg._compress
-
-    def counting(address: int, width: int, height: int, quality: int) -> bytes:
-        heights.append(height)
-        return compress(address, width, height, quality)
-
-    monkeypatch.setattr(turbojpeg, "_compress", counting)
+    _noting_compressions(monkeypatch, lambda _address, height: heights.append(height))
     return heights
+
+
+@pytest.fixture
+def compressing_threads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The address of every band TurboJPEG is asked to compress and the thread that asked, in order."""
+    calls: list[tuple[int, int]] = []
+    _noting_compressions(monkeypatch, lambda address, _height: calls.append((address, threading.get_ident())))
+    return calls

@@ -91,20 +91,6 @@ def test_only_the_bands_that_changed_are_encoded_again(compressed_rows: list[int
     assert_exact(stitched, bottom, 80)
 
 
-@pytest.fixture
-def compressing_threads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """The address of every band TurboJPEG is asked to compress and the thread that asked, in order."""
-    calls: list[tuple[int, int]] = []
-    compress = turbojpeg._compress
-
-    def noting(address: int, width: int, height: int, quality: int) -> bytes:
-        calls.append((address, threading.get_ident()))
-        return compress(address, width, height, quality)
-
-    monkeypatch.setattr(turbojpeg, "_compress", noting)
-    return calls
-
-
 @pytest.mark.parametrize("helpers", [1, 2])
 def test_a_whole_frame_change_is_shared_between_threads_and_stitched_exactly(
     helpers: int, monkeypatch: pytest.MonkeyPatch, compressing_threads: list[tuple[int, int]]

@@ -329,6 +329,8 @@ def _encoded(
     """``band(top)`` of every top in ``tops``, in order: the first share (:func:`_shares`) in this
     thread, the others in helper threads at the same time."""
     first, *others = _shares(helpers, tops, pixels_per_band)
+    if not others:  # the common case, a few changed bands: no hand-over to wait for
+        return _bands_at(band, first)
     futures: list[concurrent.futures.Future[list[_BandJpeg]] | None] = []
     try:
         for share in others:
