@@ -267,50 +267,41 @@ def test_an_ffmpeg_that_ignores_sigterm_is_gone_with_the_rig(tmp_path: Path) -> 
             os.kill(pid, signal.SIGKILL)
 
 
+def _options(args: list[str]) -> dict[str, str]:
+    """``-name value`` pairs as a mapping, each name once."""
+    assert len(args) % 2 == 0 and all(name.startswith("-") for name in args[::2]), args
+    options = dict(zip(args[::2], args[1::2], strict=True))
+    assert len(options) == len(args) // 2, args
+    return options
+
+
 def test_ffmpeg_reads_raw_frames_stamped_with_the_wall_clock_into_a_fragmented_mp4(tmp_path: Path) -> None:
     path = tmp_path / "recording.mp4"
     argv = video_argv("ffmpeg", 1281, 801, path)
-    assert argv == [
-        "ffmpeg",
-        "-f",
-        "rawvideo",
-        "-video_size",
-        "1281x801",
-        "-analyzeduration",
-        "0",
-        "-framerate",
-        "100",
-        "-pix_fmt",
-        "bgr0",
-        "-probesize",
-        "32",
-        "-use_wallclock_as_timestamps",
-        "1",
-        "-i",
-        "pipe:0",
-        "-f",
-        "mp4",
-        "-flush_packets",
-        "1",
-        "-fps_mode",
-        "vfr",
-        "-frag_duration",
-        "200000",
-        "-movflags",
-        "+frag_keyframe+empty_moov",
-        "-pix_fmt",
-        "yuv420p",
-        "-preset",
-        "ultrafast",
-        "-tune",
-        "zerolatency",
-        "-vcodec",
-        "libx264",
-        "-vf",
-        "crop=1280:800:0:0",
-        str(path),
-        "-nostats",
-    ]  # fmt: skip  (the frame's odd size cropped to even)
+    reading, writing = argv.index("-i"), argv.index(str(path))
+    assert argv[0] == "ffmpeg" and argv[reading + 1] == "pipe:0"
+    assert _options(argv[1:reading]) == {
+        "-f": "rawvideo",
+        "-video_size": "1281x801",
+        "-analyzeduration": "0",
+        "-probesize": "32",
+        "-framerate": "100",
+        "-pix_fmt": "bgr0",
+        "-use_wallclock_as_timestamps": "1",
+    }
+    assert _options(argv[reading + 2 : writing]) == {
+        "-f": "mp4",
+        "-vcodec": "libx264",
+        "-preset": "ultrafast",
+        "-pix_fmt": "yuv420p",
+        "-tune": "zerolatency",
+        "-fps_mode": "vfr",
+        "-vf": "crop=1280:800:0:0",  # the frame's odd size cropped to even
+        "-movflags": "+frag_keyframe+empty_moov",
+        "-frag_duration": "200000",
+        "-flush_packets": "1",
+    }
+    assert argv[writing + 1 :] == ["-nostats"]
 
 
 def test_stdio_hang_up_finalises_the_video(tmp_path: Path) -> None:

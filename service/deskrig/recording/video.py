@@ -98,37 +98,22 @@ def video_argv(binary: str, width: int, height: int, path: Path) -> list[str]:
     """The ffmpeg command line: raw ``width`` x ``height`` BGRX frames on stdin, stamped with the
     wall clock as they arrive, to a fragmented H.264 mp4 of the (even) size, frames kept where
     they fall in time."""
-    import ffmpeg  # ffmpeg-python and the `future` package it brings: ~5 ms a start without a video
-
-    stream = ffmpeg.input(
-        "pipe:0",
-        f="rawvideo",
-        pix_fmt="bgr0",
-        video_size=(width, height),
-        framerate=TIMESTAMP_RATE,
-        use_wallclock_as_timestamps=1,
+    return [
+        binary,
+        *("-f", "rawvideo", "-video_size", f"{width}x{height}"),
         # Start on the first frame: an idle screen may not send a second one for a while.
-        probesize=32,
-        analyzeduration=0,
-    )
-    output = ffmpeg.output(
-        stream,
-        str(path),
-        f="mp4",
-        vcodec="libx264",
-        preset="ultrafast",
+        *("-analyzeduration", "0", "-probesize", "32"),
+        *("-framerate", str(TIMESTAMP_RATE), "-pix_fmt", "bgr0", "-use_wallclock_as_timestamps", "1"),
+        *("-i", "pipe:0"),
+        *("-f", "mp4", "-vcodec", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"),
         # No frames held back in the encoder: each one reaches the file when the next arrives.
-        tune="zerolatency",
-        pix_fmt="yuv420p",
-        fps_mode="vfr",
+        *("-tune", "zerolatency", "-fps_mode", "vfr"),
         # Trims an odd-sized screen to the even size yuv420p needs.
-        vf=f"crop={even(width)}:{even(height)}:0:0",
-        movflags="+frag_keyframe+empty_moov",
-        frag_duration=200_000,
-        flush_packets=1,
-    )
-    # -nostats: no progress lines flooding stderr.
-    return [str(arg) for arg in ffmpeg.compile(output.global_args("-nostats"), cmd=binary)]
+        *("-vf", f"crop={even(width)}:{even(height)}:0:0"),
+        *("-movflags", "+frag_keyframe+empty_moov", "-frag_duration", "200000", "-flush_packets", "1"),
+        str(path),
+        "-nostats",  # no progress lines flooding stderr
+    ]
 
 
 class VideoRecorder:
