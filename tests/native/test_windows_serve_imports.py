@@ -48,7 +48,7 @@ anyio.run(main)
 LIKE_WINDOWS = """
 import asyncio, concurrent.futures, ctypes, json, logging, mimetypes, os, shutil, signal, socket
 import subprocess, sys, tempfile, uuid
-import anyio, docker, fastapi, ffmpeg, isal, mcp, mss, PIL.Image, pydantic, rich, starlette, uvicorn
+import anyio, docker, fastapi, isal, mcp, mss, PIL.Image, pydantic, rich, starlette, uvicorn
 sys.platform = "win32"
 for missing in ("pwd", "grp", "fcntl", "resource", "termios", "dbus_fast", "Xlib", "i3ipc", "pywayland"):
     sys.modules[missing] = None
