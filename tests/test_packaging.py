@@ -1,9 +1,10 @@
 """The wheel as a user installs it: built from this tree, installed into a fresh venv without the
-dev extras, then every module imported and every command line run.
+extras, then every module imported and every command line run.
 
 Only what pyproject.toml declares is there, so an import of a dev-only package (httpx, say) or of
-one that only arrives by accident fails here. pytest joins the wheel in the venv because the
-pytest plugin is for projects that have it; nothing else does.
+one that only arrives by accident fails here; a command that needs an extra says which. pytest
+joins the wheel in the venv (without its extra's orchestrator) because the pytest plugin loads in
+any project that has pytest; nothing else does.
 
 A package that arrives with a declared one (pydantic_core with pydantic) imports fine in that venv
 too, so the sources' imports are also read and checked against what is declared by name.
@@ -24,9 +25,10 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
-from tests.declared import PLATFORM_MODULES, dependencies, extras
+from tests.declared import EXTRA_ONLY_MODULES, PLATFORM_MODULES, dependencies, extra_distributions, extras
 
 from deskrig.cli import build_parser
+from deskrig.extras import EXTRA_MODULES
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +44,15 @@ OTHER_OS_DISTRIBUTIONS = {
 #: Modules imported from this repository rather than from a distribution.
 REPOSITORY_MODULES = {"pii_content": "the PII fixture app's module (tests/apps), for the privacy benchmark"}
 #: Imports every module of the installed package (``__main__`` modules run their command instead;
-#: another platform's modules are left out); prints how many, and where the package is.
+#: another platform's modules are left out, and those that load an extra's packages); prints how
+#: many, and where the package is.
 IMPORT_ALL = f"""
 import importlib, pkgutil, sys, deskrig
 other_platforms = {{name for name, platform in {PLATFORM_MODULES!r}.items() if platform != sys.platform}}
+left_out = other_platforms | {set(EXTRA_ONLY_MODULES)!r}
 names = [m.name for m in pkgutil.walk_packages(deskrig.__path__, "deskrig.") if not m.name.endswith(".__main__")]
 for name in names:
-    if name not in other_platforms:
+    if name not in left_out:
         importlib.import_module(name)
 print(len(names), deskrig.__file__)
 """
@@ -102,7 +106,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-def test_every_module_imports_without_the_dev_extras(installed: Path) -> None:
+def test_every_module_imports_without_the_extras(installed: Path) -> None:
     """The wheel's modules, not the sources' (a PYTHONPATH=service of the caller's put those first)."""
     imported = run(installed / "bin" / "python", "-c", IMPORT_ALL, cwd=installed.parent)
     assert imported.returncode == 0, imported.stderr
@@ -173,20 +177,57 @@ def distribution_of(module: str) -> str:
 def test_every_imported_package_is_declared_and_extras_are_imported_when_used() -> None:
     """A module's third-party imports name declared distributions (imported with another one
     counts for nothing), and one that only an extra brings is imported in the function using it,
-    so a plain install imports every module."""
+    so a plain install imports every module; but for the modules of that extra
+    (``EXTRA_ONLY_MODULES``)."""
     core = {canonicalize_name(r.name) for r in dependencies()}
     in_extras = {canonicalize_name(r.name) for reqs in extras().values() for r in reqs} - {"deskrig"}
     undeclared, extra_on_import = set(), set()
     for path in sorted((ROOT / "service" / "deskrig").rglob("*.py")):
         where = str(path.relative_to(ROOT))
+        name = ".".join(path.relative_to(ROOT / "service").with_suffix("").parts)
+        loads_extra = extra_distributions(EXTRA_ONLY_MODULES[name]) if name in EXTRA_ONLY_MODULES else set()
         for module, on_import in third_party_imports(ast.parse(path.read_text(), where)):
             if module in REPOSITORY_MODULES:
                 continue
             distribution = distribution_of(module)
             if distribution not in core | in_extras:
                 undeclared.add(f"{where}: {module} ({distribution})")
-            elif distribution not in core and on_import:
+            elif distribution not in core | loads_extra and on_import:
                 extra_on_import.add(f"{where}: {module} ({distribution})")
 
     assert not undeclared, "imported but not declared in pyproject.toml"
     assert not extra_on_import, "an extra's package imported on import (import it where it is used)"
+
+
+def test_each_extra_names_the_modules_its_distributions_install() -> None:
+    """What ``needs_extra`` reports a missing import by is what pyproject.toml's extra installs."""
+    installed_by: dict[str, set[str]] = {}
+    for module, distributions in importlib.metadata.packages_distributions().items():
+        for distribution in distributions:
+            installed_by.setdefault(canonicalize_name(distribution), set()).add(module)
+    for extra, modules in EXTRA_MODULES.items():
+        own = {canonicalize_name(r.name) for r in extras()[extra]} - {"deskrig"}
+        assert modules == {m for d in own for m in installed_by[d] if not m.startswith("_")}, extra
+    assert {"orchestrator", "pytest"} <= set(EXTRA_ONLY_MODULES.values()) <= set(extras())
+
+
+def test_a_command_needing_an_extra_says_which_to_install(installed: Path, tmp_path: Path) -> None:
+    """Without the orchestrator extra: its runtimes and its image push answer with the extra to
+    install, no traceback; the orchestrator's JSON answers still come (they need no extra)."""
+    deskrig = installed / "bin" / "deskrig"
+    state = str(tmp_path / "state")
+    for argv in (
+        ("orchestrator", "serve", "--runtime", "docker"),
+        ("orchestrator", "serve", "--runtime", "swarm"),
+        ("images", "push", "--registry", "localhost:5000"),
+    ):
+        done = run(deskrig, *argv, cwd=tmp_path, DESKRIG_STATE_DIR=state)
+        assert "Traceback" not in done.stderr, (argv, done.stderr)
+        assert done.returncode == 1, (argv, done.stderr)
+        assert "RUNTIME_UNAVAILABLE" in done.stderr and "deskrig's 'orchestrator' extra" in done.stderr, argv
+        assert "pip install 'deskrig[orchestrator]'" in done.stderr, (argv, done.stderr)
+    kubernetes = run(
+        deskrig, "orchestrator", "serve", "--runtime", "kubernetes", cwd=tmp_path, DESKRIG_STATE_DIR=state
+    )
+    assert "Traceback" not in kubernetes.stderr and kubernetes.returncode == 1, kubernetes.stderr
+    assert "pip install 'deskrig[kubernetes]'" in kubernetes.stderr, kubernetes.stderr

@@ -10,10 +10,13 @@ from deskrig.orchestrator.cli_common import print_json, stderr_console
 
 
 def push(args: argparse.Namespace) -> int:
-    import docker
-    from docker.errors import DockerException
-
     from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+    from deskrig.extras import needs_extra
+
+    with needs_extra("orchestrator", "images push"):
+        import docker
+        from docker.errors import DockerException
+
     from deskrig.orchestrator.images import RIG_IMAGES, check_registry, push_images
 
     if not args.registry:

@@ -23,7 +23,10 @@ def state_path(args: argparse.Namespace) -> Path:
 
 
 def stderr_console() -> Console:
-    from rich.console import Console
+    from deskrig.extras import needs_extra
+
+    with needs_extra("orchestrator", "the orchestrator CLI's progress display"):
+        from rich.console import Console
 
     return Console(stderr=True)
 

@@ -139,14 +139,17 @@ def stop(args: argparse.Namespace) -> int:
 
 
 def ls(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+    from deskrig.extras import needs_extra
 
     with service_client(args) as client:
         sessions = client.list()
     if args.json:
         print_json([info.model_dump(mode="json", exclude={"token"}) for info in sessions])
         return 0
+    with needs_extra("orchestrator", "session ls's table"):
+        from rich.console import Console
+        from rich.table import Table
+
     table = Table("ID", "NAME", "STATE", "AGE", "ENDPOINT", "TURNS", "IMAGE", "REASON", box=None)
     now = time.time()
     for info in sessions:

@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 
 from deskrig.errors import ConfigError, DeskrigError, ErrorCode
+from deskrig.extras import needs_extra
 from deskrig.orchestrator.kubernetes_objects import (
     RIG_CONTAINER,
     Endpoint,
@@ -118,15 +119,10 @@ def _not_found(exc: Exception) -> bool:
 def load_core_api() -> tuple[Any, bool, str | None]:
     """``(CoreV1Api, in_cluster, namespace of the kubeconfig context)``, configured the usual way:
     in-cluster service account, else ``$KUBECONFIG`` (as set when called) / ``~/.kube/config``."""
-    try:
+    with needs_extra("kubernetes", "the kubernetes runtime"):
         from kubernetes import client
         from kubernetes import config as kube_config
-    except ImportError as exc:
-        raise DeskrigError(
-            ErrorCode.RUNTIME_UNAVAILABLE,
-            "the Kubernetes runtime needs the kubernetes client",
-            remediation="pip install 'deskrig[kubernetes]'",
-        ) from exc
+
     config: Any = kube_config  # the client's loaders carry no type hints
     try:
         config.load_incluster_config()
