@@ -7,12 +7,15 @@ commands in a venv really without the extras.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 
 import pytest
 
 from deskrig.errors import DeskrigError, ErrorCode
 from deskrig.extras import needs_extra
+from deskrig.orchestrator import cli_session
 from deskrig.orchestrator.cli_common import stderr_console
 from deskrig.orchestrator.models import OrchestratorConfig
 from deskrig.orchestrator.runtimes import make_runtime
@@ -62,3 +65,29 @@ def test_any_other_missing_module_passes_unchanged(monkeypatch: pytest.MonkeyPat
     assert raised.value.name == "kubernetes"
     with pytest.raises(ModuleNotFoundError), needs_extra("orchestrator", "a test"):
         import deskrig_no_such_module  # type: ignore[import-not-found]  # noqa: F401
+
+
+class NoSessions:
+    """An orchestrator service's client that has no sessions to list."""
+
+    def __enter__(self) -> NoSessions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def list(self) -> list[object]:
+        return []
+
+
+def test_session_ls_answers_json_without_the_extra_and_names_it_for_its_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hide(monkeypatch, "rich")
+    monkeypatch.setattr(cli_session, "service_client", lambda args: NoSessions())
+    assert cli_session.ls(argparse.Namespace(json=True)) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    with pytest.raises(DeskrigError) as raised:
+        cli_session.ls(argparse.Namespace(json=False))
+    assert raised.value.message.startswith("session ls's table needs the 'rich' package")
+    assert raised.value.remediation == "pip install 'deskrig[orchestrator]'"

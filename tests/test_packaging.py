@@ -213,7 +213,7 @@ def test_each_extra_names_the_modules_its_distributions_install() -> None:
 
 def test_a_command_needing_an_extra_says_which_to_install(installed: Path, tmp_path: Path) -> None:
     """Without the orchestrator extra: its runtimes and its image push answer with the extra to
-    install, no traceback; the orchestrator's JSON answers still come (they need no extra)."""
+    install, no traceback (`session ls --json` without it: tests/test_extras.py)."""
     deskrig = installed / "bin" / "deskrig"
     state = str(tmp_path / "state")
     for argv in (
