@@ -223,11 +223,33 @@ def feeding(pid: int) -> list[int]:
     return [other for other, _ in _processes() if other != pid and stdin and pipe(other, 1) == stdin]
 
 
+def video_to_keep(path: Path) -> bool:
+    """Whether the mp4 ffmpeg is writing at ``path`` already holds some video that a kill must not
+    lose: three fragments (a frame each at least) spanning over a second. Either alone can come
+    without the other: frames come as the screen changes, so a booting app's first drawing fills
+    three fragments in well under a second, and one frame held until the next heartbeat spans one."""
+    return fragments_written(path) >= 3 and written_duration(path) > 1.0
+
+
 def fragments_written(path: Path) -> int:
     """The fragments (moof boxes) of the mp4 ffmpeg is writing at ``path``; 0 before it has made
     the file, which it does only once it has opened its input (later than its start on a loaded
     machine)."""
     return mp4_boxes(path).count("moof") if path.exists() else 0
+
+
+def written_duration(path: Path) -> float:
+    """Seconds of video in the fragments of the mp4 ffmpeg is writing at ``path`` so far."""
+    probe = subprocess.run(
+        ["ffprobe", "-v", "quiet", "-show_entries", "format=duration", "-of", "csv=p=0", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    try:  # a fragment still being written is ffprobe's to skip; an unreadable file is none yet
+        return float(probe.stdout.strip())
+    except ValueError:
+        return 0.0
 
 
 def mp4_boxes(path: Path) -> list[str]:
