@@ -213,6 +213,44 @@ async def hand_over_structured_content(
     return wire
 
 
+class ToolsListedOnce:
+    """Server middleware: tools/list's tools in their wire form, made once per protocol version.
+
+    The SDK dumps a tools/list result and checks it against the version's spec on every listing:
+    about 4.5 ms of the rig's CPU for 37 tools (135 kB), of the 13 ms a fresh connection that
+    lists the tools and calls one costs it. The tools never change in a server's life, so the
+    first listing of each version is made and checked whole and its tools are kept; each later
+    listing still runs the whole chain (the initialisation gate, the check of its parameters, the
+    handler), but with the handler's tools held back (:data:`_TOOLS_KEPT`), and gets the kept ones
+    where the empty list stands. The wire form is only read after this (it is encoded to JSON), so
+    the listings share it."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, list[Any]] = {}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/list":
+            return await call_next(ctx)
+        kept = self._tools.get(ctx.protocol_version)
+        if kept is None:
+            wire = await call_next(ctx)
+            if isinstance(wire, dict) and isinstance(wire.get("tools"), list) and "nextCursor" not in wire:
+                self._tools[ctx.protocol_version] = wire["tools"]
+            return wire
+        token = _TOOLS_KEPT.set(True)
+        try:
+            wire = await call_next(ctx)
+        finally:
+            _TOOLS_KEPT.reset(token)
+        if isinstance(wire, dict) and wire.get("tools") == []:
+            wire["tools"] = kept
+        return wire
+
+
+#: Set while a tools/list runs whose tools :class:`ToolsListedOnce` kept: the handler lists none.
+_TOOLS_KEPT: contextvars.ContextVar[bool] = contextvars.ContextVar("tools_kept", default=False)
+
+
 def error_result(spec: AnyTool, error: ErrorInfo) -> types.CallToolResult:
     """A failed call of ``spec`` as its client sees it."""
     return tool_error_result(error, spec.error_output(error) if spec.error_output else None)
@@ -241,6 +279,7 @@ class DeskrigServer:
         #: serves before this server exists, ``deskrig.serving.DeferredServer``, runs it too).
         self.middleware: list[ServerMiddleware[Any]] = []
         self.use(hand_over_structured_content)
+        self.use(ToolsListedOnce())
 
     def use(self, middleware: ServerMiddleware[Any]) -> None:
         self.middleware.append(middleware)
@@ -277,6 +316,8 @@ class DeskrigServer:
     ) -> types.ListToolsResult:
         # Described on the first tools/list, not at start (``deskrig serve --stdio`` answers it from
         # a cache); once for each tool in this process.
+        if _TOOLS_KEPT.get():
+            return types.ListToolsResult(tools=[])
         return types.ListToolsResult(tools=describe_tools(list(self.tools.values())))
 
     async def call_tool(
