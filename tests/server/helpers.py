@@ -4,14 +4,31 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 from tests.server.conftest import GreenRig
 
+from deskrig.config import Settings
+from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.errors import tool_error
+from deskrig.server import DeskrigServer
+from deskrig.serving import build_server
+
+
+@contextlib.contextmanager
+def scripted_server() -> Iterator[DeskrigServer]:
+    """A server over the scripted desktop with default settings, closed after."""
+    server = build_server(ScriptedDesktop().open(), Settings())
+    try:
+        yield server
+    finally:
+        server.services.desktop.close()
+        server.services.security.close()
 
 
 def rgb(hex_color: str) -> tuple[int, int, int]:

@@ -17,12 +17,10 @@ from mcp.server import runner
 from mcp.server.runner import _dump_result
 from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from tests.server.helpers import scripted_server
 
-from deskrig.config import Settings
-from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.identity import ClientRef
 from deskrig.server import DeskrigServer, JsonReadyResult, hand_over_structured_content, json_text
-from deskrig.serving import build_server
 from deskrig.tools import CallInfo
 
 WIRE = {"by_alias": True, "mode": "json", "exclude_none": True}
@@ -30,12 +28,8 @@ WIRE = {"by_alias": True, "mode": "json", "exclude_none": True}
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[DeskrigServer]:
-    server = build_server(ScriptedDesktop().open(), Settings())
-    try:
+    with scripted_server() as server:
         yield server
-    finally:
-        server.services.desktop.close()
-        server.services.security.close()
 
 
 def _called(server: DeskrigServer, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:

@@ -16,11 +16,9 @@ from mcp.server import runner
 from mcp.server.runner import _dump_result
 from mcp.shared.exceptions import MCPError
 from mcp_types import methods
+from tests.server.helpers import scripted_server
 
-from deskrig.config import Settings
-from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.server import DeskrigServer, ToolsListedOnce, describe_tools
-from deskrig.serving import build_server
 
 
 def _wire(model: types.Tool | types.ListToolsResult) -> dict[str, Any]:
@@ -29,12 +27,8 @@ def _wire(model: types.Tool | types.ListToolsResult) -> dict[str, Any]:
 
 @pytest.fixture
 def server() -> Iterator[DeskrigServer]:
-    server = build_server(ScriptedDesktop().open(), Settings())
-    try:
+    with scripted_server() as server:
         yield server
-    finally:
-        server.services.desktop.close()
-        server.services.security.close()
 
 
 def _as_the_sdk_lists(server: DeskrigServer, version: str) -> list[Any]:
