@@ -67,7 +67,19 @@ def call_info(ctx: ServerRequestContext[Any, Any]) -> CallInfo:
 _NOT_MERGEABLE = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "$ref", "$dynamicRef"})
 
 
-class OutputJsonSchema(GenerateJsonSchema):
+class ToolJsonSchema(GenerateJsonSchema):
+    """A tool's JSON schemas as tools/list shows them: without the title pydantic derives for each
+    property from its name ("Window Id" for ``window_id``), which says nothing the name does not.
+    An agent's host puts the input schemas in the model's context on every request, and every
+    client parses the whole listing on each fresh connection: those titles were a sixth of it.
+    A title set on purpose (``Field(title=...)``) and a model's own (its class name, which names the
+    type for code generators) stay."""
+
+    def field_title_should_be_set(self, schema: object) -> bool:
+        return False
+
+
+class OutputJsonSchema(ToolJsonSchema):
     """Output schemas that a client validating every result in pure Python checks quickly.
 
     The MCP SDK's ``mcp.Client`` checks each structured result against the tool's output schema
@@ -294,7 +306,7 @@ class DeskrigServer:
             name=spec.name,
             title=spec.title,
             description=spec.description,
-            input_schema=spec.input_model.model_json_schema(),
+            input_schema=spec.input_model.model_json_schema(schema_generator=ToolJsonSchema),
             output_schema=spec.output_model.model_json_schema(
                 mode="serialization", schema_generator=OutputJsonSchema
             ),

@@ -1,6 +1,7 @@
 """Every tool's input schema, as tools/list sends it, describes every property (clients show the
-descriptions to people and models; a bare ``x`` says nothing about which x); output schemas are
-shaped for fast validation and accept what pydantic's own would."""
+descriptions to people and models; a bare ``x`` says nothing about which x) and carries no title
+made from a property's name; output schemas are shaped for fast validation and accept what
+pydantic's own would."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any, Literal
 
 import pytest
 from jsonschema.validators import validator_for
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from referencing import Registry
 from tests.server.helpers import undescribed
 
 from deskrig.a11y.tree import Element, ElementRef, ValueInfo
 from deskrig.model import Bounds
-from deskrig.server import OutputJsonSchema, describe_tools
+from deskrig.server import OutputJsonSchema, ToolJsonSchema, describe_tools
 from deskrig.tools import tools_for_profile
 
 
@@ -36,6 +37,62 @@ def test_every_input_property_has_a_description(profile: str) -> None:
     ]
     assert missing == []
     assert all(tool.description for tool in tools)
+
+
+def _property_titles(schema: Any, path: str) -> list[str]:
+    """Paths of the properties with a title of their own, anywhere in the schema: a property that
+    is a model (inlined, with properties of its own) has the model's title, which names a type."""
+    if isinstance(schema, list):
+        return [found for item in schema for found in _property_titles(item, path)]
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            for name, prop in value.items():
+                if isinstance(prop, dict) and "title" in prop and "properties" not in prop:
+                    found.append(f"{path}.{name}")
+                found += _property_titles(prop, f"{path}.{name}")
+        else:
+            found += _property_titles(value, f"{path}.{key}")
+    return found
+
+
+@pytest.mark.parametrize("profile", ["default", "acs"])
+def test_no_tool_schema_titles_a_property_after_its_name(profile: str) -> None:
+    """pydantic titles every property after its name ("Window Id"); tools/list leaves those out,
+    in the input schemas (which go into an agent's context) and the output schemas."""
+    tools = describe_tools(tools_for_profile(profile))  # type: ignore[arg-type]
+    titled = [
+        found
+        for tool in tools
+        for found in [
+            *_property_titles(tool.input_schema, f"{tool.name}.input"),
+            *_property_titles(tool.output_schema, f"{tool.name}.output"),
+        ]
+    ]
+    assert titled == []
+
+
+def test_a_models_title_stays_in_the_tool_schemas() -> None:
+    """A model's title is its class name: it names the type for clients that generate code."""
+    (tool,) = describe_tools([spec for spec in tools_for_profile("default") if spec.name == "get_app_state"])
+    assert tool.output_schema is not None
+    assert tool.output_schema["properties"]["elements"]["items"]["title"] == "Element"
+    assert tool.input_schema["title"] == "GetAppStateInput"
+
+
+class _Titled(BaseModel):
+    plain_name: int = Field(description="Named only")
+    chosen: int = Field(title="Chosen on purpose", description="Titled")
+
+
+@pytest.mark.parametrize("generator", [ToolJsonSchema, OutputJsonSchema])
+def test_a_title_set_on_purpose_stays(generator: type[ToolJsonSchema]) -> None:
+    schema = _Titled.model_json_schema(mode="serialization", schema_generator=generator)
+    assert schema["title"] == "_Titled"
+    assert schema["properties"]["chosen"]["title"] == "Chosen on purpose"
+    assert "title" not in schema["properties"]["plain_name"]
 
 
 class _Inner(BaseModel):
