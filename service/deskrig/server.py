@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
-from pydantic_core import CoreSchema
+from pydantic_core import CoreSchema, core_schema
 
 from deskrig.client_log import ClientLog
 from deskrig.error_responses import tool_error_result
@@ -77,6 +77,20 @@ class ToolJsonSchema(GenerateJsonSchema):
 
     def field_title_should_be_set(self, schema: object) -> bool:
         return False
+
+
+class InputJsonSchema(ToolJsonSchema):
+    """Input schemas: an argument whose default is None is optional, and its schema is the type it
+    takes when given (``{"type": "integer"}``, not ``anyOf: [integer, null]`` with ``"default":
+    null``): leaving it out is how a caller says "none". The input model still accepts an explicit
+    null for it. An argument for which null means something other than its default (such as
+    ``max_elements``: null for no limit, 2000 when absent) keeps null in its schema."""
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        inner = schema["schema"]
+        if schema.get("default", ...) is None and inner["type"] == "nullable":
+            return self.generate_inner(inner["schema"])
+        return super().default_schema(schema)
 
 
 class OutputJsonSchema(ToolJsonSchema):
@@ -306,7 +320,7 @@ class DeskrigServer:
             name=spec.name,
             title=spec.title,
             description=spec.description,
-            input_schema=spec.input_model.model_json_schema(schema_generator=ToolJsonSchema),
+            input_schema=spec.input_model.model_json_schema(schema_generator=InputJsonSchema),
             output_schema=spec.output_model.model_json_schema(
                 mode="serialization", schema_generator=OutputJsonSchema
             ),

@@ -1,7 +1,7 @@
 """Every tool's input schema, as tools/list sends it, describes every property (clients show the
-descriptions to people and models; a bare ``x`` says nothing about which x) and carries no title
-made from a property's name; output schemas are shaped for fast validation and accept what
-pydantic's own would."""
+descriptions to people and models; a bare ``x`` says nothing about which x), carries no title
+made from a property's name and gives an argument that defaults to None as the type it takes;
+output schemas are shaped for fast validation and accept what pydantic's own would."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.server.helpers import undescribed
 
 from deskrig.a11y.tree import Element, ElementRef, ValueInfo
 from deskrig.model import Bounds
-from deskrig.server import OutputJsonSchema, ToolJsonSchema, describe_tools
+from deskrig.server import InputJsonSchema, OutputJsonSchema, ToolJsonSchema, describe_tools
 from deskrig.tools import tools_for_profile
 
 
@@ -93,6 +93,42 @@ def test_a_title_set_on_purpose_stays(generator: type[ToolJsonSchema]) -> None:
     assert schema["title"] == "_Titled"
     assert schema["properties"]["chosen"]["title"] == "Chosen on purpose"
     assert "title" not in schema["properties"]["plain_name"]
+
+
+class _Arguments(BaseModel):
+    maybe: int | None = Field(None, description="None when left out")
+    limit: int | None = Field(5, description="None means no limit")
+    either: int | None = Field(description="Required, may be None")
+
+
+def test_an_argument_that_defaults_to_none_is_given_as_the_type_it_takes() -> None:
+    schema = _Arguments.model_json_schema(schema_generator=InputJsonSchema)
+    assert schema["properties"]["maybe"] == {"type": "integer", "description": "None when left out"}
+    assert schema["properties"]["limit"]["anyOf"] == [{"type": "integer"}, {"type": "null"}]
+    assert schema["properties"]["limit"]["default"] == 5
+    assert schema["properties"]["either"]["anyOf"] == [{"type": "integer"}, {"type": "null"}]
+    assert schema["required"] == ["either"]
+    assert _Arguments.model_validate({"maybe": None, "either": None}).maybe is None
+
+
+@pytest.mark.parametrize("profile", ["default", "acs"])
+def test_no_tool_asks_for_null_where_leaving_an_argument_out_says_the_same(profile: str) -> None:
+    """Every argument that defaults to None is listed without null and without a default."""
+    specs = tools_for_profile(profile)  # type: ignore[arg-type]
+    offered = []
+    for spec, tool in zip(specs, describe_tools(specs), strict=True):
+        for name, field in spec.input_model.model_fields.items():
+            prop = tool.input_schema["properties"][name]
+            if field.default is None and ("default" in prop or "null" in json.dumps(prop)):
+                offered.append(f"{tool.name}.{name}")
+    assert offered == []
+
+
+def test_an_argument_whose_null_means_more_than_its_default_keeps_null() -> None:
+    """get_app_state's ``max_elements``: 2000 when left out, no limit when null."""
+    (tool,) = describe_tools([spec for spec in tools_for_profile("default") if spec.name == "get_app_state"])
+    max_elements = tool.input_schema["properties"]["max_elements"]
+    assert {"type": "null"} in max_elements["anyOf"] and max_elements["default"] == 2000
 
 
 class _Inner(BaseModel):

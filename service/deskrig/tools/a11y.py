@@ -26,7 +26,7 @@ class GetAppStateInput(BaseModel):
     pid: int | None = Field(None, description="The app's process id (see list_apps)")
     window_id: int | None = Field(None, description="Or a window of the app")
     max_depth: int | None = Field(None, ge=0, description="Levels below the app root to include")
-    max_elements: int | None = Field(2000, ge=1, description="Stop after this many elements")
+    max_elements: int | None = Field(2000, ge=1, description="Stop after this many elements; null: no limit")
     role: str | None = Field(None, description="Only elements with this role (substring, case-insensitive)")
     name: str | None = Field(None, description="Only elements with this name (substring, case-insensitive)")
     include_screenshot: bool = Field(False, description="Attach a screenshot of the app's window")

@@ -32,7 +32,7 @@ class AcsCaptureInput(BaseModel):
     format: str | None = Field(
         None,
         description=FORMAT_DESCRIPTION + "; default: from savePath's extension, else png",
-        json_schema_extra={"enum": [*imaging.SUPPORTED_FORMATS, None]},
+        json_schema_extra={"enum": list(imaging.SUPPORTED_FORMATS)},
     )
     quality: int | None = Field(None, ge=1, le=100, description=QUALITY_DESCRIPTION)
     savePath: str | None = Field(
