@@ -71,7 +71,7 @@ class ToolJsonSchema(GenerateJsonSchema):
     """A tool's JSON schemas as tools/list shows them: without the title pydantic derives for each
     property from its name ("Window Id" for ``window_id``), which says nothing the name does not.
     An agent's host puts the input schemas in the model's context on every request, and every
-    client parses the whole listing on each fresh connection: those titles were a sixth of it.
+    client parses the whole listing on each fresh connection: those titles were an eighth of it.
     A title set on purpose (``Field(title=...)``) and a model's own (its class name, which names the
     type for code generators) stay."""
 
