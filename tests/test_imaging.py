@@ -28,6 +28,14 @@ def decode(data: bytes) -> Image.Image:
     return image
 
 
+def png_pixels(data: bytes) -> tuple[str | None, tuple[int, int], bytes]:
+    """What a PNG shows: two encodings of the same picture are compared by this, not byte for byte:
+    ISA-L's deflate does not promise the same bytes for the same rows (intel/isa-l#140), and a CI
+    run once saw two encodings of one picture differ."""
+    image = decode(data)
+    return image.format, image.size, image.convert("RGB").tobytes()
+
+
 def close_to(actual: tuple[int, ...], expected: tuple[int, ...], tolerance: int = 12) -> bool:
     return all(abs(a - e) <= tolerance for a, e in zip(actual, expected, strict=True))
 
@@ -72,7 +80,7 @@ def test_lossy_formats_keep_size_and_colours(fmt: str) -> None:
 def test_quality_changes_lossy_size_and_not_png() -> None:
     image = desktop_like()
     assert len(imaging.encode(image, "jpeg", 20)) < len(imaging.encode(image, "jpeg", 95))
-    assert imaging.encode(image, "png", 5) == imaging.encode(image, "png")
+    assert png_pixels(imaging.encode(image, "png", 5)) == png_pixels(imaging.encode(image, "png"))
 
 
 def test_jpeg_of_rgba_drops_alpha() -> None:
@@ -144,7 +152,7 @@ def test_fit_inline_changes_nothing_when_the_first_encoding_fits() -> None:
     image = desktop_like()
     fitted = imaging.fit_inline(image, "png", None, 1 << 20)
     assert fitted.steps == []
-    assert fitted.data == imaging.encode(image, "png")
+    assert png_pixels(fitted.data) == ("PNG", image.size, image.tobytes())
     assert (fitted.format, fitted.quality, fitted.scale) == ("png", None, 1.0)
     assert (fitted.width, fitted.height) == image.size
     assert fitted.mime_type == "image/png"
