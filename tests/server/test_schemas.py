@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import mcp_types as types
 import pytest
 from jsonschema.validators import validator_for
 from pydantic import BaseModel, Field
@@ -37,6 +38,12 @@ def test_every_input_property_has_a_description(profile: str) -> None:
     ]
     assert missing == []
     assert all(tool.description for tool in tools)
+
+
+def _get_app_state() -> types.Tool:
+    """get_app_state as tools/list shows it."""
+    (tool,) = describe_tools([spec for spec in tools_for_profile("default") if spec.name == "get_app_state"])
+    return tool
 
 
 def _property_titles(schema: Any, path: str) -> list[str]:
@@ -76,7 +83,7 @@ def test_no_tool_schema_titles_a_property_after_its_name(profile: str) -> None:
 
 def test_a_models_title_stays_in_the_tool_schemas() -> None:
     """A model's title is its class name: it names the type for clients that generate code."""
-    (tool,) = describe_tools([spec for spec in tools_for_profile("default") if spec.name == "get_app_state"])
+    tool = _get_app_state()
     assert tool.output_schema is not None
     assert tool.output_schema["properties"]["elements"]["items"]["title"] == "Element"
     assert tool.input_schema["title"] == "GetAppStateInput"
@@ -126,7 +133,7 @@ def test_no_tool_asks_for_null_where_leaving_an_argument_out_says_the_same(profi
 
 def test_an_argument_whose_null_means_more_than_its_default_keeps_null() -> None:
     """get_app_state's ``max_elements``: 2000 when left out, no limit when null."""
-    (tool,) = describe_tools([spec for spec in tools_for_profile("default") if spec.name == "get_app_state"])
+    tool = _get_app_state()
     max_elements = tool.input_schema["properties"]["max_elements"]
     assert {"type": "null"} in max_elements["anyOf"] and max_elements["default"] == 2000
 
@@ -190,7 +197,7 @@ def test_a_recursive_output_model_keeps_its_definitions() -> None:
 
 def test_get_app_states_output_schema_has_no_references_or_unions() -> None:
     """A client validates each of the tree's elements without a $ref lookup or an anyOf branch."""
-    (tool,) = describe_tools([spec for spec in tools_for_profile("default") if spec.name == "get_app_state"])
+    tool = _get_app_state()
     schema = json.dumps(tool.output_schema)
     assert "$ref" not in schema and "anyOf" not in schema
 
