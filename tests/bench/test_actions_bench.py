@@ -1,6 +1,7 @@
 """`scripts/bench actions`' get_app_state comparison in one round against a real rig: the pyatspi
 walk, the bare JSON-RPC client (session and stateless calls), mcp.Client (with and without its
-output schema check), deskrig.client (jsonschema-rs first) and the TypeScript SDK's Client all answer, and each is set against the walk."""
+output schema check), deskrig.client (jsonschema-rs first) and the TypeScript SDK's Client all answer, and each is set against the walk;
+then tools/list through a 2026-07-28 mcp.Client, over the wire and from its cache."""
 
 from __future__ import annotations
 
@@ -28,10 +29,14 @@ def test_one_round_of_get_app_state_against_the_pyatspi_walk(monkeypatch: pytest
     rows = actions.app_state_rows(1)
     # mcp.Client's pure-Python check slows the next call in this process: the peer, timed in its
     # own process, is the one that follows it, round after round.
-    (order,) = rounds
+    order, listings = rounds
     assert order[(order.index(actions.SDK_APP_STATE) + 1) % len(order)] == "peer"
     peer = rows[0].timing
     assert peer.name.startswith("peer: pyatspi walk (") and peer.samples_ms, "the walker walked"
+    # Last, tools/list through a 2026-07-28 mcp.Client, over the wire and from its cache.
+    wire, cached = rows[-2:]
+    assert [wire.timing.name, cached.timing.name] == listings
+    assert cached.baseline is wire.timing and wire.timing.p50 > 0 and cached.timing.p50 > 0
     compared = {row.timing.name: row for row in rows if row.baseline is peer and row.target}
     assert {name.split(",")[0] for name in compared} == {
         "get_app_state",

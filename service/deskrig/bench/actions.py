@@ -14,6 +14,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types import methods
 
 from deskrig.bench import ts_client
@@ -27,7 +29,7 @@ from deskrig.bench.stats import (
     measure_interleaved,
     print_table,
 )
-from deskrig.client import connect, quick_validator
+from deskrig.client import connect, quick_validator, rig_http_client
 from deskrig.config import load_settings
 from deskrig.desktop import open_desktop
 from deskrig.identity import ClientRef
@@ -272,6 +274,7 @@ def app_state_rows(runs: int) -> list[Row]:
             peer, (sdk, bare, bare_floor, quick, sdk_floor, unchecked, bare_stateless), ts_timings = (
                 _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
             )
+            listing = _listing_rows(server, runs)
     return [
         Row(peer),
         Row(ours, peer, 20.0),
@@ -295,7 +298,33 @@ def app_state_rows(runs: int) -> list[Row]:
         Row(parsed),
         Row(sdk_floor),
         *(Row(timing, peer, 20.0) if timing.name == TS_APP_STATE else Row(timing) for timing in ts_timings),
+        *listing,
     ]
+
+
+def _listing_rows(server: DeskrigServer, runs: int) -> list[Row]:
+    """tools/list as an agent's host asks for it before a turn, through ``mcp.Client`` on the
+    2026-07-28 protocol: over the wire (past its cache), and from its cache, which the listing's
+    ``ttlMs`` lets it keep (``deskrig.mcp_face.CACHE_HINTS``), alternated."""
+
+    async def run(url: str) -> list[Timing]:
+        async with rig_http_client() as http, Client(streamable_http_client(url, http_client=http)) as client:
+            assert client.session.protocol_version == "2026-07-28", client.session.protocol_version
+            await client.list_tools()
+            return await measure_interleaved(
+                [
+                    (
+                        "tools/list over MCP/HTTP, mcp.Client on 2026-07-28, past its cache",
+                        lambda: client.list_tools(cache_mode="bypass"),
+                    ),
+                    ("tools/list, the same client, from its cache (ttlMs)", client.list_tools),
+                ],
+                runs,
+            )
+
+    with serving(server) as url:
+        wire, cached = anyio.run(run, url)
+    return [Row(wire), Row(cached, wire)]
 
 
 def _breakdown(server: DeskrigServer, pid: int, runs: int) -> list[Timing]:
