@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deskrig.desktop.keys import MODIFIER_KEYS, NAMED_KEYS
+from deskrig.desktop.keys import NAMED_KEYS
 from deskrig.errors import DeskrigError, ErrorCode
 
 # CGEventFlags (CGEventTypes.h).
@@ -262,7 +262,3 @@ def text_strokes(text: str) -> list[TextStroke]:
     if run:
         strokes.append(TextStroke(TEXT_KEY_CODE, run))
     return strokes
-
-
-def is_modifier(name: str) -> bool:
-    return name in MODIFIER_KEYS

@@ -192,13 +192,6 @@ class ScriptedDesktop:
                     return window
             raise _window_not_found(window_id)
 
-    def close_window(self, window_id: int) -> None:
-        with self._lock:
-            self._stack.remove(self.window(window_id))
-            if self._focused == window_id:
-                self._focused = None
-            self._changed()
-
     def minimize(self, window_id: int) -> None:
         with self._lock:
             self.window(window_id).minimized = True
