@@ -24,6 +24,7 @@ from deskrig.security import WindowBlocklist
 LABEL = Bounds(x=10, y=10, width=200, height=20)
 SCREEN = Bounds(x=0, y=0, width=320, height=200)
 EMAIL = "jane.doe@example.com"
+CHAR_WIDTH = 5
 
 
 class ScriptedMirror:
@@ -34,6 +35,10 @@ class ScriptedMirror:
         self.events = 0
         self.label_shown = True
         self.app_running = True
+        #: An editable entry rather than a label, whose toolkit says where its characters are:
+        #: each character ``CHAR_WIDTH`` wide from the entry's left edge, shifted by ``scrolled``.
+        self.entry = False
+        self.scrolled = 0
 
     async def current_elements(self, pid: int) -> list[Element]:
         if not self.app_running:
@@ -44,9 +49,10 @@ class ScriptedMirror:
             index=1,
             parent=0,
             depth=1,
-            role="label",
-            name=self.text,
-            states=["showing", "visible"],
+            role="entry" if self.entry else "label",
+            name="" if self.entry else self.text,
+            text=self.text if self.entry else None,
+            states=["showing", "visible", *(["editable"] if self.entry else [])],
             bounds=LABEL,
             ref=ElementRef(":1.7", "/org/a11y/atspi/accessible/7"),
         )
@@ -56,7 +62,15 @@ class ScriptedMirror:
         return (0, self.events)
 
     async def text_extents(self, element: Element, spans: list[tuple[int, int]]) -> list[Bounds | None]:
-        return [None for _ in spans]
+        if not self.entry:
+            return [None for _ in spans]
+        left = LABEL.x - self.scrolled
+        return [
+            Bounds(
+                x=left + start * CHAR_WIDTH, y=LABEL.y, width=(end - start) * CHAR_WIDTH, height=LABEL.height
+            )
+            for start, end in spans
+        ]
 
 
 class ScriptedAccess:
@@ -194,3 +208,37 @@ def test_a_screen_capture_just_after_the_last_window_closed_still_masks_what_it_
     assert capture([]).getpixel((100, 20)) == (0, 0, 0)  # closed, maybe not yet repainted
     clock.now += 2 * STALE_GRACE_S
     assert capture([]).getpixel((100, 20)) == (255, 255, 255)
+
+
+def test_an_entrys_character_extents_are_read_once_while_it_shows_the_same() -> None:
+    """A finding in an editable entry is masked by its characters' own boxes, which cost a round
+    trip to the app (GetRangeExtents): read once while the entry shows the same text in the same
+    place, and again once that changes."""
+    mirror, clock = ScriptedMirror(), Clock()
+    mirror.entry = True
+    mirror.text = f"mail {EMAIL}"
+    masker = masker_over(mirror, clock)
+    assert masker.tree is not None
+    email = Bounds(x=LABEL.x + 5 * CHAR_WIDTH, y=LABEL.y, width=len(EMAIL) * CHAR_WIDTH, height=LABEL.height)
+    for _ in range(3):
+        mirror.events += 1
+        assert boxes(masker) == [TextBox(LABEL), TextBox(email, (("email", 1),))]
+    assert masker.tree.extent_reads == 1
+
+    mirror.text, mirror.events = f"e-mail {EMAIL}", mirror.events + 1
+    moved = Bounds(x=email.x + 2 * CHAR_WIDTH, y=email.y, width=email.width, height=email.height)
+    assert TextBox(moved, (("email", 1),)) in boxes(masker)
+    assert masker.tree.extent_reads == 2
+
+
+def test_an_entry_scrolled_past_its_edges_has_its_extents_read_every_time() -> None:
+    """Characters beyond an entry's edges move with its caret, which no event reports: such an
+    entry's boxes are not kept."""
+    mirror, clock = ScriptedMirror(), Clock()
+    mirror.entry, mirror.scrolled = True, 2 * CHAR_WIDTH
+    mirror.text = f"mail {EMAIL} and a long tail that runs past the entry's right edge"
+    masker = masker_over(mirror, clock)
+    assert masker.tree is not None
+    for reads in (1, 2, 3):
+        assert any(box.counts == (("email", 1),) for box in boxes(masker))
+        assert masker.tree.extent_reads == reads

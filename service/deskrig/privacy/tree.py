@@ -73,7 +73,7 @@ class TreeDetector:
         #: deadline: at most what :attr:`_shown` held within the last :data:`STALE_GRACE_S`.
         self._stale: dict[_ElementKey, tuple[tuple[TextBox, ...], float]] = {}
         self.clock: Callable[[], float] = time.monotonic
-        #: GetRangeExtents batches asked (cache misses), for tests and the benchmark.
+        #: GetRangeExtents batches asked (cache misses), for the tests of the cache.
         self.extent_reads = 0
 
     def version(self) -> Hashable | None:
