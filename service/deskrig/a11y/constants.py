@@ -218,7 +218,6 @@ STATE_NAMES: tuple[str, ...] = (
     "read_only",
 )
 
-STATE_ENABLED = STATE_NAMES.index("enabled")
 STATE_SHOWING = STATE_NAMES.index("showing")
 STATE_DEFUNCT = STATE_NAMES.index("defunct")
 STATE_MANAGES_DESCENDANTS = STATE_NAMES.index("manages_descendants")

@@ -23,10 +23,7 @@ from deskrig.model import Bounds
 #: Windows' reference DPI: a scale of 100 %.
 BASE_DPI = 96
 
-#: ``DPI_AWARENESS_CONTEXT`` pseudo-handles (windef.h).
-DPI_AWARENESS_CONTEXT_UNAWARE = -1
-DPI_AWARENESS_CONTEXT_SYSTEM_AWARE = -2
-DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE = -3
+#: The ``DPI_AWARENESS_CONTEXT`` pseudo-handle (windef.h) deskrig asks for.
 DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2 = -4
 #: ``PROCESS_DPI_AWARENESS`` for shcore's SetProcessDpiAwareness (Windows 8.1).
 PROCESS_PER_MONITOR_DPI_AWARE = 2

@@ -14,12 +14,9 @@ from __future__ import annotations
 from deskrig.errors import BackendError, ErrorCode
 
 ERROR_ACCESS_DENIED = 5
-ERROR_INVALID_HANDLE = 6
 ERROR_NOT_ENOUGH_MEMORY = 8
 ERROR_OUTOFMEMORY = 14
-ERROR_INVALID_PARAMETER = 87
 ERROR_INVALID_WINDOW_HANDLE = 1400
-ERROR_CLIPBOARD_NOT_OPEN = 1418
 #: SetProcessDpiAwarenessContext: the awareness was already set (manifest or an earlier call).
 E_ACCESSDENIED = 0x80070005
 E_OUTOFMEMORY = 0x8007000E

@@ -38,7 +38,6 @@ WHEEL_DELTA = 120
 KEYEVENTF_EXTENDEDKEY = 0x0001
 KEYEVENTF_KEYUP = 0x0002
 KEYEVENTF_UNICODE = 0x0004
-KEYEVENTF_SCANCODE = 0x0008
 
 
 class MOUSEINPUT(ctypes.Structure):
@@ -138,7 +137,6 @@ MONITORINFOF_PRIMARY = 0x1
 MDT_EFFECTIVE_DPI = 0
 BI_RGB = 0
 DIB_RGB_COLORS = 0
-SRCCOPY = 0x00CC0020
 
 GWL_STYLE = -16
 GWL_EXSTYLE = -20
@@ -147,21 +145,15 @@ WS_VISIBLE = 0x10000000
 WS_MINIMIZE = 0x20000000
 WS_EX_TOOLWINDOW = 0x00000080
 WS_EX_APPWINDOW = 0x00040000
-WS_EX_NOACTIVATE = 0x08000000
 
 DWMWA_EXTENDED_FRAME_BOUNDS = 9
 DWMWA_CLOAKED = 14
 
-#: ``PrintWindow`` flags: the client area only; the content DWM composes (DirectX, Chromium, WPF),
-#: which a plain PrintWindow leaves black.
-PW_CLIENTONLY = 0x1
+#: ``PrintWindow``'s flag for the content DWM composes (DirectX, Chromium, WPF), which a plain
+#: PrintWindow leaves black.
 PW_RENDERFULLCONTENT = 0x2
 
 SW_RESTORE = 9
-SM_XVIRTUALSCREEN = 76
-SM_YVIRTUALSCREEN = 77
-SM_CXVIRTUALSCREEN = 78
-SM_CYVIRTUALSCREEN = 79
 
 PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
 #: GetExitCodeProcess' code for a process that has not exited.
