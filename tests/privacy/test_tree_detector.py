@@ -1,6 +1,7 @@
 """The tree detector's memory of what elements showed, over a scripted mirror (no AT-SPI bus):
 the tree can be ahead of the pixels, so findings an element just stopped showing (its text
-changed, or it left the tree) stay masked until the app has had time to repaint."""
+changed, or it left the tree) stay masked until the app has had time to repaint; and an entry's
+character extents, a round trip to the app, are read again only when what it shows changes."""
 
 from __future__ import annotations
 
