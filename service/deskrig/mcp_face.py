@@ -1,4 +1,5 @@
-"""What deskrig's MCP server shows before any tool runs: its name, version, instructions, handlers.
+"""What deskrig's MCP server shows before any tool runs: its name, version, instructions, the
+cache hints of its listings, its handlers.
 
 Light on purpose (the MCP SDK and nothing of deskrig's own that is heavy): the stdio front in
 ``deskrig.serving`` answers ``initialize`` with it while the server proper is still being imported.

@@ -1,5 +1,6 @@
 """Action benchmark: click round trip, get_app_state and type_text against the tools peers use
-(xdotool + ImageMagick ``import``, a pyatspi tree walk), measured side by side in one run."""
+(xdotool + ImageMagick ``import``, a pyatspi tree walk), measured side by side in one run; and
+tools/list through a 2026-07-28 client, from its cache against over the wire."""
 
 from __future__ import annotations
 
