@@ -85,7 +85,7 @@ class ScreenshotMetadata(BaseModel):
     )
     pii_masking: MaskReport | None = Field(
         None,
-        description="Personal data masked in this image, per detector and engine; absent when not masking",
+        description="Personal data masked in this image, per detector and engine; null when not masking",
     )
     saved_path: str | None = Field(None, description="Absolute path of the saved full-fidelity file")
     saved_byte_size: int | None = None

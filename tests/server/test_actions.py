@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -70,6 +71,24 @@ def test_app_state_lists_the_form_with_bounds_the_app_reports(
     rows = [e for e in elements if e["role"] == toolkit.list_row_role and e["name"].startswith("Row ")]
     # The list manages its descendants: only the rows on screen are listed, not all 200.
     assert 5 < len(rows) < 200 and rows[0]["name"] == "Row 1"
+
+
+@needs(Capability.A11Y_TREE)
+def test_app_state_without_elements_is_its_text_and_its_snapshot_is_addressed_all_the_same(
+    toolkit_form: FormRig,
+) -> None:
+    """include_elements=false leaves the elements' data out (a third of the answer): the text
+    rendering names each element's index, by which the snapshot's elements are reached."""
+    full = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
+    lean = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "include_elements": False})
+    assert "elements" not in lean and lean["element_count"] == full["element_count"]
+    button = by_role_and_name(full["elements"], "push button", "Click me")
+    (index,) = re.findall(r'\[(\d+)\] push button "Click me"', lean["text"])
+    assert int(index) == button["index"]
+    before = (toolkit_form.last("button") or {"count": 0})["count"]
+    result = toolkit_form.ok("click", {"element": {"snapshot_id": lean["snapshot_id"], "index": int(index)}})
+    assert result["target"]["element"]["name"] == "Click me"
+    toolkit_form.wait_event("button", lambda e: e["count"] == before + 1)
 
 
 def test_click_by_point_lands_on_the_button(toolkit_form: FormRig) -> None:

@@ -1,23 +1,26 @@
 """Every tool's input schema, as tools/list sends it, describes every property (clients show the
 descriptions to people and models; a bare ``x`` says nothing about which x), carries no title
 made from a property's name and gives an argument that defaults to None as the type it takes;
-output schemas are shaped for fast validation and accept what pydantic's own would."""
+output schemas are shaped for fast validation and accept what pydantic's own would, and no
+description promises a field is left out where results carry it as null."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Literal
 
+import anyio
 import mcp_types as types
 import pytest
 from jsonschema.validators import validator_for
+from mcp import Client
 from pydantic import BaseModel, Field
 from referencing import Registry
-from tests.server.helpers import undescribed
+from tests.server.helpers import scripted_server, undescribed
 
 from deskrig.a11y.tree import Element, ElementRef, ValueInfo
 from deskrig.model import Bounds
-from deskrig.server import InputJsonSchema, OutputJsonSchema, ToolJsonSchema, describe_tools
+from deskrig.server import DeskrigServer, InputJsonSchema, OutputJsonSchema, ToolJsonSchema, describe_tools
 from deskrig.tools import tools_for_profile
 
 
@@ -227,3 +230,23 @@ def test_an_elements_json_leaves_out_empty_fields_and_reads_back_the_same() -> N
     assert dumped["text"] == "" and dumped["child_count"] == -1 and "description" not in dumped
     again = Element.model_validate({**dumped, "ref": full.ref})
     assert again == full
+
+
+def test_a_field_a_result_carries_as_null_is_not_described_as_absent() -> None:
+    """What a client reads in the output schema holds of the results: a screenshot's fields that
+    have nothing to say are null, so no description of them may promise they are left out."""
+
+    async def structured(server: DeskrigServer) -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(server.mcp) as client:  # type: ignore[arg-type]
+            (tool,) = [tool for tool in (await client.list_tools()).tools if tool.name == "screenshot_screen"]
+            result = await client.call_tool("screenshot_screen", {})
+            assert not result.is_error and result.structured_content is not None, result
+            assert tool.output_schema is not None
+            return tool.output_schema, result.structured_content
+
+    with scripted_server() as server:
+        schema, content = anyio.run(structured, server)
+    nulls = sorted(name for name, value in content.items() if value is None)
+    assert "pii_masking" in nulls
+    described = {name: schema["properties"][name].get("description", "") for name in nulls}
+    assert [name for name, text in described.items() if "absent" in text.lower()] == []

@@ -207,6 +207,11 @@ def _over_mcp(
                             "get_app_state over MCP/HTTP, bare JSON-RPC client, stateless (2026-07-28) calls",
                             awaitable(lambda: stateless.call("get_app_state", arguments)),
                         ),
+                        (
+                            "get_app_state with include_elements=false (the text rendering alone) over "
+                            "MCP/HTTP, mcp.Client (checks the result against the outputSchema)",
+                            lambda: sdk("get_app_state", {**arguments, "include_elements": False}),
+                        ),
                         *ts_cases,
                     ],
                     runs,
@@ -272,9 +277,11 @@ def app_state_rows(runs: int) -> list[Row]:
             checked, quick_checked = _output_checks(server, structured, runs)
             parsed = _result_parse(server, pid, runs)
             parts = _breakdown(server, pid, runs)
-            peer, (sdk, bare, bare_floor, quick, sdk_floor, unchecked, bare_stateless), ts_timings = (
-                _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
-            )
+            (
+                peer,
+                (sdk, bare, bare_floor, quick, sdk_floor, unchecked, bare_stateless, sdk_text),
+                ts_timings,
+            ) = _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
             listing = _listing_rows(server, runs)
     return [
         Row(peer),
@@ -298,6 +305,7 @@ def app_state_rows(runs: int) -> list[Row]:
         Row(unchecked.cpu()),
         Row(parsed),
         Row(sdk_floor),
+        Row(sdk_text, peer),
         *(Row(timing, peer, 20.0) if timing.name == TS_APP_STATE else Row(timing) for timing in ts_timings),
         *listing,
     ]

@@ -30,6 +30,12 @@ class GetAppStateInput(BaseModel):
     role: str | None = Field(None, description="Only elements with this role (substring, case-insensitive)")
     name: str | None = Field(None, description="Only elements with this name (substring, case-insensitive)")
     include_screenshot: bool = Field(False, description="Attach a screenshot of the app's window")
+    include_elements: bool = Field(
+        True,
+        description="Include each element's data (elements); false: the compact text rendering alone, "
+        "a third of the answer (its lines show each element's index, role, name, states and bounds; "
+        "the snapshot's elements are addressed by index all the same)",
+    )
     mask_pii: bool | None = Field(
         None,
         description="Redact e-mail addresses, phone numbers, card numbers, IBANs and custom patterns in "
@@ -67,9 +73,12 @@ class AppState(BaseModel):
         "arrived since the bulk fetch"
     )
     text: str = Field(description="Compact rendering: one line per element")
-    elements: list[Element]
+    elements: list[Element] | None = Field(
+        None,
+        description="Each element's data, in the text rendering's order; absent when include_elements is false",
+    )
     pii_masking: MaskReport | None = Field(
-        None, description="What was redacted (counts per detector); absent when not masking"
+        None, description="What was redacted (counts per detector); null when not masking"
     )
 
 
@@ -132,14 +141,14 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
         tree_age_ms=snapshot.tree_age_ms,
         newest_event_age_ms=snapshot.newest_event_age_ms,
         text=snapshot.render_text([line for _, line in rendered]),
-        elements=snapshot.elements,
+        elements=snapshot.elements if args.include_elements else None,
         pii_masking=masked,
     )
     fields = state.model_dump(mode="json", exclude={"elements"})
     structured_data = {
         name: [element for element, _ in rendered] if name == "elements" else fields[name]
         for name in AppState.model_fields
-        if name in fields or name == "elements"
+        if name in fields or (name == "elements" and args.include_elements)
     }
     images: list[ImagePart] = []
     if args.include_screenshot:
