@@ -91,6 +91,22 @@ def test_app_state_without_elements_is_its_text_and_its_snapshot_is_addressed_al
     toolkit_form.wait_event("button", lambda e: e["count"] == before + 1)
 
 
+@only_on("gtk", why=SERVER_CHECK)
+def test_app_state_fields_that_are_null_are_not_described_as_absent(toolkit_form: FormRig) -> None:
+    """The output schema tells a client what a result carries: a field that comes as null is not
+    one the schema says is left out."""
+    state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
+
+    async def listed(client: Any) -> Any:
+        return (await client.list_tools()).tools
+
+    (tool,) = [tool for tool in toolkit_form.rig.session(listed) if tool.name == "get_app_state"]
+    nulls = sorted(name for name, value in state.items() if value is None)
+    assert "pii_masking" in nulls
+    described = {name: tool.output_schema["properties"][name].get("description", "") for name in nulls}
+    assert [name for name, text in described.items() if "absent" in text.lower()] == []
+
+
 def test_click_by_point_lands_on_the_button(toolkit_form: FormRig) -> None:
     before = (toolkit_form.last("button") or {"count": 0})["count"]
     x, y = toolkit_form.widget_center("button")
