@@ -64,6 +64,17 @@ def ok(rig: GreenRig, tool: str, arguments: dict[str, Any]) -> Any:
     return result
 
 
+def null_fields_described_as_absent(output_schema: dict[str, Any], content: dict[str, Any]) -> list[str]:
+    """The fields ``content`` (a tool's structured result) carries as null whose description in the
+    tool's output schema says they are left out."""
+    properties = output_schema["properties"]
+    return sorted(
+        name
+        for name, value in content.items()
+        if value is None and "absent" in properties[name].get("description", "").lower()
+    )
+
+
 def undescribed(schema: dict[str, Any], path: str) -> list[str]:
     """Paths of the properties without a description, in the schema and in its ``$defs``."""
     found = []

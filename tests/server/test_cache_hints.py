@@ -13,13 +13,11 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from tests.server.helpers import scripted_server
 
 from deskrig.bench.over_http import serving
-from deskrig.config import SecurityPolicy, Settings
-from deskrig.desktop.scripted import ScriptedDesktop
 from deskrig.mcp_face import STABLE_LISTING_TTL_MS
 from deskrig.resources import STATE_URI
-from deskrig.serving import build_server
 
 #: A client's default: it probes ``server/discover`` and speaks 2026-07-28 with a server that answers
 #: it (pinned to that version, it would make up the discovery result instead of asking).
@@ -29,12 +27,8 @@ MODERN = "auto"
 @pytest.fixture
 def url() -> Iterator[str]:
     """A server on a scripted desktop, over real HTTP."""
-    server = build_server(ScriptedDesktop().open(), Settings(security=SecurityPolicy()))
-    try:
-        with serving(server) as url:
-            yield url
-    finally:
-        server.services.desktop.close()
+    with scripted_server() as server, serving(server) as url:
+        yield url
 
 
 class _Posted:
