@@ -6,16 +6,41 @@ scan for it finds grandchildren too.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.polling import poll
 
-APPS = Path(__file__).parent / "apps"
+
+def _apps_anyone_can_run() -> Path:
+    """tests/apps where any user can read the apps: there, or in a copy made for this process.
+
+    A sway rig run as root runs its apps as an unprivileged user, and a checkout below a folder
+    only root may enter (``mktemp -d`` makes them 0700) is out of that user's reach: the apps
+    exited with "Permission denied" under every sway test. Such a checkout's apps are copied once
+    to a folder anyone can read, removed when the process exits."""
+    apps = Path(__file__).resolve().parent / "apps"
+    folders = (apps, *apps.parents)
+    if all(folder.stat().st_mode & stat.S_IXOTH for folder in folders) and all(
+        app.stat().st_mode & stat.S_IROTH for app in apps.glob("*.py")
+    ):
+        return apps
+    copy = Path(tempfile.mkdtemp(prefix="deskrig-apps-"))
+    atexit.register(shutil.rmtree, copy, ignore_errors=True)
+    shutil.copytree(apps, copy, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in (copy, *copy.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return copy
+
+
+#: The fixture apps (tests/apps), where the user a rig runs its apps as can read them.
+APPS = _apps_anyone_can_run()
 #: The desktop backends every rig test runs on (``deskrig rig run --backend``), and the name each
 #: gives its display server's process.
 BACKENDS = ("x11", "sway")

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 from tests.polling import poll
+from tests.rigprocs import APPS as APPS_DIR
 from tests.sway.swayproc import start_sway, sway_commands
 from tests.toolkits import Toolkit
 from Xlib.display import Display
@@ -37,7 +38,6 @@ from deskrig.rig.sway import Account, run_as_account
 
 T = TypeVar("T")
 
-APPS_DIR = Path(__file__).resolve().parent.parent / "apps"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi and tkinter
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 STARTUP_TIMEOUT_S = 20.0

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from tests.contract import SCENE, Subject
 from tests.polling import poll
+from tests.rigprocs import APPS as APPS_DIR
 
 from deskrig.desktop.base import DesktopBackend, InputDevice
 from deskrig.model import Bounds, WindowInfo
 
-APPS_DIR = Path(__file__).resolve().parents[1] / "apps"
 #: How far in from a window's corners its colour starts, per backend (macOS rounds windows' corners).
 ROUNDED = {"macos": 12}
 #: How far a captured channel may be from the painted colour, per backend (macOS converts colours

