@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import os
 import shutil
 import stat
@@ -17,6 +18,17 @@ from pathlib import Path
 
 from tests.polling import poll
 
+#: Debian's Python, with tkinter and python3-gi: what the fixture apps other than Qt's run in.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _folder_anyone_can_read(prefix: str) -> Path:
+    """A new folder any user can read, removed when this process exits."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o755)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
 
 def _apps_anyone_can_run() -> Path:
     """tests/apps where any user can read the apps: there, or in a copy made for this process.
@@ -24,28 +36,59 @@ def _apps_anyone_can_run() -> Path:
     A sway rig run as root runs its apps as an unprivileged user, and a checkout below a folder
     only root may enter (``mktemp -d`` makes them 0700) is out of that user's reach: the apps
     exited with "Permission denied" under every sway test. Such a checkout's apps are copied once
-    to a folder anyone can read, removed when the process exits."""
+    to a folder anyone can read."""
     apps = Path(__file__).resolve().parent / "apps"
     folders = (apps, *apps.parents)
     if all(folder.stat().st_mode & stat.S_IXOTH for folder in folders) and all(
         app.stat().st_mode & stat.S_IROTH for app in apps.glob("*.py")
     ):
         return apps
-    copy = Path(tempfile.mkdtemp(prefix="deskrig-apps-"))
-    atexit.register(shutil.rmtree, copy, ignore_errors=True)
+    copy = _folder_anyone_can_read("deskrig-apps-")
     shutil.copytree(apps, copy, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     for path in (copy, *copy.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
     return copy
 
 
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links refused
+        shutil.copy2(source, target)
+
+
+def _qt_python_anyone_can_run() -> str:
+    """A Python with PySide6 that any user can run: Debian's python3 (3.11, the venv's ABI) given
+    the venv's PySide6 and shiboken6, linked into a folder anyone can read.
+
+    The venv's own interpreter is out of reach of the unprivileged user a sway rig runs its apps
+    as (it lives under root's home), and so would a venv below a 0700 checkout be. Hard links
+    cost no copy; the folder holds nothing else, so Debian's own modules are not shadowed."""
+    folder = _folder_anyone_can_read("deskrig-qt-")
+    for package in ("PySide6", "shiboken6"):
+        spec = importlib.util.find_spec(package)
+        assert spec is not None and spec.submodule_search_locations, f"{package} is a dev dependency"
+        source = spec.submodule_search_locations[0]
+        shutil.copytree(
+            source,
+            folder / package,
+            copy_function=_link_or_copy,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    launcher = folder / "python3"
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH={folder} exec {SYSTEM_PYTHON} "$@"\n')
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
 #: The fixture apps (tests/apps), where the user a rig runs its apps as can read them.
 APPS = _apps_anyone_can_run()
+#: The Python the Qt form runs in (PySide6 is a dev dependency), one any user can run.
+QT_PYTHON = _qt_python_anyone_can_run()
 #: The desktop backends every rig test runs on (``deskrig rig run --backend``), and the name each
 #: gives its display server's process.
 BACKENDS = ("x11", "sway")
 DISPLAY_SERVER = {"x11": "xvfb", "sway": "sway"}
-FIXTURE_PYTHON = "/usr/bin/python3"  # Debian's, with tkinter and python3-gi
 XTERM_TITLE = "rig-test-xterm"
 # A Tk window that exits with status 5 once the file named by argv[1] exists.
 TK_EXIT_WHEN_TOLD = (

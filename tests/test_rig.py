@@ -25,7 +25,7 @@ from tests.polling import poll
 from tests.rigprocs import (
     APPS,
     BACKENDS,
-    FIXTURE_PYTHON,
+    SYSTEM_PYTHON,
     TK_EXIT_WHEN_TOLD,
     XTERM_TITLE,
     assert_all_gone,
@@ -157,7 +157,7 @@ def test_display_refuses_other_users_without_the_cookie(xterm_rig: Rig, tmp_path
 
     def connect_as_nobody(cookie_hex: str) -> str:
         done = subprocess.run(
-            [FIXTURE_PYTHON, "-c", handshake, number, cookie_hex],
+            [SYSTEM_PYTHON, "-c", handshake, number, cookie_hex],
             user=65534,
             cwd=tmp_path,
             capture_output=True,
@@ -174,7 +174,7 @@ def test_display_refuses_other_users_without_the_cookie(xterm_rig: Rig, tmp_path
 
 def test_two_rigs_run_side_by_side_with_separate_displays_and_buses(xterm_rig: Rig, tmp_path: Path) -> None:
     log = tmp_path / "tk.log"
-    tk_app = [FIXTURE_PYTHON, str(APPS / "tk_color.py"), "--title", "tk-side", "--color", "#12a4e0"]
+    tk_app = [SYSTEM_PYTHON, str(APPS / "tk_color.py"), "--title", "tk-side", "--color", "#12a4e0"]
     with Rig(RigOptions(size="800x600", wm=None, app=[*tk_app, "--log", str(log)])) as other:
         status = other.status()
         assert status.ready and status.wm is None and not status.wm_up and status.app_up
@@ -205,7 +205,7 @@ def test_two_rigs_run_side_by_side_with_separate_displays_and_buses(xterm_rig: R
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gtk_app_joins_the_rigs_accessibility_bus(app_dir: Path, backend: str) -> None:
-    gtk_app = [FIXTURE_PYTHON, str(APPS / "gtk_color.py"), "--title", "gtk-a11y", "--color", "#00ff00"]
+    gtk_app = [SYSTEM_PYTHON, str(APPS / "gtk_color.py"), "--title", "gtk-a11y", "--color", "#00ff00"]
     with Rig(RigOptions(backend=backend, app=[*gtk_app, "--log", str(app_dir / "gtk.log")])) as rig:
         status = rig.status()
         assert status.ready and status.a11y_bus is not None
@@ -230,7 +230,7 @@ def test_gtk_app_joins_the_rigs_accessibility_bus(app_dir: Path, backend: str) -
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_app_that_dies_during_startup_raises_with_status_and_stderr_tail(backend: str) -> None:
-    failing = [FIXTURE_PYTHON, "-c", "import sys; print('boom: no config', file=sys.stderr); sys.exit(3)"]
+    failing = [SYSTEM_PYTHON, "-c", "import sys; print('boom: no config', file=sys.stderr); sys.exit(3)"]
     rig = Rig(RigOptions(backend=backend, app=failing))
     with pytest.raises(RigStartupError) as caught:
         rig.start()
@@ -268,7 +268,7 @@ def test_invalid_size_is_rejected(size: str, backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_app_exit_is_reported_to_waiters_and_callbacks(app_dir: Path, backend: str) -> None:
     trigger = app_dir / "exit-now"
-    app = [FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger)]
+    app = [SYSTEM_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger)]
     rig = Rig(RigOptions(backend=backend, wm=None, a11y=False, app=app))
     with rig:
         statuses: queue.Queue[int] = queue.Queue()

@@ -22,7 +22,7 @@ from tests.polling import poll
 from tests.rigprocs import (
     APPS,
     BACKENDS,
-    FIXTURE_PYTHON,
+    SYSTEM_PYTHON,
     TK_EXIT_WHEN_TOLD,
     XTERM_TITLE,
     assert_all_gone,
@@ -142,7 +142,7 @@ def test_app_exit_ends_the_runner_with_the_apps_status(
     harness: Callable[..., Harness], app_dir: Path, backend: str
 ) -> None:
     trigger = app_dir / "exit-now"
-    run = harness(FIXTURE_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger), options=("--backend", backend))
+    run = harness(SYSTEM_PYTHON, "-c", TK_EXIT_WHEN_TOLD, str(trigger), options=("--backend", backend))
     ready = run.ready()
     trigger.touch()
     assert run.proc.wait(timeout=15) == 5

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from i3ipc import Connection
-from tests.rigprocs import FIXTURE_PYTHON, live_rig_processes
+from tests.rigprocs import SYSTEM_PYTHON, live_rig_processes
 from tests.server.rigproc import APPS, DESKRIG, FormRig, RigProcess, start_form
 
 from deskrig.desktop.sway import close_ipc
@@ -52,7 +52,7 @@ def test_gtk_form_under_wayland_and_tk_form_under_xwayland_are_listed(
         assert gtk_form.element("push button", "Click me")["name"] == "Click me"
 
         tk_log = app_dir / "tk.log"
-        tk = [FIXTURE_PYTHON, str(APPS / "tk_form.py"), "--title", "sway-tk-form", "--log", str(tk_log)]
+        tk = [SYSTEM_PYTHON, str(APPS / "tk_form.py"), "--title", "sway-tk-form", "--log", str(tk_log)]
         launched = gtk_form.ok("launch_app", {"command": tk})
         windows = {w["title"]: w for w in gtk_form.ok("list_windows", {})["windows"]}
         assert set(windows) == {"sway-gtk-form", "sway-tk-form"}
@@ -127,7 +127,7 @@ def test_the_cli_rejects_x11_flags_for_sway_and_run_as_for_x11(tmp_path: Path) -
 def test_deskrig_backend_sway_in_the_environment_runs_a_sway_rig(app_dir: Path) -> None:
     log = app_dir / "color.log"
     argv = [
-        FIXTURE_PYTHON,
+        SYSTEM_PYTHON,
         str(APPS / "gtk_color.py"),
         "--title",
         "env-sway",

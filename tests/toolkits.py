@@ -5,22 +5,18 @@ A test asks for the ``toolkit`` fixture (directly, or through a fixture built on
 ``@needs(Capability.X)``; that toolkit is then left out of its parameters, and the reason declared
 here is listed in pytest's summary. Nothing is skipped: a test that does not apply is not generated.
 A test that also asks for ``backend`` (tests/conftest.py) runs on every desktop backend in
-:data:`BACKENDS` too, for each toolkit whose form runs there (``not_on`` says why one does not).
+:data:`BACKENDS` too, for each toolkit.
 """
 
 from __future__ import annotations
 
 import enum
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
-from tests.rigprocs import BACKENDS
-
-#: The fixture apps other than Qt's need Debian's python3-gi and tkinter, not the project venv.
-SYSTEM_PYTHON = "/usr/bin/python3"
+from tests.rigprocs import BACKENDS, QT_PYTHON, SYSTEM_PYTHON
 
 
 class Capability(enum.Enum):
@@ -57,15 +53,11 @@ class Toolkit:
     list_row_role: str = "list item"
     #: How far accessibility bounds may stray from the geometry the app logs itself.
     bounds_slack_px: int = 0
-    #: Environment the app needs to reach the accessibility bus.
-    env: Mapping[str, str] = field(default_factory=dict)
     #: Where on the slider, from its left edge, a drag must start to move it from 0.
     slider_grab_px: int = 10
     #: Whether a sway rig runs the form as a native Wayland client (else on Xwayland, as X11):
     #: a Wayland client knows no screen position, so it logs its widgets relative to its window.
     native_wayland: bool = False
-    #: Desktop backends the form does not run on, each with why.
-    not_on: Mapping[str, str] = field(default_factory=dict)
 
     def has(self, capability: Capability) -> bool:
         return capability not in self.lacks
@@ -85,8 +77,7 @@ GTK = Toolkit(
 QT = Toolkit(
     name="qt",
     title="Qt Form",
-    # PySide6 is a dev dependency of the project, so the app runs in the tests' own interpreter.
-    python=sys.executable,
+    python=QT_PYTHON,
     lacks={
         Capability.AT_SPI_CACHE: "Qt's bridge leaves the AT-SPI Cache empty: the tree is walked",
         Capability.CONTEXT_MENU_IN_TREE: (
@@ -95,20 +86,11 @@ QT = Toolkit(
         ),
     },
     button_actions=("press", "set focus"),
-    # What the rig sets for Qt apps (deskrig/rig/x11.py): X11, and the AT-SPI bridge on without a
-    # desktop session asking for it.
-    env={"QT_QPA_PLATFORM": "xcb", "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1"},
     bounds_slack_px=3,
     # Unlike GTK's, a Qt slider does not jump to a press on its groove: start on the handle,
     # which sits at the left end at 0.
     slider_grab_px=4,
     native_wayland=True,
-    not_on={
-        "sway": (
-            "the Qt form runs in the tests' own interpreter (PySide6 is a dev dependency), under root's "
-            "home, which the unprivileged user a sway rig runs its apps as cannot enter"
-        )
-    },
 )
 TK = Toolkit(
     name="tk",
@@ -185,13 +167,7 @@ def runs_for(metafunc: pytest.Metafunc) -> tuple[list[tuple[str, Toolkit]], list
     chosen, left_out = toolkits_for(metafunc)
     backends, backends_left_out = backends_for(metafunc)
     left_out += backends_left_out
-    runs: list[tuple[str, Toolkit]] = []
-    for backend in backends:
-        for toolkit in chosen:
-            if backend in toolkit.not_on:
-                left_out.append(f"{toolkit.name} on {backend}: {toolkit.not_on[backend]}")
-            else:
-                runs.append((backend, toolkit))
+    runs = [(backend, toolkit) for backend in backends for toolkit in chosen]
     return runs, left_out
 
 

@@ -34,11 +34,11 @@ from deskrig.a11y import AccessibilityClient
 from deskrig.a11y.launcher_probe import LauncherWatch
 from deskrig.desktop import Desktop, open_desktop
 from deskrig.model import Bounds, WindowInfo
-from deskrig.rig.sway import Account, run_as_account
+from deskrig.rig.sway import WAYLAND_TOOLKIT_ENV, Account, run_as_account
+from deskrig.rig.x11 import X11_TOOLKIT_ENV
 
 T = TypeVar("T")
 
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi and tkinter
 AT_SPI_BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 STARTUP_TIMEOUT_S = 20.0
 
@@ -163,10 +163,11 @@ def start_at_spi(env: Mapping[str, str], session_bus_address: str) -> subprocess
 def _start_display(
     backend: str, work_dir: Path, env: Mapping[str, str]
 ) -> tuple[dict[str, str], Callable[[], None]]:
-    """The display of ``backend``: the variables that reach it (GTK told to use it), and a stop."""
+    """The display of ``backend``: the variables that reach it (the toolkits told to use it, as a
+    rig tells them), and a stop."""
     if backend == "sway":
         sway = start_sway(work_dir, (1280, 1024))
-        return {**sway.env, "GDK_BACKEND": "wayland"}, sway.stop
+        return {**sway.env, **WAYLAND_TOOLKIT_ENV}, sway.stop
     read_fd, write_fd = os.pipe()
     xvfb = subprocess.Popen(
         ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
@@ -183,7 +184,7 @@ def _start_display(
         raise
     finally:
         os.close(read_fd)
-    return {"DISPLAY": display, "GDK_BACKEND": "x11"}, lambda: _stop(xvfb)
+    return {"DISPLAY": display, **X11_TOOLKIT_ENV}, lambda: _stop(xvfb)
 
 
 def _a11y_desktop(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A11yDesktop]:
@@ -336,7 +337,6 @@ def form(
             str(log_path),
         ],
         stderr=subprocess.DEVNULL,
-        extra_env=toolkit.env,
     )
     app = FormApp(proc=proc, log_path=log_path)
     app.wait_for_event("ready", lambda e: True, timeout=STARTUP_TIMEOUT_S)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 from tests.polling import poll
+from tests.rigprocs import SYSTEM_PYTHON
 from tests.toolkits import Capability, Toolkit, needs, only_on
 
 from deskrig.a11y import AccessibilityClient, Element, ElementQuery, ElementRef, Snapshot, SnapshotStore
@@ -20,7 +21,6 @@ from deskrig.a11y.fetch import fetch_tree
 from deskrig.errors import DeskrigError, ErrorCode
 
 from .conftest import (
-    SYSTEM_PYTHON,
     A11yDesktop,
     FormApp,
     on_every_backend,

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 import pytest
 from tests.polling import poll
-from tests.toolkits import SYSTEM_PYTHON, Capability, needs, not_on
+from tests.rigprocs import SYSTEM_PYTHON
+from tests.toolkits import Capability, needs, not_on
 
 from deskrig.a11y import AccessibilityClient, Snapshot
 from deskrig.a11y import constants as c

@@ -24,12 +24,10 @@ check the app's own view of what it received:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
-from typing import Any
 
 import gi
+from _form_log import FormLog
 
 gi.require_version("Gtk", "3.0")
 from gi.repository import GLib, Gtk  # noqa: E402
@@ -39,14 +37,12 @@ LIST_ROWS = 200
 
 class Form:
     def __init__(self, title: str, log_path: str) -> None:
-        self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
+        self.events = FormLog(log_path)
         self.clicks = 0
         self.rows_added = 0
         self.title = title
         self.twin: Gtk.Window | None = None
         self.twin_clicks = 0
-        self.ready_logged = False
-        self.logged_layout: dict[str, dict[str, int]] = {}
 
         self.window = Gtk.Window(title=title)
         self.window.set_default_size(480, 640)
@@ -68,7 +64,7 @@ class Form:
         self.entry = Gtk.Entry(hexpand=True)
         name_label.set_mnemonic_widget(self.entry)
         self.entry.get_accessible().set_name("Name")  # GTK3 does not derive it from the label
-        self.entry.connect("changed", lambda e: self.log(event="entry", text=e.get_text()))
+        self.entry.connect("changed", lambda e: self.events.log(event="entry", text=e.get_text()))
         self.entry.connect("populate-popup", self.on_entry_popup)
         grid.attach(name_label, 0, 0, 1, 1)
         grid.attach(self.entry, 1, 0, 1, 1)
@@ -78,7 +74,7 @@ class Form:
         buffer = self.textview.get_buffer()
         buffer.connect(
             "changed",
-            lambda b: self.log(event="textview", text=b.get_text(*b.get_bounds(), True)),
+            lambda b: self.events.log(event="textview", text=b.get_text(*b.get_bounds(), True)),
         )
         notes_scroll = Gtk.ScrolledWindow(min_content_height=80, hexpand=True)
         notes_scroll.add(self.textview)
@@ -86,14 +82,14 @@ class Form:
         grid.attach(notes_scroll, 1, 1, 1, 1)
 
         self.check = Gtk.CheckButton(label="Subscribe")
-        self.check.connect("toggled", lambda c: self.log(event="check", active=c.get_active()))
+        self.check.connect("toggled", lambda c: self.events.log(event="check", active=c.get_active()))
 
         self.combo = Gtk.ComboBoxText()
         for size in ("Small", "Medium", "Large"):
             self.combo.append_text(size)
         self.combo.set_active(0)
         self.combo.get_accessible().set_name("Size")
-        self.combo.connect("changed", lambda c: self.log(event="combo", active=c.get_active_text()))
+        self.combo.connect("changed", lambda c: self.events.log(event="combo", active=c.get_active_text()))
         self.menubutton = Gtk.MenuButton(label="Actions", use_popover=False)
         self.menubutton.set_popup(self.menu("actions", ("Alpha", "Beta")))
         # In one row with the check box, high enough that their menus open below them.
@@ -120,7 +116,7 @@ class Form:
         self.scale = Gtk.Scale.new_with_range(Gtk.Orientation.HORIZONTAL, 0, 100, 1)
         self.scale.set_digits(0)
         self.scale.get_accessible().set_name("Volume")
-        self.scale.connect("value-changed", lambda s: self.log(event="scale", value=s.get_value()))
+        self.scale.connect("value-changed", lambda s: self.events.log(event="scale", value=s.get_value()))
         grid.attach(Gtk.Label(label="Volume", xalign=0), 0, 5, 1, 1)
         grid.attach(self.scale, 1, 5, 1, 1)
 
@@ -134,7 +130,7 @@ class Form:
         for label in labels:
             item = Gtk.MenuItem(label=label)
             item.connect(
-                "activate", lambda _i, label=label: self.log(event="menu_item", menu=name, item=label)
+                "activate", lambda _i, label=label: self.events.log(event="menu_item", menu=name, item=label)
             )
             menu.append(item)
         menu.show_all()
@@ -144,7 +140,7 @@ class Form:
         """Add "Stamp" to the entry's context menu (opened at the pointer), and a submenu "More"
         with "Deep": they log like a menu's."""
         item = Gtk.MenuItem(label="Stamp")
-        item.connect("activate", lambda _i: self.log(event="menu_item", menu="context", item="Stamp"))
+        item.connect("activate", lambda _i: self.events.log(event="menu_item", menu="context", item="Stamp"))
         item.show()
         popup.append(item)
         more = Gtk.MenuItem(label="More")
@@ -152,51 +148,46 @@ class Form:
         more.show()
         popup.append(more)
 
-    def log(self, **record: Any) -> None:
-        self.log_file.write(json.dumps(record) + "\n")
-        self.log_file.flush()
-
     def on_clicked(self, _button: Gtk.Button) -> None:
         self.clicks += 1
         self.status.set_text(f"clicked {self.clicks}")
-        self.log(event="button", count=self.clicks)
+        self.events.log(event="button", count=self.clicks)
 
     def add_row(self) -> bool:
         self.rows_added += 1
         label = Gtk.Label(label=f"Added row {self.rows_added}", xalign=0)
         label.show()
         self.listbox.insert(label, 0)
-        self.log(event="row_added", name=label.get_text())
+        self.events.log(event="row_added", name=label.get_text())
         return True  # keep the signal handler
 
     def toggle_twin(self) -> bool:
         if self.twin is not None:
             self.twin.destroy()
             self.twin = None
-            self.log(event="twin", open=False)
+            self.events.log(event="twin", open=False)
             return True
         self.twin = Gtk.Window(title=self.title)
         button = Gtk.Button(label="Twin button")
         button.connect("clicked", self.on_twin_clicked)
         self.twin.add(button)
-        self.twin.connect("map-event", lambda *_: self.log(event="twin", open=True))
+        self.twin.connect("map-event", lambda *_: self.events.log(event="twin", open=True))
         self.twin.show_all()
         return True  # keep the signal handler
 
     def on_twin_clicked(self, _button: Gtk.Button) -> None:
         self.twin_clicks += 1
-        self.log(event="twin_button", count=self.twin_clicks)
+        self.events.log(event="twin_button", count=self.twin_clicks)
 
     def on_list_scrolled(self, adjustment: Gtk.Adjustment) -> None:
         row = self.listbox.get_row_at_y(int(adjustment.get_value()))
-        self.log(event="list_view", first_visible=row.get_index() if row else 0)
+        self.events.log(event="list_view", first_visible=row.get_index() if row else 0)
 
     def on_painted(self, _clock: object) -> None:
         GLib.idle_add(self.log_layout)
 
     def log_layout(self) -> bool:
-        """Log the widgets' geometry once painted ("ready"), then whenever it changes ("layout"):
-        a tiling compositor resizes a window after its first frame."""
+        """Log the widgets' geometry (FormLog.layout)."""
         widgets = {
             "entry": self.entry,
             "textview": self.textview,
@@ -209,13 +200,7 @@ class Form:
             "combo": self.combo,
             "menubutton": self.menubutton,
         }
-        layout = {k: root_geometry(w) for k, w in widgets.items()}
-        if not self.ready_logged:
-            self.ready_logged = True
-            self.log(event="ready", pid=os.getpid(), widgets=layout)
-        elif layout != self.logged_layout:
-            self.log(event="layout", widgets=layout)
-        self.logged_layout = layout
+        self.events.layout({k: root_geometry(w) for k, w in widgets.items()})
         return False
 
 

@@ -1,5 +1,5 @@
-"""Qt form fixture: the GTK form (gtk_form.py) again in Qt Widgets. Runs in the project venv
-(PySide6-Essentials from PyPI, the `dev` extra), not with Debian's python3.
+"""Qt form fixture: the GTK form (gtk_form.py) again in Qt Widgets. Needs PySide6-Essentials (the
+`dev` extra): the tests run it in Debian's python3 given the venv's PySide6 (tests/rigprocs.py: QT_PYTHON).
 
     qt_form.py --title T --log FILE
 
@@ -8,6 +8,7 @@ updates a label ("clicked N"), a list of 200 rows ("Rows") and a slider 0..100 (
 Every change is appended to FILE as one JSON line, with the same events as the GTK form:
 
     {"event": "ready", "pid": P, "widgets": {name: {"x", "y", "width", "height"}}}  (root coords)
+    {"event": "layout", "widgets": ...}      the same geometry again whenever it changes
     {"event": "entry", "text": ...}          {"event": "textview", "text": ...}
     {"event": "check", "active": ...}        {"event": "button", "count": N}
     {"event": "scale", "value": V}           {"event": "list_view", "first_visible": F}
@@ -17,12 +18,10 @@ Every change is appended to FILE as one JSON line, with the same events as the G
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
 import sys
-from typing import Any
 
+from _form_log import FormLog
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
     QApplication,
@@ -43,10 +42,9 @@ LIST_ROWS = 200
 class Form(QWidget):
     def __init__(self, title: str, log_path: str) -> None:
         super().__init__()
-        self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the app's life
+        self.events = FormLog(log_path)
         self.clicks = 0
         self.rows_added = 0
-        self.ready_logged = False
         self.setWindowTitle(title)
         self.resize(480, 640)
 
@@ -56,7 +54,7 @@ class Form(QWidget):
 
         self.entry = QLineEdit()
         self.entry.setAccessibleName("Name")
-        self.entry.textChanged.connect(lambda text: self.log(event="entry", text=text))
+        self.entry.textChanged.connect(lambda text: self.events.log(event="entry", text=text))
         name_label = QLabel("&Name")
         name_label.setBuddy(self.entry)
         grid.addWidget(name_label, 0, 0)
@@ -66,13 +64,13 @@ class Form(QWidget):
         self.textview.setAccessibleName("Notes")
         self.textview.setMinimumHeight(80)
         self.textview.textChanged.connect(
-            lambda: self.log(event="textview", text=self.textview.toPlainText())
+            lambda: self.events.log(event="textview", text=self.textview.toPlainText())
         )
         grid.addWidget(QLabel("Notes"), 1, 0)
         grid.addWidget(self.textview, 1, 1)
 
         self.check = QCheckBox("Subscribe")
-        self.check.toggled.connect(lambda active: self.log(event="check", active=active))
+        self.check.toggled.connect(lambda active: self.events.log(event="check", active=active))
         grid.addWidget(self.check, 2, 1)
 
         self.button = QPushButton("Click me")
@@ -93,39 +91,35 @@ class Form(QWidget):
         self.scale.setRange(0, 100)
         self.scale.setAccessibleName("Volume")
         # float, like GTK's adjustment value, so tests compare the same JSON either way
-        self.scale.valueChanged.connect(lambda value: self.log(event="scale", value=float(value)))
+        self.scale.valueChanged.connect(lambda value: self.events.log(event="scale", value=float(value)))
         grid.addWidget(QLabel("Volume"), 5, 0)
         grid.addWidget(self.scale, 5, 1)
-
-    def log(self, **record: Any) -> None:
-        self.log_file.write(json.dumps(record) + "\n")
-        self.log_file.flush()
 
     def on_clicked(self) -> None:
         self.clicks += 1
         self.status.setText(f"clicked {self.clicks}")
-        self.log(event="button", count=self.clicks)
+        self.events.log(event="button", count=self.clicks)
 
     def add_row(self) -> None:
         self.rows_added += 1
         name = f"Added row {self.rows_added}"
         self.list.insertItem(0, name)
-        self.log(event="row_added", name=name)
+        self.events.log(event="row_added", name=name)
 
     def on_list_scrolled(self, _value: int) -> None:
         item = self.list.itemAt(0, 0)
-        self.log(event="list_view", first_visible=self.list.row(item) if item else 0)
+        self.events.log(event="list_view", first_visible=self.list.row(item) if item else 0)
 
     def event(self, event: QEvent) -> bool:
         handled = super().event(event)
-        # The first paint of the exposed window means the layout, and so the geometry, is final;
-        # logging from the event loop lets the window manager's placement settle first.
-        if event.type() == QEvent.Type.UpdateRequest and not self.ready_logged and self.isVisible():
-            self.ready_logged = True
-            QTimer.singleShot(0, self.log_ready)
+        # A paint of the exposed window means the layout, and so the geometry, is final; logging
+        # from the event loop lets the window manager's placement settle first.
+        if event.type() == QEvent.Type.UpdateRequest and self.isVisible():
+            QTimer.singleShot(0, self.log_layout)
         return handled
 
-    def log_ready(self) -> None:
+    def log_layout(self) -> None:
+        """Log the widgets' geometry (FormLog.layout)."""
         widgets = {
             "entry": self.entry,
             "textview": self.textview,
@@ -135,11 +129,12 @@ class Form(QWidget):
             "list": self.list,
             "scale": self.scale,
         }
-        self.log(event="ready", pid=os.getpid(), widgets={k: root_geometry(w) for k, w in widgets.items()})
+        self.events.layout({k: root_geometry(w) for k, w in widgets.items()})
 
 
 def root_geometry(widget: QWidget) -> dict[str, int]:
-    """The widget's rectangle in screen coordinates (Qt's global coordinates under xcb)."""
+    """The widget's rectangle in Qt's global coordinates: the screen's under xcb, the window's
+    under Wayland (a Wayland client is never told where its window is)."""
     origin = widget.mapToGlobal(widget.rect().topLeft())
     return {"x": origin.x(), "y": origin.y(), "width": widget.width(), "height": widget.height()}
 

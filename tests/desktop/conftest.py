@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from tests.polling import json_lines, poll
 from tests.rigprocs import APPS as APPS_DIR
+from tests.rigprocs import SYSTEM_PYTHON
 from Xlib.display import Display
 
 from deskrig.desktop.x11 import X11Backend
@@ -35,8 +36,6 @@ from deskrig.model import Bounds, WindowInfo
 if TYPE_CHECKING:
     from .forms import Forms
 
-#: The fixture apps need Debian's python3-gi and tkinter, not the project venv.
-SYSTEM_PYTHON = "/usr/bin/python3"
 SCREEN = (1280, 800)
 TIMEOUT = 15.0
 

@@ -24,6 +24,7 @@ import pytest
 from tests.a11y.conftest import _stop as stop_session
 from tests.a11y.conftest import start_at_spi, start_session_bus
 from tests.polling import json_lines, poll
+from tests.rigprocs import SYSTEM_PYTHON
 from tests.sway.swayproc import SwaySession, start_sway
 from Xlib.display import Display
 
@@ -31,7 +32,7 @@ from deskrig.desktop import Desktop, open_desktop
 from deskrig.model import Bounds, WindowInfo
 from deskrig.rig.sway import run_as_account
 
-from .conftest import APPS_DIR, SCREEN, SYSTEM_PYTHON, start_xvfb, stop_process, window_manager_ready
+from .conftest import APPS_DIR, SCREEN, start_xvfb, stop_process, window_manager_ready
 
 T = TypeVar("T")
 

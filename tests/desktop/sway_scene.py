@@ -17,6 +17,7 @@ from pathlib import Path
 
 from i3ipc import Connection
 from tests.polling import poll
+from tests.rigprocs import SYSTEM_PYTHON
 from tests.sway.conftest import app_env
 from tests.sway.swayproc import SwaySession, start_sway, sway_commands
 
@@ -24,7 +25,7 @@ from deskrig.desktop.sway import _views, close_ipc, content_bounds
 from deskrig.model import Bounds
 from deskrig.rig.sway import run_as_account
 
-from .conftest import APPS_DIR, SCREEN, SYSTEM_PYTHON, FixtureApp, hex_color, stop_process
+from .conftest import APPS_DIR, SCREEN, FixtureApp, hex_color, stop_process
 from .forms import run_as
 
 

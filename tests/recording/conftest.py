@@ -26,7 +26,8 @@ from PIL import Image
 from tests.a11y.conftest import AT_SPI_BUS_LAUNCHER, start_session_bus
 from tests.desktop.conftest import SCREEN, stop_process
 from tests.polling import poll
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, FormRig, RigProcess, start_form
+from tests.rigprocs import SYSTEM_PYTHON
+from tests.server.rigproc import APPS, FormRig, RigProcess, start_form
 from tests.sway.swayproc import start_sway
 
 from deskrig.a11y.launcher_probe import LauncherWatch

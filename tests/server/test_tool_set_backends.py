@@ -15,9 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 from tests.polling import poll
+from tests.rigprocs import SYSTEM_PYTHON
 from tests.server.conftest import GREEN, GreenRig, start_green_rig
 from tests.server.helpers import allowed, close_to, image_of, ok, rgb
-from tests.server.rigproc import APPS, SYSTEM_PYTHON, read_events
+from tests.server.rigproc import APPS, read_events
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.desktop.conftest import APPS_DIR, SCREEN, SYSTEM_PYTHON, FixtureApp, hex_color, stop_process
+from tests.desktop.conftest import APPS_DIR, SCREEN, FixtureApp, hex_color, stop_process
 from tests.polling import poll
+from tests.rigprocs import SYSTEM_PYTHON
 from tests.sway.swayproc import SwaySession, start_sway
 
 from deskrig.desktop import Desktop, open_desktop
