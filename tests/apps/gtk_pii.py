@@ -29,7 +29,7 @@ CSS = f"* {{ font-family: DejaVu Sans; font-size: {pii.FONT_PX}px; }}".encode()
 
 
 def main() -> None:
-    title, log = pii.app_arguments()
+    title, events = pii.app_arguments()
 
     # A blinking caret would change the screen twice a second: the benchmark's "unchanged screen".
     Gtk.Settings.get_default().set_property("gtk-cursor-blink", False)
@@ -52,7 +52,7 @@ def main() -> None:
         widgets[name] = entry
         box.pack_start(entry, False, False, 0)
     button = Gtk.Button(label="Refresh")
-    button.connect("clicked", lambda _b: log(event="button"))
+    button.connect("clicked", lambda _b: events.log(event="button"))
     widgets["button"] = button
     box.pack_start(button, False, False, 0)
 
@@ -63,8 +63,6 @@ def main() -> None:
     window.add(box)
     window.connect("destroy", Gtk.main_quit)
     window.show_all()
-
-    logged: dict[str, dict[str, int]] = {}
 
     def log_layout() -> bool:
         """Log the widgets' geometry once painted ("ready"), then whenever it changes ("layout"):
@@ -78,11 +76,7 @@ def main() -> None:
             x, y = widget.translate_coordinates(window, 0, 0)
             alloc = widget.get_allocation()
             layout[name] = {"x": ox + x, "y": oy + y, "width": alloc.width, "height": alloc.height}
-        if not logged:
-            log(event="ready", pid=os.getpid(), widgets=layout)
-        elif layout != logged:
-            log(event="layout", widgets=layout)
-        logged.update(layout)
+        events.layout(layout)
         return False
 
     # After each finished frame: its geometry is final then.

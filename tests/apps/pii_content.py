@@ -7,10 +7,9 @@ Stdlib only at import: imported by the apps (Debian's /usr/bin/python3, no Pillo
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from _form_log import FormLog
 
 EMAIL = "jane.doe@example.com"
 PHONE = "+1 415 555 0132"
@@ -56,16 +55,10 @@ def draw_canvas(path: Path) -> Path:
     return path
 
 
-def app_arguments() -> tuple[str, Callable[..., None]]:
-    """A fixture app's ``--title`` and a writer of JSON lines to its ``--log``."""
+def app_arguments() -> tuple[str, FormLog]:
+    """A fixture app's ``--title`` and its event log (``--log``)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--title", required=True)
     parser.add_argument("--log", required=True)
     args = parser.parse_args()
-
-    def log(**event: Any) -> None:
-        # One write of a whole line in append mode; a reader may still catch part of it (tests.polling.json_lines).
-        with open(args.log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(event) + "\n")
-
-    return args.title, log
+    return args.title, FormLog(args.log)

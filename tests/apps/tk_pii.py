@@ -9,7 +9,6 @@ Tk has no AT-SPI bridge, so only OCR can find what it shows. Logs ``{"event": "r
 
 from __future__ import annotations
 
-import os
 import sys
 import tkinter as tk
 from pathlib import Path
@@ -19,7 +18,7 @@ import pii_content as pii
 
 
 def main() -> None:
-    title, log = pii.app_arguments()
+    title, events = pii.app_arguments()
 
     root = tk.Tk()
     root.title(title)
@@ -32,15 +31,13 @@ def main() -> None:
         entry = tk.Entry(root, font=font, width=30)
         entry.insert(0, text)
         widgets[name] = entry
-    widgets["button"] = tk.Button(root, text="Refresh", font=font, command=lambda: log(event="button"))
+    widgets["button"] = tk.Button(root, text="Refresh", font=font, command=lambda: events.log(event="button"))
     canvas = tk.Canvas(root, width=700, height=170, background="white", highlightthickness=0)
     for row, line in enumerate(pii.CANVAS_LINES):
         canvas.create_text(10, 20 + row * 36, text=line, font=font, anchor="w", fill="black")
     widgets["canvas"] = canvas
     for widget in widgets.values():
         widget.pack(anchor="w", padx=12, pady=4)
-
-    logged: dict[str, dict[str, int]] = {}
 
     def log_layout() -> None:
         """Log the widgets' geometry once on screen ("ready"), then whenever it changes
@@ -54,11 +51,7 @@ def main() -> None:
             }
             for name, w in widgets.items()
         }
-        if not logged:
-            log(event="ready", pid=os.getpid(), widgets=layout)
-        elif layout != logged:
-            log(event="layout", widgets=layout)
-        logged.update(layout)
+        events.layout(layout)
 
     def check_layout() -> None:
         if root.winfo_ismapped():
