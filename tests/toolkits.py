@@ -38,6 +38,8 @@ class Toolkit:
 
     name: str
     title: str
+    #: The interpreter that runs the form: one any user can run, as a sway rig runs its apps as an
+    #: unprivileged user (tests/rigprocs.py).
     python: str
     #: Capabilities this toolkit lacks, each with why: the tests needing them are not generated.
     lacks: Mapping[Capability, str] = field(default_factory=dict)
