@@ -1,4 +1,4 @@
-"""The personal data the PII fixture apps (gtk_pii.py, tk_pii.py) show, and the text beside it.
+"""The personal data the PII fixture apps (gtk_pii.py, qt_pii.py, tk_pii.py) show, and the text beside it.
 
 Stdlib only at import: imported by the apps (Debian's /usr/bin/python3, no Pillow), the tests and
 ``scripts/bench privacy``; :func:`draw_canvas` (Pillow) is for the latter two.

@@ -21,21 +21,21 @@ from deskrig.desktop import Desktop, open_desktop
 
 #: Each secret shows twice (a widget and the canvas) but the phone and the IBAN (entries only).
 EXPECTED_COUNTS = {"email": 2, "card": 2, pii.CUSTOM_NAME: 2, "phone": 1, "iban": 1}
-#: Which engine finds them: GTK's widgets are in its accessibility tree, its canvas is not; Tk has
-#: no tree at all.
-EXPECTED_ENGINES = {"gtk": {"tree": 5, "ocr": 3}, "tk": {"ocr": 8}}
+#: Which engine finds them, by whether the toolkit has an accessibility tree: GTK's and Qt's widgets
+#: are in theirs, their canvas is not; Tk has no tree at all.
+EXPECTED_ENGINES = {True: {"tree": 5, "ocr": 3}, False: {"ocr": 8}}
 
 
-def assert_masked(png: bytes) -> None:
+def assert_masked(png: bytes, readable: list[str]) -> None:
     text = read_text(png)
     assert leaked(text) == [], text
-    for word in pii.UNRELATED:
+    for word in readable:
         assert word in text, f"{word!r} should stay readable:\n{text}"
 
 
-def assert_counts(report: dict[str, Any], toolkit: str) -> None:
+def assert_counts(report: dict[str, Any], has_tree: bool) -> None:
     assert report["counts"] == EXPECTED_COUNTS
-    assert report["engines"] == EXPECTED_ENGINES[toolkit]
+    assert report["engines"] == EXPECTED_ENGINES[has_tree]
 
 
 def _unmasked_desktop(pii_rig: PiiRig) -> Desktop:
@@ -62,8 +62,8 @@ def test_the_tests_reader_reads_every_secret_off_the_unmasked_screen(pii_rig: Pi
 def test_a_screenshot_masks_every_secret_and_nothing_else(pii_rig: PiiRig) -> None:
     result = pii_rig.form.call("screenshot_screen", {})
     assert not result.is_error, result.structured_content
-    assert_masked(base64.b64decode(result.content[0].data))
-    assert_counts(result.structured_content["pii_masking"], pii_rig.toolkit)
+    assert_masked(base64.b64decode(result.content[0].data), pii_rig.readable)
+    assert_counts(result.structured_content["pii_masking"], pii_rig.has_tree)
 
 
 def test_a_saved_window_capture_is_masked(pii_rig: PiiRig) -> None:
@@ -71,8 +71,8 @@ def test_a_saved_window_capture_is_masked(pii_rig: PiiRig) -> None:
     assert form.allowed is not None
     window = form.ok("list_windows", {"pid": form.pid})["windows"][0]
     metadata = form.ok("screenshot_window", {"window_id": window["id"], "save_dir": str(form.allowed)})
-    assert_masked(Path(metadata["saved_path"]).read_bytes())
-    assert_counts(metadata["pii_masking"], pii_rig.toolkit)
+    assert_masked(Path(metadata["saved_path"]).read_bytes(), pii_rig.readable)
+    assert_counts(metadata["pii_masking"], pii_rig.has_tree)
 
 
 def test_the_acs_profile_masks_and_counts_like_the_server_it_replaces(pii_rig: PiiRig) -> None:
@@ -81,7 +81,7 @@ def test_the_acs_profile_masks_and_counts_like_the_server_it_replaces(pii_rig: P
     path = form.allowed / "acs" / "full.png"
     response = form.ok("screenshot_capture_full", {"enablePIIMasking": True, "savePath": str(path)})
     assert response["filePath"] == str(path)
-    assert_masked(path.read_bytes())
+    assert_masked(path.read_bytes(), pii_rig.readable)
     masking = response["metadata"]["piiMasking"]
     assert masking["enabled"] is True
     assert (masking["emailsRedacted"], masking["phonesRedacted"], masking["creditCardsRedacted"]) == (2, 1, 2)
@@ -90,7 +90,7 @@ def test_the_acs_profile_masks_and_counts_like_the_server_it_replaces(pii_rig: P
 
 def test_get_app_state_redacts_texts_and_counts(pii_rig: PiiRig) -> None:
     form = pii_rig.form
-    if pii_rig.toolkit == "tk":
+    if not pii_rig.has_tree:
         # No tree to redact: the call says why rather than returning anything.
         assert form.error("get_app_state", {"pid": form.pid})["code"] == "A11Y_UNAVAILABLE"
         return
@@ -121,12 +121,12 @@ def test_a_recorded_click_is_masked_in_every_file_and_in_the_feed(pii_rig: PiiRi
     evidence = json.loads((turn / "evidence.json").read_text())
     for name in ("before.png", "after.png", "click.png"):
         assert evidence[name]["status"] == "captured", evidence[name]
-        assert_masked((turn / name).read_bytes())
-        assert_counts(evidence[name]["pii_masking"], pii_rig.toolkit)
+        assert_masked((turn / name).read_bytes(), pii_rig.readable)
+        assert_counts(evidence[name]["pii_masking"], pii_rig.has_tree)
     for name in ("action.json", "before_state.json", "after_state.json"):
         if (turn / name).exists():
             assert leaked((turn / name).read_text()) == [], name
-    if pii_rig.toolkit == "gtk":
+    if pii_rig.has_tree:
         assert evidence["after_state.json"]["pii_masking"]["counts"]["email"] == 1
     # The feed hands out the same (masked) files.
     for name in ("before.png", "after.png", "click.png", "action.json", "after_state.json"):
@@ -163,7 +163,7 @@ def test_queries_match_what_the_client_sees_so_they_cannot_probe_for_a_secret(pi
     """get_app_state's filter, wait_for and an element target match the redacted names: asking for
     a masked string finds nothing, whether or not the app shows it."""
     form = pii_rig.form
-    if pii_rig.toolkit == "tk":
+    if not pii_rig.has_tree:
         # No tree: no query about its texts is answered at all.
         assert form.error("get_app_state", {"pid": form.pid, "name": "Mail"})["code"] == "A11Y_UNAVAILABLE"
         return
@@ -182,7 +182,7 @@ def test_queries_match_what_the_client_sees_so_they_cannot_probe_for_a_secret(pi
 
 def test_an_action_result_is_redacted_like_everything_else_that_leaves_the_rig(pii_rig: PiiRig) -> None:
     form = pii_rig.form
-    if pii_rig.toolkit == "tk":
+    if not pii_rig.has_tree:
         assert form.error("get_app_state", {"pid": form.pid})["code"] == "A11Y_UNAVAILABLE"
         return
     state = form.ok("get_app_state", {"pid": form.pid, "role": "text"})
@@ -210,7 +210,7 @@ def test_a_changed_screen_is_searched_again(pii_rig: PiiRig) -> None:
     form.ok("press_key", {"key": "End"})
     # Past the entry's end: it scrolls, and in Tk the address meets its border and focus ring.
     typed = form.ok("type_text", {"text": f" and for every invoice please mail {pii.EMAIL}"})
-    assert pii_rig.toolkit == "tk" or typed["effect"] == "confirmed", typed
+    assert not pii_rig.has_tree or typed["effect"] == "confirmed", typed
 
     def masked_with_the_new_address() -> Any:
         result = form.call("screenshot_screen", {})
