@@ -30,6 +30,11 @@ def _folder_anyone_can_read(prefix: str) -> Path:
     return folder
 
 
+def _anyone_can_reach(path: Path) -> bool:
+    """Whether every folder down to ``path`` lets any user through."""
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in (path, *path.parents))
+
+
 def _apps_anyone_can_run() -> Path:
     """tests/apps where any user can read the apps: there, or in a copy made for this process.
 
@@ -38,10 +43,7 @@ def _apps_anyone_can_run() -> Path:
     exited with "Permission denied" under every sway test. Such a checkout's apps are copied once
     to a folder anyone can read."""
     apps = Path(__file__).resolve().parent / "apps"
-    folders = (apps, *apps.parents)
-    if all(folder.stat().st_mode & stat.S_IXOTH for folder in folders) and all(
-        app.stat().st_mode & stat.S_IROTH for app in apps.glob("*.py")
-    ):
+    if _anyone_can_reach(apps) and all(app.stat().st_mode & stat.S_IROTH for app in apps.glob("*.py")):
         return apps
     copy = _folder_anyone_can_read("deskrig-apps-")
     shutil.copytree(apps, copy, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
@@ -62,19 +64,24 @@ def _qt_python_anyone_can_run() -> str:
     the venv's PySide6 and shiboken6, linked into a folder anyone can read.
 
     The venv's own interpreter is out of reach of the unprivileged user a sway rig runs its apps
-    as (it lives under root's home), and so would a venv below a 0700 checkout be. Hard links
-    cost no copy; the folder holds nothing else, so Debian's own modules are not shadowed."""
+    as (it lives under root's home). A package anyone can reach is linked to where it is; one below
+    a folder only root may enter (a venv in a ``mktemp -d`` checkout) is hard-linked file by file,
+    which costs no copy on the same file system. The folder holds nothing else, so Debian's own
+    modules are not shadowed."""
     folder = _folder_anyone_can_read("deskrig-qt-")
     for package in ("PySide6", "shiboken6"):
         spec = importlib.util.find_spec(package)
         assert spec is not None and spec.submodule_search_locations, f"{package} is a dev dependency"
-        source = spec.submodule_search_locations[0]
-        shutil.copytree(
-            source,
-            folder / package,
-            copy_function=_link_or_copy,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
+        source = Path(spec.submodule_search_locations[0])
+        if _anyone_can_reach(source):
+            (folder / package).symlink_to(source)
+        else:
+            shutil.copytree(
+                source,
+                folder / package,
+                copy_function=_link_or_copy,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
     launcher = folder / "python3"
     launcher.write_text(f'#!/bin/sh\nPYTHONPATH={folder} exec {SYSTEM_PYTHON} "$@"\n')
     launcher.chmod(0o755)
