@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 import pii_content as pii
 from PySide6.QtCore import QEvent, QObject, QTimer
@@ -24,7 +25,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QLineEdit, QPushButton, QVBo
 class PaintWatch(QObject):
     """Calls ``painted`` after each paint of the window: its geometry is final then."""
 
-    def __init__(self, painted: object) -> None:
+    def __init__(self, painted: Callable[[], None]) -> None:
         super().__init__()
         self.painted = painted
 
