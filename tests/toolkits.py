@@ -57,6 +57,9 @@ class Toolkit:
     bounds_slack_px: int = 0
     #: Where on the slider, from its left edge, a drag must start to move it from 0.
     slider_grab_px: int = 10
+    #: Why a masked match in an entry also covers the words beside it, where the toolkit's
+    #: character extents are loose ("" where they are exact, or where there are none).
+    loose_text_extents: str = ""
     #: Whether a sway rig runs the form as a native Wayland client (else on Xwayland, as X11):
     #: a Wayland client knows no screen position, so it logs its widgets relative to its window.
     native_wayland: bool = False
@@ -89,6 +92,11 @@ QT = Toolkit(
     },
     button_actions=("press", "set focus"),
     bounds_slack_px=3,
+    loose_text_extents=(
+        "Qt reports a line edit's character ranges from its top edge and wider than the glyphs (a "
+        "space 21 px wide where GTK says 6): the padded box over a match meets the words beside it "
+        "and the entry's frame, and tesseract reads that line as noise though the words show"
+    ),
     # Unlike GTK's, a Qt slider does not jump to a press on its groove: start on the handle,
     # which sits at the left end at 0.
     slider_grab_px=4,

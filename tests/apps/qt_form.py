@@ -22,7 +22,8 @@ import signal
 import sys
 
 from _form_log import FormLog
-from PySide6.QtCore import QEvent, Qt, QTimer
+from _qt_paint import AfterEachPaint
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -94,6 +95,7 @@ class Form(QWidget):
         self.scale.valueChanged.connect(lambda value: self.events.log(event="scale", value=float(value)))
         grid.addWidget(QLabel("Volume"), 5, 0)
         grid.addWidget(self.scale, 5, 1)
+        AfterEachPaint(self, self.log_layout)
 
     def on_clicked(self) -> None:
         self.clicks += 1
@@ -109,14 +111,6 @@ class Form(QWidget):
     def on_list_scrolled(self, _value: int) -> None:
         item = self.list.itemAt(0, 0)
         self.events.log(event="list_view", first_visible=self.list.row(item) if item else 0)
-
-    def event(self, event: QEvent) -> bool:
-        handled = super().event(event)
-        # A paint of the exposed window means the layout, and so the geometry, is final; logging
-        # from the event loop lets the window manager's placement settle first.
-        if event.type() == QEvent.Type.UpdateRequest and self.isVisible():
-            QTimer.singleShot(0, self.log_layout)
-        return handled
 
     def log_layout(self) -> None:
         """Log the widgets' geometry (FormLog.layout)."""

@@ -14,25 +14,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 
 import pii_content as pii
-from PySide6.QtCore import QEvent, QObject, QTimer
+from _qt_paint import AfterEachPaint
 from PySide6.QtGui import QFont, QPixmap
 from PySide6.QtWidgets import QApplication, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
-
-
-class PaintWatch(QObject):
-    """Calls ``painted`` after each paint of the window: its geometry is final then."""
-
-    def __init__(self, painted: Callable[[], None]) -> None:
-        super().__init__()
-        self.painted = painted
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.UpdateRequest:
-            QTimer.singleShot(0, self.painted)
-        return False
 
 
 def main() -> None:
@@ -80,8 +66,7 @@ def main() -> None:
             }
         events.layout(layout)
 
-    watch = PaintWatch(log_layout)
-    window.installEventFilter(watch)
+    AfterEachPaint(window, log_layout)
     window.show()
     sys.exit(app.exec())
 

@@ -43,11 +43,8 @@ class PiiRig:
     def readable(self) -> list[str]:
         """The words beside the secrets that OCR must still read in a masked image (the tests'
         check that the masker covers no more than it must)."""
-        if self.toolkit is QT:
-            # Qt reports an entry's character ranges from the entry's top edge, a few pixels wide
-            # of the glyphs (a space 21 px wide where GTK says 6): the phone's box, padded, meets
-            # "Call" and "today" and the entry's frame, and tesseract reads that line as noise.
-            # The words show in the image; every other check holds for Qt as for GTK.
+        if self.toolkit.loose_text_extents:
+            # "today" is beside the phone number in its entry (Toolkit.loose_text_extents says why).
             return [word for word in pii.UNRELATED if word != "today"]
         return pii.UNRELATED
 
