@@ -304,6 +304,9 @@ def scroll_down(changes: Changes, elements: list[Element]) -> None:
     """Wheel the viewport's pane down, once the app says it scrolled."""
     pane = next(e.bounds for e in elements if e.role == "scroll pane")
     assert pane is not None
+    # The app is "ready" at GTK's first idle, which can come before sway maps its window: a wheel
+    # turned before that lands on nothing (seen twice in CI), and the pane has no screen origin yet.
+    changes.window.listed()
     scrolled = len(changes.form.events("scrolled"))
     scroll(changes.desktop, changes.form, pane, "down")
     poll("the pane to scroll", lambda: len(changes.form.events("scrolled")) > scrolled, 5)
