@@ -117,36 +117,50 @@ def test_get_app_state_dumps_and_renders_only_the_elements_its_last_state_did_no
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The tool keeps each element's JSON and line of its last state, by the element object: after
-    a change only the elements the mirror replaced are rendered again, and its structured content
-    is still the state's whole dump, field for field and in the model's order."""
+    a change only the elements the mirror replaced are rendered again, and dumped again when the
+    elements are asked for (an answer without them dumps none); its structured content is still the
+    state's whole dump, field for field and in the model's order."""
 
     async def connected() -> AccessibilitySource:
         return client
 
     server = build_server(desktop, Settings(security=SecurityPolicy()), a11y=A11yAccess(connected))
     spec = server.tools["get_app_state"]
-    arguments = spec.input_model.model_validate({"pid": form.pid})
     rendered: list[Element] = []
-    render_line = Element.render_line
+    dumped: list[Element] = []
+    render_line, model_dump = Element.render_line, Element.model_dump
 
-    def counted(element: Element) -> str:
+    def counted_line(element: Element) -> str:
         rendered.append(element)
         return render_line(element)
 
-    monkeypatch.setattr(Element, "render_line", counted)
+    def counted_dump(element: Element, **options: Any) -> dict[str, Any]:
+        dumped.append(element)
+        return model_dump(element, **options)
 
-    def state() -> tuple[dict[str, Any], Snapshot]:
+    monkeypatch.setattr(Element, "render_line", counted_line)
+    monkeypatch.setattr(Element, "model_dump", counted_dump)
+
+    def state(include_elements: bool) -> tuple[dict[str, Any], Snapshot]:
+        arguments = spec.input_model.model_validate({"pid": form.pid, "include_elements": include_elements})
+        rendered.clear()
+        dumped.clear()
         result = run(spec.handler(server.services, CallInfo(ClientRef("test")), arguments))
-        dumped = result.structured.model_dump(mode="json")
-        assert result.structured_data == dumped and list(result.structured_data) == list(dumped)
-        return result.structured_data, client.snapshots.get(dumped["snapshot_id"])
+        whole = result.structured.model_dump(mode="json", exclude=None if include_elements else {"elements"})
+        assert result.structured_data == whole and list(result.structured_data) == list(whole)
+        return result.structured_data, client.snapshots.get(whole["snapshot_id"])
 
-    _, before = state()
+    _, before = state(include_elements=True)
     count = len(form.events("button")) + 1
     run(client.element_action(before.resolve(ElementQuery(role="push button", name="Click me")), "click"))
     form.wait_for_event("button", lambda e: e["count"] == count)
-    rendered.clear()
-    data, after = state()
-    assert 0 < len(rendered) == len(after.elements) - shared(before, after) < len(after.elements)
-    assert f'label "clicked {count}"' in data["text"]
+    lean, after = state(include_elements=False)
+    changed = len(after.elements) - shared(before, after)
+    assert 0 < len(rendered) == changed < len(after.elements)
+    assert dumped == [] and "elements" not in lean
+    assert f'label "clicked {count}"' in lean["text"]
+    data, again = state(include_elements=True)
+    assert again.elements == after.elements and rendered == []
+    assert len(dumped) == changed, "dumped: the elements the last answer with elements did not hold"
+    assert data["text"] == lean["text"].replace(after.snapshot_id, again.snapshot_id)
     assert [e["name"] for e in data["elements"]] == [e.name for e in after.elements]

@@ -27,10 +27,10 @@ def test_one_round_of_get_app_state_against_the_pyatspi_walk(monkeypatch: pytest
 
     monkeypatch.setattr(actions, "measure_interleaved", noting_the_order)
     rows = actions.app_state_rows(1)
-    # mcp.Client's pure-Python check slows the next call in this process: the peer, timed in its
-    # own process, is the one that follows it, round after round.
+    # mcp.Client's pure-Python check of the elements slows the next call in this process: the
+    # peer, timed in its own process, is the one that follows it, round after round.
     order, listings = rounds
-    assert order[(order.index(actions.SDK_APP_STATE) + 1) % len(order)] == "peer"
+    assert order[(order.index(actions.SDK_APP_STATE_ELEMENTS) + 1) % len(order)] == "peer"
     peer = rows[0].timing
     assert peer.name.startswith("peer: pyatspi walk (") and peer.samples_ms, "the walker walked"
     # Last, tools/list through a 2026-07-28 mcp.Client, over the wire and from its cache.
@@ -41,14 +41,19 @@ def test_one_round_of_get_app_state_against_the_pyatspi_walk(monkeypatch: pytest
     assert {name.split(",")[0] for name in compared} == {
         "get_app_state",
         "get_app_state over MCP/HTTP",
+        "get_app_state with include_elements=true over MCP/HTTP",
     }
-    # in process, bare client (session, stateless), mcp.Client, deskrig.client, the TypeScript SDK's Client
-    assert len(compared) == 6
+    # in process; the default answer through the bare client (session, stateless), mcp.Client,
+    # deskrig.client and the TypeScript SDK's Client; with the elements through the bare client,
+    # mcp.Client and deskrig.client
+    assert len(compared) == 9
     assert all(row.timing.p50 > 0 for row in rows)
+    quick = "deskrig.client (an mcp.Client whose check is jsonschema-rs first: the client extra)"
     assert [row.timing.name for row in rows if row.timing.name.endswith(", CPU")] == [
         "get_app_state over MCP/HTTP, bare JSON-RPC client, CPU",
         "get_app_state over MCP/HTTP, mcp.Client (checks the result against the outputSchema), CPU",
-        "get_app_state over MCP/HTTP, deskrig.client (an mcp.Client whose check is jsonschema-rs first: the "
-        "client extra), CPU",
-        "get_app_state over MCP/HTTP, mcp.Client without its outputSchema check, CPU",
+        "get_app_state with include_elements=true over MCP/HTTP, mcp.Client (checks the result against the "
+        "outputSchema), CPU",
+        f"get_app_state with include_elements=true over MCP/HTTP, {quick}, CPU",
+        "get_app_state with include_elements=true over MCP/HTTP, mcp.Client without its outputSchema check, CPU",
     ]

@@ -84,7 +84,12 @@ def greet_round_trip(url: str, token: str, pid: int, name: str) -> None:
 
     def greeting() -> str | None:
         # A label's accessible name is its text.
-        state = call_tool(url, token, "get_app_state", {"pid": pid, "role": "label", "name": "Hello"})
+        state = call_tool(
+            url,
+            token,
+            "get_app_state",
+            {"pid": pid, "role": "label", "name": "Hello", "include_elements": True},
+        )
         assert not state.is_error, state
         return next((e["name"] for e in state.structured_content["elements"]), None)
 

@@ -78,7 +78,7 @@ def test_a11y_origins_are_where_each_toolkit_counts_from(backend: Forms) -> None
 def test_element_bounds_are_where_the_widgets_are_on_screen(backend: Forms, tmp_path: Path) -> None:
     async def run() -> dict[str, Any]:
         async with tools(backend, tmp_path) as client:
-            return await ok(client, "get_app_state", {"pid": backend.gtk.pid})
+            return await ok(client, "get_app_state", {"pid": backend.gtk.pid, "include_elements": True})
 
     state = anyio.run(run)
 
@@ -92,7 +92,11 @@ def test_a_click_on_an_element_lands_on_it(backend: Forms, tmp_path: Path) -> No
 
     async def run() -> dict[str, Any]:
         async with tools(backend, tmp_path) as client:
-            state = await ok(client, "get_app_state", {"pid": backend.gtk.pid, "role": "push button"})
+            state = await ok(
+                client,
+                "get_app_state",
+                {"pid": backend.gtk.pid, "role": "push button", "include_elements": True},
+            )
             button = element(state, "push button", "Click me")
             target = {"snapshot_id": state["snapshot_id"], "index": button["index"]}
             return await ok(client, "click", {"element": target})
@@ -160,7 +164,11 @@ async def open_popup(forms: Forms, client: Client, popup: Popup) -> dict[str, An
     await ok(client, "wait_for", {**query, "timeout_ms": 5000})
     if popup.key is not None:
         await ok(client, "press_key", {"key": popup.key})
-    state = await ok(client, "get_app_state", {"pid": forms.gtk.pid, "role": "menu item", "name": popup.item})
+    state = await ok(
+        client,
+        "get_app_state",
+        {"pid": forms.gtk.pid, "role": "menu item", "name": popup.item, "include_elements": True},
+    )
     (item,) = [e for e in state["elements"] if e["name"] == popup.item]
     return {"snapshot_id": state["snapshot_id"], "opened_at": opened_at, **item}
 
@@ -246,7 +254,9 @@ async def listed_menu_item(
     submenu has the role "menu" in GTK 3)."""
     query = {"role": role, "name": name, "pid": forms.gtk.pid}
     await ok(client, "wait_for", {**query, "timeout_ms": 5000})
-    state = await ok(client, "get_app_state", {"pid": forms.gtk.pid, "role": role, "name": name})
+    state = await ok(
+        client, "get_app_state", {"pid": forms.gtk.pid, "role": role, "name": name, "include_elements": True}
+    )
     (item,) = [e for e in state["elements"] if e["name"] == name]
     return {"snapshot_id": state["snapshot_id"], **item}
 

@@ -172,9 +172,9 @@ def _by_name(state: dict[str, Any], role: str, name: str) -> dict[str, Any]:
 
 
 async def test_get_app_state_reads_the_platform_tree_as_on_linux(native: NativeTools) -> None:
-    by_pid = await native.ok("get_app_state", {"pid": native.app.pid})
+    by_pid = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     window_id = native.world.windows()[0].id
-    by_window = await native.ok("get_app_state", {"window_id": window_id})
+    by_window = await native.ok("get_app_state", {"window_id": window_id, "include_elements": True})
 
     assert by_pid["source"] == "fetch" and not by_pid["truncated"]
     root, frame = by_pid["elements"][:2]
@@ -185,12 +185,14 @@ async def test_get_app_state_reads_the_platform_tree_as_on_linux(native: NativeT
     button = _by_name(by_pid, *native.app.button)
     assert "click" in button["actions"] and button["bounds"] is not None
     assert f'{native.app.button[0]} "{native.app.button[1]}"' in by_pid["text"]
-    matching = await native.ok("get_app_state", {"pid": native.app.pid, "name": native.app.slider})
+    matching = await native.ok(
+        "get_app_state", {"pid": native.app.pid, "name": native.app.slider, "include_elements": True}
+    )
     assert [e["name"] for e in matching["elements"]] == [native.app.slider]
 
 
 async def test_a_click_on_an_element_lands_on_its_centre(native: NativeTools) -> None:
-    state = await native.ok("get_app_state", {"pid": native.app.pid})
+    state = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     button = _by_name(state, *native.app.button)
     box = button["bounds"]
     centre = (box["x"] + box["width"] // 2, box["y"] + box["height"] // 2)
@@ -212,7 +214,7 @@ async def test_set_value_writes_text_through_the_platform_and_reads_it_back(nati
     assert result["effect"] == "confirmed"
     ((_, _, operation, value),) = native.reader.performed
     assert (operation, value) == (native.app.text_write, "Grace")
-    state = await native.ok("get_app_state", {"pid": native.app.pid})
+    state = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     assert _by_name(state, *native.app.text)["text"] == "Grace"
 
 
@@ -284,7 +286,7 @@ def _drop_slider(tree: dict[str, Any], name: str, before: int) -> None:
 
 
 async def test_an_element_gone_since_its_snapshot_is_element_not_found(native: NativeTools) -> None:
-    state = await native.ok("get_app_state", {"pid": native.app.pid})
+    state = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     slider = _by_name(state, "slider", native.app.slider)
     with native.reader.editing(native.app.pid) as tree:
         _drop_slider(tree, native.app.slider, before=0)
@@ -297,7 +299,7 @@ async def test_an_element_gone_since_its_snapshot_is_element_not_found(native: N
 async def test_an_element_is_found_again_after_an_earlier_sibling_went(native: NativeTools) -> None:
     """An AX reference is the element's child position: once a sibling before it goes, that
     position is another element's, and the element is found again by its path."""
-    state = await native.ok("get_app_state", {"pid": native.app.pid})
+    state = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     slider = _by_name(state, "slider", native.app.slider)
     with native.reader.editing(native.app.pid) as tree:
         _drop_slider(tree, native.app.slider, before=1)
@@ -306,7 +308,7 @@ async def test_an_element_is_found_again_after_an_earlier_sibling_went(native: N
     result = await native.ok("set_value", {"element": target, "value": 7})
 
     assert result["effect"] == "confirmed"
-    after = await native.ok("get_app_state", {"pid": native.app.pid})
+    after = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     assert _by_name(after, "slider", native.app.slider)["value"]["current"] == 7.0
 
 
@@ -325,7 +327,7 @@ async def test_a_click_by_index_reaches_its_element_after_a_same_role_sibling_ca
     native: NativeTools,
 ) -> None:
     """The button's old AX position is now the new button's (same role): only its path tells them apart."""
-    state = await native.ok("get_app_state", {"pid": native.app.pid})
+    state = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     button = _by_name(state, *native.app.button)
     box = button["bounds"]
     reset = native.app.node("button", "Reset", Bounds(x=5, y=5, width=30, height=20))
@@ -355,7 +357,9 @@ async def test_the_recorder_keeps_the_platform_tree_of_each_turn(native: NativeT
 
 async def test_pii_in_the_platform_tree_is_masked(native: NativeTools) -> None:
     await native.ok("set_value", {"element": native.element(native.app.text), "value": "ada@example.org"})
-    state = await native.ok("get_app_state", {"pid": native.app.pid, "mask_pii": True})
+    state = await native.ok(
+        "get_app_state", {"pid": native.app.pid, "mask_pii": True, "include_elements": True}
+    )
 
     assert "ada@example.org" not in json.dumps(state)
     assert state["pii_masking"] is not None
@@ -365,7 +369,7 @@ async def test_the_pii_tree_detector_masks_a_field_from_the_platform_tree(native
     """A screenshot under masking blacks out the field the platform's tree says holds an address
     (the whole field: AX and UIA text ranges are not read)."""
     await native.ok("set_value", {"element": native.element(native.app.text), "value": "ada@example.org"})
-    state = await native.ok("get_app_state", {"pid": native.app.pid})
+    state = await native.ok("get_app_state", {"pid": native.app.pid, "include_elements": True})
     field = _by_name(state, *native.app.text)["bounds"]
 
     shot = await native.client.call_tool(

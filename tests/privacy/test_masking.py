@@ -94,7 +94,7 @@ def test_get_app_state_redacts_texts_and_counts(pii_rig: PiiRig) -> None:
         # No tree to redact: the call says why rather than returning anything.
         assert form.error("get_app_state", {"pid": form.pid})["code"] == "A11Y_UNAVAILABLE"
         return
-    state = form.ok("get_app_state", {"pid": form.pid})
+    state = form.ok("get_app_state", {"pid": form.pid, "include_elements": True})
     dumped = json.dumps(state)
     assert secrets_in(dumped) == [], state["text"]
     assert "Shipping notes" in state["text"]
@@ -168,8 +168,10 @@ def test_queries_match_what_the_client_sees_so_they_cannot_probe_for_a_secret(pi
         assert form.error("get_app_state", {"pid": form.pid, "name": "Mail"})["code"] == "A11Y_UNAVAILABLE"
         return
     pid = form.pid
-    assert form.ok("get_app_state", {"pid": pid, "name": pii.EMAIL})["elements"] == []
-    found = form.ok("get_app_state", {"pid": pid, "name": "[redacted:email]"})
+    assert (
+        form.ok("get_app_state", {"pid": pid, "name": pii.EMAIL, "include_elements": True})["elements"] == []
+    )
+    found = form.ok("get_app_state", {"pid": pid, "name": "[redacted:email]", "include_elements": True})
     assert [e["name"] for e in found["elements"]] == ["Mail [redacted:email]"]
     assert found["pii_masking"]["counts"] == {"email": 1}
     missing = form.error("wait_for", {"pid": pid, "name": pii.EMAIL, "timeout_ms": 300})
@@ -185,7 +187,7 @@ def test_an_action_result_is_redacted_like_everything_else_that_leaves_the_rig(p
     if not pii_rig.has_tree:
         assert form.error("get_app_state", {"pid": form.pid})["code"] == "A11Y_UNAVAILABLE"
         return
-    state = form.ok("get_app_state", {"pid": form.pid, "role": "text"})
+    state = form.ok("get_app_state", {"pid": form.pid, "role": "text", "include_elements": True})
     (entry,) = [e for e in state["elements"] if "[redacted:phone]" in (e.get("text") or "")]
     phone_text = dict(pii.ENTRIES)["phone_entry"]
     element = {"snapshot_id": state["snapshot_id"], "index": entry["index"]}

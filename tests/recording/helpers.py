@@ -21,7 +21,7 @@ SCRIPTED_SCREEN = Bounds(x=0, y=0, width=321, height=241)
 
 async def element(s: Session, pid: int, role: str, name: str) -> dict[str, Any]:
     """``{snapshot_id, index}`` of the app's first element with ``role`` and ``name``."""
-    state = await s.ok("get_app_state", {"pid": pid, "role": role, "name": name})
+    state = await s.ok("get_app_state", {"pid": pid, "role": role, "name": name, "include_elements": True})
     return {"snapshot_id": state["snapshot_id"], "index": state["elements"][0]["index"]}
 
 

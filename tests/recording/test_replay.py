@@ -40,15 +40,15 @@ def test_replay_reproduces_the_final_app_state(form_rig: FormRig) -> None:
         await s.ok("set_value", {"element": slider, "value": 42})
         await s.error("click", STALE_ELEMENT)
         await s.ok("stop_recording")
-        final = await s.ok("get_app_state", {"pid": pid})
+        final = await s.ok("get_app_state", {"pid": pid, "include_elements": True})
         # Change what the trajectory set, outside any recording.
         await s.ok("set_value", {"element": {"role": "text", "name": "Name", "pid": pid}, "value": "changed"})
         await s.ok("set_value", {"element": {"role": "slider", "pid": pid}, "value": 7})
-        changed = await s.ok("get_app_state", {"pid": pid})
+        changed = await s.ok("get_app_state", {"pid": pid, "include_elements": True})
         await s.ok("start_recording", {"output_dir": str(replayed)})
         report = await s.ok("replay_trajectory", {"dir": str(recorded), "delay_ms": 50})
         stopped = await s.ok("stop_recording")
-        after = await s.ok("get_app_state", {"pid": pid})
+        after = await s.ok("get_app_state", {"pid": pid, "include_elements": True})
         return final, changed, report, stopped, after
 
     final, changed, report, stopped, after = in_session(form_rig.rig, record_change_replay)

@@ -286,7 +286,10 @@ class FormRig:
         return error
 
     def element(self, role: str, name: str | None = None) -> dict[str, Any]:
-        state = self.ok("get_app_state", {"pid": self.pid, "role": role, **({"name": name} if name else {})})
+        state = self.ok(
+            "get_app_state",
+            {"pid": self.pid, "role": role, "include_elements": True, **({"name": name} if name else {})},
+        )
         assert state["elements"], state["text"]
         return {"snapshot_id": state["snapshot_id"], **state["elements"][0]}
 

@@ -57,7 +57,7 @@ def scroll_the_list_down(form: FormRig, toolkit: Toolkit) -> int:
 def test_app_state_lists_the_form_with_bounds_the_app_reports(
     toolkit_form: FormRig, toolkit: Toolkit
 ) -> None:
-    state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
+    state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "include_elements": True})
     assert state["text"].splitlines()[0].startswith("app ")
     elements = state["elements"]
     entry = by_role_and_name(elements, "text", "Name")
@@ -76,14 +76,16 @@ def test_app_state_lists_the_form_with_bounds_the_app_reports(
 
 
 @needs(Capability.A11Y_TREE)
-def test_app_state_without_elements_is_its_text_and_its_snapshot_is_addressed_all_the_same(
+def test_app_state_is_its_text_unless_the_elements_are_asked_for_and_its_snapshot_is_addressed_all_the_same(
     toolkit_form: FormRig,
 ) -> None:
-    """include_elements=false leaves the elements' data out (a third of the answer): the text
-    rendering names each element's index, by which the snapshot's elements are reached."""
-    full = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
-    lean = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "include_elements": False})
-    assert "elements" not in lean and lean["element_count"] == full["element_count"]
+    """By default the elements' data is left out (a third of the answer): the text rendering names
+    each element's index, by which the snapshot's elements are reached; include_elements=true adds
+    the data, which the text rendering shows line for line."""
+    lean = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
+    full = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "include_elements": True})
+    assert "elements" not in lean and lean["element_count"] == full["element_count"] == len(full["elements"])
+    assert lean["text"].splitlines()[1:] == full["text"].splitlines()[1:]
     button = by_role_and_name(full["elements"], "push button", "Click me")
     (index,) = re.findall(r'\[(\d+)\] push button "Click me"', lean["text"])
     assert int(index) == button["index"]
@@ -97,14 +99,17 @@ def test_app_state_without_elements_is_its_text_and_its_snapshot_is_addressed_al
 def test_app_state_fields_that_are_null_are_not_described_as_absent(toolkit_form: FormRig) -> None:
     """The output schema tells a client what a result carries: a field that comes as null is not
     one the schema says is left out."""
-    state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
 
     async def listed(client: Any) -> Any:
         return (await client.list_tools()).tools
 
     (tool,) = [tool for tool in toolkit_form.rig.session(listed) if tool.name == "get_app_state"]
-    assert state["pii_masking"] is None
-    assert null_fields_described_as_absent(tool.output_schema, state) == []
+    for include_elements in (False, True):
+        state = toolkit_form.ok(
+            "get_app_state", {"pid": toolkit_form.pid, "include_elements": include_elements}
+        )
+        assert state["pii_masking"] is None and ("elements" in state) == include_elements
+        assert null_fields_described_as_absent(tool.output_schema, state) == []
 
 
 def test_click_by_point_lands_on_the_button(toolkit_form: FormRig) -> None:
@@ -176,14 +181,16 @@ def test_the_next_app_state_shows_each_change_and_says_how_fresh_it_is(toolkit_f
     added = len(read_events(toolkit_form.log, "row_added")) + 1
     os.kill(pid, signal.SIGUSR1)  # the form inserts a row at the top of its list
     toolkit_form.wait_event("row_added", lambda e: e["name"] == f"Added row {added}")
-    state = toolkit_form.ok("get_app_state", {"pid": pid})
+    state = toolkit_form.ok("get_app_state", {"pid": pid, "include_elements": True})
     assert f"Added row {added}" in {e["name"] for e in state["elements"]}
     assert state["source"] in ("mirror", "fetch") and state["tree_age_ms"] >= 0
 
     clicks = len(read_events(toolkit_form.log, "button")) + 1
     toolkit_form.ok("click", {"element": {"role": "push button", "name": "Click me", "pid": pid}})
     toolkit_form.wait_event("button", lambda e: e["count"] == clicks)  # the status label is renamed
-    labels = toolkit_form.ok("get_app_state", {"pid": pid, "role": "label", "name": "clicked"})["elements"]
+    labels = toolkit_form.ok(
+        "get_app_state", {"pid": pid, "role": "label", "name": "clicked", "include_elements": True}
+    )["elements"]
     assert [e["name"] for e in labels] == [f"clicked {clicks}"]
 
     typed = f"typed {clicks}"
@@ -191,7 +198,7 @@ def test_the_next_app_state_shows_each_change_and_says_how_fresh_it_is(toolkit_f
     toolkit_form.ok("set_value", {"element": name, "value": ""})
     toolkit_form.ok("type_text", {"text": typed, "element": name})
     toolkit_form.wait_event("entry", lambda e: e["text"] == typed)
-    state = toolkit_form.ok("get_app_state", {"pid": pid})
+    state = toolkit_form.ok("get_app_state", {"pid": pid, "include_elements": True})
     assert by_role_and_name(state["elements"], "text", "Name")["text"] == typed
     assert state["newest_event_age_ms"] is not None, "the changes came as events"
 
@@ -250,7 +257,9 @@ def test_scroll_moves_the_list(toolkit_form: FormRig, toolkit: Toolkit) -> None:
 @needs(Capability.A11Y_TREE)
 def test_scrolled_list_shows_the_rows_now_on_screen(toolkit_form: FormRig, toolkit: Toolkit) -> None:
     first = scroll_the_list_down(toolkit_form, toolkit)
-    rows = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "role": toolkit.list_row_role})
+    rows = toolkit_form.ok(
+        "get_app_state", {"pid": toolkit_form.pid, "role": toolkit.list_row_role, "include_elements": True}
+    )
     on_screen = {r["name"] for r in rows["elements"] if r["bounds"] is not None}
     assert f"Row {first + 1}" in {r["name"] for r in rows["elements"]}
     assert "Row 1" not in on_screen
@@ -291,7 +300,7 @@ def test_a_context_menu_item_clicked_by_element_acts(toolkit_form: FormRig) -> N
         toolkit_form.ok("click", {"element": select_all})
 
         def menu_showing() -> bool:
-            state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid})
+            state = toolkit_form.ok("get_app_state", {"pid": toolkit_form.pid, "include_elements": True})
             return any(
                 e["name"] == "Select All" and "showing" in e.get("states", []) for e in state["elements"]
             )

@@ -41,7 +41,12 @@ from deskrig.tools import CallInfo, ToolResult
 from deskrig.tools.targets import a11y_of
 
 SYSTEM_PYTHON = "/usr/bin/python3"
-SDK_APP_STATE = "get_app_state over MCP/HTTP, mcp.Client (checks the result against the outputSchema)"
+SDK_CHECKS = "mcp.Client (checks the result against the outputSchema)"
+SDK_APP_STATE = f"get_app_state over MCP/HTTP, {SDK_CHECKS}"
+#: get_app_state asked for its elements' data too (``include_elements``, off by default).
+APP_STATE_ELEMENTS = "get_app_state with include_elements=true over MCP/HTTP"
+SDK_APP_STATE_ELEMENTS = f"{APP_STATE_ELEMENTS}, {SDK_CHECKS}"
+QUICK_CLIENT = "deskrig.client (an mcp.Client whose check is jsonschema-rs first: the client extra)"
 TS_APP_STATE = "get_app_state over MCP/HTTP, TypeScript SDK Client (Node 22; checks the result against the outputSchema, ajv)"
 TS_FLOOR = "per-call floor: get_screen_size over MCP/HTTP, TypeScript SDK Client"
 TEXT_100 = ("The quick brown fox jumps over the lazy dog. " * 3)[:100]
@@ -128,12 +133,14 @@ async def _skip_output_check(name: str, result: types.CallToolResult) -> None:
 def _over_mcp(
     server: DeskrigServer, env: dict[str, str], pid: int, runs: int
 ) -> tuple[Timing, list[Timing], list[Timing]]:
-    """The pyatspi walk and get_app_state through a bare JSON-RPC client, through ``mcp.Client``
-    with and without its output schema check, through ``deskrig.client`` and through the
-    TypeScript SDK's ``Client`` (and each one's per-call floor), one after the other in every
-    round. Returned: the walk; the rest as timed here, ``mcp.Client``'s checked call first; last,
-    the TypeScript client's rows, as Node timed them (none where it cannot run)."""
-    arguments = {"pid": pid}
+    """The pyatspi walk and get_app_state through a bare JSON-RPC client, through ``mcp.Client``,
+    through ``deskrig.client`` and through the TypeScript SDK's ``Client`` (and each one's per-call
+    floor), and the same asked for the elements' data too (through ``mcp.Client`` also without its
+    output schema check), one after the other in every round. Returned: the walk; the rest as
+    timed here, ``mcp.Client``'s checked call of the elements first; last, the TypeScript client's
+    rows, as Node timed them (none where it cannot run)."""
+    arguments = {"pid": pid}  # the default answer: the text rendering alone
+    with_elements = {**arguments, "include_elements": True}
     with (
         serving(server) as url,
         BareMcp(url) as bare,
@@ -166,21 +173,21 @@ def _over_mcp(
                     result = await client.call_tool(tool, args)
                     assert not result.is_error, result
 
-                async def sdk_quick() -> None:
-                    result = await quick.call_tool("get_app_state", arguments)
+                async def sdk_quick(args: dict[str, Any]) -> None:
+                    result = await quick.call_tool("get_app_state", args)
                     assert not result.is_error and result.structured_content, result
 
                 async def sdk_unchecked() -> None:
-                    result = await unchecked.call_tool("get_app_state", arguments)
+                    result = await unchecked.call_tool("get_app_state", with_elements)
                     assert not result.is_error and result.structured_content, result
 
                 return await measure_interleaved(
                     [
-                        # mcp.Client's checked call comes right before the peer: its pure-Python
-                        # check (~4,000 values) leaves the next call in this process ~1.5 ms slower
-                        # (an unchecked get_app_state 8.5 -> 10.1 ms p50), and the peer's walk is
-                        # timed by its own clock in its own process.
-                        (SDK_APP_STATE, lambda: sdk("get_app_state", arguments)),
+                        # mcp.Client's checked call of the elements comes right before the peer:
+                        # its pure-Python check (~4,000 values) leaves the next call in this process
+                        # ~1.5 ms slower (an unchecked get_app_state 8.5 -> 10.1 ms p50), and the
+                        # peer's walk is timed by its own clock in its own process.
+                        (SDK_APP_STATE_ELEMENTS, lambda: sdk("get_app_state", with_elements)),
                         ("peer", awaitable(walker.walk)),
                         (
                             "get_app_state over MCP/HTTP, bare JSON-RPC client",
@@ -190,28 +197,22 @@ def _over_mcp(
                             "per-call floor: get_screen_size, bare JSON-RPC client",
                             awaitable(lambda: bare.call("get_screen_size", {})),
                         ),
-                        (
-                            "get_app_state over MCP/HTTP, deskrig.client (an mcp.Client whose check is "
-                            "jsonschema-rs first: the client extra)",
-                            sdk_quick,
-                        ),
+                        (SDK_APP_STATE, lambda: sdk("get_app_state", arguments)),
+                        (f"get_app_state over MCP/HTTP, {QUICK_CLIENT}", lambda: sdk_quick(arguments)),
                         (
                             "per-call floor: get_screen_size over MCP/HTTP, mcp.Client",
                             lambda: sdk("get_screen_size", {}),
-                        ),
-                        (
-                            "get_app_state over MCP/HTTP, mcp.Client without its outputSchema check",
-                            sdk_unchecked,
                         ),
                         (
                             "get_app_state over MCP/HTTP, bare JSON-RPC client, stateless (2026-07-28) calls",
                             awaitable(lambda: stateless.call("get_app_state", arguments)),
                         ),
                         (
-                            "get_app_state with include_elements=false (the text rendering alone) over "
-                            "MCP/HTTP, mcp.Client (checks the result against the outputSchema)",
-                            lambda: sdk("get_app_state", {**arguments, "include_elements": False}),
+                            f"{APP_STATE_ELEMENTS}, bare JSON-RPC client",
+                            awaitable(lambda: bare.call("get_app_state", with_elements)),
                         ),
+                        (f"{APP_STATE_ELEMENTS}, {QUICK_CLIENT}", lambda: sdk_quick(with_elements)),
+                        (f"{APP_STATE_ELEMENTS}, mcp.Client without its outputSchema check", sdk_unchecked),
                         *ts_cases,
                     ],
                     runs,
@@ -273,13 +274,24 @@ def app_state_rows(runs: int) -> list[Row]:
 
             ours = anyio.run(run)
             whole = anyio.run(fetched)
-            structured = anyio.run(call_tool, server, "get_app_state", {"pid": pid})
+            structured = anyio.run(call_tool, server, "get_app_state", {"pid": pid, "include_elements": True})
             checked, quick_checked = _output_checks(server, structured, runs)
             parsed = _result_parse(server, pid, runs)
             parts = _breakdown(server, pid, runs)
             (
                 peer,
-                (sdk, bare, bare_floor, quick, sdk_floor, unchecked, bare_stateless, sdk_text),
+                (
+                    sdk_elements,
+                    bare,
+                    bare_floor,
+                    sdk,
+                    quick,
+                    sdk_floor,
+                    bare_stateless,
+                    bare_elements,
+                    quick_elements,
+                    unchecked_elements,
+                ),
                 ts_timings,
             ) = _over_mcp(server, {**os.environ, **rig.env}, pid, runs)
             listing = _listing_rows(server, runs)
@@ -287,6 +299,7 @@ def app_state_rows(runs: int) -> list[Row]:
         Row(peer),
         Row(ours, peer, 20.0),
         Row(whole, peer),
+        # The default answer (the text rendering), through each client.
         Row(bare, peer, 20.0),
         # Server and client share this process: its CPU per call is what both spent, whatever the load.
         Row(bare.cpu()),
@@ -295,18 +308,22 @@ def app_state_rows(runs: int) -> list[Row]:
         *(Row(part) for part in parts),
         Row(sdk, peer, 20.0),
         Row(sdk.cpu()),
-        # The SDK client's own costs, apart: its output schema check, its pydantic parse of the
-        # result, and (what is left of the unchecked call over the bare one's) its transport.
-        Row(checked),
-        Row(quick, peer, 20.0),
-        Row(quick.cpu()),
-        Row(quick_checked),
-        Row(unchecked, peer),
-        Row(unchecked.cpu()),
         Row(parsed),
+        Row(quick, peer, 20.0),
         Row(sdk_floor),
-        Row(sdk_text, peer),
         *(Row(timing, peer, 20.0) if timing.name == TS_APP_STATE else Row(timing) for timing in ts_timings),
+        # Asked for the elements' data too: ~4,000 more values for a client to check.
+        Row(bare_elements, peer, 20.0),
+        Row(sdk_elements, peer, 20.0),
+        Row(sdk_elements.cpu()),
+        # The SDK client's check apart: its pure-Python check against jsonschema-rs's, and the
+        # call without it.
+        Row(checked),
+        Row(quick_elements, peer, 20.0),
+        Row(quick_elements.cpu()),
+        Row(quick_checked),
+        Row(unchecked_elements, peer),
+        Row(unchecked_elements.cpu()),
         *listing,
     ]
 
@@ -415,7 +432,7 @@ def _result_parse(server: DeskrigServer, pid: int, runs: int) -> Timing:
 
 
 def _output_checks(server: DeskrigServer, structured: Any, runs: int) -> tuple[Timing, Timing]:
-    """What a client spends checking one get_app_state result against the tool's output schema,
+    """What a client spends checking one get_app_state result with its elements against the tool's output schema,
     apart from the protocol: ``mcp.Client``'s ``jsonschema`` (compiled once, as the SDK does), and
     jsonschema-rs, which ``deskrig.client`` asks first."""
     from jsonschema import Draft202012Validator  # what the SDK picks for a schema without $schema
@@ -433,7 +450,7 @@ def _output_checks(server: DeskrigServer, structured: Any, runs: int) -> tuple[T
         assert quick.is_valid(structured)
 
     return (
-        measure("of which the client's outputSchema check (jsonschema), in process", check, runs),
+        measure("of which mcp.Client's outputSchema check (jsonschema), in process", check, runs),
         measure(
             "of which deskrig.client's outputSchema check (jsonschema-rs), in process", check_quickly, runs
         ),

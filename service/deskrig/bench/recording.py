@@ -269,7 +269,7 @@ async def _added_cost(
 
 async def _client_rows(client: str, call: McpCall, rig: BenchRig, runs: int) -> list[AddedCost]:
     window = (await call("list_windows", {}))["windows"][0]
-    state = await call("get_app_state", {"pid": rig.app_pid()})
+    state = await call("get_app_state", {"pid": rig.app_pid(), "include_elements": True})
     rows = []
     for pacing, pause in (("paced", PACE_OVER_MCP), ("back-to-back", 0.0)):
         for action in _actions(state, window):

@@ -30,11 +30,15 @@ class GetAppStateInput(BaseModel):
     role: str | None = Field(None, description="Only elements with this role (substring, case-insensitive)")
     name: str | None = Field(None, description="Only elements with this name (substring, case-insensitive)")
     include_screenshot: bool = Field(False, description="Attach a screenshot of the app's window")
+    # Off by default: an agent reads the text rendering (its lines show what the elements' data
+    # holds, and actions address elements by the index they show), and the data would triple the
+    # answer (gtk3-widget-factory: the text block a model is shown 21.4 kB against 69.6 kB) and
+    # cost the Python SDK's client ~17 ms to check against the output schema (a check per value).
     include_elements: bool = Field(
-        True,
-        description="Include each element's data (elements); false: the compact text rendering alone, "
-        "a third of the answer (its lines show each element's index, role, name, states and bounds; "
-        "the snapshot's elements are addressed by index all the same)",
+        False,
+        description="Also include each element's data (elements), for a program reading the tree; "
+        "without it the compact text rendering carries the tree (each line shows the element's index, "
+        "role, name, states, bounds, value, text and actions), a third of the answer",
     )
     mask_pii: bool | None = Field(
         None,
@@ -75,17 +79,20 @@ class AppState(BaseModel):
     text: str = Field(description="Compact rendering: one line per element")
     elements: list[Element] | None = Field(
         None,
-        description="Each element's data, in the text rendering's order; absent when include_elements is false",
+        description="Each element's data, in the text rendering's order; absent unless include_elements is true",
     )
     pii_masking: MaskReport | None = Field(
         None, description="What was redacted (counts per detector); null when not masking"
     )
 
 
-#: Each element's JSON data and line of the text rendering, for the elements of the last state
-#: served (:class:`~deskrig.a11y.tree.RenderedElements`).
-_RENDERED_ELEMENTS: RenderedElements[tuple[dict[str, Any], str]] = RenderedElements(
-    lambda element: (element.model_dump(mode="json"), element.render_line())
+#: Each element's line of the text rendering, for the elements of the last state served
+#: (:class:`~deskrig.a11y.tree.RenderedElements`).
+_RENDERED_LINES: RenderedElements[str] = RenderedElements(lambda element: element.render_line())
+#: Each element's JSON data, for the elements of the last state served with its elements: kept
+#: apart from the lines, so that an answer without them dumps none.
+_ELEMENT_DATA: RenderedElements[dict[str, Any]] = RenderedElements(
+    lambda element: element.model_dump(mode="json")
 )
 
 
@@ -126,10 +133,10 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
         query=query,
         refresh=args.refresh,
     )
-    # The elements the last state served held are not dumped nor rendered again, as the recorder's
-    # state files do: for gtk3-widget-factory (261 elements) a call took 3.4 ms of CPU in process,
-    # against 5.8 when every element was dumped and rendered.
-    rendered = _RENDERED_ELEMENTS.of(snapshot.elements)
+    # The elements the last state served held are not rendered (nor dumped) again, as the
+    # recorder's state files do: for gtk3-widget-factory (261 elements) a call took 3.4 ms of CPU
+    # in process, against 5.8 when every element was dumped and rendered.
+    lines = _RENDERED_LINES.of(snapshot.elements)
     state = AppState(
         snapshot_id=snapshot.snapshot_id,
         pid=snapshot.pid,
@@ -140,13 +147,13 @@ async def get_app_state(services: Services, call: CallInfo, args: GetAppStateInp
         source=snapshot.source,
         tree_age_ms=snapshot.tree_age_ms,
         newest_event_age_ms=snapshot.newest_event_age_ms,
-        text=snapshot.render_text([line for _, line in rendered]),
+        text=snapshot.render_text(lines),
         elements=snapshot.elements if args.include_elements else None,
         pii_masking=masked,
     )
     fields = state.model_dump(mode="json", exclude={"elements"})
     structured_data = {
-        name: [element for element, _ in rendered] if name == "elements" else fields[name]
+        name: _ELEMENT_DATA.of(snapshot.elements) if name == "elements" else fields[name]
         for name in AppState.model_fields
         if name in fields or (name == "elements" and args.include_elements)
     }
