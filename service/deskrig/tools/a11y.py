@@ -228,9 +228,9 @@ def _is_number(value: str | float) -> bool:
 TOOLS: list[AnyTool] = [
     ToolSpec(
         "get_app_state",
-        "The accessibility tree of an app (by pid or window): every element's index, role, name, states, "
-        "text or value, actions and screen bounds, plus a compact text rendering. Use snapshot_id + index "
-        "to target elements in actions.",
+        "The accessibility tree of an app (by pid or window) as a compact text rendering, one line per "
+        "element: its index, role, name, states, screen bounds, text or value and actions (with "
+        "include_elements, each element's data too). Use snapshot_id + index to target elements in actions.",
         GetAppStateInput,
         AppState,
         get_app_state,
