@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from tests.apps._form_content import BUTTON_DESCRIPTION, LIST_ROWS
 from tests.polling import poll
 from tests.rigprocs import SYSTEM_PYTHON
 from tests.toolkits import Capability, Toolkit, needs, only_on
@@ -99,10 +100,13 @@ def test_snapshot_has_the_form_widgets_with_roles_names_and_bounds(
     rows = snapshot.resolve(ElementQuery(role="list box", name="Rows"))
     assert rows.offscreen_children_omitted
     row_labels = [e.name for e in snapshot.find(ElementQuery(role="label", name="Row "))]
-    assert "Row 1" in row_labels and "Row 200" not in row_labels
+    assert "Row 1" in row_labels and f"Row {LIST_ROWS}" not in row_labels
 
     text = snapshot.render_text()
-    assert f'[{button.index}] push button "Click me" (enabled, focusable) @ ' in text
+    shown = (
+        f'[{button.index}] push button "Click me" description="{BUTTON_DESCRIPTION}" (enabled, focusable) @ '
+    )
+    assert shown in text
     assert 'slider "Volume"' in text and "value=" in text
 
     public = json.loads(snapshot.model_dump_json())

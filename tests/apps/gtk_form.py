@@ -27,12 +27,11 @@ import argparse
 import signal
 
 import gi
+from _form_content import BUTTON_DESCRIPTION, LIST_ROWS
 from _form_log import FormLog
 
 gi.require_version("Gtk", "3.0")
 from gi.repository import GLib, Gtk  # noqa: E402
-
-LIST_ROWS = 200
 
 
 class Form:
@@ -99,6 +98,7 @@ class Form:
         grid.attach(choices, 1, 2, 1, 1)
 
         self.button = Gtk.Button(label="Click me")
+        self.button.get_accessible().set_description(BUTTON_DESCRIPTION)
         self.button.connect("clicked", self.on_clicked)
         self.status = Gtk.Label(label="clicked 0", xalign=0)
         grid.attach(self.button, 0, 3, 1, 1)

@@ -21,6 +21,7 @@ import argparse
 import signal
 import sys
 
+from _form_content import BUTTON_DESCRIPTION, LIST_ROWS
 from _form_log import FormLog
 from _qt_paint import AfterEachPaint
 from PySide6.QtCore import Qt, QTimer
@@ -36,8 +37,6 @@ from PySide6.QtWidgets import (
     QSlider,
     QWidget,
 )
-
-LIST_ROWS = 200
 
 
 class Form(QWidget):
@@ -75,6 +74,7 @@ class Form(QWidget):
         grid.addWidget(self.check, 2, 1)
 
         self.button = QPushButton("Click me")
+        self.button.setAccessibleDescription(BUTTON_DESCRIPTION)
         self.button.clicked.connect(self.on_clicked)
         self.status = QLabel("clicked 0")
         grid.addWidget(self.button, 3, 0)

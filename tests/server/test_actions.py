@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.apps._form_content import BUTTON_DESCRIPTION, LIST_ROWS
 from tests.polling import poll
 from tests.rigprocs import SYSTEM_PYTHON
 from tests.server.helpers import null_fields_described_as_absent
@@ -71,8 +72,8 @@ def test_app_state_lists_the_form_with_bounds_the_app_reports(
     assert "editable" in entry["states"] and entry["text"] == ""
     assert (slider["value"]["minimum"], slider["value"]["maximum"]) == (0, 100)
     rows = [e for e in elements if e["role"] == toolkit.list_row_role and e["name"].startswith("Row ")]
-    # The list manages its descendants: only the rows on screen are listed, not all 200.
-    assert 5 < len(rows) < 200 and rows[0]["name"] == "Row 1"
+    # The list manages its descendants: only the rows on screen are listed, not all of them.
+    assert 5 < len(rows) < LIST_ROWS and rows[0]["name"] == "Row 1"
 
 
 @needs(Capability.A11Y_TREE)
@@ -89,6 +90,11 @@ def test_app_state_is_its_text_unless_the_elements_are_asked_for_and_its_snapsho
     button = by_role_and_name(full["elements"], "push button", "Click me")
     (index,) = re.findall(r'\[(\d+)\] push button "Click me"', lean["text"])
     assert int(index) == button["index"]
+    # The line shows what the element's data says, its description too.
+    (button_line,) = [line for line in lean["text"].splitlines() if f"[{index}] push button" in line]
+    assert (
+        button["description"] == BUTTON_DESCRIPTION and f'description="{BUTTON_DESCRIPTION}"' in button_line
+    )
     before = (toolkit_form.last("button") or {"count": 0})["count"]
     result = toolkit_form.ok("click", {"element": {"snapshot_id": lean["snapshot_id"], "index": int(index)}})
     assert result["target"]["element"]["name"] == "Click me"

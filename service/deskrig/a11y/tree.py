@@ -147,6 +147,10 @@ class Element(BaseModel):
         parts = [f"[{self.index}] {self.role}"]
         if self.name:
             parts.append(_quote(self.name))
+        # The line is all an agent reads by default (get_app_state's elements are on request), so
+        # it shows the description too: often a tool tip, what an icon button does.
+        if self.description and self.description != self.name:
+            parts.append(f"description={_shown(self.description)}")
         states = [s for s in self.states if s not in _UNREMARKABLE_STATES]
         if "showing" not in self.states and self.role != "application":
             states.append("hidden")
@@ -161,9 +165,7 @@ class Element(BaseModel):
             v = self.value
             parts.append(f"value={v.current:g} ({v.minimum:g}..{v.maximum:g})")
         if self.text and self.text != self.name:
-            shown = self.text[:_RENDERED_TEXT_CHARS]
-            ellipsis = "…" if self.text_truncated or len(self.text) > _RENDERED_TEXT_CHARS else ""
-            parts.append(f"text={_quote(shown)}{ellipsis}")
+            parts.append(f"text={_shown(self.text, self.text_truncated)}")
         if self.actions:
             parts.append(f"actions={','.join(self.actions)}")
         if self.offscreen_children_omitted:
@@ -314,6 +316,13 @@ def _text_score(wanted: str | None, actual: str, match: str) -> int | None:
 def _quote(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
     return f'"{escaped}"'
+
+
+def _shown(text: str, truncated: bool = False) -> str:
+    """``text`` quoted as far as a line of the rendering shows it, with an ellipsis where it goes on
+    (``truncated``: the text was capped before it reached the rendering)."""
+    ellipsis = "…" if truncated or len(text) > _RENDERED_TEXT_CHARS else ""
+    return f"{_quote(text[:_RENDERED_TEXT_CHARS])}{ellipsis}"
 
 
 class RenderedElements(Generic[T]):

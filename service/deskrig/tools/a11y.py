@@ -38,7 +38,7 @@ class GetAppStateInput(BaseModel):
         False,
         description="Also include each element's data (elements), for a program reading the tree; "
         "without it the compact text rendering carries the tree (each line shows the element's index, "
-        "role, name, states, bounds, value, text and actions), a third of the answer",
+        "role, name, description, states, bounds, value, text and actions), a third of the answer",
     )
     mask_pii: bool | None = Field(
         None,
@@ -229,7 +229,7 @@ TOOLS: list[AnyTool] = [
     ToolSpec(
         "get_app_state",
         "The accessibility tree of an app (by pid or window) as a compact text rendering, one line per "
-        "element: its index, role, name, states, screen bounds, text or value and actions (with "
+        "element: its index, role, name, description, states, screen bounds, text or value and actions (with "
         "include_elements, each element's data too). Use snapshot_id + index to target elements in actions.",
         GetAppStateInput,
         AppState,
