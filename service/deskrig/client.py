@@ -64,9 +64,10 @@ class _ValidFirst:
     validator, whose errors the session reports as it always has. That one is made only then.
 
     The SDK checks every structured result with ``jsonschema`` in pure Python, which pays for
-    each value it checks: 17-38 ms for a 261-element get_app_state with its elements, against 0.15 ms here; and it
-    makes its validator on a tool's first result on each connection, checking the schema against
-    the metaschema first: 7-29 ms a tool here (get_app_state's 29 ms), against 0.3-0.5 ms."""
+    each value it checks: 17-38 ms for a 261-element get_app_state with its elements, against
+    0.15 ms here; and it makes its validator on a tool's first result on each connection, checking
+    the schema against the metaschema first: 7-29 ms a tool here (get_app_state's 29 ms), against
+    0.3-0.5 ms."""
 
     def __init__(
         self, schema: dict[str, Any], quick: jsonschema_rs.Validator, sdk_validator: Callable[[], Any]

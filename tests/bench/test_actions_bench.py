@@ -48,12 +48,11 @@ def test_one_round_of_get_app_state_against_the_pyatspi_walk(monkeypatch: pytest
     # mcp.Client and deskrig.client
     assert len(compared) == 9
     assert all(row.timing.p50 > 0 for row in rows)
-    quick = "deskrig.client (an mcp.Client whose check is jsonschema-rs first: the client extra)"
     assert [row.timing.name for row in rows if row.timing.name.endswith(", CPU")] == [
         "get_app_state over MCP/HTTP, bare JSON-RPC client, CPU",
         "get_app_state over MCP/HTTP, mcp.Client (checks the result against the outputSchema), CPU",
         "get_app_state with include_elements=true over MCP/HTTP, mcp.Client (checks the result against the "
         "outputSchema), CPU",
-        f"get_app_state with include_elements=true over MCP/HTTP, {quick}, CPU",
+        f"get_app_state with include_elements=true over MCP/HTTP, {actions.QUICK_CLIENT}, CPU",
         "get_app_state with include_elements=true over MCP/HTTP, mcp.Client without its outputSchema check, CPU",
     ]

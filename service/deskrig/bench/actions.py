@@ -432,9 +432,9 @@ def _result_parse(server: DeskrigServer, pid: int, runs: int) -> Timing:
 
 
 def _output_checks(server: DeskrigServer, structured: Any, runs: int) -> tuple[Timing, Timing]:
-    """What a client spends checking one get_app_state result with its elements against the tool's output schema,
-    apart from the protocol: ``mcp.Client``'s ``jsonschema`` (compiled once, as the SDK does), and
-    jsonschema-rs, which ``deskrig.client`` asks first."""
+    """What a client spends checking one get_app_state result with its elements against the tool's
+    output schema, apart from the protocol: ``mcp.Client``'s ``jsonschema`` (compiled once, as the
+    SDK does), and jsonschema-rs, which ``deskrig.client`` asks first."""
     from jsonschema import Draft202012Validator  # what the SDK picks for a schema without $schema
     from referencing import Registry
 
